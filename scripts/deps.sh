@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kiln needs to build and test, only those not installed yet.
+# Usage: scripts/deps.sh [build|test|all]   (default: build)
+set -euo pipefail
+want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev)
+if [[ "${1:-build}" != build ]]; then
+  # clang + its runtime: libFuzzer target for the GGUF reader. python3-numpy: fixture generators.
+  want+=(clang libclang-rt-14-dev python3-numpy nodejs npm)
+fi
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "kiln: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
+fi

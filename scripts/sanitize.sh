@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# ASan+UBSan build of kiln running the unit and fault tests, then the GGUF reader fuzzer for a
+# bounded time over the corpus the tests write.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh test
+scripts/build.sh sanitize
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/sanitize --output-on-failure -j "$(nproc)" -L 'unit|fault'

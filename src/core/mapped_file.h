@@ -1,0 +1,31 @@
+// MappedFile: a read-only memory map of a whole file. Owns the mapping; views into bytes() are
+// valid while the MappedFile lives. Thread-safe to read.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/result.h"
+
+namespace kiln {
+
+class MappedFile {
+ public:
+  static Result<std::unique_ptr<MappedFile>> open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+}  // namespace kiln

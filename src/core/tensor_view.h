@@ -1,0 +1,62 @@
+// TensorView: a non-owning, typed, strided view of up to 4 dimensions, in ggml's convention:
+// ne[0] is the innermost (fastest-varying, contiguous when nb[0] == element size) dimension,
+// nb[i] is the stride of dimension i in bytes. The memory is owned elsewhere and must outlive
+// the view. For quantized types ne[0] is a multiple of the block size, nb[0] is the byte size of
+// one block, and rows are only addressed whole (through nb[1..3]).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace kiln {
+
+inline constexpr int kMaxDims = 4;
+
+struct TensorView {
+  DType type = DType::F32;
+  std::array<int64_t, kMaxDims> ne{1, 1, 1, 1};  // elements per dimension
+  std::array<size_t, kMaxDims> nb{0, 0, 0, 0};   // bytes per step in each dimension
+  void* data = nullptr;                           // non-owning
+
+  int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  int64_t nrows() const { return ne[1] * ne[2] * ne[3]; }
+  size_t row_bytes() const { return row_size(type, ne[0]); }
+  // Bytes spanned from data to one past the last byte addressed.
+  size_t span_bytes() const {
+    if (nelements() == 0) return 0;
+    size_t end = row_bytes();
+    for (int i = 1; i < kMaxDims; ++i) end += static_cast<size_t>(ne[i] - 1) * nb[i];
+    return end;
+  }
+  bool is_contiguous() const {
+    if (nb[0] != type_size(type)) return false;
+    size_t expect = row_bytes();
+    for (int i = 1; i < kMaxDims; ++i) {
+      if (ne[i] != 1 && nb[i] != expect) return false;
+      expect *= static_cast<size_t>(ne[i]);
+    }
+    return true;
+  }
+  template <class T>
+  T* ptr(int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) const {
+    return reinterpret_cast<T*>(static_cast<char*>(data) + i1 * nb[1] + i2 * nb[2] + i3 * nb[3]);
+  }
+};
+
+// A contiguous view of `type` with the given sizes (ne0 innermost).
+inline TensorView contiguous_view(DType type, std::array<int64_t, kMaxDims> ne, void* data) {
+  TensorView v;
+  v.type = type;
+  v.ne = ne;
+  v.data = data;
+  v.nb[0] = type_size(type);
+  v.nb[1] = row_size(type, ne[0]);
+  v.nb[2] = v.nb[1] * static_cast<size_t>(ne[1]);
+  v.nb[3] = v.nb[2] * static_cast<size_t>(ne[2]);
+  return v;
+}
+
+}  // namespace kiln
