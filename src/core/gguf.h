@@ -7,11 +7,13 @@
 // Thread-safety: a GgufFile is immutable after open/parse; concurrent readers are fine.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/dtype.h"
@@ -102,6 +104,7 @@ class GgufFile {
   uint64_t data_offset_ = 0;
   std::vector<GgufKv> kvs_;
   std::vector<GgufTensorInfo> tensors_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;  // name (viewing tensors_) -> index
   friend class GgufParser;
 };
 
@@ -127,6 +130,8 @@ class GgufWriter {
 
   // Streaming write: header + metadata + tensor infos, then each tensor's bytes in declared order.
   Status begin(const std::string& path);
+  // The same, appending the file's bytes to `out` (which must outlive finish()) instead of a file.
+  Status begin(std::vector<uint8_t>& out);
   Status write_tensor_data(std::span<const uint8_t> bytes);  // exactly the declared size
   Status finish();  // checks every tensor was written, closes the file
  private:

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/result.h"
 #include "core/tensor_view.h"
 
 namespace kiln {
@@ -32,8 +33,43 @@ enum class OpKind : uint8_t {
   Cpy,        // dst = src0 converted to dst.type (F32/F16/BF16/quantized), any strides
   Concat,     // along params.axis
   ArgMax,     // per row -> I32
-  Attention,  // softmax(q k^T * scale + mask) v; src0 q [d, n_q, h], src1 k / src2 v [d, n_kv, h_kv]
-              // (views over a KV cache, F32 or F16), src3 (optional) F32 mask [n_kv, n_q]
+  Attention,  // softmax(q k^T * scale + mask) v; src0 q [d, n_q, h, s], src1 k [d, n_kv, h_kv, s],
+              // src2 v [d_v, n_kv, h_kv, s] (views over a KV cache; h % h_kv == 0),
+              // src3 (optional) F32/F16 mask [n_kv, >= n_q] (broadcast over heads);
+              // dst F32 [d_v, n_q, h, s] (any strides: pass a permuted view for [d_v, h, n_q]).
+              // params.attn_path picks the arithmetic (see AttentionPath).
+};
+
+// Shapes and types of each op in detail (ggml's conventions, ne[0] innermost):
+//   GetRows   src0 [n, r, a, b] any to_float type, src1 I32 [m, a, b], dst F32 [n, m, a, b].
+//   MulMat    src0 [k, n, a, b] weights, src1 F32 [k, m, A, B] with A % a == 0, B % b == 0,
+//             dst F32 [n, m, A, B]; src0 rows must be contiguous (nb[0] = block bytes).
+//   Add, Mul  src0/dst F32 of one shape, src1 F32 whose sizes divide src0's (ggml_can_repeat).
+//   Scale, Silu, Gelu: src0/dst F32, same shape. SwiGlu: src0, src1, dst F32, same shape.
+//   RmsNorm, LayerNorm: src0/dst F32, per row of ne[0].
+//   Rope      src0/dst F32 [head_dim, n_head, n_tokens, b]; src1 I32 [n_tokens]; src2 F32
+//             [>= n_dims / 2] frequency factors (optional). params.rope.n_dims even, <= head_dim.
+//   SoftMax   src0/dst F32 [n, rows, a, b]; src1 mask F32/F16 [n, >= rows, a' | a, b' | b].
+//   Cpy       F32/F16/BF16 -> F32/F16/BF16: any shapes of one element count, row-major order.
+//             F32 -> a quantized type with a from_float (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+//             K-quants; for KV caches) and quantized -> F32: one shape, F32 rows contiguous.
+//   Concat    src0, src1, dst F32/F16/BF16 of equal sizes except along params.axis.
+//   ArgMax    src0 F32 [n, r1, r2, r3], dst I32 [r1 * r2 * r3] (first index of the maximum).
+//   Attention see the OpKind comment; K any type with a vec_dot, V F32/F16 (flash: any to_float).
+// Every op runs in place when dst is exactly src0 (same data and strides), except MulMat,
+// GetRows, Concat, ArgMax and Attention. Kernels that see bad data (a row id out of range) never
+// read out of bounds: they write NaN rows (GetRows).
+
+// Arithmetic of Attention. Both agree within float tolerance; each matches one llama.cpp setting.
+enum class AttentionPath : uint8_t {
+  // KQ = k.q (q converted to K's vec_dot_type as mul_mat converts activations), softmax in F32
+  // with max subtraction, then KQ.v (probabilities rounded to F16 for an F16 V, as mul_mat(v, kq)
+  // converts them). ref: llama.cpp with `-fa off`.
+  Plain = 0,
+  // Online softmax over keys, Q rounded to the K type (F16), V accumulated in F16 for an F16 V
+  // and in F32 otherwise, as ggml_compute_forward_flash_attn_ext_f16's one-chunk path does.
+  // ref: llama.cpp with `-fa on`.
+  Flash = 1,
 };
 
 const char* op_name(OpKind k);
@@ -53,14 +89,15 @@ struct RopeParams {
 };
 
 struct OpParams {
-  float eps = 0.0f;        // RmsNorm, LayerNorm
-  float scale = 1.0f;      // Scale, SoftMax, Attention
-  float max_bias = 0.0f;   // SoftMax (ALiBi), 0 = none
-  int32_t axis = 0;        // Concat
-  RopeParams rope;         // Rope
+  float eps = 0.0f;       // RmsNorm, LayerNorm
+  float scale = 1.0f;     // Scale, SoftMax, Attention
+  float max_bias = 0.0f;  // SoftMax (ALiBi), 0 = none
+  int32_t axis = 0;       // Concat
+  RopeParams rope;        // Rope
   // Attention without a mask tensor: query i sees keys j <= q_pos0 + i when causal.
   bool causal = true;
   int32_t q_pos0 = 0;
+  AttentionPath attn_path = AttentionPath::Plain;  // Attention
 };
 
 struct OpCall {
@@ -77,8 +114,14 @@ struct KernelPlan {
   size_t scratch_bytes = 0;   // shared by all threads of this call, valid across its phases
 };
 
+// run_kernel's scratch must be aligned to this many bytes.
+inline constexpr size_t kScratchAlign = 64;
+
 // Whether this op/type/shape combination has a kernel. The graph builder checks this up front.
 bool kernel_supported(const OpCall& call);
+// The same check with the reason when unsupported: "[op] what: numbers".
+Status check_kernel(const OpCall& call);
+// Requires kernel_supported(call) (asserted).
 KernelPlan plan_kernel(const OpCall& call);
 // Computes units [begin, end) of `phase`. Thread-safe for disjoint ranges of the same phase.
 void run_kernel(const OpCall& call, int phase, int64_t begin, int64_t end, void* scratch);

@@ -1,0 +1,77 @@
+#include "backends/cpu/cpu_device.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace kiln {
+namespace {
+
+// MemAvailable from /proc/meminfo in bytes, or 0 when unreadable.
+size_t mem_available() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return static_cast<size_t>(kib) * 1024;
+}
+
+}  // namespace
+
+// Owns its memory (std::aligned_alloc) or wraps memory owned elsewhere.
+class CpuDevice::HostBuffer : public Buffer {
+ public:
+  HostBuffer(CpuDevice& device, void* data, size_t size, MemoryKind kind, std::string owner, bool owned,
+             bool writable)
+      : Buffer(device, data, size, kind, std::move(owner), /*host_visible=*/true, writable), owned_(owned) {}
+  ~HostBuffer() override {
+    if (!owned_) return;
+    std::free(base());
+    static_cast<CpuDevice&>(device()).note_freed(kind(), size());
+  }
+
+ private:
+  bool owned_;
+};
+
+MemoryInfo CpuDevice::memory_info() const {
+  const long page = sysconf(_SC_PAGESIZE);
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  MemoryInfo info;
+  info.total = page > 0 && pages > 0 ? static_cast<size_t>(page) * static_cast<size_t>(pages) : 0;
+  info.free = mem_available();
+  if (info.free == 0) {
+    const long avail = sysconf(_SC_AVPHYS_PAGES);
+    info.free = page > 0 && avail > 0 ? static_cast<size_t>(page) * static_cast<size_t>(avail) : 0;
+  }
+  return info;
+}
+
+Result<std::unique_ptr<Buffer>> CpuDevice::allocate(const BufferDesc& desc) {
+  // aligned_alloc wants a multiple of the alignment; a zero-byte buffer still gets a unique address.
+  const size_t rounded =
+      desc.bytes == 0 ? kAlignment : (desc.bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* data = rounded < desc.bytes ? nullptr : std::aligned_alloc(kAlignment, rounded);
+  if (data == nullptr) {
+    const MemoryInfo mi = memory_info();
+    return make_error(name_, ": out of memory: cannot allocate ", desc.bytes, " bytes for '", desc.owner,
+                      "' (", memory_kind_name(desc.kind), "): ", mi.free, " bytes available of ", mi.total);
+  }
+  note_allocated(desc.kind, desc.bytes);
+  return std::unique_ptr<Buffer>(
+      new HostBuffer(*this, data, desc.bytes, desc.kind, desc.owner, /*owned=*/true, /*writable=*/true));
+}
+
+std::unique_ptr<Buffer> CpuDevice::wrap(const void* data, size_t bytes, MemoryKind kind, std::string owner,
+                                        bool writable) {
+  KILN_ASSERT(data != nullptr || bytes == 0, "CpuDevice::wrap: null memory");
+  return std::unique_ptr<Buffer>(new HostBuffer(*this, const_cast<void*>(data), bytes, kind, std::move(owner),
+                                                /*owned=*/false, writable));
+}
+
+}  // namespace kiln

@@ -1,0 +1,99 @@
+#include "backends/sim/sim_device.h"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+
+namespace kiln {
+
+class SimDevice::SimBuffer : public Buffer {
+ public:
+  SimBuffer(SimDevice& device, size_t offset, size_t size, MemoryKind kind, std::string owner)
+      : Buffer(device, device.device_base_ + offset, size, kind, std::move(owner), /*host_visible=*/false,
+               /*writable=*/true),
+        offset_(offset) {}
+  ~SimBuffer() override { static_cast<SimDevice&>(device()).release(offset_, size(), kind()); }
+
+ private:
+  size_t offset_;
+};
+
+Result<std::unique_ptr<SimDevice>> SimDevice::create(const SimDeviceOptions& options) {
+  const size_t align = options.alignment;
+  if (align < 64 || (align & (align - 1)) != 0) {
+    return make_error("sim: device '", options.name, "': alignment ", align, " is not a power of two >= 64");
+  }
+  const size_t capacity = options.capacity - options.capacity % align;
+  if (capacity == 0) {
+    return make_error("sim: device '", options.name, "': capacity ", options.capacity,
+                      " bytes is below one block of ", align);
+  }
+  std::unique_ptr<SimDevice> dev(new SimDevice());
+  dev->name_ = options.name;
+  dev->capacity_ = capacity;
+  dev->alignment_ = align;
+  // Device addresses: reserved without access so that a host dereference faults. Host memory:
+  // committed lazily by the kernel as it is touched.
+  void* va = mmap(nullptr, capacity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (va == MAP_FAILED) {
+    return make_error("sim: device '", options.name, "': cannot reserve ", capacity,
+                      " bytes of address space");
+  }
+  dev->device_base_ = static_cast<char*>(va);
+  void* pool =
+      mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (pool == MAP_FAILED) {
+    return make_error("sim: device '", options.name, "': cannot map a pool of ", capacity, " bytes");
+  }
+  dev->pool_ = static_cast<char*>(pool);
+  dev->alloc_ = std::make_unique<BlockAllocator>(capacity, align);
+  return dev;
+}
+
+SimDevice::~SimDevice() {
+  if (pool_ != nullptr) munmap(pool_, capacity_);
+  if (device_base_ != nullptr) munmap(device_base_, capacity_);
+}
+
+MemoryInfo SimDevice::memory_info() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return MemoryInfo{capacity_, capacity_ - alloc_->used()};
+}
+
+size_t SimDevice::largest_free_block() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return alloc_->largest_free();
+}
+
+Result<std::unique_ptr<Buffer>> SimDevice::allocate(const BufferDesc& desc) {
+  std::optional<size_t> offset;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    offset = alloc_->allocate(desc.bytes);
+    if (!offset) {
+      return make_error(name_, ": out of memory: cannot allocate ", desc.bytes, " bytes for '", desc.owner,
+                        "' (", memory_kind_name(desc.kind), "): ", capacity_ - alloc_->used(),
+                        " bytes free of capacity ", capacity_, ", largest free block ",
+                        alloc_->largest_free());
+    }
+  }
+  note_allocated(desc.kind, desc.bytes);
+  return std::unique_ptr<Buffer>(new SimBuffer(*this, *offset, desc.bytes, desc.kind, desc.owner));
+}
+
+void SimDevice::release(size_t offset, size_t bytes, MemoryKind kind) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    alloc_->free(offset, bytes);
+  }
+  note_freed(kind, bytes);
+}
+
+void* SimDevice::host_address(const void* addr, size_t n) const {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(device_base_);
+  if (a < base || a - base > capacity_ || n > capacity_ - (a - base)) return nullptr;
+  return pool_ + (a - base);
+}
+
+}  // namespace kiln

@@ -1,0 +1,56 @@
+// SimDevice: a simulated accelerator with its own memory pool of a hard capacity, whose buffers
+// are not host-visible. Buffers hand out device addresses inside an address range reserved with
+// no access rights, so dereferencing one on the host faults at once; data moves in and out only
+// through Device::upload / download and Buffer::write / read, like a GPU's. Allocation is best
+// fit over a coalescing free list (runtime/block_allocator.h); a request that does not fit gets
+// an Error naming the bytes requested, free, the capacity and the largest free block.
+// The sim backend computes on it with the host kernels (backends/sim/sim_backend.h).
+// Thread-safe.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runtime/block_allocator.h"
+#include "runtime/device.h"
+
+namespace kiln {
+
+struct SimDeviceOptions {
+  std::string name = "sim0";
+  size_t capacity = 0;     // bytes, > 0; rounded down to the alignment
+  size_t alignment = 256;  // a power of two, >= 64
+};
+
+class SimDevice : public Device {
+ public:
+  static Result<std::unique_ptr<SimDevice>> create(const SimDeviceOptions& options);
+  ~SimDevice() override;
+  SimDevice(const SimDevice&) = delete;
+  SimDevice& operator=(const SimDevice&) = delete;
+
+  const std::string& name() const override { return name_; }
+  bool is_host() const override { return false; }
+  MemoryInfo memory_info() const override;  // total: the capacity; free: capacity minus used
+  size_t alignment() const override { return alignment_; }
+  Result<std::unique_ptr<Buffer>> allocate(const BufferDesc& desc) override;
+  void* host_address(const void* addr, size_t n) const override;
+
+  size_t largest_free_block() const;
+
+ private:
+  class SimBuffer;
+  SimDevice() = default;
+  void release(size_t offset, size_t bytes, MemoryKind kind);
+
+  std::string name_;
+  size_t capacity_ = 0;
+  size_t alignment_ = 0;
+  char* device_base_ = nullptr;  // reserved, inaccessible address range of capacity_ bytes
+  char* pool_ = nullptr;         // the host memory behind it
+  mutable std::mutex mu_;
+  std::unique_ptr<BlockAllocator> alloc_;  // guarded by mu_
+};
+
+}  // namespace kiln

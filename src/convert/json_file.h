@@ -1,0 +1,20 @@
+// Reading small JSON files of a Hugging Face folder (config.json, tokenizer_config.json, ...).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+
+namespace kiln::convert {
+
+// The whole file's bytes; an Error naming the path when it cannot be read.
+Result<std::string> read_text_file(const std::string& path);
+// Parses a JSON file. Duplicate keys in the top-level object are an Error (the JSON library
+// would keep the last silently).
+Result<nlohmann::json> read_json_file(const std::string& path);
+// Parses JSON text, with the same duplicate check; `what` names it in errors.
+Result<nlohmann::json> parse_json_text(std::string_view text, const std::string& what);
+
+}  // namespace kiln::convert

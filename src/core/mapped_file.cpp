@@ -1,0 +1,47 @@
+#include "core/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace kiln {
+
+Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return make_error("mapped_file: cannot open '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return make_error("mapped_file: cannot stat '", path, "': ", std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return make_error("mapped_file: '", path, "' is not a regular file");
+  }
+  std::unique_ptr<MappedFile> file(new MappedFile());
+  file->path_ = path;
+  file->size_ = static_cast<size_t>(st.st_size);
+  if (file->size_ > 0) {  // mmap refuses a length of 0: an empty file maps to an empty span
+    void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      return make_error("mapped_file: cannot map '", path, "' (", file->size_, " bytes): ",
+                        std::strerror(err));
+    }
+    file->data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);  // the mapping keeps its own reference to the file
+  return file;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace kiln

@@ -1,0 +1,324 @@
+#include "llm/context.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+namespace kiln {
+namespace {
+
+constexpr size_t kInputAlign = 64;
+
+size_t align_up(size_t n) { return (n + kInputAlign - 1) / kInputAlign * kInputAlign; }
+
+// Byte offsets of a micro-batch's inputs inside the context's input buffer.
+struct InputLayout {
+  size_t ids, pos, rows, mask, total;
+  static InputLayout of(int64_t n_ubatch, int64_t n_ctx) {
+    InputLayout l{};
+    const size_t col = align_up(static_cast<size_t>(n_ubatch) * 4);
+    l.ids = 0;
+    l.pos = col;
+    l.rows = 2 * col;
+    l.mask = 3 * col;
+    l.total = l.mask + align_up(static_cast<size_t>(n_ctx) * static_cast<size_t>(n_ubatch) * 4);
+    return l;
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> model, Backend& backend,
+                                                 const ContextOptions& options) {
+  if (!backend.device().is_host())
+    return make_error("context: models compute on host devices for now (device '", backend.device().name(),
+                      "' is not host-visible; placing weights on devices comes with residency)");
+  std::unique_ptr<Context> c(new Context());
+  const HParams& hp = model->hparams();
+  c->opt_ = options;
+  if (c->opt_.n_ctx <= 0) c->opt_.n_ctx = std::min<int64_t>(hp.n_ctx_train, 4096);
+  if (c->opt_.n_ubatch <= 0 || c->opt_.n_batch <= 0)
+    return make_error("context: batch sizes must be positive (n_batch ", c->opt_.n_batch, ", n_ubatch ",
+                      c->opt_.n_ubatch, ")");
+  c->opt_.n_ubatch = std::min({c->opt_.n_ubatch, c->opt_.n_batch, c->opt_.n_ctx});
+  c->attention_ = options.flash_attention == FlashAttention::Off ? AttentionPath::Plain : AttentionPath::Flash;
+  c->model_ = std::move(model);
+  c->backend_ = &backend;
+  Device& dev = backend.device();
+  KILN_ASSIGN_OR_RETURN(c->kv_, KvCache::create(dev, hp, c->opt_.n_ctx, options.type_k, options.type_v,
+                                                c->model_->name()));
+  // Zeroed cells: attention reads masked cells too, and their contents must be finite.
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    for (const TensorView* v : {&c->kv_->k(il), &c->kv_->v(il)}) {
+      std::vector<uint8_t> zeros(v->span_bytes(), 0);
+      KILN_TRY(dev.upload(*v, zeros.data(), zeros.size()));
+    }
+    c->kv_layers_.push_back({c->kv_->k(il), c->kv_->v(il)});
+  }
+  const InputLayout layout = InputLayout::of(c->opt_.n_ubatch, c->opt_.n_ctx);
+  KILN_ASSIGN_OR_RETURN(c->inputs_, dev.allocate({layout.total, MemoryKind::Compute, c->model_->name() + ":inputs"}));
+
+  // Reserve the arena for the largest micro-batch over the whole cache, allocate it once and
+  // prepare the backend's scratch for it.
+  c->arena_ = std::make_unique<ComputeArena>(dev, c->model_->name());
+  Graph worst;
+  DecoderGraphSpec spec;
+  spec.n_tokens = c->opt_.n_ubatch;
+  spec.n_outputs = c->opt_.n_ubatch;
+  spec.kv_head = 0;
+  spec.n_kv = c->opt_.n_ctx;
+  spec.attention = c->attention_;
+  KILN_TRY(build_decoder_graph(worst, hp, c->model_->weights(), c->kv_layers_, spec));
+  KILN_ASSIGN_OR_RETURN(ExecPlan plan, c->plan_graph(worst));
+  KILN_TRY(backend.prepare(plan));
+  return c;
+}
+
+Result<ExecPlan> Context::plan_graph(Graph& g) {
+  KILN_TRY(arena_->reserve(g));
+  KILN_TRY(arena_->allocate());  // allocates only when the reservation grew
+  return arena_->plan(g);
+}
+
+Status Context::decode(const Batch& batch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = batch.size();
+  if (n == 0) return make_error("decode: empty batch");
+  if (batch.pos.size() != n || batch.seq.size() != n || batch.output.size() != n)
+    return make_error("decode: batch arrays differ in length");
+  if (static_cast<int64_t>(n) > opt_.n_batch)
+    return make_error("decode: batch of ", n, " tokens exceeds n_batch ", opt_.n_batch);
+  const int64_t n_vocab = model_->hparams().n_vocab;
+  size_t n_outputs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (batch.tokens[i] < 0 || batch.tokens[i] >= n_vocab)
+      return make_error("decode: token id ", batch.tokens[i], " at batch index ", i, " outside the vocabulary [0, ",
+                        n_vocab, ")");
+    if (batch.pos[i] < 0) return make_error("decode: negative position ", batch.pos[i], " at batch index ", i);
+    if (batch.seq[i] < 0 || batch.seq[i] >= kMaxSequences)
+      return make_error("decode: sequence id ", batch.seq[i], " outside [0, ", kMaxSequences, ")");
+    n_outputs += batch.output[i] ? 1 : 0;
+  }
+  if (kv_->n_used() + static_cast<int64_t>(n) > kv_->size())
+    return make_error("decode: ", n, " new tokens do not fit the context: ", kv_->n_used(), " of ", kv_->size(),
+                      " cells in use (the context is full)");
+  if (kv_->has_shift()) KILN_TRY(apply_kv_shift());
+
+  logits_.resize(n_outputs * static_cast<size_t>(n_vocab));
+  output_row_.assign(n, -1);
+  size_t out_index = 0;
+  for (size_t begin = 0; begin < n; begin += static_cast<size_t>(opt_.n_ubatch)) {
+    const size_t end = std::min(n, begin + static_cast<size_t>(opt_.n_ubatch));
+    KILN_TRY(decode_ubatch(batch, begin, end, out_index));
+  }
+  return ok_status();
+}
+
+Status Context::decode_ubatch(const Batch& batch, size_t begin, size_t end, size_t& out_index) {
+  const int64_t T = static_cast<int64_t>(end - begin);
+  const HParams& hp = model_->hparams();
+  KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->find_slot(T));
+  const std::span<const int32_t> pos(batch.pos.data() + begin, end - begin);
+  const std::span<const int32_t> seq(batch.seq.data() + begin, end - begin);
+  kv_->commit(head, pos, seq);
+
+  stage_rows_.clear();
+  for (size_t i = begin; i < end; ++i) {
+    if (batch.output[i]) stage_rows_.push_back(static_cast<int32_t>(i - begin));
+  }
+  const bool any_output = !stage_rows_.empty();
+  if (!any_output) stage_rows_.push_back(static_cast<int32_t>(T - 1));  // computed and dropped
+
+  DecoderGraphSpec spec;
+  spec.n_tokens = T;
+  spec.n_outputs = static_cast<int64_t>(stage_rows_.size());
+  spec.kv_head = head;
+  spec.n_kv = kv_->n_kv();
+  spec.attention = attention_;
+  Graph g;
+  KILN_ASSIGN_OR_RETURN(DecoderGraph dg, build_decoder_graph(g, hp, model_->weights(), kv_layers_, spec));
+  KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(g));
+  KILN_TRY(backend_->prepare(plan));
+
+  stage_ids_.assign(batch.tokens.begin() + static_cast<std::ptrdiff_t>(begin),
+                    batch.tokens.begin() + static_cast<std::ptrdiff_t>(end));
+  stage_pos_.assign(pos.begin(), pos.end());
+  stage_mask_.resize(static_cast<size_t>(spec.n_kv * T));
+  kv_->fill_mask(stage_mask_, spec.n_kv, pos, seq);
+
+  Device& dev = backend_->device();
+  const InputLayout layout = InputLayout::of(opt_.n_ubatch, opt_.n_ctx);
+  auto bind = [&](Tensor t, DType type, int64_t ne0, int64_t ne1, size_t offset, const void* host) -> Status {
+    KILN_ASSIGN_OR_RETURN(TensorView v, inputs_->view(type, {ne0, ne1, 1, 1}, offset));
+    KILN_TRY(dev.upload(v, host, v.span_bytes()));
+    return plan.bind(t, v);
+  };
+  KILN_TRY(bind(dg.tokens, DType::I32, T, 1, layout.ids, stage_ids_.data()));
+  KILN_TRY(bind(dg.positions, DType::I32, T, 1, layout.pos, stage_pos_.data()));
+  KILN_TRY(bind(dg.out_rows, DType::I32, spec.n_outputs, 1, layout.rows, stage_rows_.data()));
+  KILN_TRY(bind(dg.kq_mask, DType::F32, spec.n_kv, T, layout.mask, stage_mask_.data()));
+  KILN_TRY(backend_->execute(plan));
+  backend_->synchronize();
+
+  if (any_output) {
+    const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
+    const TensorView lv = plan.view(dg.logits);
+    KILN_TRY(dev.download(lv, logits_.data() + out_index * n_vocab, lv.span_bytes()));
+    for (int32_t r : stage_rows_) output_row_[begin + static_cast<size_t>(r)] = static_cast<int64_t>(out_index++);
+  }
+  return ok_status();
+}
+
+std::span<const float> Context::logits(size_t i) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (i >= output_row_.size() || output_row_[i] < 0) return {};
+  const size_t n_vocab = static_cast<size_t>(model_->hparams().n_vocab);
+  return {logits_.data() + static_cast<size_t>(output_row_[i]) * n_vocab, n_vocab};
+}
+
+Status Context::apply_kv_shift() {
+  const HParams& hp = model_->hparams();
+  const int64_t n_ctx = kv_->size();
+  Graph g;
+  const Tensor shift = g.input("k_shift", DType::I32, {n_ctx, 1, 1, 1});
+  const Tensor ff = model_->weights().rope_freqs ? g.external("rope_freqs", model_->weights().rope_freqs.view) : Tensor{};
+  Tensor last;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const Tensor k_cache = g.external("k_cache", kv_->k(il));
+    Tensor k = g.reshape(k_cache, {hp.head_dim_k, hp.n_head_kv, n_ctx, 1});
+    if (kv_->type_k() != DType::F32) k = g.cast(k, DType::F32);
+    k = ff.valid() ? g.rope(k, shift, ff, hp.rope_params()) : g.rope(k, shift, hp.rope_params());
+    last = g.cpy_into(k, k_cache);
+  }
+  g.mark_output(last);
+  KILN_TRY(g.status());
+  KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(g));
+  KILN_TRY(backend_->prepare(plan));
+  // The shifts go where a micro-batch's mask goes (it holds n_ctx * n_ubatch floats).
+  const InputLayout layout = InputLayout::of(opt_.n_ubatch, opt_.n_ctx);
+  KILN_ASSIGN_OR_RETURN(TensorView v, inputs_->view(DType::I32, {n_ctx, 1, 1, 1}, layout.mask));
+  KILN_TRY(backend_->device().upload(v, kv_->positions_shift().data(), v.span_bytes()));
+  KILN_TRY(plan.bind(shift, v));
+  KILN_TRY(backend_->execute(plan));
+  backend_->synchronize();
+  kv_->clear_shift();
+  return ok_status();
+}
+
+void Context::seq_rm(int32_t seq, int32_t p0, int32_t p1) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  kv_->seq_rm(seq, p0, p1);
+}
+void Context::seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  kv_->seq_cp(src, dst, p0, p1);
+}
+void Context::seq_keep(int32_t seq) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  kv_->seq_keep(seq);
+}
+Status Context::seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int64_t c = 0; c < kv_->size(); ++c) {
+    const KvCell& cell = kv_->cell(c);
+    if (cell.has(seq) && cell.seq_mask != (uint64_t{1} << seq) && cell.pos >= std::max(0, p0) && (p1 < 0 || cell.pos < p1))
+      return make_error("context: cannot shift sequence ", seq, ": cell ", c, " is shared with another sequence");
+  }
+  kv_->seq_add(seq, p0, p1, delta);
+  return ok_status();
+}
+int32_t Context::seq_pos_max(int32_t seq) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return kv_->seq_pos_max(seq);
+}
+void Context::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  kv_->clear();
+}
+
+namespace {
+
+constexpr char kSeqMagic[8] = {'K', 'I', 'L', 'N', 'S', 'E', 'Q', '1'};
+
+struct SeqHeader {
+  char magic[8];
+  uint32_t n_layer, n_embd_k, n_embd_v, type_k, type_v;
+  uint32_t n_tokens, n_cells;
+};
+
+}  // namespace
+
+Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
+  std::vector<int64_t> cells;
+  std::vector<int32_t> positions;
+  for (int64_t c = 0; c < kv_->size(); ++c) {
+    if (kv_->cell(c).has(seq)) {
+      cells.push_back(c);
+      positions.push_back(kv_->cell(c).pos);
+    }
+  }
+  std::vector<uint8_t> bytes;
+  KILN_TRY(kv_->read_cells(cells, bytes));
+  const HParams& hp = model_->hparams();
+  SeqHeader h{};
+  std::memcpy(h.magic, kSeqMagic, sizeof kSeqMagic);
+  h.n_layer = static_cast<uint32_t>(hp.n_layer);
+  h.n_embd_k = static_cast<uint32_t>(hp.n_embd_k_gqa());
+  h.n_embd_v = static_cast<uint32_t>(hp.n_embd_v_gqa());
+  h.type_k = static_cast<uint32_t>(kv_->type_k());
+  h.type_v = static_cast<uint32_t>(kv_->type_v());
+  h.n_tokens = static_cast<uint32_t>(tokens.size());
+  h.n_cells = static_cast<uint32_t>(cells.size());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return make_error("state: cannot write '", path, "'");
+  out.write(reinterpret_cast<const char*>(&h), sizeof h);
+  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size_bytes()));
+  out.write(reinterpret_cast<const char*>(positions.data()), static_cast<std::streamsize>(positions.size() * 4));
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) return make_error("state: write to '", path, "' failed");
+  return ok_status();
+}
+
+Result<std::vector<int32_t>> Context::load_sequence(int32_t seq, const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("state: cannot read '", path, "'");
+  SeqHeader h{};
+  in.read(reinterpret_cast<char*>(&h), sizeof h);
+  if (!in || std::memcmp(h.magic, kSeqMagic, sizeof kSeqMagic) != 0)
+    return make_error("state: '", path, "' is not a kiln sequence state file");
+  const HParams& hp = model_->hparams();
+  if (h.n_layer != hp.n_layer || h.n_embd_k != hp.n_embd_k_gqa() || h.n_embd_v != hp.n_embd_v_gqa() ||
+      h.type_k != static_cast<uint32_t>(kv_->type_k()) || h.type_v != static_cast<uint32_t>(kv_->type_v()))
+    return make_error("state: '", path, "' was saved by a context of another model shape or cache type");
+  if (h.n_cells > kv_->size() || h.n_tokens > (1u << 26))
+    return make_error("state: '", path, "' holds ", h.n_cells, " cells; this context has ", kv_->size());
+  std::vector<int32_t> tokens(h.n_tokens), positions(h.n_cells);
+  std::vector<uint8_t> bytes(static_cast<size_t>(h.n_cells) * kv_->cell_bytes());
+  in.read(reinterpret_cast<char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 4));
+  in.read(reinterpret_cast<char*>(positions.data()), static_cast<std::streamsize>(positions.size() * 4));
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!in || in.peek() != std::char_traits<char>::eof())
+    return make_error("state: '", path, "' is truncated or has trailing bytes");
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= hp.n_vocab) return make_error("state: token id ", t, " outside the vocabulary");
+  }
+  for (int32_t p : positions) {
+    if (p < 0) return make_error("state: negative position ", p, " in '", path, "'");
+  }
+  kv_->seq_rm(seq, -1, -1);
+  std::vector<int64_t> cells;
+  if (h.n_cells > 0) {
+    KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->find_slot(h.n_cells));
+    std::vector<int32_t> seqs(h.n_cells, seq);
+    kv_->commit(head, positions, seqs);
+    for (int64_t c = 0; c < static_cast<int64_t>(h.n_cells); ++c) cells.push_back(head + c);
+  }
+  KILN_TRY(kv_->write_cells(cells, bytes));
+  return tokens;
+}
+
+}  // namespace kiln

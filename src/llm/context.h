@@ -1,0 +1,94 @@
+// Context: decodes batches of a Model on a Backend, with a KV cache shared by many sequences.
+//
+// decode() validates the whole batch first (token ids, positions, sequence ids, size), then runs
+// it as micro-batches of at most n_ubatch tokens: each takes a run of free KV cells, builds the
+// decoder graph for its shape (models/decoder_graph.h), plans it in the context's compute arena
+// (reserved for the worst case at creation: decoding allocates no device memory), uploads its
+// inputs and runs. Logits of tokens marked for output are kept until the next decode().
+//
+// Ownership: shares the Model; the Backend must outlive the Context.
+// Thread-safety: every public method takes the context's mutex (one pass at a time).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "llm/batch.h"
+#include "llm/kv_cache.h"
+#include "llm/model.h"
+#include "models/decoder_graph.h"
+#include "runtime/backend.h"
+#include "runtime/planner.h"
+
+namespace kiln {
+
+enum class FlashAttention : uint8_t { Off, On, Auto };  // Auto: on, as llama.cpp on CPU
+
+struct ContextOptions {
+  int64_t n_ctx = 0;        // KV cells; 0: the model's training context, at most 4096
+  int64_t n_batch = 2048;   // most tokens one decode() accepts
+  int64_t n_ubatch = 512;   // most tokens one micro-batch computes
+  DType type_k = DType::F16;
+  DType type_v = DType::F16;
+  FlashAttention flash_attention = FlashAttention::Auto;
+};
+
+class Context {
+ public:
+  static Result<std::unique_ptr<Context>> create(std::shared_ptr<const Model> model, Backend& backend,
+                                                 const ContextOptions& options);
+
+  // Decodes `batch`. Errors (nothing computed, cache unchanged): an empty or oversized batch, a
+  // token id outside the vocabulary, a negative position, a sequence id outside
+  // [0, kMaxSequences); no room in the cache for a micro-batch ("the context is full": earlier
+  // micro-batches of the same call stay in the cache).
+  Status decode(const Batch& batch);
+  // Logits [n_vocab] of batch token i of the last decode(); empty when it was not marked.
+  std::span<const float> logits(size_t i) const;
+
+  const Model& model() const { return *model_; }
+  int64_t n_ctx() const { return kv_->size(); }
+  int64_t n_vocab() const { return model_->hparams().n_vocab; }
+  AttentionPath attention_path() const { return attention_; }
+
+  // Sequence edits (see KvCache); seq_add re-ropes the cached keys before the next decode.
+  void seq_rm(int32_t seq, int32_t p0, int32_t p1);
+  void seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1);
+  void seq_keep(int32_t seq);
+  Status seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta);
+  int32_t seq_pos_max(int32_t seq) const;
+  void clear();
+  const KvCache& kv() const { return *kv_; }
+
+  // Saves sequence `seq` (its tokens, given by the caller, and its cached K/V) to a file, and
+  // restores it into sequence `seq` (which is cleared first); bit-exact. The file records the
+  // model's shape and cache types and is refused by a context that differs.
+  Status save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path) const;
+  Result<std::vector<int32_t>> load_sequence(int32_t seq, const std::string& path);
+
+ private:
+  Context() = default;
+  Status decode_ubatch(const Batch& batch, size_t begin, size_t end, size_t& out_index);
+  Status apply_kv_shift();
+  Result<ExecPlan> plan_graph(Graph& g);
+
+  std::shared_ptr<const Model> model_;
+  Backend* backend_ = nullptr;
+  ContextOptions opt_;
+  AttentionPath attention_ = AttentionPath::Flash;
+  std::unique_ptr<KvCache> kv_;
+  std::vector<KvLayerMemory> kv_layers_;
+  std::unique_ptr<ComputeArena> arena_;
+  std::unique_ptr<Buffer> inputs_;  // device memory for a micro-batch's inputs (worst case)
+  std::vector<float> logits_;       // [n_outputs][n_vocab] of the last decode()
+  std::vector<int64_t> output_row_; // per batch token: its row in logits_, or -1
+  // Host staging for a micro-batch's inputs.
+  std::vector<int32_t> stage_ids_, stage_pos_, stage_rows_;
+  std::vector<float> stage_mask_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,224 @@
+#include "llm/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kiln {
+
+Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& hp, int64_t n_ctx, DType type_k,
+                                                 DType type_v, const std::string& owner) {
+  for (DType t : {type_k, type_v}) {
+    if (t != DType::F32 && t != DType::F16)
+      return make_error("kv cache: type ", dtype_name(t), " is not supported (f32, f16)");
+  }
+  if (n_ctx <= 0) return make_error("kv cache: context size ", n_ctx, " must be positive");
+  std::unique_ptr<KvCache> kv(new KvCache());
+  kv->type_k_ = type_k;
+  kv->type_v_ = type_v;
+  kv->n_embd_k_ = hp.n_embd_k_gqa();
+  kv->n_embd_v_ = hp.n_embd_v_gqa();
+  kv->cells_.assign(static_cast<size_t>(n_ctx), KvCell{});
+  kv->shift_.assign(static_cast<size_t>(n_ctx), 0);
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    for (int kv_i = 0; kv_i < 2; ++kv_i) {
+      const DType t = kv_i == 0 ? type_k : type_v;
+      const int64_t width = kv_i == 0 ? kv->n_embd_k_ : kv->n_embd_v_;
+      BufferDesc desc;
+      desc.bytes = row_size(t, width) * static_cast<size_t>(n_ctx);
+      desc.kind = MemoryKind::Kv;
+      desc.owner = owner;
+      KILN_ASSIGN_OR_RETURN(auto buf, device.allocate(desc));
+      KILN_ASSIGN_OR_RETURN(TensorView view, buf->view(t, {width, n_ctx, 1, 1}));
+      (kv_i == 0 ? kv->k_bufs_ : kv->v_bufs_).push_back(std::move(buf));
+      (kv_i == 0 ? kv->k_views_ : kv->v_views_).push_back(view);
+    }
+  }
+  return kv;
+}
+
+size_t KvCache::bytes() const {
+  size_t total = 0;
+  for (const auto& b : k_bufs_) total += b->size();
+  for (const auto& b : v_bufs_) total += b->size();
+  return total;
+}
+
+size_t KvCache::cell_bytes() const {
+  return k_bufs_.size() * (row_size(type_k_, n_embd_k_) + row_size(type_v_, n_embd_v_));
+}
+
+Result<int64_t> KvCache::find_slot(int64_t n) const {
+  const int64_t size = this->size();
+  if (n > size) return make_error("kv cache: a batch of ", n, " tokens does not fit a cache of ", size, " cells");
+  int64_t run = 0;
+  for (int64_t i = 0; i < size; ++i) {
+    run = cells_[static_cast<size_t>(i)].free() ? run + 1 : 0;
+    if (run == n) return i - n + 1;
+  }
+  return make_error("kv cache: no run of ", n, " free cells (", n_used(), " of ", size,
+                    " cells in use): the context is full");
+}
+
+void KvCache::commit(int64_t head, std::span<const int32_t> pos, std::span<const int32_t> seq) {
+  KILN_ASSERT(pos.size() == seq.size(), "kv cache: pos/seq size mismatch");
+  KILN_ASSERT(head >= 0 && head + static_cast<int64_t>(pos.size()) <= size(), "kv cache: slot out of range");
+  for (size_t i = 0; i < pos.size(); ++i) {
+    KvCell& c = cells_[static_cast<size_t>(head) + i];
+    KILN_ASSERT(c.free(), "kv cache: commit into a used cell");
+    KILN_ASSERT(seq[i] >= 0 && seq[i] < kMaxSequences, "kv cache: sequence id out of range");
+    c.pos = pos[i];
+    c.seq_mask = uint64_t{1} << seq[i];
+  }
+  update_used_end();
+}
+
+int64_t KvCache::n_used() const {
+  return std::count_if(cells_.begin(), cells_.end(), [](const KvCell& c) { return !c.free(); });
+}
+
+void KvCache::update_used_end() {
+  used_end_ = 0;
+  for (int64_t i = size(); i > 0; --i) {
+    if (!cells_[static_cast<size_t>(i - 1)].free()) {
+      used_end_ = i;
+      break;
+    }
+  }
+}
+
+void KvCache::fill_mask(std::span<float> mask, int64_t n_kv_pad, std::span<const int32_t> pos,
+                        std::span<const int32_t> seq) const {
+  KILN_ASSERT(mask.size() >= static_cast<size_t>(n_kv_pad) * pos.size(), "kv cache: mask too small");
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (size_t t = 0; t < pos.size(); ++t) {
+    float* row = mask.data() + t * static_cast<size_t>(n_kv_pad);
+    for (int64_t c = 0; c < n_kv_pad; ++c) {
+      bool visible = false;
+      if (c < used_end_) {
+        const KvCell& cell = cells_[static_cast<size_t>(c)];
+        visible = cell.has(seq[t]) && cell.pos <= pos[t];
+      }
+      row[c] = visible ? 0.0f : neg_inf;
+    }
+  }
+}
+
+namespace {
+bool in_range(int32_t p, int32_t p0, int32_t p1) {
+  return p >= (p0 < 0 ? 0 : p0) && (p1 < 0 || p < p1);
+}
+}  // namespace
+
+void KvCache::seq_rm(int32_t seq, int32_t p0, int32_t p1) {
+  for (auto& c : cells_) {
+    if (c.free() || !in_range(c.pos, p0, p1)) continue;
+    if (seq < 0) {
+      c.seq_mask = 0;
+    } else {
+      c.seq_mask &= ~(uint64_t{1} << seq);
+    }
+    if (c.free()) c.pos = -1;
+  }
+  update_used_end();
+}
+
+void KvCache::seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+  if (src == dst) return;
+  for (auto& c : cells_) {
+    if (c.has(src) && in_range(c.pos, p0, p1)) c.seq_mask |= uint64_t{1} << dst;
+  }
+}
+
+void KvCache::seq_keep(int32_t seq) {
+  for (auto& c : cells_) {
+    c.seq_mask = c.has(seq) ? (uint64_t{1} << seq) : 0;
+    if (c.free()) c.pos = -1;
+  }
+  update_used_end();
+}
+
+bool KvCache::seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
+  if (delta == 0) return false;
+  bool moved = false;
+  for (size_t i = 0; i < cells_.size(); ++i) {
+    KvCell& c = cells_[i];
+    if (!c.has(seq) || !in_range(c.pos, p0, p1)) continue;
+    KILN_ASSERT(c.seq_mask == (uint64_t{1} << seq), "kv cache: shifting a cell shared by several sequences");
+    c.pos += delta;
+    shift_[i] += delta;
+    moved = true;
+    has_shift_ = true;
+    if (c.pos < 0) {  // shifted out of the context: forget it
+      c.pos = -1;
+      c.seq_mask = 0;
+    }
+  }
+  update_used_end();
+  return moved;
+}
+
+void KvCache::clear_shift() {
+  std::fill(shift_.begin(), shift_.end(), 0);
+  has_shift_ = false;
+}
+
+int32_t KvCache::seq_pos_max(int32_t seq) const {
+  int32_t best = -1;
+  for (const auto& c : cells_) {
+    if (c.has(seq)) best = std::max(best, c.pos);
+  }
+  return best;
+}
+
+int32_t KvCache::seq_pos_min(int32_t seq) const {
+  int32_t best = -1;
+  for (const auto& c : cells_) {
+    if (c.has(seq) && (best < 0 || c.pos < best)) best = c.pos;
+  }
+  return best;
+}
+
+void KvCache::clear() {
+  std::fill(cells_.begin(), cells_.end(), KvCell{});
+  clear_shift();
+  used_end_ = 0;
+}
+
+Status KvCache::read_cells(std::span<const int64_t> cells, std::vector<uint8_t>& out) const {
+  const size_t rk = row_size(type_k_, n_embd_k_), rv = row_size(type_v_, n_embd_v_);
+  out.resize(cells.size() * cell_bytes());
+  size_t at = 0;
+  for (size_t il = 0; il < k_bufs_.size(); ++il) {
+    for (int64_t c : cells) {
+      KILN_TRY(k_bufs_[il]->read(static_cast<size_t>(c) * rk, out.data() + at, rk));
+      at += rk;
+    }
+    for (int64_t c : cells) {
+      KILN_TRY(v_bufs_[il]->read(static_cast<size_t>(c) * rv, out.data() + at, rv));
+      at += rv;
+    }
+  }
+  return ok_status();
+}
+
+Status KvCache::write_cells(std::span<const int64_t> cells, std::span<const uint8_t> bytes) {
+  if (bytes.size() != cells.size() * cell_bytes())
+    return make_error("kv cache: state of ", bytes.size(), " bytes does not match ", cells.size(), " cells of ",
+                      cell_bytes(), " bytes");
+  const size_t rk = row_size(type_k_, n_embd_k_), rv = row_size(type_v_, n_embd_v_);
+  size_t at = 0;
+  for (size_t il = 0; il < k_bufs_.size(); ++il) {
+    for (int64_t c : cells) {
+      KILN_TRY(k_bufs_[il]->write(static_cast<size_t>(c) * rk, bytes.data() + at, rk));
+      at += rk;
+    }
+    for (int64_t c : cells) {
+      KILN_TRY(v_bufs_[il]->write(static_cast<size_t>(c) * rv, bytes.data() + at, rv));
+      at += rv;
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace kiln

@@ -1,0 +1,31 @@
+#include "llm/model.h"
+
+namespace kiln {
+
+Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
+  std::shared_ptr<Model> m(new Model());
+  m->path_ = path;
+  KILN_ASSIGN_OR_RETURN(m->file_, GgufFile::open(path));
+  KILN_ASSIGN_OR_RETURN(m->hp_, read_hparams(*m->file_));
+  KILN_ASSIGN_OR_RETURN(m->weights_, bind_decoder_weights(*m->file_, m->hp_));
+  KILN_ASSIGN_OR_RETURN(text::Tokenizer tok, text::Tokenizer::from_gguf(*m->file_));
+  if (tok.n_tokens() != m->hp_.n_vocab)
+    return make_error("model: the tokenizer has ", tok.n_tokens(), " tokens but the output has ", m->hp_.n_vocab, " rows");
+  m->tokenizer_ = std::make_unique<text::Tokenizer>(std::move(tok));
+  auto name = m->file_->get_string("general.name");
+  if (name.ok() && !name->empty()) {
+    m->name_ = *name;
+  } else {
+    const size_t slash = path.find_last_of('/');
+    m->name_ = slash == std::string::npos ? path : path.substr(slash + 1);
+  }
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+size_t Model::weight_bytes() const {
+  size_t total = 0;
+  for (const auto& t : file_->tensors()) total += t.size;
+  return total;
+}
+
+}  // namespace kiln

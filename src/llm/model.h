@@ -1,0 +1,40 @@
+// Model: a loaded GGUF language model: its mapping, hyperparameters, bound weights and tokenizer.
+// Weights stay in the mmap'd file (loading copies nothing); contexts compute straight from it on
+// host devices.
+// Thread-safety: immutable after load; shared by any number of contexts (shared_ptr).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/gguf.h"
+#include "models/hparams.h"
+#include "models/modules.h"
+#include "text/tokenizer.h"
+
+namespace kiln {
+
+class Model {
+ public:
+  static Result<std::shared_ptr<const Model>> load(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  // general.name, else the file name without its folder.
+  const std::string& name() const { return name_; }
+  const GgufFile& file() const { return *file_; }
+  const HParams& hparams() const { return hp_; }
+  const DecoderWeights& weights() const { return weights_; }
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Bytes of tensor data in the file.
+  size_t weight_bytes() const;
+
+ private:
+  Model() = default;
+  std::string path_, name_;
+  std::unique_ptr<GgufFile> file_;
+  HParams hp_;
+  DecoderWeights weights_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,44 @@
+// The forward graph of a llama / qwen2 / qwen3 decoder for one micro-batch, built on
+// runtime/graph.h. One builder serves the three architectures: their differences are data
+// (hparams and which optional tensors the file has: biases, q/k norms, frequency factors).
+#pragma once
+
+#include <vector>
+
+#include "core/result.h"
+#include "models/hparams.h"
+#include "models/modules.h"
+#include "runtime/graph.h"
+
+namespace kiln {
+
+// Where a layer's KV cache lives: [n_embd_k_gqa, n_ctx] and [n_embd_v_gqa, n_ctx] views on the
+// executing device (see llm/kv_cache.h for the layout).
+struct KvLayerMemory {
+  TensorView k;
+  TensorView v;
+};
+
+struct DecoderGraphSpec {
+  int64_t n_tokens = 1;   // tokens in the micro-batch
+  int64_t n_outputs = 1;  // rows whose logits are computed
+  int64_t kv_head = 0;    // first cache cell the batch's K/V are written to
+  int64_t n_kv = 1;       // cells attention reads: [0, n_kv), covering kv_head + n_tokens
+  AttentionPath attention = AttentionPath::Plain;
+};
+
+// Inputs the caller binds before each execution, and the output it reads.
+struct DecoderGraph {
+  Tensor tokens;     // I32 [n_tokens]
+  Tensor positions;  // I32 [n_tokens]
+  Tensor kq_mask;    // F32 [n_kv, n_tokens]: 0 visible, -inf hidden (llm/kv_cache.h fill_mask)
+  Tensor out_rows;   // I32 [n_outputs]: batch rows whose logits are wanted, ascending
+  Tensor logits;     // F32 [n_vocab, n_outputs]
+};
+
+// Adds the decoder to `g` (which should be empty) and marks the logits as output. Weights must be
+// addressable on the executing device (host memory for host backends).
+Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const DecoderWeights& w,
+                                         const std::vector<KvLayerMemory>& kv, const DecoderGraphSpec& spec);
+
+}  // namespace kiln

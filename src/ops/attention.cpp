@@ -1,0 +1,230 @@
+// Attention: dst = softmax(q k^T * scale + slope * mask) v, per query row, with grouped-query heads
+// (query head h reads K/V head h / (h_q / h_kv)) and sequences broadcast like ggml (dim 3).
+// Masking: src3 (F32 or F16, [n_kv, >= n_q, a | h, b | s]) when given; otherwise, when
+// params.causal, query i sees keys j <= params.q_pos0 + i; otherwise every key.
+//
+// Two arithmetics (params.attn_path):
+//  Plain: ref: llama.cpp's graph without flash attention: kq = mul_mat(k, q) (q converted to K's
+//    vec_dot_type, e.g. F16, then K's vec_dot), soft_max_ext (ops/softmax_row.h), then
+//    mul_mat(v, kq): with an F16 V the probabilities are rounded to F16 first; sums over keys in
+//    F32, in key order.
+//  Flash: ref: ggml_compute_forward_flash_attn_ext_f16_one_chunk (ggml-cpu/ops.cpp): q converted
+//    to K's vec_dot_type; online softmax over keys with running max M and sum S; keys whose mask is
+//    -inf are skipped; an F16 V accumulates in an F16 buffer (each step rounded to F16, a fused
+//    multiply-add as ggml's SIMD ggml_vec_mad_f16), other V types in F32; the result is scaled by
+//    1 / S (0 when S is 0).
+// K may be any type with a vec_dot (F32, F16, Q8_0...); V is F32 or F16 on the plain path and any
+// type with a to_float on the flash path. q rows and K/V rows must be contiguous.
+// One work unit is one query row of one head; its scratch (converted q, scores, accumulators)
+// is private to the unit.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "ops/kernel.h"
+#include "ops/quant/quant.h"
+#include "ops/softmax_row.h"
+
+namespace kiln::ops {
+namespace {
+
+size_t align_up(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+
+Status check_attention(const OpCall& call) {
+  KILN_TRY(check_arity(call, 3, 4));
+  const TensorView& q = call.src[0];
+  const TensorView& k = call.src[1];
+  const TensorView& v = call.src[2];
+  const TensorView& d = call.dst;
+  KILN_TRY(check_type(call, q, DType::F32, "src0 (q)"));
+  KILN_TRY(check_type(call, d, DType::F32, "dst"));
+  const QuantTraits* kt = quant_traits(k.type);
+  if (kt == nullptr || kt->vec_dot == nullptr || kt->act_from_float == nullptr) {
+    return make_error("[attention] no dot product for k ", describe(k));
+  }
+  const bool flash = call.params.attn_path == AttentionPath::Flash;
+  if (v.type != DType::F32 && v.type != DType::F16) {
+    const QuantTraits* vt = quant_traits(v.type);
+    if (!flash || vt == nullptr || vt->to_float == nullptr) {
+      return make_error("[attention] v ", describe(v), " is not supported on the ", flash ? "flash" : "plain",
+                        " path");
+    }
+  }
+  if (call.params.attn_path != AttentionPath::Plain && !flash) {
+    return make_error("[attention] unknown path ", static_cast<int>(call.params.attn_path));
+  }
+  if (k.ne[0] != q.ne[0] || v.ne[1] != k.ne[1] || d.ne[0] != v.ne[0] || d.ne[1] != q.ne[1] ||
+      d.ne[2] != q.ne[2] || d.ne[3] != q.ne[3] || q.ne[2] % k.ne[2] != 0 || q.ne[2] % v.ne[2] != 0 ||
+      q.ne[3] % k.ne[3] != 0 || q.ne[3] % v.ne[3] != 0) {
+    return make_error("[attention] q ", describe(q), ", k ", describe(k), ", v ", describe(v), " and dst ",
+                      describe(d), " do not fit");
+  }
+  if (q.nb[0] != sizeof(float) || k.nb[0] != type_size(k.type) || v.nb[0] != type_size(v.type)) {
+    return make_error("[attention] q, k and v rows must be contiguous");
+  }
+  if (call.n_src == 4) {
+    const TensorView& m = call.src[3];
+    if (m.type != DType::F32 && m.type != DType::F16)
+      return make_error("[attention] mask ", describe(m), " must be f32 or f16");
+    if (m.ne[0] != k.ne[1] || m.ne[1] < q.ne[1] || q.ne[2] % m.ne[2] != 0 || q.ne[3] % m.ne[3] != 0) {
+      return make_error("[attention] mask ", describe(m), " does not cover ", k.ne[1], " keys x ", q.ne[1],
+                        " queries");
+    }
+  }
+  return ok_status();
+}
+
+struct Layout {
+  size_t q_conv = 0, scores = 0, acc = 0, acc16 = 0, vrow = 0, per_unit = 0;
+};
+
+Layout layout_of(const OpCall& call) {
+  const TensorView& k = call.src[1];
+  const int64_t dv = call.src[2].ne[0];
+  Layout l;
+  l.q_conv = 0;
+  l.scores = l.q_conv + align_up(row_size(quant_traits(k.type)->vec_dot_type, k.ne[0]));
+  const size_t n_scores = call.params.attn_path == AttentionPath::Plain ? static_cast<size_t>(k.ne[1]) : 0;
+  l.acc = l.scores + align_up(n_scores * sizeof(float));
+  l.acc16 = l.acc + align_up(static_cast<size_t>(dv) * sizeof(float));
+  l.vrow = l.acc16 + align_up(static_cast<size_t>(dv) * sizeof(uint16_t));
+  l.per_unit = l.vrow + align_up(static_cast<size_t>(dv) * sizeof(float));
+  return l;
+}
+
+KernelPlan plan_attention(const OpCall& call) {
+  const TensorView& q = call.src[0];
+  KernelPlan p;
+  p.units[0] = q.ne[1] * q.ne[2] * q.ne[3];
+  p.scratch_bytes = static_cast<size_t>(p.units[0]) * layout_of(call).per_unit;
+  return p;
+}
+
+// Additive mask of key j for query row (iq1, iq2, iq3), before the slope.
+struct MaskRow {
+  const TensorView* mask = nullptr;
+  const char* row = nullptr;
+  bool causal = false;
+  int64_t last_visible = 0;  // causal: keys j <= last_visible are visible
+  float at(int64_t j) const {
+    if (mask) return load_f32(mask->type, row + j * static_cast<int64_t>(mask->nb[0]));
+    return (causal && j > last_visible) ? -INFINITY : 0.0f;
+  }
+};
+
+void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* scratch) {
+  const TensorView& q = call.src[0];
+  const TensorView& k = call.src[1];
+  const TensorView& v = call.src[2];
+  const TensorView& d = call.dst;
+  const int64_t dk = k.ne[0], dv = v.ne[0], n_kv = k.ne[1];
+  const QuantTraits* kt = quant_traits(k.type);
+  const ToFloatFn v_to_float =
+      (v.type == DType::F32 || v.type == DType::F16) ? nullptr : quant_traits(v.type)->to_float;
+  const Layout l = layout_of(call);
+  const AlibiSlopes slopes(call.params.max_bias, static_cast<uint32_t>(q.ne[2]));
+  const float scale = call.params.scale;
+  const bool flash = call.params.attn_path == AttentionPath::Flash;
+  for (int64_t u = begin; u < end; ++u) {
+    const int64_t iq1 = u % q.ne[1];
+    const int64_t iq2 = (u / q.ne[1]) % q.ne[2];
+    const int64_t iq3 = u / (q.ne[1] * q.ne[2]);
+    char* base = static_cast<char*>(scratch) + u * static_cast<int64_t>(l.per_unit);
+    void* q_conv = base + l.q_conv;
+    float* acc = reinterpret_cast<float*>(base + l.acc);
+    kt->act_from_float(reinterpret_cast<const float*>(row_ptr(q, iq1, iq2, iq3)), q_conv, dk);
+    const char* k_plane = row_ptr(k, 0, iq2 / (q.ne[2] / k.ne[2]), iq3 / (q.ne[3] / k.ne[3]));
+    const char* v_plane = row_ptr(v, 0, iq2 / (q.ne[2] / v.ne[2]), iq3 / (q.ne[3] / v.ne[3]));
+    const int64_t kb1 = static_cast<int64_t>(k.nb[1]), vb1 = static_cast<int64_t>(v.nb[1]);
+    MaskRow mask;
+    if (call.n_src == 4) {
+      mask.mask = &call.src[3];
+      mask.row = row_ptr(call.src[3], iq1, iq2 % call.src[3].ne[2], iq3 % call.src[3].ne[3]);
+    } else {
+      mask.causal = call.params.causal;
+      mask.last_visible = call.params.q_pos0 + iq1;
+    }
+    const float slope = slopes(static_cast<uint32_t>(iq2));
+    if (!flash) {
+      float* w = reinterpret_cast<float*>(base + l.scores);
+      for (int64_t j = 0; j < n_kv; ++j) {
+        float s;
+        kt->vec_dot(dk, &s, k_plane + j * kb1, q_conv);
+        w[j] = s * scale + slope * mask.at(j);
+      }
+      softmax_in_place(n_kv, [w](int64_t j) -> float& { return w[j]; });
+      std::fill(acc, acc + dv, 0.0f);
+      for (int64_t j = 0; j < n_kv; ++j) {
+        const char* vr = v_plane + j * vb1;
+        if (v.type == DType::F16) {
+          const float p = f16_to_f32(f32_to_f16(w[j]));
+          for (int64_t i = 0; i < dv; ++i) acc[i] += p * load_f32(DType::F16, vr + 2 * i);
+        } else {
+          const float p = w[j];
+          for (int64_t i = 0; i < dv; ++i) acc[i] += p * load_f32(DType::F32, vr + 4 * i);
+        }
+      }
+    } else {
+      uint16_t* acc16 = reinterpret_cast<uint16_t*>(base + l.acc16);
+      float* vrow = reinterpret_cast<float*>(base + l.vrow);
+      const bool v16 = v.type == DType::F16;
+      if (v16) {
+        std::fill(acc16, acc16 + dv, f32_to_f16(0.0f));
+      } else {
+        std::fill(acc, acc + dv, 0.0f);
+      }
+      float S = 0.0f;
+      float M = -INFINITY;
+      for (int64_t j = 0; j < n_kv; ++j) {
+        const float mv = slope * mask.at(j);
+        if (mv == -INFINITY) continue;
+        float s;
+        kt->vec_dot(dk, &s, k_plane + j * kb1, q_conv);
+        s = s * scale + mv;
+        const float m_old = M;
+        float ms = 1.0f;  // rescale of the accumulator on a new maximum
+        float vs = 1.0f;  // e^(s - M)
+        if (s > M) {
+          M = s;
+          ms = std::exp(m_old - M);
+        } else {
+          vs = std::exp(s - M);
+        }
+        const char* vr = v_plane + j * vb1;
+        if (v16) {
+          if (ms != 1.0f) {
+            for (int64_t i = 0; i < dv; ++i) acc16[i] = f32_to_f16(f16_to_f32(acc16[i]) * ms);
+          }
+          for (int64_t i = 0; i < dv; ++i) {
+            acc16[i] = f32_to_f16(std::fma(load_f32(DType::F16, vr + 2 * i), vs, f16_to_f32(acc16[i])));
+          }
+        } else {
+          if (ms != 1.0f) {
+            for (int64_t i = 0; i < dv; ++i) acc[i] *= ms;
+          }
+          const float* vf = reinterpret_cast<const float*>(vr);
+          if (v_to_float) {
+            v_to_float(vr, vrow, dv);
+            vf = vrow;
+          }
+          for (int64_t i = 0; i < dv; ++i) acc[i] = std::fma(vf[i], vs, acc[i]);
+        }
+        S = S * ms + vs;
+      }
+      if (v16) {
+        for (int64_t i = 0; i < dv; ++i) acc[i] = f16_to_f32(acc16[i]);
+      }
+      const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
+      for (int64_t i = 0; i < dv; ++i) acc[i] *= s_inv;
+    }
+    char* drow = row_ptr(d, iq1, iq2, iq3);
+    for (int64_t i = 0; i < dv; ++i) elem<float>(d, drow, i) = acc[i];
+  }
+}
+
+}  // namespace
+
+const KernelFns kAttentionKernel{check_attention, plan_attention, run_attention};
+
+}  // namespace kiln::ops

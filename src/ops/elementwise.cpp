@@ -1,0 +1,121 @@
+// Element-wise F32 kernels: add, mul (with ggml's broadcasting), scale, silu, gelu, swiglu.
+// One work unit is one row of dst; any strides, including non-contiguous dim 0.
+#include <cstdint>
+
+#include "ops/activations.h"
+#include "ops/kernel.h"
+
+namespace kiln::ops {
+namespace {
+
+KernelPlan row_plan(const OpCall& call) {
+  KernelPlan p;
+  p.units[0] = call.dst.nrows();
+  return p;
+}
+
+Status check_unary(const OpCall& call) {
+  KILN_TRY(check_arity(call, 1, 1));
+  KILN_TRY(check_type(call, call.src[0], DType::F32, "src0"));
+  KILN_TRY(check_type(call, call.dst, DType::F32, "dst"));
+  if (!same_shape(call.src[0], call.dst)) {
+    return make_error("[", op_name(call.kind), "] src0 ", describe(call.src[0]), " and dst ",
+                      describe(call.dst), " differ in shape");
+  }
+  return ok_status();
+}
+
+// dst = f(src0) per element.
+template <class F>
+void run_unary(const OpCall& call, int64_t begin, int64_t end, F f) {
+  const TensorView& s = call.src[0];
+  const TensorView& d = call.dst;
+  for (int64_t r = begin; r < end; ++r) {
+    const RowIdx ri = row_idx(d, r);
+    char* srow = row_ptr(s, ri);
+    char* drow = row_ptr(d, ri);
+    for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) elem<float>(d, drow, i0) = f(elem<float>(s, srow, i0));
+  }
+}
+
+// ref: ggml_compute_forward_add/mul (ggml-cpu/binary-ops.cpp): src1 repeats over src0 along
+// every dimension (ggml_can_repeat), dst has src0's shape.
+Status check_binary_broadcast(const OpCall& call) {
+  KILN_TRY(check_arity(call, 2, 2));
+  KILN_TRY(check_type(call, call.src[0], DType::F32, "src0"));
+  KILN_TRY(check_type(call, call.src[1], DType::F32, "src1"));
+  KILN_TRY(check_type(call, call.dst, DType::F32, "dst"));
+  if (!same_shape(call.src[0], call.dst)) {
+    return make_error("[", op_name(call.kind), "] src0 ", describe(call.src[0]), " and dst ",
+                      describe(call.dst), " differ in shape");
+  }
+  if (!can_repeat(call.src[1], call.src[0])) {
+    return make_error("[", op_name(call.kind), "] src1 ", describe(call.src[1]),
+                      " does not repeat over src0 ", describe(call.src[0]));
+  }
+  return ok_status();
+}
+
+template <class F>
+void run_binary_broadcast(const OpCall& call, int64_t begin, int64_t end, F f) {
+  const TensorView& a = call.src[0];
+  const TensorView& b = call.src[1];
+  const TensorView& d = call.dst;
+  for (int64_t r = begin; r < end; ++r) {
+    const RowIdx ri = row_idx(d, r);
+    char* arow = row_ptr(a, ri);
+    char* brow = row_ptr(b, ri.i1 % b.ne[1], ri.i2 % b.ne[2], ri.i3 % b.ne[3]);
+    char* drow = row_ptr(d, ri);
+    const int64_t nb0 = b.ne[0];
+    for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) {
+      elem<float>(d, drow, i0) = f(elem<float>(a, arow, i0), elem<float>(b, brow, i0 % nb0));
+    }
+  }
+}
+
+void run_add(const OpCall& call, int, int64_t begin, int64_t end, void*) {
+  run_binary_broadcast(call, begin, end, [](float x, float y) { return x + y; });
+}
+void run_mul(const OpCall& call, int, int64_t begin, int64_t end, void*) {
+  run_binary_broadcast(call, begin, end, [](float x, float y) { return x * y; });
+}
+
+void run_scale(const OpCall& call, int, int64_t begin, int64_t end, void*) {
+  const float s = call.params.scale;  // ref: ggml_vec_scale_f32
+  run_unary(call, begin, end, [s](float x) { return x * s; });
+}
+
+void run_silu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
+  run_unary(call, begin, end, silu_f32);
+}
+
+void run_gelu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
+  run_unary(call, begin, end, gelu_f32);
+}
+
+Status check_swiglu(const OpCall& call) {
+  KILN_TRY(check_arity(call, 2, 2));
+  for (int i = 0; i < 2; ++i) KILN_TRY(check_type(call, call.src[i], DType::F32, i ? "src1" : "src0"));
+  KILN_TRY(check_type(call, call.dst, DType::F32, "dst"));
+  if (!same_shape(call.src[0], call.dst) || !same_shape(call.src[1], call.dst)) {
+    return make_error("[swiglu] src0 ", describe(call.src[0]), ", src1 ", describe(call.src[1]), " and dst ",
+                      describe(call.dst), " must have one shape");
+  }
+  return ok_status();
+}
+
+// ref: ggml_vec_swiglu_f32: silu(x) * g.
+void run_swiglu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
+  run_binary_broadcast(call, begin, end, [](float x, float g) { return silu_f32(x) * g; });
+}
+
+}  // namespace
+
+const KernelFns kAddKernel{check_binary_broadcast, row_plan, run_add};
+const KernelFns kMulKernel{check_binary_broadcast, row_plan, run_mul};
+const KernelFns kScaleKernel{check_unary, row_plan, run_scale};
+const KernelFns kSiluKernel{check_unary, row_plan, run_silu};
+const KernelFns kGeluKernel{check_unary, row_plan, run_gelu};
+const KernelFns kSwiGluKernel{check_swiglu, row_plan, run_swiglu};
+
+}  // namespace kiln::ops

@@ -1,0 +1,102 @@
+// Per-format row functions behind quant.h's traits table (internal to src/ops/quant and its tests).
+// Every `n` is a count of values and a multiple of the format's block size (asserted by callers
+// through quant.h). Names follow ggml's so the specification is easy to find.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/quant/blocks.h"
+
+namespace kiln::quant {
+
+// ggml's 4-bit non-linear levels of IQ4_NL. ref: ggml-common.h kvalues_iq4nl
+inline constexpr int8_t kValuesIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// --- dequantization (bit-exact with ggml's dequantize_row_*)
+void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n);
+void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t n);
+void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t n);
+void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t n);
+void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n);
+void dequantize_row_q8_1(const BlockQ8_1* x, float* y, int64_t n);
+void dequantize_row_q2_K(const BlockQ2_K* x, float* y, int64_t n);
+void dequantize_row_q3_K(const BlockQ3_K* x, float* y, int64_t n);
+void dequantize_row_q4_K(const BlockQ4_K* x, float* y, int64_t n);
+void dequantize_row_q5_K(const BlockQ5_K* x, float* y, int64_t n);
+void dequantize_row_q6_K(const BlockQ6_K* x, float* y, int64_t n);
+void dequantize_row_q8_K(const BlockQ8_K* x, float* y, int64_t n);
+void dequantize_row_iq4_nl(const BlockIQ4NL* x, float* y, int64_t n);
+
+// --- reference quantizers (ggml's quantize_row_*_ref: deterministic, used to write model files)
+void quantize_row_q4_0_ref(const float* x, BlockQ4_0* y, int64_t n);
+void quantize_row_q4_1_ref(const float* x, BlockQ4_1* y, int64_t n);
+void quantize_row_q5_0_ref(const float* x, BlockQ5_0* y, int64_t n);
+void quantize_row_q5_1_ref(const float* x, BlockQ5_1* y, int64_t n);
+void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_row_q8_1_ref(const float* x, BlockQ8_1* y, int64_t n);
+void quantize_row_q2_K_ref(const float* x, BlockQ2_K* y, int64_t n);
+void quantize_row_q3_K_ref(const float* x, BlockQ3_K* y, int64_t n);
+void quantize_row_q4_K_ref(const float* x, BlockQ4_K* y, int64_t n);
+void quantize_row_q5_K_ref(const float* x, BlockQ5_K* y, int64_t n);
+void quantize_row_q6_K_ref(const float* x, BlockQ6_K* y, int64_t n);
+void quantize_row_q8_K_ref(const float* x, BlockQ8_K* y, int64_t n);
+void quantize_row_iq4_nl_ref(const float* x, BlockIQ4NL* y, int64_t n);
+
+// --- chunk quantizers (ggml's quantize_<type>): nrows rows of n_per_row values, optional
+// importance weights qw [n_per_row]; qw == nullptr takes llama.cpp's no-imatrix path. Return bytes.
+size_t quantize_q4_0(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_q4_1(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_q5_0(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_q5_1(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_q8_0(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_q2_K(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_q3_K(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_q4_K(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_q5_K(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_q6_K(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_iq4_nl(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+
+// --- activation quantizers as ggml's x86 CPU backend runs them before its dot products
+// (ggml-cpu/arch/x86/quants.c): scale amax/127 (F16), multiplier 127/amax, round half to even.
+void quantize_row_q8_0_x86(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_row_q8_1_x86(const float* x, BlockQ8_1* y, int64_t n);  // s = F16(d * sum(qs)), d F32
+// Q8_K on x86 is the reference quantizer: quantize_row_q8_K_ref.
+
+// --- scalar reference dot products: *s = sum_i w[i] * a[i]
+void vec_dot_q4_0_q8_0(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y);
+void vec_dot_q4_1_q8_1(int64_t n, float* s, const BlockQ4_1* x, const BlockQ8_1* y);
+void vec_dot_q5_0_q8_0(int64_t n, float* s, const BlockQ5_0* x, const BlockQ8_0* y);
+void vec_dot_q5_1_q8_1(int64_t n, float* s, const BlockQ5_1* x, const BlockQ8_1* y);
+void vec_dot_q8_0_q8_0(int64_t n, float* s, const BlockQ8_0* x, const BlockQ8_0* y);
+void vec_dot_iq4_nl_q8_0(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);
+void vec_dot_q2_K_q8_K(int64_t n, float* s, const BlockQ2_K* x, const BlockQ8_K* y);
+void vec_dot_q3_K_q8_K(int64_t n, float* s, const BlockQ3_K* x, const BlockQ8_K* y);
+void vec_dot_q4_K_q8_K(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
+void vec_dot_q5_K_q8_K(int64_t n, float* s, const BlockQ5_K* x, const BlockQ8_K* y);
+void vec_dot_q6_K_q8_K(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y);
+void vec_dot_f16(int64_t n, float* s, const uint16_t* x, const uint16_t* y);   // double accumulation
+void vec_dot_bf16(int64_t n, float* s, const uint16_t* x, const uint16_t* y);  // double accumulation
+void vec_dot_f32(int64_t n, float* s, const float* x, const float* y);         // double accumulation
+
+// --- AVX2 variants (vec_dot_avx2.cpp; call only when cpu_has_avx2()). Same contracts.
+bool cpu_has_avx2();  // AVX2 + FMA + F16C present
+void vec_dot_q4_0_q8_0_avx2(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y);
+void vec_dot_q8_0_q8_0_avx2(int64_t n, float* s, const BlockQ8_0* x, const BlockQ8_0* y);
+void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
+void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y);
+void vec_dot_f16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
+void quantize_row_q8_0_x86_avx2(const float* x, BlockQ8_0* y, int64_t n);  // activation_avx2.cpp
+void quantize_row_q8_1_x86_avx2(const float* x, BlockQ8_1* y, int64_t n);
+void vec_dot_bf16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
+void vec_dot_f32_avx2(int64_t n, float* s, const float* x, const float* y);
+void vec_dot_q4_1_q8_1_avx2(int64_t n, float* s, const BlockQ4_1* x, const BlockQ8_1* y);
+void vec_dot_q5_0_q8_0_avx2(int64_t n, float* s, const BlockQ5_0* x, const BlockQ8_0* y);
+void vec_dot_q5_1_q8_1_avx2(int64_t n, float* s, const BlockQ5_1* x, const BlockQ8_1* y);
+void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);
+void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const BlockQ2_K* x, const BlockQ8_K* y);
+void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const BlockQ8_K* y);
+void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const BlockQ8_K* y);
+
+}  // namespace kiln::quant

@@ -1,0 +1,52 @@
+// Quantized and half-precision row formats: conversion, quantization and dot products, bit-exact
+// with ggml (ref: ggml/src/ggml-quants.c, ggml-cpu/quants.c, ggml-cpu/arch/x86/quants.c).
+//
+// How mul_mat uses this table (as ggml's CPU backend does): for weights of type W,
+//   const QuantTraits* tw = quant_traits(W);
+//   tw->act_from_float(activation_row, act_buf, k);   // act_buf: row_size(tw->vec_dot_type, k)
+//   tw->vec_dot(k, &out, weight_row, act_buf);         // sum_i w[i] * a[i]
+// k must be a multiple of block_size(W) (and of block_size(vec_dot_type), which always holds).
+// All functions are pure over their arguments and thread-safe; rows must not overlap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace kiln {
+
+using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
+using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
+// *out = dot(w[0..n), a[0..n)); w of the weight type, a of its vec_dot_type.
+using VecDotFn = void (*)(int64_t n, float* out, const void* w, const void* a);
+
+struct QuantTraits {
+  DType type;
+  DType vec_dot_type;          // the activation format of vec_dot (ggml's vec_dot_type)
+  ToFloatFn to_float;          // dequantize n values (ggml's dequantize_row_* / to_float), bit-exact
+  FromFloatFn from_float;      // F32 -> this type as ggml's x86 CPU backend converts (its Cpy and
+                               // activation path): the reference quantizer for weight formats, the
+                               // AVX2-rounding quantizer for Q8_0/Q8_1 (ties to even), the reference for
+                               // Q8_K. quantize_chunk (model files) always uses the reference quantizers.
+  FromFloatFn act_from_float;  // F32 -> vec_dot_type: quant_traits(vec_dot_type)->from_float
+  VecDotFn vec_dot;            // fastest variant this CPU supports
+  VecDotFn vec_dot_ref;        // the scalar reference the SIMD variants are tested against
+};
+
+// Traits for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL;
+// nullptr for any other type. Q8_1 and Q8_K are activation formats: their vec_dot is null.
+const QuantTraits* quant_traits(DType t);
+
+// Whether quantize_chunk can produce `t` (F32, F16, BF16 and the weight formats above; not the
+// activation-only Q8_1/Q8_K).
+bool quantize_supported(DType t);
+
+// Quantizes nrows rows of n_per_row values [nrows, n_per_row] into dst (row_size(t, n_per_row)
+// bytes per row) as ggml_quantize_chunk does, and returns the bytes written. imatrix (nullable)
+// holds n_per_row importance weights per column; null takes the same path as llama.cpp's quantizer
+// without an imatrix. Preconditions (asserted): quantize_supported(t), n_per_row % block_size(t) == 0.
+size_t quantize_chunk(DType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
+                      const float* imatrix);
+
+}  // namespace kiln

@@ -1,0 +1,436 @@
+// AVX2 + FMA + F16C dot products (compiled with -mavx2 -mfma -mf16c; call only when
+// cpu_has_avx2()). Integer parts are exact; float accumulation is reassociated into 8 lanes as in
+// ggml's x86 kernels (ref: ggml-cpu/arch/x86/quants.c, ggml-cpu/vec.cpp), so results agree with the
+// scalar references to float rounding.
+//
+// The pragma enables the ISA here even when the build does not pass the *_avx2.cpp flags (the
+// CMake helper kiln_simd_flags currently applies none: its parameter shadows the list it reads).
+#pragma GCC target("avx2,fma,f16c")
+#include <immintrin.h>
+
+#include <bit>
+#include <cstring>
+
+#include "ops/quant/kernels.h"
+
+namespace kiln::quant {
+namespace {
+
+// No inline functions from other headers are used here (core/half.h not included): a copy compiled for
+// AVX2 could be the one the linker keeps for callers on older CPUs. F16 loads use F16C directly.
+inline float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+inline float hsum_float_8(__m256 x) {
+  __m128 res = _mm256_extractf128_ps(x, 1);
+  res = _mm_add_ps(res, _mm256_castps256_ps128(x));
+  res = _mm_add_ps(res, _mm_movehl_ps(res, res));
+  res = _mm_add_ss(res, _mm_movehdup_ps(res));
+  return _mm_cvtss_f32(res);
+}
+
+// Sums of products of signed bytes, in 8 int32 lanes (each lane: 4 adjacent products).
+inline __m256i mul_sum_i8_pairs(__m256i x, __m256i y) {
+  const __m256i ax = _mm256_sign_epi8(x, x);  // |x| as unsigned
+  const __m256i sy = _mm256_sign_epi8(y, x);  // y with the sign of x
+  const __m256i dot = _mm256_maddubs_epi16(ax, sy);
+  return _mm256_madd_epi16(dot, _mm256_set1_epi16(1));
+}
+
+// 32 nibbles: low nibbles of 16 bytes in bytes 0..15, high nibbles in bytes 16..31.
+inline __m256i bytes_from_nibbles_32(const uint8_t* rsi) {
+  const __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rsi));
+  const __m256i bytes = _mm256_insertf128_si256(_mm256_castsi128_si256(tmp), _mm_srli_epi16(tmp, 4), 1);
+  return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// 32 bytes: 0xFF where bit j of the little-endian uint32 at x is set, else 0.
+inline __m256i bytes_from_bits_32(const uint8_t* x) {
+  uint32_t x32;
+  std::memcpy(&x32, x, sizeof(x32));
+  const __m256i shuf_mask = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+  __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x32)), shuf_mask);
+  bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+  return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+}
+
+// Sums of products of unsigned x (< 128) with signed y, in 8 int32 lanes.
+inline __m256i mul_sum_us8_pairs(__m256i x, __m256i y) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+// 8 BF16 values widened to F32 (exact).
+inline __m256 load_bf16x8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// Horizontal sum of 4 float lanes.
+inline float hsum_float_4(__m128 x) {
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+// Reduces four 8-lane accumulators as ggml's GGML_F32x8_REDUCE does: pairwise, then lanes.
+inline float reduce_4x8(__m256 sum[4]) {
+  sum[0] = _mm256_add_ps(sum[0], sum[2]);
+  sum[1] = _mm256_add_ps(sum[1], sum[3]);
+  sum[0] = _mm256_add_ps(sum[0], sum[1]);
+  return hsum_float_8(sum[0]);
+}
+
+// int16 lanes 0..7 = a, lanes 8..15 = b.
+inline __m256i scales_pair(int16_t a, int16_t b) {
+  return _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_set1_epi16(a)), _mm_set1_epi16(b), 1);
+}
+
+}  // namespace
+
+void vec_dot_q8_0_q8_0_avx2(int64_t n, float* s, const BlockQ8_0* x, const BlockQ8_0* y) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
+    const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
+    const __m256 q = _mm256_cvtepi32_ps(mul_sum_i8_pairs(load256(x[ib].qs), load256(y[ib].qs)));
+    acc = _mm256_fmadd_ps(d, q, acc);
+  }
+  *s = hsum_float_8(acc);
+}
+
+void vec_dot_q4_0_q8_0_avx2(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i off = _mm256_set1_epi8(8);
+  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
+    const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
+    const __m256i qx = _mm256_sub_epi8(bytes_from_nibbles_32(x[ib].qs), off);
+    const __m256 q = _mm256_cvtepi32_ps(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
+    acc = _mm256_fmadd_ps(d, q, acc);
+  }
+  *s = hsum_float_8(acc);
+}
+
+void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {
+  const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_m = _mm_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = y[i].d * f16_to_f32(x[i].d);
+    const float dmin = -y[i].d * f16_to_f32(x[i].dmin);
+    // Unpack the 6-bit scales (bytes 0..7) and mins (bytes 8..15).
+    uint32_t utmp[4];
+    std::memcpy(utmp, x[i].scales, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+    uint8_t sm[16];
+    std::memcpy(sm, utmp, 16);
+
+    // Mins times the sums of q8 per 32 (pairs of bsums).
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
+    const __m256i q8sums = load256(y[i].bsums);
+    const __m128i q8s =
+        _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
+    const __m128i prod = _mm_madd_epi16(mins, q8s);
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+
+    const uint8_t* q4 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < kQK_K / 64; ++j) {
+      const __m256i scale_l = _mm256_set1_epi16(sm[2 * j + 0]);
+      const __m256i scale_h = _mm256_set1_epi16(sm[2 * j + 1]);
+      const __m256i q4bits = load256(q4);
+      q4 += 32;
+      const __m256i q4l = _mm256_and_si256(q4bits, m4);
+      const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+      const __m256i p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, load256(q8)));
+      q8 += 32;
+      const __m256i p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, load256(q8)));
+      q8 += 32;
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  *s = hsum_float_8(acc) + hsum_float_4(acc_m);
+}
+
+void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m2 = _mm256_set1_epi8(3);
+  const __m256i m32s = _mm256_set1_epi8(32);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = y[i].d * f16_to_f32(x[i].d);
+    const uint8_t* q4 = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    const int8_t* q8 = y[i].qs;
+    const int8_t* sc = x[i].scales;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < kQK_K / 128; ++j) {
+      const __m256i q4bits1 = load256(q4);
+      const __m256i q4bits2 = load256(q4 + 32);
+      const __m256i q4bitsH = load256(qh);
+      q4 += 64;
+      qh += 32;
+      const __m256i q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4);
+      const __m256i q4h_1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 2), m2), 4);
+      const __m256i q4h_2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 4), m2), 4);
+      const __m256i q4h_3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 6), m2), 4);
+      // Levels 0..63 (the stored value, biased by 32).
+      const __m256i lv[4] = {
+          _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0),
+          _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q8k = load256(q8 + 32 * k);
+        // (level - 32) * q8 = level * q8 - 32 * q8, in int16 pairs.
+        const __m256i p16 =
+            _mm256_sub_epi16(_mm256_maddubs_epi16(lv[k], q8k), _mm256_maddubs_epi16(m32s, q8k));
+        const __m256i scales = scales_pair(sc[2 * k], sc[2 * k + 1]);
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales, p16));
+      }
+      q8 += 128;
+      sc += 8;
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  *s = hsum_float_8(acc);
+}
+
+void vec_dot_f16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
+  constexpr int64_t kStep = 32;  // 4 accumulators of 8 lanes
+  const int64_t np = n & ~(kStep - 1);
+  __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < np; i += kStep) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256 ax = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + 8 * j)));
+      const __m256 ay = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i + 8 * j)));
+      sum[j] = _mm256_fmadd_ps(ax, ay, sum[j]);
+    }
+  }
+  double sumf = reduce_4x8(sum);
+  for (int64_t i = np; i < n; ++i) sumf += static_cast<double>(f16_to_f32(x[i]) * f16_to_f32(y[i]));
+  *s = static_cast<float>(sumf);
+}
+
+void vec_dot_f32_avx2(int64_t n, float* s, const float* x, const float* y) {
+  constexpr int64_t kStep = 32;
+  const int64_t np = n & ~(kStep - 1);
+  __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < np; i += kStep) {
+    for (int j = 0; j < 4; ++j) {
+      sum[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(y + i + 8 * j), sum[j]);
+    }
+  }
+  double sumf = reduce_4x8(sum);
+  for (int64_t i = np; i < n; ++i) sumf += static_cast<double>(x[i] * y[i]);
+  *s = static_cast<float>(sumf);
+}
+
+void vec_dot_bf16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
+  constexpr int64_t kStep = 32;
+  const int64_t np = n & ~(kStep - 1);
+  __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < np; i += kStep) {
+    for (int j = 0; j < 4; ++j)
+      sum[j] = _mm256_fmadd_ps(load_bf16x8(x + i + 8 * j), load_bf16x8(y + i + 8 * j), sum[j]);
+  }
+  double sumf = reduce_4x8(sum);
+  for (int64_t i = np; i < n; ++i) {
+    const float xi = std::bit_cast<float>(static_cast<uint32_t>(x[i]) << 16);
+    const float yi = std::bit_cast<float>(static_cast<uint32_t>(y[i]) << 16);
+    sumf += static_cast<double>(xi * yi);
+  }
+  *s = static_cast<float>(sumf);
+}
+
+void vec_dot_q4_1_q8_1_avx2(int64_t n, float* s, const BlockQ4_1* x, const BlockQ8_1* y) {
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0;
+  for (int64_t ib = 0; ib < n / kQK8_1; ++ib) {
+    summs += f16_to_f32(x[ib].m) * f16_to_f32(y[ib].s);
+    const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
+    const __m256 q =
+        _mm256_cvtepi32_ps(mul_sum_us8_pairs(bytes_from_nibbles_32(x[ib].qs), load256(y[ib].qs)));
+    acc = _mm256_fmadd_ps(d, q, acc);
+  }
+  *s = hsum_float_8(acc) + summs;
+}
+
+void vec_dot_q5_0_q8_0_avx2(int64_t n, float* s, const BlockQ5_0* x, const BlockQ8_0* y) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
+    const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
+    // (nibble | bit << 4) - 16 == nibble | (bit ? 0 : 0xF0) as a signed byte.
+    const __m256i hi =
+        _mm256_andnot_si256(bytes_from_bits_32(x[ib].qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
+    const __m256i qx = _mm256_or_si256(bytes_from_nibbles_32(x[ib].qs), hi);
+    const __m256 q = _mm256_cvtepi32_ps(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
+    acc = _mm256_fmadd_ps(d, q, acc);
+  }
+  *s = hsum_float_8(acc);
+}
+
+void vec_dot_q5_1_q8_1_avx2(int64_t n, float* s, const BlockQ5_1* x, const BlockQ8_1* y) {
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0;
+  for (int64_t ib = 0; ib < n / kQK8_1; ++ib) {
+    summs += f16_to_f32(x[ib].m) * f16_to_f32(y[ib].s);
+    const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
+    const __m256i hi = _mm256_and_si256(bytes_from_bits_32(x[ib].qh), _mm256_set1_epi8(0x10));
+    const __m256i qx = _mm256_or_si256(bytes_from_nibbles_32(x[ib].qs), hi);
+    const __m256 q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load256(y[ib].qs)));
+    acc = _mm256_fmadd_ps(d, q, acc);
+  }
+  *s = hsum_float_8(acc) + summs;
+}
+
+void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y) {
+  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK4_NL; ++ib) {
+    const __m128i q4bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[ib].qs));
+    const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(q4bits, m4));
+    const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(q4bits, 4), m4));
+    const __m256i qx = _mm256_insertf128_si256(_mm256_castsi128_si256(lo), hi, 1);
+    const __m256 d = _mm256_set1_ps(f16_to_f32(y[ib].d) * f16_to_f32(x[ib].d));
+    const __m256 q = _mm256_cvtepi32_ps(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
+    acc = _mm256_fmadd_ps(d, q, acc);
+  }
+  *s = hsum_float_8(acc);
+}
+
+void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const BlockQ2_K* x, const BlockQ8_K* y) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  float summs_f = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float dall = y[i].d * f16_to_f32(x[i].d);
+    const float dmin = y[i].d * f16_to_f32(x[i].dmin);
+    // Mins (high nibbles) against the 16 bsums.
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0xF)));
+    const __m256i prod = _mm256_madd_epi16(mins, load256(y[i].bsums));
+    const __m128i p4 = _mm_add_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
+    const __m128i p2 = _mm_add_epi32(p4, _mm_srli_si128(p4, 8));
+    const int summs = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_srli_si128(p2, 4)));
+    summs_f -= dmin * summs;
+    const uint8_t* q2 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    const uint8_t* sc = x[i].scales;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < kQK_K / 128; ++j) {
+      const __m256i q2bits = load256(q2);
+      q2 += 32;
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q2k = _mm256_and_si256(_mm256_srli_epi16(q2bits, 2 * k), m3);
+        const __m256i p16 = _mm256_maddubs_epi16(q2k, load256(q8));
+        q8 += 32;
+        const __m256i scales = scales_pair(sc[0] & 0xF, sc[1] & 0xF);
+        sc += 2;
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales, p16));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  *s = hsum_float_8(acc) + summs_f;
+}
+
+void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const BlockQ8_K* y) {
+  const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i m1 = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = y[i].d * f16_to_f32(x[i].d);
+    uint32_t aux[4];
+    std::memcpy(aux, x[i].scales, 12);
+    const uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+    int8_t sc[16];
+    std::memcpy(sc, aux, 16);
+    const __m256i hbits = load256(x[i].hmask);
+    const uint8_t* q3 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    __m256i sumi = _mm256_setzero_si256();
+    int bit = 0;
+    for (int j = 0; j < kQK_K / 128; ++j) {
+      const __m256i q3bits = load256(q3);
+      q3 += 32;
+      for (int k = 0; k < 4; ++k, ++bit) {
+        const __m256i q3l = _mm256_and_si256(_mm256_srli_epi16(q3bits, 2 * k), m3);
+        // 4 where the high bit is clear: level = q3l - 4 * (1 - h).
+        const __m256i q3h = _mm256_slli_epi16(
+            _mm256_andnot_si256(_mm256_and_si256(_mm256_srli_epi16(hbits, bit), m1), m1), 2);
+        const __m256i q8k = load256(q8);
+        q8 += 32;
+        const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q3l, q8k), _mm256_maddubs_epi16(q3h, q8k));
+        const __m256i scales =
+            scales_pair(static_cast<int16_t>(sc[2 * bit] - 32), static_cast<int16_t>(sc[2 * bit + 1] - 32));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales, p16));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  *s = hsum_float_8(acc);
+}
+
+void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const BlockQ8_K* y) {
+  const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m1 = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_m = _mm_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = y[i].d * f16_to_f32(x[i].d);
+    const float dmin = -y[i].d * f16_to_f32(x[i].dmin);
+    uint32_t utmp[4];
+    std::memcpy(utmp, x[i].scales, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+    uint8_t sm[16];
+    std::memcpy(sm, utmp, 16);
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
+    const __m256i q8sums = load256(y[i].bsums);
+    const __m128i q8s =
+        _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, q8s)), acc_m);
+
+    const uint8_t* q5 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    const __m256i hbits = load256(x[i].qh);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < kQK_K / 64; ++j) {
+      const __m256i q5bits = load256(q5);
+      q5 += 32;
+      const __m256i hl = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 0), m1), 4);
+      const __m256i hh = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), m1), 4);
+      const __m256i q5l = _mm256_or_si256(_mm256_and_si256(q5bits, m4), hl);
+      const __m256i q5h = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q5bits, 4), m4), hh);
+      const __m256i p16l =
+          _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j + 0]), _mm256_maddubs_epi16(q5l, load256(q8)));
+      q8 += 32;
+      const __m256i p16h =
+          _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j + 1]), _mm256_maddubs_epi16(q5h, load256(q8)));
+      q8 += 32;
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  *s = hsum_float_8(acc) + hsum_float_4(acc_m);
+}
+
+}  // namespace kiln::quant

@@ -1,0 +1,41 @@
+#include "runtime/host_backend.h"
+
+namespace kiln {
+
+Status HostKernelBackend::prepare(const ExecPlan& plan) {
+  const size_t need = plan.memory().scratch_bytes;
+  if (need == 0 || scratch_bytes() >= need) return ok_status();
+  scratch_.reset();
+  KILN_ASSIGN_OR_RETURN(
+      scratch_, device_->allocate(BufferDesc{need, MemoryKind::Scratch, device_->name() + " scratch"}));
+  return ok_status();
+}
+
+Status HostKernelBackend::execute(ExecPlan& plan) {
+  if (&plan.arena().device() != device_) {
+    return make_error(device_->name(), ": plan's arena '", plan.arena().owner(), "' is on device '",
+                      plan.arena().device().name(), "'");
+  }
+  const size_t need = plan.memory().scratch_bytes;
+  if (scratch_bytes() < need) {
+    return make_error(device_->name(), ": plan needs ", need, " bytes of scratch, the backend holds ",
+                      scratch_bytes(), ": call prepare()");
+  }
+  KILN_TRY(plan.resolve_host_calls(*device_));
+  void* scratch = need == 0 ? nullptr : device_->host_address(scratch_->base(), scratch_->size());
+  const std::vector<OpCall>& calls = plan.calls();
+  const std::vector<KernelPlan>& kernels = plan.kernels();
+  pool_->run([&](const WorkerContext& ctx) {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const KernelPlan& kp = kernels[i];
+      for (int phase = 0; phase < kp.n_phases; ++phase) {
+        const auto [begin, end] = ctx.range(kp.units[phase]);
+        if (begin < end) run_kernel(calls[i], phase, begin, end, scratch);
+        ctx.barrier();
+      }
+    }
+  });
+  return ok_status();
+}
+
+}  // namespace kiln

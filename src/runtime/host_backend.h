@@ -1,0 +1,35 @@
+// HostKernelBackend: a Backend that computes with the host kernels of src/ops on the persistent
+// ThreadPool, over memory of any Device that can translate its addresses to host addresses
+// (Device::host_address). The CPU backend (host memory) and the sim backend (a pool that is not
+// host-visible to callers) are this one engine over two devices.
+#pragma once
+
+#include <memory>
+
+#include "runtime/backend.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln {
+
+class HostKernelBackend : public Backend {
+ public:
+  // Non-owning: the device and the pool must outlive the backend. The pool may be shared by
+  // several backends (runs are serialized by the pool).
+  HostKernelBackend(Device& device, ThreadPool& pool) : device_(&device), pool_(&pool) {}
+
+  Device& device() const override { return *device_; }
+  ThreadPool& pool() const { return *pool_; }
+  bool supports_op(const OpCall& call) const override { return kernel_supported(call); }
+  Status prepare(const ExecPlan& plan) override;
+  Status execute(ExecPlan& plan) override;
+  void synchronize() override {}
+  void release_scratch() override { scratch_.reset(); }
+  size_t scratch_bytes() const override { return scratch_ ? scratch_->size() : 0; }
+
+ private:
+  Device* device_;
+  ThreadPool* pool_;
+  std::unique_ptr<Buffer> scratch_;
+};
+
+}  // namespace kiln

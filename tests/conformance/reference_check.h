@@ -1,0 +1,86 @@
+// Comparison of kiln's logits with llama.cpp's reference outputs (../shared/fixtures/reference),
+// with the tolerances of the text-generation issue. Shared by the conformance tests of every
+// decoding path (the reference decoder now, the graph path next).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace kiln::testing {
+
+struct Tolerance {
+  double all_within;        // every compared logit within this
+  double most_within;       // at least `most_fraction` of them within this
+  double most_fraction;
+  double top1_gap;          // top-1 must agree where the reference's top-1/top-2 gap exceeds this
+};
+
+// F32 model against M.json; quantized model against M.json; anything against M.f16kv-fa.json.
+inline constexpr Tolerance kF32Tight{1e-3, 1e-3, 1.0, 2e-3};
+inline constexpr Tolerance kQuantized{0.3, 5e-2, 0.95, 0.1};
+inline constexpr Tolerance kF16Fa{0.5, 0.1, 0.90, 0.2};
+
+inline nlohmann::json load_json(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  return nlohmann::json::parse(in);
+}
+
+// Accumulates logit differences over a whole reference file and checks the tolerance at the end.
+class LogitComparison {
+ public:
+  explicit LogitComparison(Tolerance tol) : tol_(tol) {}
+
+  // `ref_top`: [[token, logit], ...] sorted descending; `logits`: kiln's full row.
+  void compare_row(const nlohmann::json& ref_top, const float* logits, const std::string& where) {
+    for (const auto& pair : ref_top) {
+      const int token = pair[0].get<int>();
+      const double diff = std::fabs(static_cast<double>(logits[token]) - pair[1].get<double>());
+      ++n_;
+      if (diff <= tol_.most_within) ++n_close_;
+      max_diff_ = std::max(max_diff_, diff);
+      EXPECT_LE(diff, tol_.all_within) << where << " token " << token;
+    }
+    check_top1(ref_top, logits, where);
+  }
+
+  // Top-1 agreement where the reference's gap is clear.
+  void check_top1(const nlohmann::json& ref_top, const float* logits, const std::string& where) {
+    if (ref_top.size() < 2) return;
+    const double gap = ref_top[0][1].get<double>() - ref_top[1][1].get<double>();
+    if (gap <= tol_.top1_gap) return;
+    const int want = ref_top[0][0].get<int>();
+    int best = 0;
+    for (int i = 1; i < n_vocab_; ++i) {
+      if (logits[i] > logits[best]) best = i;
+    }
+    ++n_top1_;
+    EXPECT_EQ(best, want) << where << " (reference gap " << gap << ")";
+  }
+
+  void set_vocab(int n_vocab) { n_vocab_ = n_vocab; }
+
+  void finish(const std::string& what) {
+    ASSERT_GT(n_, 0) << what << ": nothing compared";
+    const double fraction = static_cast<double>(n_close_) / static_cast<double>(n_);
+    EXPECT_GE(fraction, tol_.most_fraction) << what << ": only " << fraction << " of logits within "
+                                            << tol_.most_within;
+    ::testing::Test::RecordProperty("max_logit_diff", std::to_string(max_diff_));
+    std::printf("[ %s ] %ld logits, max |diff| %.3g, %.2f%% within %.3g, %ld top-1 checks\n", what.c_str(),
+                static_cast<long>(n_), max_diff_, 100.0 * fraction, tol_.most_within, static_cast<long>(n_top1_));
+  }
+
+ private:
+  Tolerance tol_;
+  int n_vocab_ = 0;
+  int64_t n_ = 0, n_close_ = 0, n_top1_ = 0;
+  double max_diff_ = 0.0;
+};
+
+}  // namespace kiln::testing

@@ -1,0 +1,177 @@
+// Attention (plain and flash paths) against a double-precision softmax(q k^T * scale + mask) v,
+// with grouped-query heads, K/V as views into a larger cache, F32/F16/Q8_0 caches, masks, ALiBi,
+// causal masking without a mask tensor and a permuted [d, h, n_q] output.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "op_harness.h"
+#include "ops/quant/quant.h"
+
+namespace kiln::test {
+namespace {
+
+struct AttnCase {
+  std::string name;
+  int64_t dk, dv, n_q, n_kv, h, h_kv, seqs;
+  DType kv_type;
+  int mask;  // 0: none, 1: F32 tensor, 2: F16 tensor
+  bool causal;
+  int32_t q_pos0;
+  float max_bias;
+  AttentionPath path;
+  double tol;
+};
+
+// Reads element (i0, row) of a K/V view (any type with to_float) as double.
+double kv_get(const HostTensor& t, const TensorView& v, int64_t i0, int64_t i1, int64_t i2, int64_t i3,
+              std::vector<float>& tmp) {
+  if (v.type == DType::F32 || v.type == DType::F16) return t.get(i0, i1, i2, i3);
+  tmp.resize(static_cast<size_t>(v.ne[0]));
+  quant_traits(v.type)->to_float(t.row(i1, i2, i3), tmp.data(), v.ne[0]);
+  return tmp[static_cast<size_t>(i0)];
+}
+
+void run_case(const AttnCase& c, std::mt19937& rng) {
+  SCOPED_TRACE(c.name);
+  constexpr int64_t kCacheSlots = 16;  // K/V are views of the first n_kv slots of a bigger cache
+  HostTensor q(DType::F32, {c.dk, c.n_q, c.h, c.seqs}, Layout::Padded);
+  const bool quant = info(c.kv_type).quantized;
+  const Layout cache_layout = quant ? Layout::Padded : Layout::Permuted;
+  HostTensor kc(c.kv_type, {c.dk, kCacheSlots, c.h_kv, c.seqs}, cache_layout);
+  HostTensor vc(c.kv_type, {c.dv, kCacheSlots, c.h_kv, c.seqs}, cache_layout);
+  HostTensor m(c.mask == 2 ? DType::F16 : DType::F32, {c.n_kv, c.n_q + 3, 1, c.seqs}, Layout::Padded);
+  HostTensor d(DType::F32, {c.dv, c.n_q, c.h, c.seqs}, Layout::Permuted);  // memory [dv, h, n_q]
+  q.fill_uniform(rng, -1, 1);
+  if (quant) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> kv(static_cast<size_t>(c.dk * kCacheSlots * c.h_kv * c.seqs));
+    for (float& x : kv) x = dist(rng);
+    kc.set_quantized(kv);
+    std::vector<float> vv(static_cast<size_t>(c.dv * kCacheSlots * c.h_kv * c.seqs));
+    for (float& x : vv) x = dist(rng);
+    vc.set_quantized(vv);
+  } else {
+    kc.fill_uniform(rng, -1, 1);
+    vc.fill_uniform(rng, -1, 1);
+  }
+  m.fill_uniform(rng, -2, 0.5);
+  for (int64_t s = 0; s < c.seqs; ++s)
+    for (int64_t i = 0; i < c.n_q + 3; ++i)
+      for (int64_t j = 0; j < c.n_kv; ++j) {
+        if ((j + 2 * i + s) % 3 == 0) m.set(j, i, 0, s, -INFINITY);
+      }
+  for (int64_t s = 0; s < c.seqs; ++s)  // query 1 of each sequence sees one key only
+    for (int64_t j = 0; j < c.n_kv; ++j) m.set(j, 1, 0, s, j == c.n_kv - 1 ? 0.25 : -INFINITY);
+
+  OpParams p;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(c.dk));
+  p.max_bias = c.max_bias;
+  p.causal = c.causal;
+  p.q_pos0 = c.q_pos0;
+  p.attn_path = c.path;
+  std::vector<const HostTensor*> srcs{&q, &kc, &vc};
+  if (c.mask) srcs.push_back(&m);
+  OpCall call = make_call(OpKind::Attention, d, srcs, p);
+  call.src[1].ne[1] = c.n_kv;
+  call.src[2].ne[1] = c.n_kv;
+  run_checked(call, d);
+
+  const int64_t n_head_log2 = int64_t{1} << static_cast<int>(std::floor(std::log2(double(c.h))));
+  auto slope = [&](int64_t h) {
+    if (c.max_bias <= 0) return 1.0;
+    const double m0 = std::pow(2.0, -c.max_bias / double(n_head_log2));
+    const double m1 = std::pow(2.0, -(c.max_bias / 2.0) / double(n_head_log2));
+    return h < n_head_log2 ? std::pow(m0, double(h + 1)) : std::pow(m1, double(2 * (h - n_head_log2) + 1));
+  };
+  std::vector<float> tmp;
+  for (int64_t s = 0; s < c.seqs; ++s) {
+    for (int64_t h = 0; h < c.h; ++h) {
+      const int64_t hk = h / (c.h / c.h_kv);
+      for (int64_t i = 0; i < c.n_q; ++i) {
+        std::vector<double> w(static_cast<size_t>(c.n_kv));
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < c.n_kv; ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < c.dk; ++e)
+            dot += q.get(e, i, h, s) * kv_get(kc, call.src[1], e, j, hk, s, tmp);
+          double mask = 0;
+          if (c.mask) {
+            mask = m.get(j, i, 0, s);
+          } else if (c.causal && j > c.q_pos0 + i) {
+            mask = -INFINITY;
+          }
+          w[j] = dot * double(p.scale) + slope(h) * mask;
+          mx = std::max(mx, w[j]);
+        }
+        double sum = 0;
+        for (double& x : w) sum += (x = mx == -INFINITY ? 0.0 : std::exp(x - mx));
+        for (int64_t e = 0; e < c.dv; ++e) {
+          double want = 0;
+          for (int64_t j = 0; j < c.n_kv; ++j) {
+            if (sum > 0) want += w[j] / sum * kv_get(vc, call.src[2], e, j, hk, s, tmp);
+          }
+          const double got = d.get(e, i, h, s);
+          ASSERT_NEAR(got, want, c.tol) << "at dim " << e << " query " << i << " head " << h << " seq " << s;
+        }
+      }
+    }
+  }
+}
+
+TEST(OpsAttention, PlainAndFlashPathsOverCaches) {
+  std::mt19937 rng(30);
+  const AttentionPath kPlain = AttentionPath::Plain, kFlash = AttentionPath::Flash;
+  const AttnCase cases[] = {
+      {"f32 plain mask", 64, 64, 5, 9, 4, 2, 1, DType::F32, 1, true, 0, 0.0f, kPlain, 2e-5},
+      {"f32 flash mask", 64, 64, 5, 9, 4, 2, 1, DType::F32, 1, true, 0, 0.0f, kFlash, 2e-5},
+      {"f16 plain f16 mask", 64, 64, 5, 9, 4, 2, 1, DType::F16, 2, true, 0, 0.0f, kPlain, 2e-3},
+      {"f16 flash f16 mask", 64, 64, 5, 9, 4, 2, 1, DType::F16, 2, true, 0, 0.0f, kFlash, 5e-3},
+      {"f16 plain causal", 32, 32, 5, 9, 2, 1, 1, DType::F16, 0, true, 4, 0.0f, kPlain, 2e-3},
+      {"f16 flash causal", 32, 32, 5, 9, 2, 1, 1, DType::F16, 0, true, 4, 0.0f, kFlash, 5e-3},
+      {"f32 plain full", 16, 16, 3, 11, 3, 3, 1, DType::F32, 0, false, 0, 0.0f, kPlain, 2e-5},
+      {"f32 flash decode", 128, 128, 1, 13, 8, 2, 1, DType::F32, 0, true, 12, 0.0f, kFlash, 2e-5},
+      {"dv != dk alibi plain", 64, 48, 4, 7, 6, 3, 2, DType::F32, 1, true, 0, 8.0f, kPlain, 2e-5},
+      {"dv != dk alibi flash", 64, 48, 4, 7, 6, 3, 2, DType::F16, 1, true, 0, 8.0f, kFlash, 5e-3},
+      {"q8_0 cache flash", 64, 64, 3, 10, 4, 4, 1, DType::Q8_0, 2, true, 0, 0.0f, kFlash, 2e-2},
+  };
+  for (const AttnCase& c : cases) run_case(c, rng);
+}
+
+TEST(OpsAttention, FullyMaskedQueryGivesZerosOnBothPaths) {
+  for (AttentionPath path : {AttentionPath::Plain, AttentionPath::Flash}) {
+    HostTensor q(DType::F32, {8, 2, 1, 1}), k(DType::F16, {8, 3, 1, 1}), v(DType::F16, {8, 3, 1, 1});
+    HostTensor m(DType::F32, {3, 2, 1, 1}), d(DType::F32, {8, 2, 1, 1});
+    std::mt19937 rng(31);
+    q.fill_uniform(rng, -1, 1);
+    k.fill_uniform(rng, -1, 1);
+    v.fill_uniform(rng, -1, 1);
+    for (int64_t j = 0; j < 3; ++j) m.set(j, 1, 0, 0, -INFINITY);
+    OpParams p;
+    p.attn_path = path;
+    run_checked(make_call(OpKind::Attention, d, {&q, &k, &v, &m}, p), d);
+    for (int64_t e = 0; e < 8; ++e) EXPECT_EQ(d.get(e, 1), 0.0);
+  }
+}
+
+TEST(OpsAttention, RejectsBadShapes) {
+  HostTensor q(DType::F32, {8, 2, 3, 1}), k(DType::F16, {8, 4, 2, 1}), v(DType::F16, {8, 4, 2, 1});
+  HostTensor d(DType::F32, {8, 2, 3, 1});
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::Attention, d, {&q, &k, &v})));  // 3 heads over 2 kv heads
+  HostTensor q4(DType::F32, {8, 2, 4, 1}), d4(DType::F32, {8, 2, 4, 1});
+  EXPECT_TRUE(kernel_supported(make_call(OpKind::Attention, d4, {&q4, &k, &v})));
+  HostTensor short_mask(DType::F32, {3, 2, 1, 1});  // 3 of 4 keys
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::Attention, d4, {&q4, &k, &v, &short_mask})));
+  HostTensor vq(DType::Q8_0, {32, 4, 2, 1}), kq(DType::F16, {8, 4, 2, 1});
+  HostTensor d32(DType::F32, {32, 2, 4, 1});
+  OpParams p;
+  EXPECT_FALSE(
+      kernel_supported(make_call(OpKind::Attention, d32, {&q4, &kq, &vq}, p)));  // plain needs F32/F16 V
+  p.attn_path = AttentionPath::Flash;
+  EXPECT_TRUE(kernel_supported(make_call(OpKind::Attention, d32, {&q4, &kq, &vq}, p)));
+}
+
+}  // namespace
+}  // namespace kiln::test

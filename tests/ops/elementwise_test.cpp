@@ -1,0 +1,217 @@
+// Element-wise kernels (add, mul, scale, silu, gelu, swiglu), concat, argmax and the dispatcher's
+// validation, against double-precision references over awkward shapes and layouts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "op_harness.h"
+
+namespace kiln::test {
+namespace {
+
+constexpr Layout kLayouts[] = {Layout::Contiguous, Layout::Padded, Layout::Permuted, Layout::Strided0};
+
+struct BinaryCase {
+  Shape4 a, b;
+};
+
+TEST(OpsElementwise, AddAndMulBroadcastLikeGgml) {
+  const BinaryCase cases[] = {
+      {{7, 5, 3, 2}, {7, 5, 3, 2}},    // same shape, odd sizes
+      {{33, 4, 3, 1}, {33, 1, 1, 1}},  // one row over every row
+      {{10, 6, 4, 2}, {5, 3, 2, 1}},   // repeats along every dimension, dim 0 too
+      {{1, 1, 1, 1}, {1, 1, 1, 1}},   {{129, 3, 1, 1}, {1, 3, 1, 1}},  // one value per row
+  };
+  std::mt19937 rng(1);
+  for (const BinaryCase& c : cases) {
+    for (Layout la : kLayouts) {
+      for (OpKind kind : {OpKind::Add, OpKind::Mul}) {
+        const Layout lb = la == Layout::Permuted ? Layout::Strided0 : Layout::Padded;
+        const Layout ld = la == Layout::Contiguous ? Layout::Permuted : Layout::Contiguous;
+        HostTensor a(DType::F32, c.a, la), b(DType::F32, c.b, lb), d(DType::F32, c.a, ld);
+        a.fill_uniform(rng, -2, 2);
+        b.fill_uniform(rng, -2, 2);
+        run_checked(make_call(kind, d, {&a, &b}), d);
+        // A float sum or product of two floats is the double result rounded once: exact match.
+        expect_near(
+            d,
+            [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+              const double x = a.get(i0, i1, i2, i3);
+              const double y = b.get(i0 % c.b[0], i1 % c.b[1], i2 % c.b[2], i3 % c.b[3]);
+              return static_cast<double>(static_cast<float>(kind == OpKind::Add ? x + y : x * y));
+            },
+            0, 0, std::string(op_name(kind)) + " " + layout_name(la));
+      }
+    }
+  }
+}
+
+TEST(OpsElementwise, InPlaceAddOverwritesSrc0) {
+  std::mt19937 rng(2);
+  HostTensor a(DType::F32, {17, 3, 2, 1}, Layout::Padded), b(DType::F32, {17, 1, 1, 1});
+  a.fill_uniform(rng, -1, 1);
+  b.fill_uniform(rng, -1, 1);
+  std::vector<double> before;
+  for (int64_t i2 = 0; i2 < 2; ++i2)
+    for (int64_t i1 = 0; i1 < 3; ++i1)
+      for (int64_t i0 = 0; i0 < 17; ++i0) before.push_back(a.get(i0, i1, i2));
+  run_checked(make_call(OpKind::Add, a, {&a, &b}), a);
+  expect_near(
+      a,
+      [&](int64_t i0, int64_t i1, int64_t i2, int64_t) {
+        return static_cast<double>(static_cast<float>(before[(i2 * 3 + i1) * 17 + i0] + b.get(i0)));
+      },
+      0, 0, "in-place add");
+}
+
+TEST(OpsElementwise, ScaleSiluGeluSwiGlu) {
+  std::mt19937 rng(3);
+  const Shape4 shapes[] = {{1, 1, 1, 1}, {31, 3, 2, 1}, {64, 2, 1, 3}, {4097, 1, 1, 1}};
+  for (const Shape4& ne : shapes) {
+    for (Layout l : kLayouts) {
+      HostTensor x(DType::F32, ne, l), g(DType::F32, ne, Layout::Padded), d(DType::F32, ne, Layout::Permuted);
+      x.fill_uniform(rng, -12, 12);  // past gelu's +-10 clamps
+      g.fill_uniform(rng, -3, 3);
+      const std::string where = std::string(" ") + layout_name(l) + " ne0=" + std::to_string(ne[0]);
+
+      OpParams p;
+      p.scale = -0.3721f;
+      run_checked(make_call(OpKind::Scale, d, {&x}, p), d);
+      expect_near(
+          d,
+          [&](int64_t a, int64_t b, int64_t c, int64_t e) {
+            return double(float(x.get(a, b, c, e) * double(p.scale)));
+          },
+          0, 0, "scale" + where);
+
+      run_checked(make_call(OpKind::Silu, d, {&x}), d);
+      expect_near(
+          d,
+          [&](int64_t a, int64_t b, int64_t c, int64_t e) {
+            const double v = x.get(a, b, c, e);
+            return v / (1.0 + std::exp(-v));
+          },
+          1e-6, 1e-6, "silu" + where);
+
+      run_checked(make_call(OpKind::SwiGlu, d, {&x, &g}), d);
+      expect_near(
+          d,
+          [&](int64_t a, int64_t b, int64_t c, int64_t e) {
+            const double v = x.get(a, b, c, e);
+            return v / (1.0 + std::exp(-v)) * g.get(a, b, c, e);
+          },
+          1e-6, 2e-6, "swiglu" + where);
+
+      // GELU (tanh form) through ggml's F16 table: the input is rounded to F16 (relative 2^-11,
+      // and gelu' <= 1.13) and so is the output; beyond +-10 the clamps are exact.
+      run_checked(make_call(OpKind::Gelu, d, {&x}), d);
+      expect_near(
+          d,
+          [&](int64_t a, int64_t b, int64_t c, int64_t e) {
+            const double v = x.get(a, b, c, e);
+            if (v <= -10) return 0.0;
+            if (v >= 10) return v;
+            return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * v * (1 + 0.044715 * v * v)));
+          },
+          2e-5, 2e-3, "gelu" + where);
+      for (int64_t i0 = 0; i0 < ne[0]; ++i0) {
+        const float got = static_cast<float>(d.get(i0));
+        if (std::fabs(x.get(i0)) < 10) {
+          EXPECT_EQ(got, round_f16(got)) << "gelu output is not an F16 table value";
+        }
+      }
+    }
+  }
+}
+
+TEST(OpsElementwise, GeluTableValuesAtF16Points) {
+  // At inputs that are F16 values the table holds gelu(x) rounded to F16, computed in float.
+  const float xs[] = {-9.5f, -3.0f, -1.0f, -0.5f, -0.0f, 0.0f, 0.125f, 0.5f, 1.0f, 2.5f, 9.5f};
+  HostTensor x(DType::F32, {std::size(xs), 1, 1, 1}), d(DType::F32, {std::size(xs), 1, 1, 1});
+  for (size_t i = 0; i < std::size(xs); ++i) x.set(static_cast<int64_t>(i), 0, 0, 0, xs[i]);
+  run_checked(make_call(OpKind::Gelu, d, {&x}), d);
+  for (size_t i = 0; i < std::size(xs); ++i) {
+    const double v = xs[i];
+    const double want = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * v * (1 + 0.044715 * v * v)));
+    EXPECT_NEAR(d.get(static_cast<int64_t>(i)), want, std::fabs(want) * 1.0e-3 + 1e-7) << "x = " << v;
+  }
+}
+
+TEST(OpsConcat, EveryAxisAndMixedFloatTypes) {
+  std::mt19937 rng(4);
+  for (int axis = 0; axis < 4; ++axis) {
+    Shape4 na{5, 3, 2, 2}, nb{5, 3, 2, 2}, nd{5, 3, 2, 2};
+    nb[axis] = 3;
+    nd[axis] = na[axis] + nb[axis];
+    HostTensor a(DType::F32, na, Layout::Permuted), b(DType::F16, nb, Layout::Padded),
+        d(DType::F32, nd, Layout::Strided0);
+    a.fill_uniform(rng, -1, 1);
+    b.fill_uniform(rng, -1, 1);
+    OpParams p;
+    p.axis = axis;
+    run_checked(make_call(OpKind::Concat, d, {&a, &b}, p), d);
+    expect_near(
+        d,
+        [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+          int64_t idx[4] = {i0, i1, i2, i3};
+          if (idx[axis] < na[axis]) return a.get(idx[0], idx[1], idx[2], idx[3]);
+          idx[axis] -= na[axis];
+          return b.get(idx[0], idx[1], idx[2], idx[3]);
+        },
+        0, 0, "concat axis " + std::to_string(axis));
+  }
+}
+
+TEST(OpsArgMax, FirstIndexOfTheMaximum) {
+  std::mt19937 rng(5);
+  HostTensor x(DType::F32, {37, 4, 3, 1}, Layout::Padded), d(DType::I32, {12, 1, 1, 1});
+  x.fill_uniform(rng, -5, 5);
+  x.set(7, 1, 0, 0, 100.0);  // a tie: the first index wins
+  x.set(30, 1, 0, 0, 100.0);
+  for (int64_t i0 = 0; i0 < 37; ++i0) x.set(i0, 2, 2, 0, -INFINITY);  // all -inf: index 0
+  run_checked(make_call(OpKind::ArgMax, d, {&x}), d);
+  for (int64_t r = 0; r < 12; ++r) {
+    const int64_t i1 = r % 4, i2 = r / 4;
+    int64_t best = 0;
+    for (int64_t i0 = 1; i0 < 37; ++i0) {
+      if (x.get(i0, i1, i2) > x.get(best, i1, i2)) best = i0;
+    }
+    EXPECT_EQ(d.get(r), best) << "row " << r;
+  }
+}
+
+TEST(OpsDispatch, RejectsBadCallsWithAMessage) {
+  HostTensor a(DType::F32, {8, 2, 1, 1}), b(DType::F32, {3, 1, 1, 1}), d(DType::F32, {8, 2, 1, 1});
+  // src1 does not repeat over src0 (8 % 3 != 0).
+  Status st = check_kernel(make_call(OpKind::Add, d, {&a, &b}));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("[add]"), std::string::npos) << st.error().message;
+  EXPECT_NE(st.error().message.find("[3, 1, 1, 1]"), std::string::npos) << st.error().message;
+  // Wrong arity, wrong dst type, non-positive sizes, unknown op kind.
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::Add, d, {&a})));
+  HostTensor di(DType::I32, {8, 2, 1, 1});
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::Silu, di, {&a})));
+  OpCall bad = make_call(OpKind::Silu, d, {&a});
+  bad.dst.ne[1] = 0;
+  EXPECT_FALSE(kernel_supported(bad));
+  bad = make_call(OpKind::Silu, d, {&a});
+  bad.kind = static_cast<OpKind>(200);
+  st = check_kernel(bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("unknown op kind"), std::string::npos);
+  bad = make_call(OpKind::Silu, d, {&a});
+  bad.n_src = 5;
+  EXPECT_FALSE(kernel_supported(bad));
+  bad = make_call(OpKind::Silu, d, {&a});
+  bad.src[0].type = static_cast<DType>(4);  // a retired type id
+  EXPECT_FALSE(kernel_supported(bad));
+  HostTensor q(DType::Q4_0, {64, 2, 1, 1}), f(DType::F32, {64, 2, 1, 1});
+  bad = make_call(OpKind::Cpy, f, {&q});
+  EXPECT_TRUE(kernel_supported(bad));
+  bad.src[0].nb[0] = 2;  // blocks overlapping: a malformed quantized view
+  EXPECT_FALSE(kernel_supported(bad));
+}
+
+}  // namespace
+}  // namespace kiln::test

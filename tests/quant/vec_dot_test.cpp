@@ -1,0 +1,361 @@
+// Dot products, activation quantizers and round trips of every format, against double-precision
+// references with tolerances derived from the formats.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "ops/quant/kernels.h"
+#include "ops/quant/quant.h"
+
+namespace kiln {
+namespace {
+
+constexpr double kEps = 0x1.0p-24;  // F32 unit roundoff
+
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
+                              DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
+                              DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+std::vector<float> random_values(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> dequantize(DType t, const void* q, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  quant_traits(t)->to_float(q, y.data(), n);
+  return y;
+}
+
+// Bound on |vec_dot - exact dot of the dequantized values|: float accumulation over the terms
+// (gamma_n), plus, for Q8_1 activations, the F16 rounding of the stored s = d * sum(qs) that the
+// Q4_1/Q5_1 kernels use in place of the exact block sum.
+double dot_tolerance(DType vec_dot_type, int64_t n, const std::vector<float>& w, const std::vector<float>& a,
+                     const void* wq, const void* aq, DType wt) {
+  double abs_sum = 0;
+  for (size_t i = 0; i < w.size(); ++i) abs_sum += std::fabs(static_cast<double>(w[i]) * a[i]);
+  double tol = (static_cast<double>(n) + 8) * kEps * abs_sum + 1e-30;
+  if (vec_dot_type == DType::Q8_1) {
+    const auto* ab = static_cast<const quant::BlockQ8_1*>(aq);
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+      const uint16_t m_bits = wt == DType::Q4_1 ? static_cast<const quant::BlockQ4_1*>(wq)[ib].m
+                                                : static_cast<const quant::BlockQ5_1*>(wq)[ib].m;
+      tol += std::fabs(f16_to_f32(m_bits) * f16_to_f32(ab[ib].s)) * 0x1.0p-11;
+    }
+  }
+  return tol;
+}
+
+TEST(QuantTraits, BlockSizesMatchDtypeTable) {
+  EXPECT_EQ(sizeof(quant::BlockQ4_0), type_size(DType::Q4_0));
+  EXPECT_EQ(sizeof(quant::BlockQ4_1), type_size(DType::Q4_1));
+  EXPECT_EQ(sizeof(quant::BlockQ5_0), type_size(DType::Q5_0));
+  EXPECT_EQ(sizeof(quant::BlockQ5_1), type_size(DType::Q5_1));
+  EXPECT_EQ(sizeof(quant::BlockQ8_0), type_size(DType::Q8_0));
+  EXPECT_EQ(sizeof(quant::BlockQ8_1), type_size(DType::Q8_1));
+  EXPECT_EQ(sizeof(quant::BlockQ2_K), type_size(DType::Q2_K));
+  EXPECT_EQ(sizeof(quant::BlockQ3_K), type_size(DType::Q3_K));
+  EXPECT_EQ(sizeof(quant::BlockQ4_K), type_size(DType::Q4_K));
+  EXPECT_EQ(sizeof(quant::BlockQ5_K), type_size(DType::Q5_K));
+  EXPECT_EQ(sizeof(quant::BlockQ6_K), type_size(DType::Q6_K));
+  EXPECT_EQ(sizeof(quant::BlockQ8_K), type_size(DType::Q8_K));
+  EXPECT_EQ(sizeof(quant::BlockIQ4NL), type_size(DType::IQ4_NL));
+}
+
+TEST(QuantTraits, TableCoversTheFormats) {
+  for (DType t : kWeightTypes) {
+    const QuantTraits* tr = quant_traits(t);
+    ASSERT_NE(tr, nullptr) << dtype_name(t);
+    EXPECT_EQ(tr->type, t);
+    EXPECT_TRUE(tr->to_float && tr->from_float && tr->act_from_float && tr->vec_dot && tr->vec_dot_ref);
+    EXPECT_EQ(tr->act_from_float, quant_traits(tr->vec_dot_type)->from_float);
+    EXPECT_TRUE(quantize_supported(t)) << dtype_name(t);
+  }
+  EXPECT_EQ(quant_traits(DType::Q4_0)->vec_dot_type, DType::Q8_0);
+  EXPECT_EQ(quant_traits(DType::Q5_1)->vec_dot_type, DType::Q8_1);
+  EXPECT_EQ(quant_traits(DType::IQ4_NL)->vec_dot_type, DType::Q8_0);
+  EXPECT_EQ(quant_traits(DType::Q3_K)->vec_dot_type, DType::Q8_K);
+  EXPECT_EQ(quant_traits(DType::BF16)->vec_dot_type, DType::BF16);
+  EXPECT_EQ(quant_traits(DType::IQ2_XXS), nullptr);
+  EXPECT_EQ(quant_traits(DType::I32), nullptr);
+  EXPECT_FALSE(quantize_supported(DType::Q8_K));
+  EXPECT_FALSE(quantize_supported(DType::Q8_1));
+  EXPECT_FALSE(quantize_supported(DType::IQ4_XS));
+}
+
+// Every (weight, activation) pair: scalar reference and the selected kernel against the exact dot
+// of the dequantized operands.
+TEST(VecDot, EveryPairAgreesWithDoubleDotOfDequantizedValues) {
+  uint32_t seed = 1;
+  for (DType t : kWeightTypes) {
+    const QuantTraits* tr = quant_traits(t);
+    for (int64_t n : {int64_t{256}, int64_t{768}, int64_t{4096}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " n=" + std::to_string(n));
+      const auto w = random_values(n, seed++, 0.05f);
+      const auto a = random_values(n, seed++, 2.0f);
+      std::vector<uint8_t> wq(row_size(t, n));
+      ASSERT_EQ(quantize_chunk(t, w.data(), wq.data(), 1, n, nullptr), wq.size());
+      std::vector<uint8_t> aq(row_size(tr->vec_dot_type, n));
+      tr->act_from_float(a.data(), aq.data(), n);
+      const auto wd = dequantize(t, wq.data(), n);
+      const auto ad = dequantize(tr->vec_dot_type, aq.data(), n);
+      double exact = 0;
+      for (int64_t i = 0; i < n; ++i) exact += static_cast<double>(wd[i]) * ad[i];
+      const double tol = dot_tolerance(tr->vec_dot_type, n, wd, ad, wq.data(), aq.data(), t);
+      float got_ref = NAN, got = NAN;
+      tr->vec_dot_ref(n, &got_ref, wq.data(), aq.data());
+      tr->vec_dot(n, &got, wq.data(), aq.data());
+      EXPECT_NEAR(got_ref, exact, tol);
+      EXPECT_NEAR(got, exact, tol);
+      // And the quantized dot tracks the F32 dot within the formats' rounding (sanity of scale).
+      double f32_dot = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        f32_dot += static_cast<double>(w[i]) * a[i];
+        mag += std::fabs(static_cast<double>(w[i]) * a[i]);
+      }
+      EXPECT_NEAR(got_ref, f32_dot, 0.25 * mag);
+    }
+  }
+}
+
+// SIMD variants against the scalar references over awkward lengths (1 block, odd block counts).
+TEST(VecDot, Avx2VariantsMatchScalarReferences) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
+  uint32_t seed = 100;
+  for (DType t : kWeightTypes) {
+    const QuantTraits* tr = quant_traits(t);
+    ASSERT_NE(tr->vec_dot, tr->vec_dot_ref) << dtype_name(t) << " has no AVX2 variant";
+    const int64_t bs =
+        block_size(tr->vec_dot_type) > block_size(t) ? block_size(tr->vec_dot_type) : block_size(t);
+    std::vector<int64_t> lengths;
+    if (!info(t).quantized) {
+      lengths = {1, 7, 8, 31, 32, 33, 63, 100, 257, 1000};
+    } else {
+      for (int64_t k : {1, 2, 3, 5, 7, 11, 33}) lengths.push_back(k * (bs < 256 ? 32 : 256));
+    }
+    for (int64_t n : lengths) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " n=" + std::to_string(n));
+      auto w = random_values(n, seed++, 0.1f);
+      auto a = random_values(n, seed++, 1.0f);
+      if (n > 3) w[2] = 0.0f, a[3] = -a[3] * 50.0f;  // a zero and an outlier
+      std::vector<uint8_t> wq(row_size(t, n));
+      quantize_chunk(t, w.data(), wq.data(), 1, n, nullptr);
+      std::vector<uint8_t> aq(row_size(tr->vec_dot_type, n));
+      tr->act_from_float(a.data(), aq.data(), n);
+      const auto wd = dequantize(t, wq.data(), n);
+      const auto ad = dequantize(tr->vec_dot_type, aq.data(), n);
+      const double tol = dot_tolerance(tr->vec_dot_type, n, wd, ad, wq.data(), aq.data(), t);
+      float ref = NAN, simd = NAN;
+      tr->vec_dot_ref(n, &ref, wq.data(), aq.data());
+      tr->vec_dot(n, &simd, wq.data(), aq.data());
+      EXPECT_NEAR(simd, ref, 2 * tol);
+    }
+  }
+}
+
+TEST(Activations, Q8_0RoundsHalfToEvenWithMultiplier127OverAmax) {
+  float x[32] = {};
+  x[0] = 127.0f;  // amax 127: multiplier exactly 1
+  x[1] = 2.5f;
+  x[2] = 3.5f;
+  x[3] = -2.5f;
+  x[4] = 0.5f;
+  x[5] = -126.5f;
+  quant::BlockQ8_0 act, ref;
+  quant_traits(DType::Q8_0)->from_float(x, &act, 32);
+  quant::quantize_row_q8_0_ref(x, &ref, 32);
+  EXPECT_EQ(act.d, f32_to_f16(1.0f));
+  EXPECT_EQ(act.qs[0], 127);
+  EXPECT_EQ(act.qs[1], 2);
+  EXPECT_EQ(act.qs[2], 4);
+  EXPECT_EQ(act.qs[3], -2);
+  EXPECT_EQ(act.qs[4], 0);
+  EXPECT_EQ(act.qs[5], -126);
+  EXPECT_EQ(ref.qs[1], 3);  // the reference quantizer rounds half away from zero
+  EXPECT_EQ(ref.qs[5], -127);
+  // A tiny (subnormal) maximum makes 127/amax infinite: inf and 0*inf saturate to -128 as the
+  // AVX2 conversion does.
+  float tiny[32] = {};
+  tiny[0] = 1e-45f;
+  quant_traits(DType::Q8_0)->from_float(tiny, &act, 32);
+  EXPECT_EQ(act.qs[0], -128);
+  EXPECT_EQ(act.qs[1], -128);
+  // All-zero block: zero scale and levels.
+  float z[32] = {};
+  quant_traits(DType::Q8_0)->from_float(z, &act, 32);
+  EXPECT_EQ(act.d, 0);
+  for (int8_t q : act.qs) EXPECT_EQ(q, 0);
+}
+
+TEST(Activations, Avx2QuantizersMatchScalar) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
+  const int64_t n = 32 * 64;
+  auto x = random_values(n, 41, 2.0f);
+  for (int j = 0; j < 32; ++j) x[j] = (j - 16) + 0.5f;  // block 0: amax 15.5, products near ties
+  for (int j = 0; j < 32; ++j) x[32 + j] = j % 2 ? 127.0f : -(j + 0.5f);  // block 1: exact ties
+  for (int j = 0; j < 32; ++j) x[64 + j] = 0.0f;                          // block 2: zeros
+  x[96] = 1e-45f;                                                         // block 3: subnormal max
+  for (int j = 1; j < 32; ++j) x[96 + j] = j % 3 ? 0.0f : -1e-45f;
+  std::vector<quant::BlockQ8_0> a0(n / 32), b0(n / 32);
+  quant::quantize_row_q8_0_x86(x.data(), a0.data(), n);
+  quant::quantize_row_q8_0_x86_avx2(x.data(), b0.data(), n);
+  EXPECT_EQ(std::memcmp(a0.data(), b0.data(), a0.size() * sizeof(a0[0])), 0);
+  std::vector<quant::BlockQ8_1> a1(n / 32), b1(n / 32);
+  quant::quantize_row_q8_1_x86(x.data(), a1.data(), n);
+  quant::quantize_row_q8_1_x86_avx2(x.data(), b1.data(), n);
+  EXPECT_EQ(std::memcmp(a1.data(), b1.data(), a1.size() * sizeof(a1[0])), 0);
+  EXPECT_EQ(b0[1].qs[0], -0);  // -0.5 rounds to even (0)
+  EXPECT_EQ(b0[1].qs[2], -2);  // -2.5 -> -2
+}
+
+TEST(Activations, Q8_1StoresDTimesSumAndBoundsTheError) {
+  const int64_t n = 32 * 40;
+  const auto x = random_values(n, 7, 3.0f);
+  std::vector<quant::BlockQ8_1> q(static_cast<size_t>(n / 32));
+  quant_traits(DType::Q8_1)->from_float(x.data(), q.data(), n);
+  const auto y = dequantize(DType::Q8_1, q.data(), n);
+  for (int64_t ib = 0; ib < n / 32; ++ib) {
+    float amax = 0;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      amax = std::max(amax, std::fabs(x[ib * 32 + j]));
+      sum += q[ib].qs[j];
+    }
+    const float d = amax / 127.f;
+    EXPECT_EQ(q[ib].d, f32_to_f16(d));
+    EXPECT_EQ(q[ib].s, f32_to_f16(d * static_cast<float>(sum)));
+    const float dq = f16_to_f32(q[ib].d);
+    for (int j = 0; j < 32; ++j) {
+      const float xi = x[ib * 32 + j];
+      // Half a step of the F32 scale, plus the F16 rounding of the scale applied to |level| <= 127.
+      EXPECT_LE(std::fabs(y[ib * 32 + j] - xi), 0.5f * d + 127.0f * std::fabs(dq - d) + 1e-6f * amax);
+    }
+  }
+}
+
+TEST(Activations, Q8_KRoundTripBsumsAndDot) {
+  const int64_t n = 256 * 6;
+  auto x = random_values(n, 11, 4.0f);
+  x[300] = -40.0f;  // a negative signed maximum in block 1
+  std::vector<float> zeros(256, 0.0f);
+  std::copy(zeros.begin(), zeros.end(), x.begin() + 512);  // an all-zero block
+  std::vector<quant::BlockQ8_K> q(static_cast<size_t>(n / 256));
+  quant_traits(DType::Q8_K)->from_float(x.data(), q.data(), n);
+  const auto y = dequantize(DType::Q8_K, q.data(), n);
+  for (int64_t ib = 0; ib < n / 256; ++ib) {
+    float max = 0, amax = 0;
+    for (int j = 0; j < 256; ++j) {
+      if (std::fabs(x[ib * 256 + j]) > amax) amax = std::fabs(x[ib * 256 + j]), max = x[ib * 256 + j];
+    }
+    if (amax == 0) {
+      EXPECT_EQ(q[ib].d, 0.0f);
+    } else {
+      EXPECT_EQ(q[ib].d, 1 / (-127.f / max));  // from the signed maximum
+    }
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) sum += q[ib].qs[g * 16 + j];
+      EXPECT_EQ(q[ib].bsums[g], sum);
+    }
+    for (int j = 0; j < 256; ++j) {
+      EXPECT_LE(std::fabs(y[ib * 256 + j] - x[ib * 256 + j]), 0.5f * std::fabs(q[ib].d) * (1 + 1e-5f));
+    }
+  }
+  // d = -max/127 carries the sign: the maximum -40 of block 1 is level -127 with a positive d.
+  EXPECT_GT(q[1].d, 0.0f);
+  EXPECT_EQ(q[1].qs[300 - 256], -127);
+  // Dot of a Q4_K row with the Q8_K activations against the F32 dot of the dequantized weights
+  // with the unquantized activations: bounded by the activation rounding, sum |w| * |d| / 2.
+  const auto w = random_values(n, 12, 0.1f);
+  std::vector<uint8_t> wq(row_size(DType::Q4_K, n));
+  quantize_chunk(DType::Q4_K, w.data(), wq.data(), 1, n, nullptr);
+  const auto wd = dequantize(DType::Q4_K, wq.data(), n);
+  double exact = 0, bound = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    exact += static_cast<double>(wd[i]) * x[i];
+    bound += std::fabs(wd[i]) * 0.5 * std::fabs(q[i / 256].d) + std::fabs(wd[i] * x[i]) * 1e-5;
+  }
+  float got = NAN;
+  quant_traits(DType::Q4_K)->vec_dot(n, &got, wq.data(), q.data());
+  EXPECT_NEAR(got, exact, bound);
+}
+
+// Round-trip error of each weight format, with and without an importance matrix: relative RMS
+// error below what the format's bit width allows (generous margins over llama.cpp's own numbers).
+TEST(Quantize, RoundTripErrorPerFormat) {
+  struct Case {
+    DType t;
+    double max_rel_rms;
+  };
+  const Case cases[] = {{DType::F16, 1e-3},  {DType::BF16, 8e-3}, {DType::Q8_0, 0.01},   {DType::Q6_K, 0.03},
+                        {DType::Q5_0, 0.06}, {DType::Q5_1, 0.06}, {DType::Q5_K, 0.06},   {DType::Q4_0, 0.12},
+                        {DType::Q4_1, 0.12}, {DType::Q4_K, 0.12}, {DType::IQ4_NL, 0.12}, {DType::Q3_K, 0.25},
+                        {DType::Q2_K, 0.5}};
+  const int64_t n_per_row = 512, nrows = 6;
+  const auto x = random_values(n_per_row * nrows, 21, 0.2f);
+  std::vector<float> imatrix(static_cast<size_t>(n_per_row));
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.1f, 4.0f);
+  for (auto& v : imatrix) v = u(rng);
+  for (const Case& c : cases) {
+    for (const float* im : {static_cast<const float*>(nullptr), static_cast<const float*>(imatrix.data())}) {
+      SCOPED_TRACE(std::string(dtype_name(c.t)) + (im ? " imatrix" : ""));
+      std::vector<uint8_t> q(row_size(c.t, n_per_row) * nrows);
+      ASSERT_EQ(quantize_chunk(c.t, x.data(), q.data(), nrows, n_per_row, im), q.size());
+      const auto y = dequantize(c.t, q.data(), n_per_row * nrows);
+      double err = 0, ref = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(y[i]));
+        err += (y[i] - x[i]) * static_cast<double>(y[i] - x[i]);
+        ref += x[i] * static_cast<double>(x[i]);
+      }
+      EXPECT_LT(std::sqrt(err / ref), c.max_rel_rms);
+    }
+  }
+}
+
+TEST(Quantize, ZeroRowsStayZero) {
+  const int64_t n = 512;
+  const std::vector<float> x(static_cast<size_t>(n), 0.0f);
+  std::vector<float> imatrix(static_cast<size_t>(n), 1.0f);
+  for (DType t : kWeightTypes) {
+    for (const float* im : {static_cast<const float*>(nullptr), static_cast<const float*>(imatrix.data())}) {
+      SCOPED_TRACE(dtype_name(t));
+      std::vector<uint8_t> q(row_size(t, n));
+      quantize_chunk(t, x.data(), q.data(), 1, n, im);
+      for (float v : dequantize(t, q.data(), n)) ASSERT_EQ(v, 0.0f);
+    }
+  }
+}
+
+// The reference path quantizes rows independently: a chunk of rows equals rows done one by one,
+// with and without an importance matrix.
+TEST(Quantize, ChunkEqualsRowByRow) {
+  const int64_t n_per_row = 256, nrows = 3;
+  const auto x = random_values(n_per_row * nrows, 31, 1.0f);
+  const auto imatrix = random_values(n_per_row, 32, 1.0f);
+  std::vector<float> im_pos(imatrix.size());
+  for (size_t i = 0; i < im_pos.size(); ++i) im_pos[i] = std::fabs(imatrix[i]) + 0.01f;
+  for (DType t : kWeightTypes) {
+    for (const float* im : {static_cast<const float*>(nullptr), static_cast<const float*>(im_pos.data())}) {
+      SCOPED_TRACE(dtype_name(t));
+      const size_t rs = row_size(t, n_per_row);
+      std::vector<uint8_t> all(rs * nrows), one(rs * nrows);
+      quantize_chunk(t, x.data(), all.data(), nrows, n_per_row, im);
+      for (int64_t r = 0; r < nrows; ++r) {
+        quantize_chunk(t, x.data() + r * n_per_row, one.data() + r * rs, 1, n_per_row, im);
+      }
+      EXPECT_EQ(all, one);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,44 @@
+// Helpers shared by the text tests: loading fixture vocabularies and reading files.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "core/gguf.h"
+#include "text/tokenizer.h"
+
+namespace kiln::text::testing {
+
+inline std::string shared_path(const std::string& rel) { return std::string(KILN_SHARED_DIR) + "/" + rel; }
+inline std::string source_path(const std::string& rel) { return std::string(KILN_SOURCE_DIR) + "/" + rel; }
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// One loaded tokenizer per fixture vocabulary ("llama-spm", "qwen2", ...), kept for the whole run.
+inline const Tokenizer& fixture_tokenizer(const std::string& name) {
+  static std::map<std::string, std::pair<std::unique_ptr<GgufFile>, std::unique_ptr<Tokenizer>>> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    const std::string path = shared_path("fixtures/vocab/ggml-vocab-" + name + ".gguf");
+    auto file = GgufFile::open(path);
+    KILN_ASSERT(file.ok(), file.ok() ? "" : file.error().message);
+    auto tok = Tokenizer::from_gguf(**file);
+    KILN_ASSERT(tok.ok(), tok.ok() ? "" : tok.error().message);
+    it = cache.emplace(name, std::make_pair(std::move(file).value(), std::make_unique<Tokenizer>(std::move(tok).value())))
+             .first;
+  }
+  return *it->second.second;
+}
+
+}  // namespace kiln::text::testing
