@@ -3,9 +3,19 @@
 namespace kiln {
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
+  return bind(std::move(file), path);
+}
+
+Result<std::shared_ptr<const Model>> Model::from_memory(std::span<const uint8_t> bytes, const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(auto file, GgufFile::parse(bytes));
+  return bind(std::move(file), name);
+}
+
+Result<std::shared_ptr<const Model>> Model::bind(std::unique_ptr<GgufFile> file, const std::string& path) {
   std::shared_ptr<Model> m(new Model());
   m->path_ = path;
-  KILN_ASSIGN_OR_RETURN(m->file_, GgufFile::open(path));
+  m->file_ = std::move(file);
   KILN_ASSIGN_OR_RETURN(m->hp_, read_hparams(*m->file_));
   KILN_ASSIGN_OR_RETURN(m->weights_, bind_decoder_weights(*m->file_, m->hp_));
   KILN_ASSIGN_OR_RETURN(text::Tokenizer tok, text::Tokenizer::from_gguf(*m->file_));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/gguf.h"
@@ -17,6 +18,9 @@ namespace kiln {
 class Model {
  public:
   static Result<std::shared_ptr<const Model>> load(const std::string& path);
+  // A model over GGUF bytes that outlive it (e.g. one embedded in the executable); `name` is
+  // what path() reports.
+  static Result<std::shared_ptr<const Model>> from_memory(std::span<const uint8_t> bytes, const std::string& name);
 
   const std::string& path() const { return path_; }
   // general.name, else the file name without its folder.
@@ -30,6 +34,7 @@ class Model {
 
  private:
   Model() = default;
+  static Result<std::shared_ptr<const Model>> bind(std::unique_ptr<GgufFile> file, const std::string& path);
   std::string path_, name_;
   std::unique_ptr<GgufFile> file_;
   HParams hp_;

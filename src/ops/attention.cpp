@@ -13,6 +13,12 @@
 //    -inf are skipped; an F16 V accumulates in an F16 buffer (each step rounded to F16, a fused
 //    multiply-add as ggml's SIMD ggml_vec_mad_f16), other V types in F32; the result is scaled by
 //    1 / S (0 when S is 0).
+//  The reference build is llama.cpp's AVX-512 CPU backend; where its float order is known it is
+//  followed (ref: comments at each step): on the plain path with an F32 V, the softmax of
+//  ggml_vec_soft_max_f32 (ggml_v_expf in chunks of 16) and the kqv mul_mat as llamafile's tinyBLAS
+//  (16 lanes, batches of >= 2 queries) or ggml_vec_dot_f32 (one query) computes it; on the flash
+//  path with F16/F32 K and V of one type and >= kFaTileQ queries, ggml's tiled kernel
+//  (ggml_compute_forward_flash_attn_ext_tiled: F32 q, tiles of kFaTileKv keys).
 // K may be any type with a vec_dot (F32, F16, Q8_0...); V is F32 or F16 on the plain path and any
 // type with a to_float on the flash path. q rows and K/V rows must be contiguous.
 // One work unit is one query row of one head; its scratch (converted q, scores, accumulators)
@@ -24,12 +30,38 @@
 
 #include "ops/kernel.h"
 #include "ops/quant/quant.h"
+#include "ops/quant/simd_math.h"
 #include "ops/softmax_row.h"
 
 namespace kiln::ops {
 namespace {
 
 size_t align_up(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+
+// ref: ggml-cpu/common.h GGML_FA_TILE_Q / GGML_FA_TILE_KV; GGML_F32_EPR of the AVX-512 build.
+constexpr int64_t kFaTileQ = 64, kFaTileKv = 64, kLanes = 16;
+
+// Sum of 16 lanes as GCC's _mm512_reduce_add_ps: halves, quarters, then (0+2) + (1+3).
+float reduce_add_16(const float* v) {
+  float h[8], q[4];
+  for (int i = 0; i < 8; ++i) h[i] = v[8 + i] + v[i];
+  for (int i = 0; i < 4; ++i) q[i] = h[4 + i] + h[i];
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+// w[0..n) <- e^(w - max) in place; returns their sum. ref: ggml_vec_soft_max_f32 (AVX-512): chunks
+// of 16 through ggml_v_expf (quant::expf_ggml_avx512), each chunk reduced in F32 and added in
+// double. ggml's rows are padded to a multiple of 16 keys (masked, contributing 0), so a partial
+// last chunk is treated the same.
+double exp_sum_ggml(int64_t n, float* w, float max) {
+  double sum = 0.0;
+  for (int64_t c = 0; c < n; c += kLanes) {
+    float lane[kLanes] = {};
+    for (int64_t i = c; i < std::min(n, c + kLanes); ++i) lane[i - c] = w[i] = quant::expf_ggml_avx512(w[i] - max);
+    sum += static_cast<double>(reduce_add_16(lane));
+  }
+  return sum;
+}
 
 Status check_attention(const OpCall& call) {
   KILN_TRY(check_arity(call, 3, 4));
@@ -76,7 +108,7 @@ Status check_attention(const OpCall& call) {
 }
 
 struct Layout {
-  size_t q_conv = 0, scores = 0, acc = 0, acc16 = 0, vrow = 0, per_unit = 0;
+  size_t q_conv = 0, scores = 0, acc = 0, acc16 = 0, vrow = 0, lanes = 0, per_unit = 0;
 };
 
 Layout layout_of(const OpCall& call) {
@@ -85,11 +117,14 @@ Layout layout_of(const OpCall& call) {
   Layout l;
   l.q_conv = 0;
   l.scores = l.q_conv + align_up(row_size(quant_traits(k.type)->vec_dot_type, k.ne[0]));
-  const size_t n_scores = call.params.attn_path == AttentionPath::Plain ? static_cast<size_t>(k.ne[1]) : 0;
+  const size_t n_scores =
+      call.params.attn_path == AttentionPath::Plain ? static_cast<size_t>(k.ne[1]) : static_cast<size_t>(kFaTileKv);
   l.acc = l.scores + align_up(n_scores * sizeof(float));
   l.acc16 = l.acc + align_up(static_cast<size_t>(dv) * sizeof(float));
   l.vrow = l.acc16 + align_up(static_cast<size_t>(dv) * sizeof(uint16_t));
-  l.per_unit = l.vrow + align_up(static_cast<size_t>(dv) * sizeof(float));
+  l.lanes = l.vrow + align_up(static_cast<size_t>(dv) * sizeof(float));
+  const size_t n_lanes = call.params.attn_path == AttentionPath::Plain ? 4 * kLanes : 0;
+  l.per_unit = l.lanes + align_up(static_cast<size_t>(dv) * n_lanes * sizeof(float));
   return l;
 }
 
@@ -126,6 +161,9 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
   const AlibiSlopes slopes(call.params.max_bias, static_cast<uint32_t>(q.ne[2]));
   const float scale = call.params.scale;
   const bool flash = call.params.attn_path == AttentionPath::Flash;
+  // ref: ggml_compute_forward_flash_attn_ext_f16's choice of the tiled kernel.
+  const bool tiled = flash && (k.type == DType::F16 || k.type == DType::F32) && v.type == k.type &&
+                     q.ne[1] >= kFaTileQ && dv % kLanes == 0;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t iq1 = u % q.ne[1];
     const int64_t iq2 = (u / q.ne[1]) % q.ne[2];
@@ -153,18 +191,90 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         kt->vec_dot(dk, &s, k_plane + j * kb1, q_conv);
         w[j] = s * scale + slope * mask.at(j);
       }
-      softmax_in_place(n_kv, [w](int64_t j) -> float& { return w[j]; });
-      std::fill(acc, acc + dv, 0.0f);
-      for (int64_t j = 0; j < n_kv; ++j) {
-        const char* vr = v_plane + j * vb1;
-        if (v.type == DType::F16) {
+      if (v.type == DType::F16) {
+        softmax_in_place(n_kv, [w](int64_t j) -> float& { return w[j]; });
+        std::fill(acc, acc + dv, 0.0f);
+        for (int64_t j = 0; j < n_kv; ++j) {
+          const char* vr = v_plane + j * vb1;
           const float p = f16_to_f32(f32_to_f16(w[j]));
           for (int64_t i = 0; i < dv; ++i) acc[i] += p * load_f32(DType::F16, vr + 2 * i);
+        }
+      } else {
+        // ref: ggml_compute_forward_soft_max_f32: max, ggml_vec_soft_max_f32, then times (float)(1/sum).
+        float max = -INFINITY;
+        for (int64_t j = 0; j < n_kv; ++j) max = std::fmax(max, w[j]);
+        if (max == -INFINITY) {
+          std::fill(w, w + n_kv, 0.0f);
         } else {
-          const float p = w[j];
-          for (int64_t i = 0; i < dv; ++i) acc[i] += p * load_f32(DType::F32, vr + 4 * i);
+          const float inv = static_cast<float>(1.0 / exp_sum_ggml(n_kv, w, max));
+          for (int64_t j = 0; j < n_kv; ++j) w[j] *= inv;
+        }
+        // kqv = mul_mat(v^T, kq): per output i, key j goes to lane j % 16 of accumulator (j / 16) % n_acc
+        // by FMA. ref: llamafile_sgemm's tinyBLAS<16> (one accumulator; ggml uses it for >= 2 queries)
+        // or ggml_vec_dot_f32 (four accumulators, GGML_F32_STEP 64; one query). Keys past n_kv are
+        // ggml's padding: probability 0, no effect.
+        const int64_t n_acc = q.ne[1] >= 2 ? 1 : 4;
+        float* lanes = reinterpret_cast<float*>(base + l.lanes);  // [dv][n_acc][16]
+        std::fill(lanes, lanes + dv * n_acc * kLanes, 0.0f);
+        for (int64_t j = 0; j < n_kv; ++j) {
+          const float* vr = reinterpret_cast<const float*>(v_plane + j * vb1);
+          const int64_t slot = ((j / kLanes) % n_acc) * kLanes + j % kLanes;
+          for (int64_t i = 0; i < dv; ++i) {
+            float& a = lanes[i * n_acc * kLanes + slot];
+            a = std::fma(vr[i], w[j], a);
+          }
+        }
+        for (int64_t i = 0; i < dv; ++i) {
+          float* li = lanes + i * n_acc * kLanes;
+          if (n_acc == 4) {  // GGML_F32x16_REDUCE: (0 + 2) + (1 + 3), lane-wise
+            for (int t = 0; t < kLanes; ++t) li[t] = (li[t] + li[2 * kLanes + t]) + (li[kLanes + t] + li[3 * kLanes + t]);
+          }
+          acc[i] = reduce_add_16(li);
         }
       }
+    } else if (tiled) {
+      // ref: ggml_compute_forward_flash_attn_ext_tiled, for this query row: F32 q, keys in tiles of
+      // kFaTileKv from 0; per tile kq = (sequential FMAs over dk) * scale + mask, a new running max
+      // rescales VKQ and S by expf(M_old - M), S += ggml_vec_soft_max_f32 of the tile, and VKQ
+      // accumulates p * v by sequential FMAs over the tile's keys (simd_gemm). Fully masked tiles
+      // are skipped; masked keys contribute exact zeros.
+      const float* qf = reinterpret_cast<const float*>(row_ptr(q, iq1, iq2, iq3));
+      float* kq = reinterpret_cast<float*>(base + l.scores);
+      const DType kv_type = k.type;
+      std::fill(acc, acc + dv, 0.0f);
+      float S = 0.0f, M = -INFINITY;
+      for (int64_t t0 = 0; t0 < n_kv; t0 += kFaTileKv) {
+        const int64_t nt = std::min(kFaTileKv, n_kv - t0);
+        float tile_max = -INFINITY;
+        for (int64_t t = 0; t < nt; ++t) {
+          const float mv = slope * mask.at(t0 + t);
+          if (mv == -INFINITY) {
+            kq[t] = -INFINITY;
+            continue;
+          }
+          const char* kr = k_plane + (t0 + t) * kb1;
+          float dot = 0.0f;
+          for (int64_t e = 0; e < dk; ++e) dot = std::fma(load_f32(kv_type, kr + e * static_cast<int64_t>(k.nb[0])), qf[e], dot);
+          kq[t] = dot * scale + mv;
+          tile_max = std::fmax(tile_max, kq[t]);
+        }
+        if (tile_max == -INFINITY) continue;
+        const float m_new = std::fmax(M, tile_max);
+        if (m_new > M) {
+          const float ms = std::exp(M - m_new);
+          for (int64_t i = 0; i < dv; ++i) acc[i] *= ms;
+          S *= ms;
+        }
+        M = m_new;
+        S = static_cast<float>(static_cast<double>(S) + exp_sum_ggml(nt, kq, M));
+        for (int64_t t = 0; t < nt; ++t) {
+          if (kq[t] == 0.0f) continue;  // a masked key (p exactly 0): fma(v, 0, acc) == acc
+          const char* vr = v_plane + (t0 + t) * vb1;
+          for (int64_t i = 0; i < dv; ++i) acc[i] = std::fma(load_f32(kv_type, vr + i * static_cast<int64_t>(v.nb[0])), kq[t], acc[i]);
+        }
+      }
+      const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
+      for (int64_t i = 0; i < dv; ++i) acc[i] *= s_inv;
     } else {
       uint16_t* acc16 = reinterpret_cast<uint16_t*>(base + l.acc16);
       float* vrow = reinterpret_cast<float*>(base + l.vrow);

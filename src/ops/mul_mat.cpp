@@ -2,7 +2,8 @@
 // quant_traits type with a vec_dot) times F32 activations, F32 out. src0 broadcasts over dims 2
 // and 3 (rA = src1.ne[2] / src0.ne[2], as ggml_mul_mat).
 //
-// ref: ggml_compute_forward_mul_mat (ggml-cpu/ggml-cpu.c), without the llamafile sgemm path.
+// ref: ggml_compute_forward_mul_mat (ggml-cpu/ggml-cpu.c), without the llamafile sgemm path; weights
+// that ggml repacks (quant.h vec_dot_rows8) use that kernel's float order.
 // Phase 0 converts every src1 row to the weights' vec_dot_type with act_from_float (Q8_0 / Q8_1 /
 // Q8_K blocks, F16, BF16 or F32) into scratch, one unit per src1 row. Phase 1 computes dot products
 // with vec_dot, one unit per tile of kTileRows weight rows x kTileCols activation rows of one
@@ -82,6 +83,10 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
   const int64_t n_tc = ceil_div(d.ne[1], kTileCols);
   const int64_t r2 = a.ne[2] / w.ne[2];
   const int64_t r3 = a.ne[3] / w.ne[3];
+  // ggml multiplies 2-D weights with a multiple of 8 rows of some types with its repacked kernels,
+  // whose float order differs from vec_dot's (quant.h vec_dot_rows8).
+  const bool rows8 = t->vec_dot_rows8 != nullptr && w.ne[1] % 8 == 0 && w.ne[2] == 1 && w.ne[3] == 1;
+  const VecDotFn dot = rows8 ? t->vec_dot_rows8 : t->vec_dot;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t tr = u % n_tr;
     const int64_t tc = (u / n_tr) % n_tc;
@@ -95,7 +100,7 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
       const char* act = acts + ((i3 * a.ne[2] + i2) * a.ne[1] + j) * static_cast<int64_t>(stride);
       char* drow = row_ptr(d, j, i2, i3);
       for (int64_t i = row0; i < row1; ++i) {
-        t->vec_dot(k, &elem<float>(d, drow, i), row_ptr(w, i, i2 / r2, i3 / r3), act);
+        dot(k, &elem<float>(d, drow, i), row_ptr(w, i, i2 / r2, i3 / r3), act);
       }
     }
   }

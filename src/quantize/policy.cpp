@@ -64,8 +64,6 @@ struct PolicyState {
   int64_t i_attention_wv = 0;
   int64_t n_ffn = 0;  // n_layer: the count behind the ffn_down / ffn_gate / ffn_up schedules
   int64_t i_ffn_down = 0;
-  int64_t i_ffn_gate = 0;
-  int64_t i_ffn_up = 0;
 };
 
 // The layer a per-layer FFN rule applies to. Dense models count tensors in output order; expert
@@ -127,7 +125,7 @@ Result<DType> preset_rule(PolicyState& st, DType new_type, const TensorDesc& t, 
       new_type = st.is_falcon ? DType::Q4_K : DType::Q5_K;
     } else if (ft == FileType::MostlyQ4_K_M) {
       if (st.is_falcon) {
-        new_type = i_layer < n_layer / 16             ? DType::Q6_K
+        new_type = i_layer < n_layer / 16            ? DType::Q6_K
                    : use_more_bits(i_layer, n_layer) ? DType::Q5_K
                                                      : DType::Q4_K;
       } else if (use_more_bits(i_layer, n_layer)) {
@@ -162,13 +160,10 @@ Result<DType> preset_rule(PolicyState& st, DType new_type, const TensorDesc& t, 
     } else if (ft == FileType::MostlyQ3_K_L) {
       new_type = DType::Q4_K;
     }
-  } else if (cat == Category::FfnGate) {
-    // gate and up only change for IQ3_XS; their layer is still validated on expert models
-    KILN_TRY(ffn_layer(st, st.i_ffn_gate, t.name));
-    ++st.i_ffn_gate;
-  } else if (cat == Category::FfnUp) {
-    KILN_TRY(ffn_layer(st, st.i_ffn_up, t.name));
-    ++st.i_ffn_up;
+  } else if (cat == Category::FfnGate || cat == Category::FfnUp) {
+    // gate and up keep the preset's type (they change for IQ3_XS only), but llama.cpp still
+    // refuses an expert tensor without a valid layer in its name
+    KILN_TRY(ffn_layer(st, 0, t.name));
   }
   return new_type;
 }
@@ -235,18 +230,41 @@ bool allows_quantization(std::string_view name, const std::array<int64_t, kMaxDi
   // ref: tensor_allows_quantization (its rfind test: "weight" at the very end)
   if (name.size() < kWeight.size() || name.substr(name.size() - kWeight.size()) != kWeight) return false;
   static constexpr std::string_view kExcluded[] = {
-      "_norm.weight",          "ffn_gate_inp.weight",      "ffn_gate_tid2eid.weight",
-      "altup",                 "laurel",                   "per_layer_model_proj",
-      "ssm_conv1d",            "shortconv.conv.weight",    "indexer.k_proj.weight",
-      "indexer.q_proj.weight", "time_mix_first.weight",    "time_mix_w0.weight",
-      "time_mix_w1.weight",    "time_mix_w2.weight",       "time_mix_v0.weight",
-      "time_mix_v1.weight",    "time_mix_v2.weight",       "time_mix_a0.weight",
-      "time_mix_a1.weight",    "time_mix_a2.weight",       "time_mix_g1.weight",
-      "time_mix_g2.weight",    "time_mix_decay_w1.weight", "time_mix_decay_w2.weight",
-      "time_mix_lerp_fused.weight", "attn_rel_b.weight",   ".position_embd",
-      "sam.pos_embd",          "sam.neck.",                "sam.net_",
-      ".rel_pos",              ".patch_embd",              ".patch_merger",
-      "a.rvq.codebook",        "mm.a.code_embd",
+      "_norm.weight",
+      "ffn_gate_inp.weight",
+      "ffn_gate_tid2eid.weight",
+      "altup",
+      "laurel",
+      "per_layer_model_proj",
+      "ssm_conv1d",
+      "shortconv.conv.weight",
+      "indexer.k_proj.weight",
+      "indexer.q_proj.weight",
+      "time_mix_first.weight",
+      "time_mix_w0.weight",
+      "time_mix_w1.weight",
+      "time_mix_w2.weight",
+      "time_mix_v0.weight",
+      "time_mix_v1.weight",
+      "time_mix_v2.weight",
+      "time_mix_a0.weight",
+      "time_mix_a1.weight",
+      "time_mix_a2.weight",
+      "time_mix_g1.weight",
+      "time_mix_g2.weight",
+      "time_mix_decay_w1.weight",
+      "time_mix_decay_w2.weight",
+      "time_mix_lerp_fused.weight",
+      "attn_rel_b.weight",
+      ".position_embd",
+      "sam.pos_embd",
+      "sam.neck.",
+      "sam.net_",
+      ".rel_pos",
+      ".patch_embd",
+      ".patch_merger",
+      "a.rvq.codebook",
+      "mm.a.code_embd",
   };
   for (std::string_view part : kExcluded) {
     if (contains(name, part)) return false;

@@ -27,11 +27,11 @@ namespace kiln::quantize {
 
 // The hyperparameters the policy reads (layer 0's head counts, as llama.cpp's n_gqa() does).
 struct ModelHparams {
-  std::string arch;        // general.architecture
-  int64_t n_layer = 0;     // {arch}.block_count
-  int64_t n_head = 0;      // {arch}.attention.head_count (first entry when per layer)
-  int64_t n_head_kv = 0;   // {arch}.attention.head_count_kv; n_head when absent
-  int64_t n_expert = 0;    // {arch}.expert_count; 0 when absent
+  std::string arch;       // general.architecture
+  int64_t n_layer = 0;    // {arch}.block_count
+  int64_t n_head = 0;     // {arch}.attention.head_count (first entry when per layer)
+  int64_t n_head_kv = 0;  // {arch}.attention.head_count_kv; n_head when absent
+  int64_t n_expert = 0;   // {arch}.expert_count; 0 when absent
 
   int64_t n_gqa() const { return n_head_kv == 0 ? 0 : n_head / n_head_kv; }
 };

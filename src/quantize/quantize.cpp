@@ -60,9 +60,10 @@ void quantize_rows(DType type, const float* src, uint8_t* dst, int64_t nrows, in
     for (int64_t c = next_chunk.fetch_add(1); c < n_chunks; c = next_chunk.fetch_add(1)) {
       const int64_t first = c * rows_per_chunk;
       const int64_t rows = std::min(rows_per_chunk, nrows - first);
-      const size_t written = quantize_chunk(type, src + first * n_per_row, dst + first * row_bytes, rows,
-                                            n_per_row, imatrix);
-      KILN_ASSERT(written == static_cast<size_t>(rows) * row_bytes, "quantize_chunk wrote an unexpected size");
+      const size_t written =
+          quantize_chunk(type, src + first * n_per_row, dst + first * row_bytes, rows, n_per_row, imatrix);
+      KILN_ASSERT(written == static_cast<size_t>(rows) * row_bytes,
+                  "quantize_chunk wrote an unexpected size");
     }
   };
   const int64_t n_workers = std::clamp<int64_t>(n_threads, 1, n_chunks);
@@ -93,7 +94,8 @@ Result<const float*> find_importance(const QuantizeOptions& options, const GgufT
                       " values, expected ne0 * ne2 = ", expected);
   }
   for (float w : it->second) {
-    if (!std::isfinite(w)) return make_error("quantize: importance weights for '", t.name, "' hold a non-finite value");
+    if (!std::isfinite(w))
+      return make_error("quantize: importance weights for '", t.name, "' hold a non-finite value");
   }
   return it->second.data();
 }
@@ -114,11 +116,12 @@ Result<QuantizeSummary> write_tensors(const GgufFile& src, const std::vector<Ten
                                       const QuantizeOptions& options, GgufWriter& writer) {
   const std::vector<GgufTensorInfo>& infos = src.tensors();
 
-  const int n_threads =
-      options.n_threads > 0 ? options.n_threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int n_threads = options.n_threads > 0
+                            ? options.n_threads
+                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   QuantizeSummary summary;
   summary.n_tensors = choices.size();
-  std::vector<float> f32;     // the current tensor as F32 [nelements]
+  std::vector<float> f32;       // the current tensor as F32 [nelements]
   std::vector<uint8_t> packed;  // the current tensor in its output type
   for (size_t i = 0; i < choices.size(); ++i) {
     const TensorChoice& c = choices[i];
@@ -177,10 +180,12 @@ Result<QuantizeSummary> quantize_gguf(const GgufFile& src, const std::string& ou
   const std::vector<GgufTensorInfo>& infos = src.tensors();
   std::vector<TensorDesc> descs;
   descs.reserve(infos.size());
-  for (const GgufTensorInfo& t : infos) descs.push_back(TensorDesc{.name = t.name, .type = t.type, .ne = t.ne});
+  for (const GgufTensorInfo& t : infos)
+    descs.push_back(TensorDesc{.name = t.name, .type = t.type, .ne = t.ne});
   KILN_ASSIGN_OR_RETURN(
       const std::vector<TensorChoice> choices,
-      choose_types(hp, descs, PolicyOptions{.preset = options.preset, .has_imatrix = options.imatrix != nullptr}));
+      choose_types(hp, descs,
+                   PolicyOptions{.preset = options.preset, .has_imatrix = options.imatrix != nullptr}));
 
   // Refuse conversions we cannot do before writing anything.
   for (const TensorChoice& c : choices) {
@@ -188,7 +193,8 @@ Result<QuantizeSummary> quantize_gguf(const GgufFile& src, const std::string& ou
     if (c.type == t.type) continue;
     if (!is_float_type(t.type)) {
       return make_error("quantize: tensor '", t.name, "' is ", dtype_name(t.type), "; converting it to ",
-                        dtype_name(c.type), " is not supported (requantizing is refused, as llama.cpp does"
+                        dtype_name(c.type),
+                        " is not supported (requantizing is refused, as llama.cpp does"
                         " by default: quantize from F32, F16 or BF16)");
     }
     KILN_ASSERT(quantize_supported(c.type), "the policy chose a type quantize_chunk cannot produce");

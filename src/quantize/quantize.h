@@ -40,7 +40,7 @@ struct TensorProgress {
 
 struct QuantizeOptions {
   Preset preset;
-  int n_threads = 0;                     // worker threads; 0 = std::thread::hardware_concurrency()
+  int n_threads = 0;                       // worker threads; 0 = std::thread::hardware_concurrency()
   const ImportanceMap* imatrix = nullptr;  // nullable; must outlive the call
   std::function<void(const TensorProgress&)> on_tensor = nullptr;  // optional
 };

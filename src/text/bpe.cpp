@@ -57,7 +57,8 @@ class BpeWord {
       Symbol& left = symbols_[b.left];
       Symbol& right = symbols_[b.right];
       if (left.n == 0 || right.n == 0) continue;
-      if (left.n + right.n != b.text.size() || word_.substr(left.offset, left.n + right.n) != b.text) continue;
+      if (left.n + right.n != b.text.size() || word_.substr(left.offset, left.n + right.n) != b.text)
+        continue;
       left.n += right.n;
       right.n = 0;
       left.next = right.next;
@@ -103,7 +104,8 @@ class BpeWord {
 
 }  // namespace
 
-void bpe_tokenize(const Vocab& vocab, const PreTokenizer& pre, std::string_view text, std::vector<int32_t>& out) {
+void bpe_tokenize(const Vocab& vocab, const PreTokenizer& pre, std::string_view text,
+                  std::vector<int32_t>& out) {
   for (const std::string& word : pre.split(text)) BpeWord(vocab, word).run(out);
 }
 

@@ -30,7 +30,8 @@ jinja::Value message_value(const ChatMessage& m) {
       part.set("type", jinja::Value(p.type));
       if (p.type == "text") part.set("text", jinja::Value(p.text));
       if (p.extra.is_object()) {
-        for (auto it = p.extra.begin(); it != p.extra.end(); ++it) part.set(it.key(), jinja::from_json(it.value()));
+        for (auto it = p.extra.begin(); it != p.extra.end(); ++it)
+          part.set(it.key(), jinja::from_json(it.value()));
       }
       parts.emplace_back(std::move(part));
     }
@@ -46,7 +47,8 @@ jinja::Value message_value(const ChatMessage& m) {
 
 Result<std::string> ChatTemplate::render(const ChatRenderOptions& options) const {
   if (!options.extra_context.is_object()) {
-    return make_error("chat template: extra_context must be a JSON object, got ", options.extra_context.type_name());
+    return make_error("chat template: extra_context must be a JSON object, got ",
+                      options.extra_context.type_name());
   }
   jinja::RenderOptions r;
   r.clock = options.clock;
@@ -64,14 +66,17 @@ Result<std::string> ChatTemplate::render(const ChatRenderOptions& options) const
 }
 
 Result<std::vector<ChatMessage>> chat_messages_from_json(const nlohmann::ordered_json& messages) {
-  if (!messages.is_array()) return make_error("chat messages: expected a JSON array, got ", messages.type_name());
+  if (!messages.is_array())
+    return make_error("chat messages: expected a JSON array, got ", messages.type_name());
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
-    if (!m.is_object()) return make_error("chat messages: message ", i, " is ", m.type_name(), ", not an object");
+    if (!m.is_object())
+      return make_error("chat messages: message ", i, " is ", m.type_name(), ", not an object");
     ChatMessage msg;
     const auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) return make_error("chat messages: message ", i, " has no string 'role'");
+    if (role == m.end() || !role->is_string())
+      return make_error("chat messages: message ", i, " has no string 'role'");
     msg.role = role->get<std::string>();
     for (auto it = m.begin(); it != m.end(); ++it) {
       if (it.key() == "role") continue;
@@ -94,7 +99,8 @@ Result<std::vector<ChatMessage>> chat_messages_from_json(const nlohmann::ordered
           for (auto f = p.begin(); f != p.end(); ++f) {
             if (f.key() == "type") continue;
             if (f.key() == "text" && part.type == "text") {
-              if (!f->is_string()) return make_error("chat messages: message ", i, " part ", k, " 'text' is not a string");
+              if (!f->is_string())
+                return make_error("chat messages: message ", i, " part ", k, " 'text' is not a string");
               part.text = f->get<std::string>();
             } else {
               part.extra[f.key()] = f.value();
@@ -105,7 +111,8 @@ Result<std::vector<ChatMessage>> chat_messages_from_json(const nlohmann::ordered
       } else if (c.is_null()) {
         msg.extra["content"] = nullptr;
       } else {
-        return make_error("chat messages: message ", i, " 'content' is ", c.type_name(), ", not a string or an array");
+        return make_error("chat messages: message ", i, " 'content' is ", c.type_name(),
+                          ", not a string or an array");
       }
     }
     out.push_back(std::move(msg));

@@ -18,12 +18,12 @@ namespace kiln::text {
 
 // What a tokenizer.ggml.pre name selects.
 struct PreTokenizerConfig {
-  std::string name;                 // the tokenizer.ggml.pre value ("default" when absent)
-  std::vector<std::string> regexes; // applied in order
-  bool clean_spaces = true;         // detokenize's clean-up of " ." " ," " 's" ...
-  bool ignore_merges = false;       // a word that is a whole token skips the merges
-  bool add_bos = false;             // default of tokenizer.ggml.add_bos_token
-  bool no_bos = false;              // the vocabulary has no BOS token unless the file names one
+  std::string name;                  // the tokenizer.ggml.pre value ("default" when absent)
+  std::vector<std::string> regexes;  // applied in order
+  bool clean_spaces = true;          // detokenize's clean-up of " ." " ," " 's" ...
+  bool ignore_merges = false;        // a word that is a whole token skips the merges
+  bool add_bos = false;              // default of tokenizer.ggml.add_bos_token
+  bool no_bos = false;               // the vocabulary has no BOS token unless the file names one
 };
 
 // The configuration for `pre` (an empty name means llama.cpp's "default"). An Error for a name

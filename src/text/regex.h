@@ -50,7 +50,8 @@ class Regex {
 
   // Leftmost match starting at or after `from`; `not_empty_at_from` rejects an empty match at
   // `from` (the rule std::regex_iterator applies after an empty match).
-  std::optional<RegexMatch> search(std::span<const uint32_t> text, size_t from, bool not_empty_at_from = false) const;
+  std::optional<RegexMatch> search(std::span<const uint32_t> text, size_t from,
+                                   bool not_empty_at_from = false) const;
 
   struct Node;
 

@@ -15,7 +15,8 @@ namespace kiln::text {
 // back to byte tokens.
 void spm_tokenize(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out);
 // Byte-level BPE over the words of `pre`: merges by rank.
-void bpe_tokenize(const Vocab& vocab, const PreTokenizer& pre, std::string_view text, std::vector<int32_t>& out);
+void bpe_tokenize(const Vocab& vocab, const PreTokenizer& pre, std::string_view text,
+                  std::vector<int32_t>& out);
 // WordPiece: BERT normalization, then longest-prefix matching per word.
 void wpm_tokenize(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out);
 

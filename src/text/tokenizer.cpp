@@ -50,7 +50,10 @@ char byte_of_token(const std::string& text) {
   int v = 0;
   for (size_t i = 3; i < 5 && i < text.size(); ++i) {
     const char c = text[i];
-    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                         : -1;
     if (d < 0) break;
     v = v * 16 + d;
   }
@@ -192,7 +195,8 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special
 }
 
 Result<std::string> Tokenizer::token_to_piece(int32_t id, bool special) const {
-  if (!vocab_->valid(id)) return make_error("tokenizer: token id ", id, " out of range [0, ", n_tokens(), ")");
+  if (!vocab_->valid(id))
+    return make_error("tokenizer: token id ", id, " out of range [0, ", n_tokens(), ")");
   if (!special && (vocab_->token(id).attr & (kAttrUnknown | kAttrControl))) return std::string();
   return (*pieces_)[id];
 }
@@ -204,7 +208,8 @@ Result<std::string> Tokenizer::detokenize(std::span<const int32_t> ids, bool rem
   if (v.type() == VocabType::kNone) return std::string();
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!v.valid(ids[i])) {
-      return make_error("tokenizer: token id ", ids[i], " at position ", i, " out of range [0, ", n_tokens(), ")");
+      return make_error("tokenizer: token id ", ids[i], " at position ", i, " out of range [0, ", n_tokens(),
+                        ")");
     }
   }
   bool remove_space = v.add_space_prefix();

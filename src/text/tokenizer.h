@@ -46,7 +46,8 @@ class Tokenizer {
   // Ids to text with llama.cpp's spacing rules (SPM's leading space, clean-up of " ." and " 's" for
   // vocabularies that ask for it). `remove_special` drops a leading BOS / trailing EOS the
   // vocabulary adds; `unparse_special` renders control tokens. An Error names a bad id.
-  Result<std::string> detokenize(std::span<const int32_t> ids, bool remove_special, bool unparse_special) const;
+  Result<std::string> detokenize(std::span<const int32_t> ids, bool remove_special,
+                                 bool unparse_special) const;
 
   bool is_eog(int32_t id) const { return vocab_->is_eog(id); }
   int32_t bos() const { return vocab_->bos(); }
@@ -70,7 +71,7 @@ class Tokenizer {
   std::string render(int32_t id) const;  // the piece with special = true
 
   std::shared_ptr<const Vocab> vocab_;
-  std::shared_ptr<const PreTokenizer> pre_;  // BPE only
+  std::shared_ptr<const PreTokenizer> pre_;                 // BPE only
   std::shared_ptr<const std::vector<std::string>> pieces_;  // render() of every id
 };
 

@@ -80,8 +80,8 @@ uint32_t decode_utf8(std::string_view s, size_t& offset) {
     }
   } else if ((b0 & 0x40) && !(b0 & 0x08)) {
     if (cont(offset + 1) && cont(offset + 2) && cont(offset + 3)) {
-      uint32_t c = ((b0 & 0x07) << 18) | ((byte(offset + 1) & 0x3F) << 12) | ((byte(offset + 2) & 0x3F) << 6) |
-                   (byte(offset + 3) & 0x3F);
+      uint32_t c = ((b0 & 0x07) << 18) | ((byte(offset + 1) & 0x3F) << 12) |
+                   ((byte(offset + 2) & 0x3F) << 6) | (byte(offset + 3) & 0x3F);
       offset += 4;
       return c;
     }

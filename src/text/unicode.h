@@ -14,16 +14,16 @@ namespace kiln::text {
 // Category flags of a codepoint, grouped as llama.cpp groups them (ref: llama.cpp unicode.h).
 struct CodepointFlags {
   enum : uint16_t {
-    kUndefined = 0x0001,  // only for codepoints past U+10FFFF
-    kNumber = 0x0002,     // \p{N}
-    kLetter = 0x0004,     // \p{L}
-    kSeparator = 0x0008,  // \p{Z}
-    kAccentMark = 0x0010, // \p{M}
-    kPunctuation = 0x0020,// \p{P}
-    kSymbol = 0x0040,     // \p{S}
-    kControl = 0x0080,    // \p{C}, unassigned codepoints included
+    kUndefined = 0x0001,    // only for codepoints past U+10FFFF
+    kNumber = 0x0002,       // \p{N}
+    kLetter = 0x0004,       // \p{L}
+    kSeparator = 0x0008,    // \p{Z}
+    kAccentMark = 0x0010,   // \p{M}
+    kPunctuation = 0x0020,  // \p{P}
+    kSymbol = 0x0040,       // \p{S}
+    kControl = 0x0080,      // \p{C}, unassigned codepoints included
     kCategoryMask = 0x00FF,
-    kWhitespace = 0x0100, // White_Space property (\s)
+    kWhitespace = 0x0100,  // White_Space property (\s)
   };
   uint16_t bits = 0;
 

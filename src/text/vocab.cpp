@@ -24,7 +24,7 @@ Error wrong_type(std::string_view key, const GgufValue& v, std::string_view want
 Status read_bool(const GgufFile& file, std::string_view key, bool& out) {
   const GgufValue* v = file.find(key);
   if (!v) return ok_status();
-  if (v->type != GgufType::BOOL) return wrong_type(key, *v, "BOOL");
+  if (v->type != GgufType::BOOL) return wrong_type(key, *v, "bool");
   out = v->num.u != 0;
   return ok_status();
 }
@@ -37,10 +37,14 @@ bool is_one_of(std::string_view s, std::initializer_list<std::string_view> list)
 
 std::string_view vocab_type_name(VocabType t) {
   switch (t) {
-    case VocabType::kNone: return "none";
-    case VocabType::kSpm: return "SPM";
-    case VocabType::kBpe: return "BPE";
-    case VocabType::kWpm: return "WPM";
+    case VocabType::kNone:
+      return "none";
+    case VocabType::kSpm:
+      return "SPM";
+    case VocabType::kBpe:
+      return "BPE";
+    case VocabType::kWpm:
+      return "WPM";
   }
   return "unknown";
 }
@@ -74,11 +78,11 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& file, const VocabOptions& options
   Vocab v;
   const GgufValue* model = file.find("tokenizer.ggml.model");
   if (!model) return make_error("vocab: key 'tokenizer.ggml.model' is missing");
-  if (model->type != GgufType::STRING) return wrong_type("tokenizer.ggml.model", *model, "STRING");
+  if (model->type != GgufType::STRING) return wrong_type("tokenizer.ggml.model", *model, "string");
   v.model_ = model->str;
   std::string pre_name;
   if (const GgufValue* pre = file.find("tokenizer.ggml.pre")) {
-    if (pre->type != GgufType::STRING) return wrong_type("tokenizer.ggml.pre", *pre, "STRING");
+    if (pre->type != GgufType::STRING) return wrong_type("tokenizer.ggml.pre", *pre, "string");
     pre_name = pre->str;
   }
   if (options.pre) pre_name = *options.pre;
@@ -97,7 +101,8 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& file, const VocabOptions& options
   } else if (v.model_ == "bert") {
     v.type_ = VocabType::kWpm;
     v.bos_ = 101, v.unk_ = 100, v.sep_ = 102, v.pad_ = 0, v.mask_ = 103;
-    v.add_space_prefix_ = false, v.clean_spaces_ = true, v.add_bos_ = true, v.add_eos_ = false, v.add_sep_ = true;
+    v.add_space_prefix_ = false, v.clean_spaces_ = true, v.add_bos_ = true, v.add_eos_ = false,
+    v.add_sep_ = true;
     v.pre_.name = "default";
   } else if (v.model_ == "gpt2") {
     v.type_ = VocabType::kBpe;
@@ -109,7 +114,7 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& file, const VocabOptions& options
     const GgufValue* merges = file.find("tokenizer.ggml.merges");
     if (!merges) return make_error("vocab: BPE vocabulary without 'tokenizer.ggml.merges'");
     if (merges->type != GgufType::ARRAY || merges->elem_type != GgufType::STRING) {
-      return wrong_type("tokenizer.ggml.merges", *merges, "ARRAY of STRING");
+      return wrong_type("tokenizer.ggml.merges", *merges, "array of string");
     }
     v.bpe_ranks_.reserve(merges->arr.size());
     for (size_t i = 0; i < merges->arr.size(); ++i) {
@@ -117,8 +122,10 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& file, const VocabOptions& options
       // "left right", split at the first space after the first byte; the first of duplicates wins
       const size_t pos = word.find(' ', 1);
       std::string key;
-      if (pos != std::string::npos) key = word.substr(0, pos) + '\0' + word.substr(pos + 1);
-      else key = std::string(1, '\0');
+      if (pos != std::string::npos)
+        key = word.substr(0, pos) + '\0' + word.substr(pos + 1);
+      else
+        key = std::string(1, '\0');
       v.bpe_ranks_.emplace(std::move(key), static_cast<int32_t>(i));
     }
   } else {
@@ -136,7 +143,7 @@ Status Vocab::load_tokens(const GgufFile& file) {
   const GgufValue* list = file.find("tokenizer.ggml.tokens");
   if (!list) return make_error("vocab: key 'tokenizer.ggml.tokens' is missing");
   if (list->type != GgufType::ARRAY || list->elem_type != GgufType::STRING) {
-    return wrong_type("tokenizer.ggml.tokens", *list, "ARRAY of STRING");
+    return wrong_type("tokenizer.ggml.tokens", *list, "array of string");
   }
   const size_t n = list->arr.size();
   if (n >= size_t(INT32_MAX)) return make_error("vocab: ", n, " tokens exceed the int32 id range");
@@ -144,19 +151,21 @@ Status Vocab::load_tokens(const GgufFile& file) {
   const GgufValue* scores = find_array(file, "tokenizer.ggml.scores");
   if (file.find("tokenizer.ggml.scores")) {
     if (!scores || (scores->elem_type != GgufType::F32 && scores->elem_type != GgufType::I32)) {
-      return wrong_type("tokenizer.ggml.scores", *file.find("tokenizer.ggml.scores"), "ARRAY of F32 or I32");
+      return wrong_type("tokenizer.ggml.scores", *file.find("tokenizer.ggml.scores"), "array of f32 or i32");
     }
     if (scores->arr.size() < n) {
-      return make_error("vocab: tokenizer.ggml.scores has ", scores->arr.size(), " entries for ", n, " tokens");
+      return make_error("vocab: tokenizer.ggml.scores has ", scores->arr.size(), " entries for ", n,
+                        " tokens");
     }
   }
   const GgufValue* types = find_array(file, "tokenizer.ggml.token_type");
   if (file.find("tokenizer.ggml.token_type")) {
     if (!types || types->elem_type != GgufType::I32) {
-      return wrong_type("tokenizer.ggml.token_type", *file.find("tokenizer.ggml.token_type"), "ARRAY of I32");
+      return wrong_type("tokenizer.ggml.token_type", *file.find("tokenizer.ggml.token_type"), "array of i32");
     }
     if (types->arr.size() < n) {
-      return make_error("vocab: tokenizer.ggml.token_type has ", types->arr.size(), " entries for ", n, " tokens");
+      return make_error("vocab: tokenizer.ggml.token_type has ", types->arr.size(), " entries for ", n,
+                        " tokens");
     }
   }
 
@@ -173,19 +182,34 @@ Status Vocab::load_tokens(const GgufFile& file) {
     max_token_len_ = std::max(max_token_len_, t.text.size());
     if (scores) {
       const GgufValue& s = scores->arr[i];
-      t.score = scores->elem_type == GgufType::F32 ? static_cast<float>(s.num.f) : static_cast<float>(s.num.i);
+      t.score =
+          scores->elem_type == GgufType::F32 ? static_cast<float>(s.num.f) : static_cast<float>(s.num.i);
     }
     t.attr = kAttrNormal;
     if (types) {
       // GGUF token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
       switch (types->arr[i].num.i) {
-        case 1: t.attr = kAttrNormal; break;
-        case 2: t.attr = kAttrUnknown; break;
-        case 3: t.attr = kAttrControl; break;
-        case 4: t.attr = kAttrUserDefined; break;
-        case 5: t.attr = kAttrUnused; break;
-        case 6: t.attr = kAttrByte; break;
-        default: t.attr = kAttrUndefined; break;
+        case 1:
+          t.attr = kAttrNormal;
+          break;
+        case 2:
+          t.attr = kAttrUnknown;
+          break;
+        case 3:
+          t.attr = kAttrControl;
+          break;
+        case 4:
+          t.attr = kAttrUserDefined;
+          break;
+        case 5:
+          t.attr = kAttrUnused;
+          break;
+        case 6:
+          t.attr = kAttrByte;
+          break;
+        default:
+          t.attr = kAttrUndefined;
+          break;
       }
     }
   }
@@ -194,15 +218,23 @@ Status Vocab::load_tokens(const GgufFile& file) {
 
 Status Vocab::load_special_ids(const GgufFile& file) {
   const std::pair<const char*, int32_t*> keys[] = {
-      {"tokenizer.ggml.bos_token_id", &bos_},       {"tokenizer.ggml.eos_token_id", &eos_},
-      {"tokenizer.ggml.eot_token_id", &eot_},       {"tokenizer.ggml.eom_token_id", &eom_},
-      {"tokenizer.ggml.unknown_token_id", &unk_},   {"tokenizer.ggml.seperator_token_id", &sep_},
-      {"tokenizer.ggml.padding_token_id", &pad_},   {"tokenizer.ggml.mask_token_id", &mask_},
-      {"tokenizer.ggml.fim_pre_token_id", &fim_pre_}, {"tokenizer.ggml.fim_suf_token_id", &fim_suf_},
-      {"tokenizer.ggml.fim_mid_token_id", &fim_mid_}, {"tokenizer.ggml.fim_pad_token_id", &fim_pad_},
-      {"tokenizer.ggml.fim_rep_token_id", &fim_rep_}, {"tokenizer.ggml.fim_sep_token_id", &fim_sep_},
+      {"tokenizer.ggml.bos_token_id", &bos_},
+      {"tokenizer.ggml.eos_token_id", &eos_},
+      {"tokenizer.ggml.eot_token_id", &eot_},
+      {"tokenizer.ggml.eom_token_id", &eom_},
+      {"tokenizer.ggml.unknown_token_id", &unk_},
+      {"tokenizer.ggml.seperator_token_id", &sep_},
+      {"tokenizer.ggml.padding_token_id", &pad_},
+      {"tokenizer.ggml.mask_token_id", &mask_},
+      {"tokenizer.ggml.fim_pre_token_id", &fim_pre_},
+      {"tokenizer.ggml.fim_suf_token_id", &fim_suf_},
+      {"tokenizer.ggml.fim_mid_token_id", &fim_mid_},
+      {"tokenizer.ggml.fim_pad_token_id", &fim_pad_},
+      {"tokenizer.ggml.fim_rep_token_id", &fim_rep_},
+      {"tokenizer.ggml.fim_sep_token_id", &fim_sep_},
       // deprecated spellings
-      {"tokenizer.ggml.prefix_token_id", &fim_pre_}, {"tokenizer.ggml.suffix_token_id", &fim_suf_},
+      {"tokenizer.ggml.prefix_token_id", &fim_pre_},
+      {"tokenizer.ggml.suffix_token_id", &fim_suf_},
       {"tokenizer.ggml.middle_token_id", &fim_mid_},
   };
   for (const auto& [key, id] : keys) {
@@ -211,17 +243,20 @@ Status Vocab::load_special_ids(const GgufFile& file) {
     if (*id >= n_tokens()) *id = kTokenNull;
     const GgufValue* v = file.find(key);
     if (!v) continue;
-    if (!v->is_integer()) return wrong_type(key, *v, "an integer");
+    if (!v->is_integer()) return wrong_type(key, *v, "an integer type");
     const bool negative = (v->type == GgufType::I8 || v->type == GgufType::I16 || v->type == GgufType::I32 ||
-                           v->type == GgufType::I64) && v->num.i < 0;
+                           v->type == GgufType::I64) &&
+                          v->num.i < 0;
     if (!negative && v->num.u < uint64_t(n_tokens())) *id = static_cast<int32_t>(v->num.u);
   }
 
   KILN_TRY(read_bool(file, "tokenizer.ggml.add_bos_token", add_bos_));
   KILN_TRY(read_bool(file, "tokenizer.ggml.add_eos_token", add_eos_));
   KILN_TRY(read_bool(file, "tokenizer.ggml.add_sep_token", add_sep_));
-  if (add_bos_ && bos_ == kTokenNull) return make_error("vocab: add_bos_token is true, but bos_token_id is not set");
-  if (add_eos_ && eos_ == kTokenNull) return make_error("vocab: add_eos_token is true, but eos_token_id is not set");
+  if (add_bos_ && bos_ == kTokenNull)
+    return make_error("vocab: add_bos_token is true, but bos_token_id is not set");
+  if (add_eos_ && eos_ == kTokenNull)
+    return make_error("vocab: add_eos_token is true, but eos_token_id is not set");
   if (add_sep_ && sep_ == kTokenNull) {
     return make_error("vocab: add_sep_token is true, but seperator_token_id is not set");
   }
@@ -251,8 +286,8 @@ void Vocab::detect_special_tokens(const GgufFile& file) {
       }
     }
   };
-  detect(eot_, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
-                "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"});
+  detect(eot_, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+                "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"});
   detect(eom_, {"<|eom_id|>"});
   detect(fim_pre_, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
                     "<|code_prefix|>", "<|prefix|>"});
@@ -274,17 +309,36 @@ void Vocab::detect_special_tokens(const GgufFile& file) {
     if (id != kTokenNull) eog_.insert(id);
   }
   for (int32_t id = 0; id < n_tokens(); ++id) {
-    if (is_one_of(tokens_[id].text, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>",
-                                     "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
-                                     "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
-                                     "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~["})) {
+    if (is_one_of(tokens_[id].text, {"<|eot_id|>",
+                                     "<|im_end|>",
+                                     "<|end|>",
+                                     "<|return|>",
+                                     "<|call|>",
+                                     "<|flush|>",
+                                     "<|calls|>",
+                                     "<end_of_turn>",
+                                     "<|endoftext|>",
+                                     "</s>",
+                                     "<|eom_id|>",
+                                     "<EOT>",
+                                     "_<EOT>",
+                                     "[EOT]",
+                                     "[EOS]",
+                                     "<|end_of_text|>",
+                                     "<end_of_utterance>",
+                                     "<eos>",
+                                     "<turn|>",
+                                     "<|tool_response>",
+                                     "<｜end▁of▁sentence｜>",
+                                     "[e~["})) {
       eog_.insert(id);
       tokens_[id].attr |= kAttrControl;
     }
   }
   // gpt-oss: these render always (ref: llama.cpp, "quick hack for gpt-oss")
   for (TokenData& t : tokens_) {
-    if (is_one_of(t.text, {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})) t.attr = kAttrUserDefined;
+    if (is_one_of(t.text, {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}))
+      t.attr = kAttrUserDefined;
   }
   for (int32_t id : {eos_, eot_, eom_}) {
     if (id != kTokenNull) eog_.insert(id);
@@ -295,10 +349,14 @@ void Vocab::detect_special_tokens(const GgufFile& file) {
     int32_t end_id = kTokenNull;
     for (int32_t id : eog_) {
       const std::string& text = tokens_[id].text;
-      if (text == "<|return|>") has_return = true;
-      else if (text == "<|call|>" || text == "<|calls|>") has_call = true;
-      else if (text == "<|flush|>") has_flush = true;
-      else if (text == "<|end|>") end_id = id;
+      if (text == "<|return|>")
+        has_return = true;
+      else if (text == "<|call|>" || text == "<|calls|>")
+        has_call = true;
+      else if (text == "<|flush|>")
+        has_flush = true;
+      else if (text == "<|end|>")
+        end_id = id;
     }
     if (end_id != kTokenNull && ((has_return && has_call) || (has_call && has_flush))) {
       eog_.erase(end_id);
@@ -310,8 +368,10 @@ void Vocab::detect_special_tokens(const GgufFile& file) {
     bool has_tool_response = false;
     int32_t s_id = kTokenNull;
     for (int32_t id : eog_) {
-      if (tokens_[id].text == "<|tool_response>") has_tool_response = true;
-      else if (tokens_[id].text == "</s>") s_id = id;
+      if (tokens_[id].text == "<|tool_response>")
+        has_tool_response = true;
+      else if (tokens_[id].text == "</s>")
+        s_id = id;
     }
     if (has_tool_response && s_id != kTokenNull) {
       eog_.erase(s_id);
@@ -331,7 +391,8 @@ void Vocab::detect_special_tokens(const GgufFile& file) {
   if (const GgufValue* a = file.find("general.architecture"); a && a->type == GgufType::STRING) arch = a->str;
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
   const auto contains_any = [](const std::string& s, std::initializer_list<std::string_view> subs) {
-    return std::any_of(subs.begin(), subs.end(), [&](std::string_view sub) { return s.find(sub) != std::string::npos; });
+    return std::any_of(subs.begin(), subs.end(),
+                       [&](std::string_view sub) { return s.find(sub) != std::string::npos; });
   };
   const auto set_attr = [&](std::string_view text, uint32_t attr, bool on) {
     const int32_t id = find(text);

@@ -35,7 +35,8 @@ fs::path kiln_exe() {
 RunResult run_kiln(const std::string& args) {
   const fs::path err_path = fs::path(KILN_BINARY_DIR) / "gguf-test" / "inspect-stderr.txt";
   fs::create_directories(err_path.parent_path());
-  const std::string cmd = "'" + kiln_exe().string() + "' " + args + " 2>'" + err_path.string() + "'";
+  std::string cmd = "'";
+  cmd.append(kiln_exe().string()).append("' ").append(args).append(" 2>'").append(err_path.string()).append("'");
   RunResult r;
   std::FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;

@@ -80,14 +80,16 @@ struct MatCase {
 
 TEST(OpsMulMat, EveryWeightTypeMatchesItsConvertedActivationDot) {
   std::mt19937 rng(20);
+  // 2-D weights with a multiple of 8 rows (n = 24) take the repacked-order dot of Q4_0, IQ4_NL
+  // and Q4_K (quant.h vec_dot_rows8); the others vec_dot.
   for (DType wt : kWeightTypes) {
     const int64_t bs = block_size(wt) == 1 ? 1 : block_size(wt);
     const bool k_quant = bs == 256;
     std::vector<MatCase> cases;
     if (k_quant) {
-      cases = {{256, 17, 1, 1, 1, 1, 1}, {512, 5, 19, 2, 1, 4, 3}};
+      cases = {{256, 17, 1, 1, 1, 1, 1}, {512, 5, 19, 2, 1, 4, 3}, {256, 24, 3, 1, 1, 1, 1}};
     } else if (bs == 32) {
-      cases = {{96, 17, 1, 1, 1, 1, 1}, {64, 33, 19, 2, 1, 4, 3}};
+      cases = {{96, 17, 1, 1, 1, 1, 1}, {64, 33, 19, 2, 1, 4, 3}, {96, 24, 3, 1, 1, 1, 1}};
     } else {
       cases = {{37, 17, 1, 1, 1, 1, 1}, {96, 5, 19, 2, 1, 4, 3}, {256, 3, 2, 1, 1, 1, 1}};
     }

@@ -43,7 +43,8 @@ NamedTypes planned(const GgufFile& file, const Preset& preset) {
   auto hp = read_hparams(file);
   EXPECT_TRUE(hp.ok()) << hp.error().message;
   std::vector<TensorDesc> descs;
-  for (const GgufTensorInfo& t : file.tensors()) descs.push_back({.name = t.name, .type = t.type, .ne = t.ne});
+  for (const GgufTensorInfo& t : file.tensors())
+    descs.push_back({.name = t.name, .type = t.type, .ne = t.ne});
   auto choices = choose_types(*hp, descs, {.preset = preset});
   EXPECT_TRUE(choices.ok()) << choices.error().message;
   NamedTypes out;

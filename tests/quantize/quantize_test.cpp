@@ -22,8 +22,9 @@ namespace {
 using testing::quant_fixture;
 
 // Every preset with a reference file in fixtures/quant (quant-T.gguf, quant-T.ref.json).
-const std::vector<std::string> kFixturePresets = {"Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K",  "Q4_0", "Q4_1",
-                                                  "Q5_0", "Q5_1",   "Q8_0",   "IQ4_NL", "F16", "BF16"};
+const std::vector<std::string> kFixturePresets = {"Q2_K",   "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K",
+                                                  "Q4_0",   "Q4_1",   "Q5_0",   "Q5_1",   "Q8_0",
+                                                  "IQ4_NL", "F16",    "BF16"};
 
 TEST(Quantize, EveryFixtureFileIsCovered) {
   size_t n = 0;
@@ -52,9 +53,7 @@ TEST_P(QuantizeFixture, ReproducesLlamaCppFile) {
   const std::string out_path = (testing::scratch_dir() / ("kiln-" + preset_name + ".gguf")).string();
   size_t reported = 0;
   auto summary = quantize_gguf(**src, out_path,
-                               {.preset = *preset,
-                                .n_threads = 2,
-                                .on_tensor = [&](const TensorProgress& p) {
+                               {.preset = *preset, .n_threads = 2, .on_tensor = [&](const TensorProgress& p) {
                                   EXPECT_EQ(p.index, reported);
                                   ++reported;
                                 }});
@@ -97,7 +96,8 @@ TEST_P(QuantizeFixture, ReproducesLlamaCppFile) {
     EXPECT_EQ(ref_tensors[i].at("type").get<std::string>(), dtype_name(ta.type)) << ta.name;
   }
   // and therefore the same file, byte for byte
-  EXPECT_TRUE(testing::read_bytes(out_path) == testing::read_bytes(ref_path)) << out_path << " differs from " << ref_path;
+  EXPECT_TRUE(testing::read_bytes(out_path) == testing::read_bytes(ref_path))
+      << out_path << " differs from " << ref_path;
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, QuantizeFixture, ::testing::ValuesIn(kFixturePresets),

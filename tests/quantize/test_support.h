@@ -10,9 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "core/gguf.h"
@@ -49,8 +49,13 @@ inline std::string make_model(const std::string& stem, const std::string& mkmode
 }
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return {};
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
   std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return bytes;
 }
 
 inline bool same_value(const GgufValue& a, const GgufValue& b) {

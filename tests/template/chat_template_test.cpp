@@ -2,14 +2,14 @@
 // templates on richer conversations (tools and tool calls, multi-part content, extra variables,
 // role-rule violations) against @huggingface/jinja (data/chat_cases.json, made by
 // data/render_chat_cases.mjs).
+#include "text/chat_template.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "template_test_util.h"
-#include "text/chat_template.h"
 
 namespace kiln {
 namespace {
@@ -44,7 +44,9 @@ TEST(ChatTemplate, ChatmlDefault) {
                       ChatMessage{.role = "user", .content = "Hi", .parts = {}, .extra = {}}};
   auto text = t.render(options);
   ASSERT_TRUE(text.ok()) << text.error().message;
-  EXPECT_EQ(*text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      *text,
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   options.add_generation_prompt = false;
   EXPECT_EQ(*t.render(options), "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
 }
@@ -71,13 +73,15 @@ TEST(ChatTemplate, ContentPartsAndExtraFieldsReachTheTemplate) {
 
 TEST(ChatTemplate, BadMessagesAreErrors) {
   using J = nlohmann::ordered_json;
-  EXPECT_EQ(chat_messages_from_json(J::object()).error().message, "chat messages: expected a JSON array, got object");
+  EXPECT_EQ(chat_messages_from_json(J::object()).error().message,
+            "chat messages: expected a JSON array, got object");
   EXPECT_EQ(chat_messages_from_json(J::parse(R"([{"content": "x"}])")).error().message,
             "chat messages: message 0 has no string 'role'");
   EXPECT_EQ(chat_messages_from_json(J::parse(R"([{"role": "user", "content": 5}])")).error().message,
             "chat messages: message 0 'content' is number, not a string or an array");
-  EXPECT_EQ(chat_messages_from_json(J::parse(R"([{"role": "user", "content": [{"text": "x"}]}])")).error().message,
-            "chat messages: message 0 content part 0 has no string 'type'");
+  EXPECT_EQ(
+      chat_messages_from_json(J::parse(R"([{"role": "user", "content": [{"text": "x"}]}])")).error().message,
+      "chat messages: message 0 content part 0 has no string 'type'");
   ChatRenderOptions options;
   options.extra_context = J::array();
   EXPECT_EQ(ChatTemplate::chatml().render(options).error().message,
@@ -108,7 +112,8 @@ class ChatCase : public ::testing::TestWithParam<size_t> {};
 // by hand: the same text up to Jinja2's sorted keys in tojson and Python reprs of lists).
 // Nemotron's template calls .replace on the content, which fails for content parts in Jinja2 too.
 bool reference_gap(const std::string& error) {
-  return error.starts_with("Unknown ArrayValue filter") || error.starts_with("Cannot call something that is not a function");
+  return error.starts_with("Unknown ArrayValue filter") ||
+         error.starts_with("Cannot call something that is not a function");
 }
 
 TEST_P(ChatCase, MatchesReference) {
@@ -121,15 +126,18 @@ TEST_P(ChatCase, MatchesReference) {
     ASSERT_TRUE(text.ok()) << label << ": " << text.error().message;
     EXPECT_EQ(*text, c["expected"].get<std::string>()) << label;
   } else if (reference_gap(c["error"])) {
-    if (c["template"] == "NVIDIA-Nemotron-Nano-v2.jinja" && c["scenario"].get<std::string>().starts_with("parts")) {
+    if (c["template"] == "NVIDIA-Nemotron-Nano-v2.jinja" &&
+        c["scenario"].get<std::string>().starts_with("parts")) {
       ASSERT_FALSE(text.ok()) << label;
-      EXPECT_NE(text.error().message.find("'replace' is undefined"), std::string::npos) << text.error().message;
+      EXPECT_NE(text.error().message.find("'replace' is undefined"), std::string::npos)
+          << text.error().message;
     } else {
       EXPECT_TRUE(text.ok()) << label << ": " << text.error().message;
     }
   } else {  // the template raised: kiln must raise the same message
     ASSERT_FALSE(text.ok()) << label << " rendered, the reference raised " << c["error"];
-    EXPECT_NE(text.error().message.find("raise_exception: " + c["error"].get<std::string>()), std::string::npos)
+    EXPECT_NE(text.error().message.find("raise_exception: " + c["error"].get<std::string>()),
+              std::string::npos)
         << label << ": " << text.error().message;
   }
 }

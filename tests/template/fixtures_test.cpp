@@ -5,9 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "template_test_util.h"
 #include "text/chat_template.h"

@@ -11,7 +11,8 @@
 namespace kiln::jinja {
 namespace {
 
-Result<std::string> try_render(const std::string& source, const nlohmann::ordered_json& context = nlohmann::ordered_json::object()) {
+Result<std::string> try_render(const std::string& source,
+                               const nlohmann::ordered_json& context = nlohmann::ordered_json::object()) {
   auto t = Template::parse(source);
   if (!t.ok()) return t.error();
   RenderOptions options;
@@ -20,13 +21,15 @@ Result<std::string> try_render(const std::string& source, const nlohmann::ordere
   return t->render(options);
 }
 
-std::string render(const std::string& source, const nlohmann::ordered_json& context = nlohmann::ordered_json::object()) {
+std::string render(const std::string& source,
+                   const nlohmann::ordered_json& context = nlohmann::ordered_json::object()) {
   auto r = try_render(source, context);
   EXPECT_TRUE(r.ok()) << source << " -> " << r.error().message;
   return r.ok() ? *r : "<error>";
 }
 
-std::string error_of(const std::string& source, const nlohmann::ordered_json& context = nlohmann::ordered_json::object()) {
+std::string error_of(const std::string& source,
+                     const nlohmann::ordered_json& context = nlohmann::ordered_json::object()) {
   auto r = try_render(source, context);
   EXPECT_FALSE(r.ok()) << source << " rendered " << (r.ok() ? *r : "");
   return r.ok() ? "" : r.error().message;
@@ -45,8 +48,10 @@ TEST(JinjaLanguage, LoopCycleAndDepth) {
 TEST(JinjaLanguage, TestsWithArguments) {
   EXPECT_EQ(render("{{ 9 is divisibleby 3 }} {{ 9 is divisibleby(4) }}"), "true false");
   EXPECT_EQ(render("{{ 2 is in [1, 2] }} {{ 'x' is in 'abc' }}"), "true false");
-  EXPECT_EQ(render("{{ 1 is eq 1 }} {{ 1 is ne 1 }} {{ 2 is gt 1 }} {{ 2 is le 1 }} {{ 2 is lt 3 }} {{ 3 is ge 3 }}"),
-            "true false true false true true");
+  EXPECT_EQ(
+      render(
+          "{{ 1 is eq 1 }} {{ 1 is ne 1 }} {{ 2 is gt 1 }} {{ 2 is le 1 }} {{ 2 is lt 3 }} {{ 3 is ge 3 }}"),
+      "true false true false true true");
   EXPECT_EQ(render("{{ 1.5 is float }} {{ 1 is float }} {{ 'upper' is filter }} {{ 'odd' is test }}"),
             "true false true true");
   EXPECT_EQ(render("{{ x is sameas x }} {{ [1] is sameas [1] }}", {{"x", {1}}}), "true false");
@@ -54,7 +59,8 @@ TEST(JinjaLanguage, TestsWithArguments) {
 
 TEST(JinjaLanguage, FiltersBeyondReference) {
   EXPECT_EQ(render("{{ ['a', 'b'] | map('upper') | join }}"), "AB");
-  EXPECT_EQ(render("{{ range(6) | select('odd') | list }} {{ range(6) | reject('odd') | list }}"), "[1, 3, 5] [0, 2, 4]");
+  EXPECT_EQ(render("{{ range(6) | select('odd') | list }} {{ range(6) | reject('odd') | list }}"),
+            "[1, 3, 5] [0, 2, 4]");
   EXPECT_EQ(render("{{ [1, 2, 3] | count }} {{ x | d('dflt') }}"), "3 dflt");
   EXPECT_EQ(render("{{ range(5) | batch(2) | list }} {{ range(3) | batch(2, 'x') | list }}"),
             "[[0, 1], [2, 3], [4]] [[0, 1], [2, \"x\"]]");
@@ -62,7 +68,8 @@ TEST(JinjaLanguage, FiltersBeyondReference) {
   EXPECT_EQ(render("{{ 2.567 | round(2) }} {{ 2.5 | round }} {{ 2.1 | round(0, 'ceil') }}"), "2.57 2.0 3.0");
   EXPECT_EQ(render("{{ [1, 2, 3] | sum }} {{ [{'n': 2}, {'n': 5}] | sum(attribute='n') }}"), "6 7");
   EXPECT_EQ(render("{{ [3, 1, 2] | min }} {{ ['b', 'C', 'a'] | max }}"), "1 C");
-  EXPECT_EQ(render("{{ 'ff' | int(base=16) }} {{ '12' | int }} {{ ' 7 ' | int }} {{ 'x' | int(-1) }}"), "255 12 7 -1");
+  EXPECT_EQ(render("{{ 'ff' | int(base=16) }} {{ '12' | int }} {{ ' 7 ' | int }} {{ 'x' | int(-1) }}"),
+            "255 12 7 -1");
   EXPECT_EQ(render("{{ '<a href=\"x\">&\\'' | escape }}"), "&lt;a href=&#34;x&#34;&gt;&amp;&#39;");
   EXPECT_EQ(render("{{ 'abc' | reverse }} {{ 'xxhixx' | trim('x') }}"), "cba hi");
   EXPECT_EQ(render("{{ '%s is %d' | format('x', 3) }}"), "x is 3");
@@ -72,31 +79,39 @@ TEST(JinjaLanguage, FiltersBeyondReference) {
 }
 
 TEST(JinjaLanguage, StringMethods) {
-  EXPECT_EQ(render("{{ 'xxhixx'.strip('x') }}|{{ '--a--'.lstrip('-') }}|{{ '--a--'.rstrip('-') }}"), "hi|a--|--a");
-  EXPECT_EQ(render("{{ 'hello'.find('l') }} {{ 'hello'.find('z') }} {{ 'héllo'.find('l') }} {{ 'banana'.count('an') }}"),
+  EXPECT_EQ(render("{{ 'xxhixx'.strip('x') }}|{{ '--a--'.lstrip('-') }}|{{ '--a--'.rstrip('-') }}"),
+            "hi|a--|--a");
+  EXPECT_EQ(render("{{ 'hello'.find('l') }} {{ 'hello'.find('z') }} {{ 'héllo'.find('l') }} {{ "
+                   "'banana'.count('an') }}"),
             "2 -1 2 2");
-  EXPECT_EQ(render("{{ '{} and {}'.format(1, 'b') }} {{ '{1}{0}'.format('a', 'b') }} {{ '{x}!'.format(x=5) }} {{ '{{}}'.format() }}"),
+  EXPECT_EQ(render("{{ '{} and {}'.format(1, 'b') }} {{ '{1}{0}'.format('a', 'b') }} {{ '{x}!'.format(x=5) "
+                   "}} {{ '{{}}'.format() }}"),
             "1 and b ba 5! {}");
-  EXPECT_EQ(render("{{ '-'.join(['a', 'b']) }} {{ 'a\\nb\\r\\nc'.splitlines() }}"), "a-b [\"a\", \"b\", \"c\"]");
+  EXPECT_EQ(render("{{ '-'.join(['a', 'b']) }} {{ 'a\\nb\\r\\nc'.splitlines() }}"),
+            "a-b [\"a\", \"b\", \"c\"]");
   EXPECT_EQ(render("{{ '123'.isdigit() }} {{ 'ab1'.isalpha() }} {{ '  '.isspace() }}"), "true false true");
-  EXPECT_EQ(render("{{ 'a b c'.split(none, 1) }} {{ 'a,,b'.split(',') }}"), "[\"a\", \"b c\"] [\"a\", \"\", \"b\"]");
+  EXPECT_EQ(render("{{ 'a b c'.split(none, 1) }} {{ 'a,,b'.split(',') }}"),
+            "[\"a\", \"b c\"] [\"a\", \"\", \"b\"]");
   EXPECT_EQ(render("{{ 'aaa'.replace('a', 'b', 2) }}"), "bba");
 }
 
 TEST(JinjaLanguage, ListAndDictMethods) {
   EXPECT_EQ(render("{% set l = [1] %}{% set _ = l.append(2) %}{% set _ = l.insert(0, 0) %}"
-                   "{% set _ = l.extend([3]) %}{{ l }} {{ l.index(2) }} {{ l.count(1) }} {{ l.pop() }} {{ l.pop(0) }} {{ l }}"),
+                   "{% set _ = l.extend([3]) %}{{ l }} {{ l.index(2) }} {{ l.count(1) }} {{ l.pop() }} {{ "
+                   "l.pop(0) }} {{ l }}"),
             "[0, 1, 2, 3] 2 1 3 0 [1, 2]");
   EXPECT_EQ(render("{% set d = {'a': 1} %}{% set _ = d.update({'b': 2}) %}{{ d }} {{ d.pop('a') }} {{ d }}"),
             "{\"a\": 1, \"b\": 2} 1 {\"b\": 2}");
   // Appending inside a loop is visible outside it: arrays are shared, as Python lists are.
-  EXPECT_EQ(render("{% set acc = [] %}{% for i in range(3) %}{% set _ = acc.append(i * i) %}{% endfor %}{{ acc }}"),
-            "[0, 1, 4]");
+  EXPECT_EQ(
+      render("{% set acc = [] %}{% for i in range(3) %}{% set _ = acc.append(i * i) %}{% endfor %}{{ acc }}"),
+      "[0, 1, 4]");
 }
 
 TEST(JinjaLanguage, Globals) {
   EXPECT_EQ(render("{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a }}{{ ns.b }}"), "12");
-  EXPECT_EQ(render("{{ dict(a=1, b='x') }} {{ len([1, 2]) }} {{ len('héllo') }}"), "{\"a\": 1, \"b\": \"x\"} 2 5");
+  EXPECT_EQ(render("{{ dict(a=1, b='x') }} {{ len([1, 2]) }} {{ len('héllo') }}"),
+            "{\"a\": 1, \"b\": \"x\"} 2 5");
   EXPECT_EQ(render("{{ strftime_now('%A %a %j %I%p %y %-d/%-m %e %S %Z %%') }}"),
             "Thursday Thu 015 09AM 26 15/1 15 00 UTC %");
 }
@@ -114,7 +129,8 @@ TEST(JinjaLanguage, LengthCountsCodePoints) {
 }
 
 TEST(JinjaLanguage, UndefinedIsForgiving) {
-  EXPECT_EQ(render("[{{ x.y.z }}][{{ x['a'] }}][{% for i in x %}{{ i }}{% endfor %}][{{ x | length }}]"), "[][][][0]");
+  EXPECT_EQ(render("[{{ x.y.z }}][{{ x['a'] }}][{% for i in x %}{{ i }}{% endfor %}][{{ x | length }}]"),
+            "[][][][0]");
   EXPECT_EQ(render("{{ x is defined and x.y }}|{{ none.attr is defined }}"), "false|false");
 }
 
@@ -132,40 +148,50 @@ TEST(JinjaLanguage, RenderDoesNotChangeContextAndRepeats) {
 }
 
 TEST(JinjaErrors, ParseErrorsNameConstructAndPlace) {
-  EXPECT_EQ(error_of("line one\n{{ x | nosuchfilter }}"), "jinja: line 2, column 8: unknown filter 'nosuchfilter'");
-  EXPECT_EQ(error_of("{% if x is nosuchtest %}{% endif %}"), "jinja: line 1, column 12: unknown test 'nosuchtest'");
-  EXPECT_EQ(error_of("\n\n  {% include 'x.j2' %}"), "jinja: line 3, column 6: unsupported statement 'include'");
+  EXPECT_EQ(error_of("line one\n{{ x | nosuchfilter }}"),
+            "jinja: line 2, column 8: unknown filter 'nosuchfilter'");
+  EXPECT_EQ(error_of("{% if x is nosuchtest %}{% endif %}"),
+            "jinja: line 1, column 12: unknown test 'nosuchtest'");
+  EXPECT_EQ(error_of("\n\n  {% include 'x.j2' %}"),
+            "jinja: line 3, column 6: unsupported statement 'include'");
   EXPECT_EQ(error_of("{% if true %}never closed"),
             "jinja: line 1, column 4: unclosed 'if' (expected '{% endif %}' before the end of the template)");
   EXPECT_EQ(error_of("abc {{ x "), "jinja: line 1, column 5: unclosed '{{' (no matching '}}')");
   EXPECT_EQ(error_of("{{ 'abc }}"), "jinja: line 1, column 4: unterminated string literal");
   EXPECT_EQ(error_of("{% break %}"), "jinja: line 1, column 4: 'break' outside a for loop");
-  EXPECT_EQ(error_of("{% endfor %}"), "jinja: line 1, column 4: unexpected 'endfor' (no open block it could close)");
+  EXPECT_EQ(error_of("{% endfor %}"),
+            "jinja: line 1, column 4: unexpected 'endfor' (no open block it could close)");
   EXPECT_EQ(error_of("{{ '\\q' }}"), "jinja: line 1, column 5: unknown escape '\\q' in a string literal");
   EXPECT_EQ(error_of("{{ 1 + }}"), "jinja: line 1, column 8: unexpected '}}' in an expression");
   EXPECT_EQ(error_of("{# never closed"), "jinja: line 1, column 1: unclosed comment (no matching '#}')");
   EXPECT_EQ(error_of("{{ f(*args) }}"), "jinja: line 1, column 6: unsupported: argument unpacking ('*')");
-  EXPECT_EQ(error_of("{% for x in y recursive %}{% endfor %}"), "jinja: line 1, column 15: unsupported: recursive for loops");
+  EXPECT_EQ(error_of("{% for x in y recursive %}{% endfor %}"),
+            "jinja: line 1, column 15: unsupported: recursive for loops");
   EXPECT_EQ(error_of("{{ x @ y }}"), "jinja: line 1, column 6: unexpected character '@' in a tag");
 }
 
 TEST(JinjaErrors, RuntimeErrorsNameConstructAndPlace) {
-  EXPECT_EQ(error_of("{% if messages[0].role != 'user' %}\n  {{ raise_exception('Conversation must start with user') }}\n{% endif %}",
+  EXPECT_EQ(error_of("{% if messages[0].role != 'user' %}\n  {{ raise_exception('Conversation must start "
+                     "with user') }}\n{% endif %}",
                      {{"messages", {{{"role", "system"}}}}}),
             "jinja: line 2, column 6: raise_exception: Conversation must start with user");
-  EXPECT_EQ(error_of("{{ nosuch(1) }}"), "jinja: line 1, column 4: 'nosuch' is undefined and cannot be called");
+  EXPECT_EQ(error_of("{{ nosuch(1) }}"),
+            "jinja: line 1, column 4: 'nosuch' is undefined and cannot be called");
   EXPECT_EQ(error_of("{{ 1 // 0 }}"), "jinja: line 1, column 6: division by zero ('//')");
-  EXPECT_EQ(error_of("{{ 'a' - 1 }}"), "jinja: line 1, column 8: unsupported operand types for '-': string and integer");
+  EXPECT_EQ(error_of("{{ 'a' - 1 }}"),
+            "jinja: line 1, column 8: unsupported operand types for '-': string and integer");
   EXPECT_EQ(error_of("{% set x = 1 %}{% set x.y = 2 %}"),
             "jinja: line 1, column 19: cannot set attribute 'y' of 'x': it is integer, not a namespace");
-  EXPECT_EQ(error_of("{% for a, b in [[1, 2, 3]] %}{% endfor %}"), "jinja: line 1, column 4: cannot unpack 3 values into 2 names");
+  EXPECT_EQ(error_of("{% for a, b in [[1, 2, 3]] %}{% endfor %}"),
+            "jinja: line 1, column 4: cannot unpack 3 values into 2 names");
   EXPECT_EQ(error_of("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"),
             "jinja: line 1, column 34: macro 'm' takes at most 1 argument(s), got 2");
   EXPECT_EQ(error_of("{{ range(1, 2, 0) }}"), "jinja: line 1, column 4: range: step must not be zero");
 }
 
 TEST(JinjaErrors, RunawayInputEndsInErrors) {
-  EXPECT_NE(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").find("nested deeper than"), std::string::npos);
+  EXPECT_NE(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").find("nested deeper than"),
+            std::string::npos);
   EXPECT_NE(error_of("{{ range(100000000) | length }}").find("range: more than"), std::string::npos);
   // Malformed UTF-8 in the data is replaced, never read past.
   EXPECT_EQ(render("{{ s | length }}", {{"s", std::string("a\xE6\x9D")}}), "3");

@@ -12,7 +12,8 @@
 namespace kiln::jinja {
 namespace {
 
-const std::filesystem::path kCases = std::filesystem::path(KILN_SOURCE_DIR) / "tests/template/data/cases.json";
+const std::filesystem::path kCases =
+    std::filesystem::path(KILN_SOURCE_DIR) / "tests/template/data/cases.json";
 
 nlohmann::ordered_json load_cases() { return nlohmann::ordered_json::parse(read_text(kCases)); }
 
@@ -29,7 +30,8 @@ class ReferenceCase : public ::testing::TestWithParam<std::string> {};
 TEST_P(ReferenceCase, RendersAsReference) {
   for (const auto& c : load_cases()) {
     if (c["name"] != GetParam()) continue;
-    ASSERT_TRUE(c.contains("expected")) << "the reference renderer refused this case; remove it or regenerate";
+    ASSERT_TRUE(c.contains("expected"))
+        << "the reference renderer refused this case; remove it or regenerate";
     auto t = Template::parse(c["template"].get<std::string>());
     ASSERT_TRUE(t.ok()) << t.error().message;
     RenderOptions options;

@@ -51,7 +51,8 @@ TEST_P(FixtureVectors, TokenizeMatchesLlamaCpp) {
   const std::vector<Case> cases = load_cases(GetParam());
   ASSERT_EQ(cases.size(), 46u);
   for (const Case& c : cases) {
-    EXPECT_EQ(tok.tokenize(c.text, /*add_special=*/false, /*parse_special=*/false), c.ids) << "input: '" << c.text << "'";
+    EXPECT_EQ(tok.tokenize(c.text, /*add_special=*/false, /*parse_special=*/false), c.ids)
+        << "input: '" << c.text << "'";
   }
 }
 
@@ -80,7 +81,8 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, FixtureVectors,
                          ::testing::Values("llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "bert-bge"),
                          [](const auto& info) {
                            std::string n = info.param;
-                           for (char& ch : n) if (ch == '-') ch = '_';
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
                            return n;
                          });
 

@@ -30,8 +30,8 @@ std::vector<OracleCase> load_reference(const std::string& vocab) {
   const auto ref = nlohmann::json::parse(read_file(source_path("tests/text/data/ref-" + vocab + ".json")));
   std::vector<OracleCase> cases;
   for (const auto& c : ref.at("cases")) {
-    cases.push_back({c.at("text").get<std::string>(), c.at("special").get<bool>(), c.at("add_bos").get<bool>(),
-                     c.at("tokens").get<std::vector<int32_t>>()});
+    cases.push_back({c.at("text").get<std::string>(), c.at("special").get<bool>(),
+                     c.at("add_bos").get<bool>(), c.at("tokens").get<std::vector<int32_t>>()});
   }
   return cases;
 }
@@ -97,13 +97,17 @@ TEST_P(OracleCases, InvalidUtf8IsReplacementCharacter) {
   // replacement character (checked against the oracle above through "a\ufffdb"); SPM instead
   // keeps the raw byte and falls back to its byte token.
   const Tokenizer& tok = fixture_tokenizer(GetParam());
-  const std::string invalid = "a\xff" "b";
+  const std::string invalid =
+      "a\xff"
+      "b";
   const std::vector<int32_t> ids = tok.tokenize(invalid, false, false);
   if (tok.vocab().type() == VocabType::kSpm) {
     EXPECT_NE(std::find(ids.begin(), ids.end(), tok.vocab().find("<0xFF>")), ids.end());
     EXPECT_EQ(*tok.detokenize(ids, false, false), invalid);
   } else {
-    EXPECT_EQ(ids, tok.tokenize("a\xEF\xBF\xBD" "b", false, false));
+    EXPECT_EQ(ids, tok.tokenize("a\xEF\xBF\xBD"
+                                "b",
+                                false, false));
   }
   // truncated sequences, lone continuation bytes, bytes that never occur in UTF-8
   for (std::string s : {"\xE2\x82", "\x80\x80", "\xC0", "\xF8\x88\x80\x80\x80", "ok\xF0\x9F\x98"}) {
@@ -117,7 +121,8 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, OracleCases,
                          ::testing::Values("llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "bert-bge"),
                          [](const auto& info) {
                            std::string n = info.param;
-                           for (char& ch : n) if (ch == '-') ch = '_';
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
                            return n;
                          });
 

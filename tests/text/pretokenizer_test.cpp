@@ -2,12 +2,13 @@
 // tokenizer.ggml.pre name tokenizes tests/text/data/pre_cases.json exactly as llama.cpp does
 // (references in pre_ref.json, made by tests/text/data/make_pre_ref.sh). Tokens depend on the
 // word splits, so this checks each pre-tokenizer's regexes. Plus unit checks of the regex engine.
+#include "text/pretokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
-#include "text/pretokenizer.h"
 #include "text/regex.h"
 #include "text/unicode.h"
 
@@ -21,7 +22,8 @@ using testing::source_path;
 TEST(PreTokenizers, MatchLlamaCpp) {
   auto file = GgufFile::open(shared_path("fixtures/vocab/ggml-vocab-gpt-2.gguf"));
   ASSERT_TRUE(file.ok()) << file.error().message;
-  const auto cases = nlohmann::json::parse(read_file(source_path("tests/text/data/pre_cases.json"))).at("cases");
+  const auto cases =
+      nlohmann::json::parse(read_file(source_path("tests/text/data/pre_cases.json"))).at("cases");
   const auto ref = nlohmann::json::parse(read_file(source_path("tests/text/data/pre_ref.json"))).at("tokens");
   ASSERT_GE(ref.size(), 30u);
   for (auto it = ref.begin(); it != ref.end(); ++it) {
@@ -35,7 +37,8 @@ TEST(PreTokenizers, MatchLlamaCpp) {
       if (tok->add_bos()) ids.push_back(tok->bos());
       const auto body = tok->tokenize(text, false, false);
       ids.insert(ids.end(), body.begin(), body.end());
-      EXPECT_EQ(ids, it.value()[i].get<std::vector<int32_t>>()) << "pre '" << pre << "', text: '" << text << "'";
+      EXPECT_EQ(ids, it.value()[i].get<std::vector<int32_t>>())
+          << "pre '" << pre << "', text: '" << text << "'";
     }
   }
 }
@@ -76,21 +79,25 @@ TEST(Regex, CategoriesUseLlamaCppCollapsedSymbols) {
   // \p{L} matches letters of any script, \p{N} digits of any script
   EXPECT_EQ(split("\\p{L}+", "abc ДЖЗ 中文"), (std::vector<size_t>{3, 1, 3, 1, 2}));
   EXPECT_EQ(split("\\p{N}+", "x١٢٣y"), (std::vector<size_t>{1, 3, 1}));
-  // llama.cpp's ASCII part of \p{S} leaves out '~'
-  EXPECT_EQ(split("\\p{S}", "~+"), (std::vector<size_t>{1, 1}));
+  // the ASCII members of \p{S} and \p{P} are listed explicitly, as llama.cpp lists them
   auto re = Regex::compile("\\p{S}");
   ASSERT_TRUE(re.ok());
   EXPECT_TRUE(re->uses_categories());
-  const std::vector<uint32_t> tilde{'~'}, plus{'+'};
-  EXPECT_FALSE(re->search(tilde, 0).has_value());
+  const std::vector<uint32_t> tilde{'~'}, plus{'+'}, bang{'!'}, math{kCollapsedSymbol};
+  EXPECT_TRUE(re->search(tilde, 0).has_value());
   EXPECT_TRUE(re->search(plus, 0).has_value());
+  EXPECT_TRUE(re->search(math, 0).has_value());
+  EXPECT_FALSE(re->search(bang, 0).has_value());
+  EXPECT_EQ(split("\\p{S}+", "a∑∫b"), (std::vector<size_t>{1, 2, 1}));
 }
 
 TEST(Regex, BadPatternsAreErrors) {
   for (const char* bad : {"(", "a)", "[abc", "*a", "a{2,1}", "(?i:a)", "\\p{Xyz}", "[z-a]", "\\q"}) {
     auto re = Regex::compile(bad);
     EXPECT_FALSE(re.ok()) << bad;
-    if (!re.ok()) EXPECT_NE(re.error().message.find("regex:"), std::string::npos);
+    if (!re.ok()) {
+      EXPECT_NE(re.error().message.find("regex:"), std::string::npos);
+    }
   }
 }
 

@@ -35,7 +35,9 @@ inline const Tokenizer& fixture_tokenizer(const std::string& name) {
     KILN_ASSERT(file.ok(), file.ok() ? "" : file.error().message);
     auto tok = Tokenizer::from_gguf(**file);
     KILN_ASSERT(tok.ok(), tok.ok() ? "" : tok.error().message);
-    it = cache.emplace(name, std::make_pair(std::move(file).value(), std::make_unique<Tokenizer>(std::move(tok).value())))
+    it = cache
+             .emplace(name, std::make_pair(std::move(file).value(),
+                                           std::make_unique<Tokenizer>(std::move(tok).value())))
              .first;
   }
   return *it->second.second;

@@ -16,7 +16,8 @@ using testing::read_file;
 using testing::source_path;
 
 const nlohmann::json& info() {
-  static const nlohmann::json j = nlohmann::json::parse(read_file(source_path("tests/text/data/vocab_info.json")));
+  static const nlohmann::json j =
+      nlohmann::json::parse(read_file(source_path("tests/text/data/vocab_info.json")));
   return j;
 }
 
@@ -56,7 +57,8 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, VocabInfo,
                          ::testing::Values("llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "bert-bge"),
                          [](const auto& info) {
                            std::string n = info.param;
-                           for (char& ch : n) if (ch == '-') ch = '_';
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
                            return n;
                          });
 

@@ -1,11 +1,11 @@
 // `kiln quantize IN.gguf OUT.gguf TYPE [--threads N]`: llama-quantize's presets, same output file.
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -111,9 +111,10 @@ int run_quantize(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   auto summary = quantize::quantize_gguf(
       **src, out_path,
-      quantize::QuantizeOptions{.preset = *preset,
-                                .n_threads = n_threads,
-                                .on_tensor = [tty](const quantize::TensorProgress& p) { report_tensor(p, tty); }});
+      quantize::QuantizeOptions{
+          .preset = *preset, .n_threads = n_threads, .on_tensor = [tty](const quantize::TensorProgress& p) {
+            report_tensor(p, tty);
+          }});
   if (!summary) {
     if (tty) std::fputc('\n', stderr);
     std::fprintf(stderr, "kiln quantize: %s\n", summary.error().message.c_str());
@@ -138,4 +139,5 @@ int run_quantize(int argc, char** argv) {
 }  // namespace
 }  // namespace kiln::cli
 
-KILN_COMMAND(quantize, "quantize a GGUF model to a llama.cpp preset (Q4_K_M, Q8_0, ...)", kiln::cli::run_quantize);
+KILN_COMMAND(quantize, "quantize a GGUF model to a llama.cpp preset (Q4_K_M, Q8_0, ...)",
+             kiln::cli::run_quantize);

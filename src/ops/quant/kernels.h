@@ -80,6 +80,12 @@ void vec_dot_f16(int64_t n, float* s, const uint16_t* x, const uint16_t* y);   /
 void vec_dot_bf16(int64_t n, float* s, const uint16_t* x, const uint16_t* y);  // double accumulation
 void vec_dot_f32(int64_t n, float* s, const float* x, const float* y);         // double accumulation
 
+// --- the same dot products in the float order of ggml's x86 repacked 8-row kernels (one FMA per
+// block into one accumulator; see vec_dot_rows8.cpp). Bit-exact scalar references.
+void vec_dot_q4_0_q8_0_rows8(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y);
+void vec_dot_iq4_nl_q8_0_rows8(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);
+void vec_dot_q4_K_q8_K_rows8(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
+
 // --- AVX2 variants (vec_dot_avx2.cpp; call only when cpu_has_avx2()). Same contracts.
 bool cpu_has_avx2();  // AVX2 + FMA + F16C present
 void vec_dot_q4_0_q8_0_avx2(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y);
@@ -98,5 +104,9 @@ void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float* s, const BlockIQ4NL* x, const Bl
 void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const BlockQ2_K* x, const BlockQ8_K* y);
 void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const BlockQ8_K* y);
 void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const BlockQ8_K* y);
+// AVX2 variants of the *_rows8 order, bit-identical to the scalar references.
+void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y);
+void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);
+void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
 
 }  // namespace kiln::quant

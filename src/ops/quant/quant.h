@@ -32,6 +32,12 @@ struct QuantTraits {
   FromFloatFn act_from_float;  // F32 -> vec_dot_type: quant_traits(vec_dot_type)->from_float
   VecDotFn vec_dot;            // fastest variant this CPU supports
   VecDotFn vec_dot_ref;        // the scalar reference the SIMD variants are tested against
+  // The dot product in the float order of ggml's repacked 8-row kernels, which llama.cpp uses on
+  // AVX2 CPUs for 2-D weights of this type with a multiple of 8 rows (Q4_0, IQ4_NL, Q4_K; see
+  // ops/quant/vec_dot_rows8.cpp). nullptr where ggml does not repack the type on this CPU. Same
+  // contract as vec_dot; mul_mat prefers it for such weights so that logits match llama.cpp's.
+  VecDotFn vec_dot_rows8 = nullptr;
+  VecDotFn vec_dot_rows8_ref = nullptr;  // its scalar reference (bit-identical)
 };
 
 // Traits for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL;

@@ -141,6 +141,20 @@ struct Table {
 #undef KILN_TO_FLOAT
 #undef KILN_FROM_FLOAT
 #undef KILN_VEC_DOT
+    // ggml's x86 repack (ref: ggml-cpu/repack.cpp ggml_repack_get_optimal_repack_type) applies to
+    // Q4_0, IQ4_NL and Q4_K on AVX2 CPUs (and Q2_K with AVX-512, not emulated here).
+    if (avx2) {
+      auto rows8 = [&](DType t, VecDotFn fast, VecDotFn ref) {
+        entries[static_cast<uint32_t>(t)].vec_dot_rows8 = fast;
+        entries[static_cast<uint32_t>(t)].vec_dot_rows8_ref = ref;
+      };
+      rows8(DType::Q4_0, &vec_dot_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_avx2>,
+            &vec_dot_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8>);
+      rows8(DType::IQ4_NL, &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx2>,
+            &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8>);
+      rows8(DType::Q4_K, &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8_avx2>,
+            &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8>);
+    }
     // act_from_float: the activation quantizer is the from_float of the vec_dot type.
     for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
       if (!present[id]) continue;

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "ops/quant/kernels.h"
@@ -44,6 +45,13 @@ inline __m256i bytes_from_nibbles_32(const uint8_t* rsi) {
 }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+inline int hsum_i32_8(__m256i a) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  s = _mm_add_epi32(s, _mm_srli_si128(s, 8));
+  s = _mm_add_epi32(s, _mm_srli_si128(s, 4));
+  return _mm_cvtsi128_si32(s);
+}
 
 // 32 bytes: 0xFF where bit j of the little-endian uint32 at x is set, else 0.
 inline __m256i bytes_from_bits_32(const uint8_t* x) {
@@ -161,7 +169,6 @@ void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const Block
 void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i m2 = _mm256_set1_epi8(3);
-  const __m256i m32s = _mm256_set1_epi8(32);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float d = y[i].d * f16_to_f32(x[i].d);
@@ -187,50 +194,90 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const Block
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3),
       };
+      __m256i p[4];
       for (int k = 0; k < 4; ++k) {
-        const __m256i q8k = load256(q8 + 32 * k);
-        // (level - 32) * q8 = level * q8 - 32 * q8, in int16 pairs.
-        const __m256i p16 =
-            _mm256_sub_epi16(_mm256_maddubs_epi16(lv[k], q8k), _mm256_maddubs_epi16(m32s, q8k));
-        const __m256i scales = scales_pair(sc[2 * k], sc[2 * k + 1]);
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales, p16));
+        const __m256i p16 = _mm256_maddubs_epi16(lv[k], load256(q8 + 32 * k));
+        p[k] = _mm256_madd_epi16(scales_pair(sc[2 * k], sc[2 * k + 1]), p16);
       }
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p[0], p[1]));
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p[2], p[3]));
       q8 += 128;
       sc += 8;
     }
+    // The bias 32 of the levels, as ggml removes it: lane l loses 32 * (bsums[2l] * scales[2l] +
+    // bsums[2l + 1] * scales[2l + 1]). The lanes' integer split matters: each lane is rounded to
+    // F32 and scaled separately below.
+    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(load256(y[i].bsums), scales16), 5));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   *s = hsum_float_8(acc);
 }
 
+// ref: ggml_vec_dot_f16 (ggml-cpu/vec.cpp) as the AVX-512 build runs it (GGML_F16_STEP 64, four
+// accumulators of 16 lanes, GGML_F32Cx16_REDUCE then _mm512_reduce_add_ps, leftovers in double).
+// Each 16-lane vector is held as two 8-lane halves (lo = lanes 0..7, hi = 8..15); lane-wise FMAs are
+// the same, and GCC's _mm512_reduce_add_ps equals hsum_float_8(hi + lo).
 void vec_dot_f16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
-  constexpr int64_t kStep = 32;  // 4 accumulators of 8 lanes
+  constexpr int64_t kStep = 64;
   const int64_t np = n & ~(kStep - 1);
-  __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 lo[4], hi[4];
+  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+  auto load = [](const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); };
   for (int64_t i = 0; i < np; i += kStep) {
     for (int j = 0; j < 4; ++j) {
-      const __m256 ax = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + 8 * j)));
-      const __m256 ay = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i + 8 * j)));
-      sum[j] = _mm256_fmadd_ps(ax, ay, sum[j]);
+      const int64_t o = i + 16 * j;
+      lo[j] = _mm256_fmadd_ps(load(x + o), load(y + o), lo[j]);
+      hi[j] = _mm256_fmadd_ps(load(x + o + 8), load(y + o + 8), hi[j]);
     }
   }
-  double sumf = reduce_4x8(sum);
+  double sumf = 0.0;
+  if (np > 0) {
+    lo[0] = _mm256_add_ps(lo[0], lo[2]);
+    hi[0] = _mm256_add_ps(hi[0], hi[2]);
+    lo[1] = _mm256_add_ps(lo[1], lo[3]);
+    hi[1] = _mm256_add_ps(hi[1], hi[3]);
+    lo[0] = _mm256_add_ps(lo[0], lo[1]);
+    hi[0] = _mm256_add_ps(hi[0], hi[1]);
+    sumf = static_cast<double>(hsum_float_8(_mm256_add_ps(hi[0], lo[0])));
+  }
   for (int64_t i = np; i < n; ++i) sumf += static_cast<double>(f16_to_f32(x[i]) * f16_to_f32(y[i]));
   *s = static_cast<float>(sumf);
 }
 
+// ref: ggml_vec_dot_f32 (ggml-cpu/vec.cpp) as the AVX-512 build runs it: GGML_F32_STEP 64 (four
+// accumulators of 16 lanes, reduced as in vec_dot_f16_avx2) into a float sum; GCC compiles the
+// leftover loop `sumf += x[i]*y[i]` into rounded products added in index order for chunks of 16,
+// then one chunk of 8, and fused multiply-adds for the last < 8 (read from the disassembly of the
+// reference build, libggml-cpu-zen4.so).
 void vec_dot_f32_avx2(int64_t n, float* s, const float* x, const float* y) {
-  constexpr int64_t kStep = 32;
+  constexpr int64_t kStep = 64;
   const int64_t np = n & ~(kStep - 1);
-  __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 lo[4], hi[4];
+  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
   for (int64_t i = 0; i < np; i += kStep) {
     for (int j = 0; j < 4; ++j) {
-      sum[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(y + i + 8 * j), sum[j]);
+      const int64_t o = i + 16 * j;
+      lo[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + o), _mm256_loadu_ps(y + o), lo[j]);
+      hi[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + o + 8), _mm256_loadu_ps(y + o + 8), hi[j]);
     }
   }
-  double sumf = reduce_4x8(sum);
-  for (int64_t i = np; i < n; ++i) sumf += static_cast<double>(x[i] * y[i]);
-  *s = static_cast<float>(sumf);
+  lo[0] = _mm256_add_ps(lo[0], lo[2]);
+  hi[0] = _mm256_add_ps(hi[0], hi[2]);
+  lo[1] = _mm256_add_ps(lo[1], lo[3]);
+  hi[1] = _mm256_add_ps(hi[1], hi[3]);
+  lo[0] = _mm256_add_ps(lo[0], lo[1]);
+  hi[0] = _mm256_add_ps(hi[0], hi[1]);
+  float sumf = hsum_float_8(_mm256_add_ps(hi[0], lo[0]));
+  int64_t i = np;
+  const int64_t rest = n - np;
+  const int64_t unfused = (rest & ~int64_t{15}) + ((rest & 15) >= 8 ? 8 : 0);
+  for (; i < np + unfused; ++i) {
+    const float p = x[i] * y[i];
+    sumf += p;
+  }
+  for (; i < n; ++i) sumf = std::fma(x[i], y[i], sumf);
+  *s = sumf;
 }
 
 void vec_dot_bf16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
@@ -431,6 +478,77 @@ void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const Block
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   *s = hsum_float_8(acc) + hsum_float_4(acc_m);
+}
+
+// The *_rows8 order (vec_dot_rows8.cpp): exact integer block sums, one scalar FMA per block.
+void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y) {
+  const __m256i off = _mm256_set1_epi8(8);
+  float acc = 0.0f;
+  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
+    const __m256i qx = _mm256_sub_epi8(bytes_from_nibbles_32(x[ib].qs), off);
+    const int isum = hsum_i32_8(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
+    acc = std::fma(static_cast<float>(isum), f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d), acc);
+  }
+  *s = acc;
+}
+
+void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y) {
+  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  float acc = 0.0f;
+  for (int64_t ib = 0; ib < n / kQK4_NL; ++ib) {
+    const __m128i q4bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[ib].qs));
+    const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(q4bits, m4));
+    const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(q4bits, 4), m4));
+    const __m256i qx = _mm256_insertf128_si256(_mm256_castsi128_si256(lo), hi, 1);
+    const int isum = hsum_i32_8(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
+    acc = std::fma(static_cast<float>(isum), f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d), acc);
+  }
+  *s = acc;
+}
+
+void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {
+  const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    // Unpack the 6-bit scales (bytes 0..7) and mins (bytes 8..15).
+    uint32_t utmp[4];
+    std::memcpy(utmp, x[i].scales, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+    uint8_t sm[16];
+    std::memcpy(sm, utmp, 16);
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
+    const __m256i q8sums = load256(y[i].bsums);
+    const __m128i q8s =
+        _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
+    __m128i pm = _mm_madd_epi16(mins, q8s);
+    pm = _mm_add_epi32(pm, _mm_srli_si128(pm, 8));
+    pm = _mm_add_epi32(pm, _mm_srli_si128(pm, 4));
+    const int imin = _mm_cvtsi128_si32(pm);
+
+    const uint8_t* q4 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < kQK_K / 64; ++j) {
+      const __m256i q4bits = load256(q4);
+      q4 += 32;
+      const __m256i q4l = _mm256_and_si256(q4bits, m4);
+      const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+      const __m256i p16l = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j]), _mm256_maddubs_epi16(q4l, load256(q8)));
+      q8 += 32;
+      const __m256i p16h = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j + 1]), _mm256_maddubs_epi16(q4h, load256(q8)));
+      q8 += 32;
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
+    }
+    acc = std::fma(static_cast<float>(hsum_i32_8(sumi)), f16_to_f32(x[i].d) * y[i].d, acc);
+    acc_min = std::fma(static_cast<float>(imin), f16_to_f32(x[i].dmin) * y[i].d, acc_min);
+  }
+  *s = acc - acc_min;
 }
 
 }  // namespace kiln::quant

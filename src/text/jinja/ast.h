@@ -71,7 +71,7 @@ struct Stmt {
 
   Kind kind;
   Location where;
-  std::string text;                  // kText; kMacro: the name
+  std::string text;  // kText; kMacro: the name
   ExprPtr expr;
   ExprPtr cond;                      // kFor: the `if` clause
   std::vector<std::string> targets;  // kFor/kSet/kSetBlock: assigned names (several: unpacking)

@@ -4,7 +4,8 @@
 
 namespace kiln::jinja {
 
-bool arg_bool(const CallArgs& args, size_t index, std::string_view name, bool fallback, std::string_view what) {
+bool arg_bool(const CallArgs& args, size_t index, std::string_view name, bool fallback,
+              std::string_view what) {
   const Value* v = args.get(index, name);
   if (!v || v->is_undefined() || v->is_none()) return fallback;
   if (v->is_bool()) return v->as_bool();
@@ -12,7 +13,8 @@ bool arg_bool(const CallArgs& args, size_t index, std::string_view name, bool fa
   fail(what, ": argument '", name, "' must be a boolean, got ", v->type_name());
 }
 
-int64_t arg_int(const CallArgs& args, size_t index, std::string_view name, int64_t fallback, std::string_view what) {
+int64_t arg_int(const CallArgs& args, size_t index, std::string_view name, int64_t fallback,
+                std::string_view what) {
   const Value* v = args.get(index, name);
   if (!v || v->is_undefined() || v->is_none()) return fallback;
   if (v->is_int()) return v->as_int();
@@ -39,7 +41,8 @@ Value attribute_path(const Value& item, std::string_view path) {
   size_t start = 0;
   while (start <= path.size()) {
     const size_t dot = path.find('.', start);
-    const std::string_view part = path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    const std::string_view part =
+        path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     if (cur.is_object()) {
       const Value* v = cur.as_object().find(part);
       if (!v) return Value();
@@ -65,9 +68,9 @@ Value attribute_path(const Value& item, std::string_view path) {
 namespace {
 
 bool is_unicode_space(char32_t c) {
-  return c == ' ' || (c >= 0x09 && c <= 0x0d) || c == 0x1c || c == 0x1d || c == 0x1e || c == 0x1f || c == 0x85 ||
-         c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
-         c == 0x205f || c == 0x3000 || c == 0xfeff;
+  return c == ' ' || (c >= 0x09 && c <= 0x0d) || c == 0x1c || c == 0x1d || c == 0x1e || c == 0x1f ||
+         c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 ||
+         c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000 || c == 0xfeff;
 }
 
 }  // namespace
@@ -80,7 +83,9 @@ std::string strip_chars(const std::string& s, const Value* chars, bool left, boo
     if (!chars->is_string()) fail("strip: chars must be a string, got ", chars->type_name());
     set = utf8_decode(chars->as_string());
   }
-  auto strip_it = [&](char32_t c) { return whitespace ? is_unicode_space(c) : set.find(c) != std::u32string::npos; };
+  auto strip_it = [&](char32_t c) {
+    return whitespace ? is_unicode_space(c) : set.find(c) != std::u32string::npos;
+  };
   size_t b = 0, e = u.size();
   if (left) {
     while (b < e && strip_it(u[b])) ++b;

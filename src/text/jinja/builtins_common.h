@@ -10,8 +10,10 @@
 namespace kiln::jinja {
 
 // Argument `index`/`name` of a builtin `what`, checked for its type, or `fallback` if absent.
-bool arg_bool(const CallArgs& args, size_t index, std::string_view name, bool fallback, std::string_view what);
-int64_t arg_int(const CallArgs& args, size_t index, std::string_view name, int64_t fallback, std::string_view what);
+bool arg_bool(const CallArgs& args, size_t index, std::string_view name, bool fallback,
+              std::string_view what);
+int64_t arg_int(const CallArgs& args, size_t index, std::string_view name, int64_t fallback,
+                std::string_view what);
 std::string arg_string(const CallArgs& args, size_t index, std::string_view name, std::string fallback,
                        std::string_view what);
 // A required argument; fails naming `what` when it is missing.

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <optional>
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 #include "text/jinja/builtins.h"
 #include "text/jinja/builtins_common.h"
@@ -34,8 +34,10 @@ std::string text_of(const Value& v) { return to_string(v); }
 // A sequence for filters that accept arrays, strings (their characters) and objects (keys).
 Array as_sequence(const Value& v, std::string_view filter) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return {};
-    case Value::Kind::kArray: return v.as_array();
+    case Value::Kind::kUndefined:
+      return {};
+    case Value::Kind::kArray:
+      return v.as_array();
     case Value::Kind::kString: {
       Array out;
       for (char32_t cp : utf8_decode(v.as_string())) {
@@ -50,7 +52,8 @@ Array as_sequence(const Value& v, std::string_view filter) {
       for (const auto& [k, val] : v.as_object().entries) out.emplace_back(k);
       return out;
     }
-    default: fail("filter '", filter, "' needs a sequence, got ", v.type_name());
+    default:
+      fail("filter '", filter, "' needs a sequence, got ", v.type_name());
   }
 }
 
@@ -99,12 +102,23 @@ Value f_escape(const Value& v, const CallArgs&) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return Value(std::move(out));
@@ -143,11 +157,16 @@ Value f_capitalize(const Value& v, const CallArgs&) {
 
 Value f_length(const Value& v, const CallArgs&) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return Value(0);
-    case Value::Kind::kString: return Value(static_cast<int64_t>(utf8_length(v.as_string())));
-    case Value::Kind::kArray: return Value(static_cast<int64_t>(v.as_array().size()));
-    case Value::Kind::kObject: return Value(static_cast<int64_t>(v.as_object().entries.size()));
-    default: fail("filter 'length' needs a string, array or object, got ", v.type_name());
+    case Value::Kind::kUndefined:
+      return Value(0);
+    case Value::Kind::kString:
+      return Value(static_cast<int64_t>(utf8_length(v.as_string())));
+    case Value::Kind::kArray:
+      return Value(static_cast<int64_t>(v.as_array().size()));
+    case Value::Kind::kObject:
+      return Value(static_cast<int64_t>(v.as_object().entries.size()));
+    default:
+      fail("filter 'length' needs a string, array or object, got ", v.type_name());
   }
 }
 
@@ -227,8 +246,9 @@ Value select_impl(const Value& v, const CallArgs& args, bool by_attr, bool keep,
     if (!is_known_test(test)) fail(name, ": unknown test '", test, "'");
   }
   CallArgs test_args;
-  test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(std::min(next, args.positional.size())),
-                              args.positional.end());
+  test_args.positional.assign(
+      args.positional.begin() + static_cast<std::ptrdiff_t>(std::min(next, args.positional.size())),
+      args.positional.end());
   Array out;
   for (const Value& item : items) {
     const Value subject = by_attr ? attribute_path(item, attr) : item;
@@ -300,8 +320,9 @@ Value f_sort(const Value& v, const CallArgs& args) {
   const Value* attr = args.get(2, "attribute");
   const std::string path = attr && !attr->is_none() ? to_string(*attr) : "";
   std::stable_sort(a.begin(), a.end(), [&](const Value& x, const Value& y) {
-    const int c = path.empty() ? compare_values(x, y, case_sensitive)
-                               : compare_values(attribute_path(x, path), attribute_path(y, path), case_sensitive);
+    const int c = path.empty()
+                      ? compare_values(x, y, case_sensitive)
+                      : compare_values(attribute_path(x, path), attribute_path(y, path), case_sensitive);
     return reverse ? c > 0 : c < 0;
   });
   return Value(std::move(a));
@@ -332,17 +353,21 @@ Value f_int(const Value& v, const CallArgs& args) {
   const Value fallback = args.get(0, "default") ? *args.get(0, "default") : Value(0);
   const int64_t base = arg_int(args, 1, "base", 10, "int");
   switch (v.kind()) {
-    case Value::Kind::kInt: return v;
-    case Value::Kind::kBool: return Value(static_cast<int64_t>(v.as_bool()));
+    case Value::Kind::kInt:
+      return v;
+    case Value::Kind::kBool:
+      return Value(static_cast<int64_t>(v.as_bool()));
     case Value::Kind::kFloat:
       if (!std::isfinite(v.as_float())) return fallback;
       return Value(static_cast<int64_t>(std::trunc(v.as_float())));
     case Value::Kind::kString: {
       if (auto i = parse_int(v.as_string(), static_cast<int>(base))) return Value(*i);
-      if (auto f = parse_float(v.as_string()); f && std::isfinite(*f)) return Value(static_cast<int64_t>(std::trunc(*f)));
+      if (auto f = parse_float(v.as_string()); f && std::isfinite(*f))
+        return Value(static_cast<int64_t>(std::trunc(*f)));
       return fallback;
     }
-    default: return fallback;
+    default:
+      return fallback;
   }
 }
 
@@ -351,12 +376,14 @@ Value f_float(const Value& v, const CallArgs& args) {
   switch (v.kind()) {
     case Value::Kind::kInt:
     case Value::Kind::kBool:
-    case Value::Kind::kFloat: return Value(v.as_number());
+    case Value::Kind::kFloat:
+      return Value(v.as_number());
     case Value::Kind::kString: {
       if (auto f = parse_float(v.as_string())) return Value(*f);
       return fallback;
     }
-    default: return fallback;
+    default:
+      return fallback;
   }
 }
 
@@ -522,27 +549,48 @@ Value f_format(const Value& v, const CallArgs& args) {
 
 const std::map<std::string, FilterFn, std::less<>>& filters() {
   static const std::map<std::string, FilterFn, std::less<>> table = {
-      {"abs", f_abs},           {"attr", f_attr},
-      {"batch", f_batch},       {"bool", f_bool},
-      {"capitalize", f_capitalize}, {"count", f_length},
-      {"d", f_default},         {"default", f_default},
-      {"dictsort", f_dictsort}, {"e", f_escape},
-      {"escape", f_escape},     {"first", f_first},
-      {"float", f_float},       {"forceescape", f_escape},
-      {"format", f_format},     {"indent", f_indent},
-      {"int", f_int},           {"items", f_items},
-      {"join", f_join},         {"last", f_last},
-      {"length", f_length},     {"list", f_list},
-      {"lower", f_lower},       {"map", f_map},
-      {"max", f_max},           {"min", f_min},
-      {"reject", f_reject},     {"rejectattr", f_rejectattr},
-      {"replace", f_replace},   {"reverse", f_reverse},
-      {"round", f_round},       {"safe", f_safe},
-      {"select", f_select},     {"selectattr", f_selectattr},
-      {"sort", f_sort},         {"string", f_string},
-      {"sum", f_sum},           {"title", f_title},
-      {"tojson", f_tojson},     {"trim", f_trim},
-      {"unique", f_unique},     {"upper", f_upper},
+      {"abs", f_abs},
+      {"attr", f_attr},
+      {"batch", f_batch},
+      {"bool", f_bool},
+      {"capitalize", f_capitalize},
+      {"count", f_length},
+      {"d", f_default},
+      {"default", f_default},
+      {"dictsort", f_dictsort},
+      {"e", f_escape},
+      {"escape", f_escape},
+      {"first", f_first},
+      {"float", f_float},
+      {"forceescape", f_escape},
+      {"format", f_format},
+      {"indent", f_indent},
+      {"int", f_int},
+      {"items", f_items},
+      {"join", f_join},
+      {"last", f_last},
+      {"length", f_length},
+      {"list", f_list},
+      {"lower", f_lower},
+      {"map", f_map},
+      {"max", f_max},
+      {"min", f_min},
+      {"reject", f_reject},
+      {"rejectattr", f_rejectattr},
+      {"replace", f_replace},
+      {"reverse", f_reverse},
+      {"round", f_round},
+      {"safe", f_safe},
+      {"select", f_select},
+      {"selectattr", f_selectattr},
+      {"sort", f_sort},
+      {"string", f_string},
+      {"sum", f_sum},
+      {"title", f_title},
+      {"tojson", f_tojson},
+      {"trim", f_trim},
+      {"unique", f_unique},
+      {"upper", f_upper},
       {"wordcount", f_wordcount},
   };
   return table;

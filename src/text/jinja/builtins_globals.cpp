@@ -18,12 +18,18 @@ Value g_range(const CallArgs& args) {
   }
   int64_t start = 0, stop = 0, step = 1;
   switch (args.positional.size()) {
-    case 1: stop = args.positional[0].as_int(); break;
-    case 2: start = args.positional[0].as_int(), stop = args.positional[1].as_int(); break;
-    case 3:
-      start = args.positional[0].as_int(), stop = args.positional[1].as_int(), step = args.positional[2].as_int();
+    case 1:
+      stop = args.positional[0].as_int();
       break;
-    default: fail("range: expected 1 to 3 arguments, got 0");
+    case 2:
+      start = args.positional[0].as_int(), stop = args.positional[1].as_int();
+      break;
+    case 3:
+      start = args.positional[0].as_int(), stop = args.positional[1].as_int(),
+      step = args.positional[2].as_int();
+      break;
+    default:
+      fail("range: expected 1 to 3 arguments, got 0");
   }
   if (step == 0) fail("range: step must not be zero");
   Array out;
@@ -36,7 +42,8 @@ Value g_range(const CallArgs& args) {
 
 // namespace(...) and dict(...): an object from an optional mapping plus keyword arguments.
 Value make_object(const CallArgs& args, bool is_namespace, std::string_view what) {
-  if (args.positional.size() > 1) fail(what, ": expected at most 1 positional argument, got ", args.positional.size());
+  if (args.positional.size() > 1)
+    fail(what, ": expected at most 1 positional argument, got ", args.positional.size());
   Object o;
   o.is_namespace = is_namespace;
   if (!args.positional.empty()) {
@@ -60,7 +67,8 @@ Value make_object(const CallArgs& args, bool is_namespace, std::string_view what
 
 constexpr const char* kMonths[] = {"January", "February", "March",     "April",   "May",      "June",
                                    "July",    "August",   "September", "October", "November", "December"};
-constexpr const char* kDays[] = {"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"};
+constexpr const char* kDays[] = {"Sunday",   "Monday", "Tuesday", "Wednesday",
+                                 "Thursday", "Friday", "Saturday"};
 
 }  // namespace
 
@@ -79,33 +87,70 @@ std::string format_time(std::chrono::system_clock::time_point t, std::string_vie
     if (no_pad && j + 1 < format.size()) ++j;
     auto num = [&](int v, int width) {
       std::string s = std::to_string(v);
-      if (!no_pad && static_cast<int>(s.size()) < width) s.insert(0, static_cast<size_t>(width - static_cast<int>(s.size())), '0');
+      if (!no_pad && static_cast<int>(s.size()) < width)
+        s.insert(0, static_cast<size_t>(width - static_cast<int>(s.size())), '0');
       out += s;
     };
     switch (format[j]) {
-      case 'Y': out += std::to_string(tm.tm_year + 1900); break;
-      case 'y': num((tm.tm_year + 1900) % 100, 2); break;
-      case 'm': num(tm.tm_mon + 1, 2); break;
-      case 'd': num(tm.tm_mday, 2); break;
+      case 'Y':
+        out += std::to_string(tm.tm_year + 1900);
+        break;
+      case 'y':
+        num((tm.tm_year + 1900) % 100, 2);
+        break;
+      case 'm':
+        num(tm.tm_mon + 1, 2);
+        break;
+      case 'd':
+        num(tm.tm_mday, 2);
+        break;
       case 'e': {
         const std::string s = std::to_string(tm.tm_mday);
         out += (s.size() < 2 && !no_pad ? " " : "") + s;
         break;
       }
-      case 'H': num(tm.tm_hour, 2); break;
-      case 'I': num(tm.tm_hour % 12 == 0 ? 12 : tm.tm_hour % 12, 2); break;
-      case 'M': num(tm.tm_min, 2); break;
-      case 'S': num(tm.tm_sec, 2); break;
-      case 'j': num(tm.tm_yday + 1, 3); break;
-      case 'p': out += tm.tm_hour < 12 ? "AM" : "PM"; break;
-      case 'B': out += kMonths[tm.tm_mon]; break;
-      case 'b': out += std::string(kMonths[tm.tm_mon]).substr(0, 3); break;
-      case 'A': out += kDays[tm.tm_wday]; break;
-      case 'a': out += std::string(kDays[tm.tm_wday]).substr(0, 3); break;
-      case 'Z': out += "UTC"; break;
-      case 'z': out += "+0000"; break;
-      case '%': out += '%'; break;
-      default: out.append(format.substr(i, j - i + 1)); break;
+      case 'H':
+        num(tm.tm_hour, 2);
+        break;
+      case 'I':
+        num(tm.tm_hour % 12 == 0 ? 12 : tm.tm_hour % 12, 2);
+        break;
+      case 'M':
+        num(tm.tm_min, 2);
+        break;
+      case 'S':
+        num(tm.tm_sec, 2);
+        break;
+      case 'j':
+        num(tm.tm_yday + 1, 3);
+        break;
+      case 'p':
+        out += tm.tm_hour < 12 ? "AM" : "PM";
+        break;
+      case 'B':
+        out += kMonths[tm.tm_mon];
+        break;
+      case 'b':
+        out += std::string(kMonths[tm.tm_mon]).substr(0, 3);
+        break;
+      case 'A':
+        out += kDays[tm.tm_wday];
+        break;
+      case 'a':
+        out += std::string(kDays[tm.tm_wday]).substr(0, 3);
+        break;
+      case 'Z':
+        out += "UTC";
+        break;
+      case 'z':
+        out += "+0000";
+        break;
+      case '%':
+        out += '%';
+        break;
+      default:
+        out.append(format.substr(i, j - i + 1));
+        break;
     }
     i = j;
   }
@@ -114,8 +159,11 @@ std::string format_time(std::chrono::system_clock::time_point t, std::string_vie
 
 void add_globals(Object& globals, Clock clock) {
   globals.set("range", Value::callable("range", g_range));
-  globals.set("namespace", Value::callable("namespace", [](const CallArgs& a) { return make_object(a, true, "namespace"); }));
-  globals.set("dict", Value::callable("dict", [](const CallArgs& a) { return make_object(a, false, "dict"); }));
+  globals.set("namespace", Value::callable("namespace", [](const CallArgs& a) {
+                return make_object(a, true, "namespace");
+              }));
+  globals.set("dict",
+              Value::callable("dict", [](const CallArgs& a) { return make_object(a, false, "dict"); }));
   globals.set("len", Value::callable("len", [](const CallArgs& a) {
                 a.expect_at_most("len", 1, {});
                 return apply_filter("length", arg_required(a, 0, "obj", "len"), {});

@@ -12,7 +12,9 @@ namespace {
 
 using Method = Value (*)(const Value& self, const CallArgs& args);
 
-bool is_space_byte(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space_byte(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 // Python str.split: on whitespace runs (dropping empty parts) when sep is none.
 Value s_split(const Value& self, const CallArgs& args) {
@@ -43,7 +45,8 @@ Value s_split(const Value& self, const CallArgs& args) {
   if (sep.empty()) fail("str.split: empty separator");
   size_t pos = 0;
   while (true) {
-    const size_t hit = (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) ? s.find(sep, pos) : std::string::npos;
+    const size_t hit =
+        (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) ? s.find(sep, pos) : std::string::npos;
     if (hit == std::string::npos) break;
     out.emplace_back(s.substr(pos, hit - pos));
     pos = hit + sep.size();
@@ -90,7 +93,9 @@ Value s_capitalize(const Value& self, const CallArgs&) { return apply_filter("ca
 Value s_replace(const Value& self, const CallArgs& args) { return apply_filter("replace", self, args); }
 
 // Code-point index of byte offset `byte` in s.
-int64_t cp_index(const std::string& s, size_t byte) { return static_cast<int64_t>(utf8_length(std::string_view(s).substr(0, byte))); }
+int64_t cp_index(const std::string& s, size_t byte) {
+  return static_cast<int64_t>(utf8_length(std::string_view(s).substr(0, byte)));
+}
 
 Value s_find(const Value& self, const CallArgs& args) {
   const std::string sub = arg_string(args, 0, "sub", "", "str.find");
@@ -126,7 +131,7 @@ Value s_format(const Value& self, const CallArgs& args) {
   size_t auto_index = 0;
   for (size_t i = 0; i < f.size(); ++i) {
     const char c = f[i];
-    if (c == '}' ) {
+    if (c == '}') {
       if (i + 1 < f.size() && f[i + 1] == '}') ++i;
       out.push_back('}');
       continue;
@@ -143,7 +148,8 @@ Value s_format(const Value& self, const CallArgs& args) {
     const size_t close = f.find('}', i);
     if (close == std::string::npos) fail("str.format: unmatched '{' in the format string");
     const std::string field = f.substr(i + 1, close - i - 1);
-    if (field.find_first_of(":!") != std::string::npos) fail("str.format: format specs are not supported ('{", field, "}')");
+    if (field.find_first_of(":!") != std::string::npos)
+      fail("str.format: format specs are not supported ('{", field, "}')");
     const Value* v = nullptr;
     if (field.empty()) {
       v = auto_index < args.positional.size() ? &args.positional[auto_index] : nullptr;
@@ -332,7 +338,8 @@ Value member_of(const Value& receiver, std::string_view name) {
   for (const MethodEntry& m : kMethods) {
     if (m.kind == receiver.kind() && m.name == name) {
       const Method fn = m.fn;
-      return Value::callable(std::string(name), [receiver, fn](const CallArgs& args) { return fn(receiver, args); });
+      return Value::callable(std::string(name),
+                             [receiver, fn](const CallArgs& args) { return fn(receiver, args); });
     }
   }
   return Value();

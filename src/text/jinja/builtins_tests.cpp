@@ -65,8 +65,12 @@ bool t_in(const Value& v, const CallArgs& args) {
 int compare_arg(const Value& v, const CallArgs& args, std::string_view test) {
   return compare_values(v, arg_required(args, 0, "other", test), true);
 }
-bool t_eq(const Value& v, const CallArgs& args) { return values_equal(v, arg_required(args, 0, "other", "eq")); }
-bool t_ne(const Value& v, const CallArgs& args) { return !values_equal(v, arg_required(args, 0, "other", "ne")); }
+bool t_eq(const Value& v, const CallArgs& args) {
+  return values_equal(v, arg_required(args, 0, "other", "eq"));
+}
+bool t_ne(const Value& v, const CallArgs& args) {
+  return !values_equal(v, arg_required(args, 0, "other", "ne"));
+}
 bool t_lt(const Value& v, const CallArgs& args) { return compare_arg(v, args, "lt") < 0; }
 bool t_le(const Value& v, const CallArgs& args) { return compare_arg(v, args, "le") <= 0; }
 bool t_gt(const Value& v, const CallArgs& args) { return compare_arg(v, args, "gt") > 0; }
@@ -85,19 +89,45 @@ bool t_test(const Value& v, const CallArgs&) { return v.is_string() && is_known_
 
 const std::map<std::string, TestFn, std::less<>>& tests() {
   static const std::map<std::string, TestFn, std::less<>> table = {
-      {"boolean", t_boolean}, {"callable", t_callable}, {"defined", t_defined},
-      {"divisibleby", t_divisibleby}, {"eq", t_eq}, {"==", t_eq},
-      {"equalto", t_eq},      {"escaped", t_escaped},   {"even", t_even},
-      {"false", t_false},     {"filter", t_filter},     {"float", t_float},
-      {"ge", t_ge},           {">=", t_ge},             {"gt", t_gt},
-      {">", t_gt},            {"greaterthan", t_gt},    {"in", t_in},
-      {"integer", t_integer}, {"iterable", t_iterable}, {"le", t_le},
-      {"<=", t_le},           {"lower", t_lower},       {"lt", t_lt},
-      {"<", t_lt},            {"lessthan", t_lt},       {"mapping", t_mapping},
-      {"ne", t_ne},           {"!=", t_ne},             {"none", t_none},
-      {"number", t_number},   {"odd", t_odd},           {"sameas", t_sameas},
-      {"sequence", t_sequence}, {"string", t_string},   {"test", t_test},
-      {"true", t_true},       {"undefined", t_undefined}, {"upper", t_upper},
+      {"boolean", t_boolean},
+      {"callable", t_callable},
+      {"defined", t_defined},
+      {"divisibleby", t_divisibleby},
+      {"eq", t_eq},
+      {"==", t_eq},
+      {"equalto", t_eq},
+      {"escaped", t_escaped},
+      {"even", t_even},
+      {"false", t_false},
+      {"filter", t_filter},
+      {"float", t_float},
+      {"ge", t_ge},
+      {">=", t_ge},
+      {"gt", t_gt},
+      {">", t_gt},
+      {"greaterthan", t_gt},
+      {"in", t_in},
+      {"integer", t_integer},
+      {"iterable", t_iterable},
+      {"le", t_le},
+      {"<=", t_le},
+      {"lower", t_lower},
+      {"lt", t_lt},
+      {"<", t_lt},
+      {"lessthan", t_lt},
+      {"mapping", t_mapping},
+      {"ne", t_ne},
+      {"!=", t_ne},
+      {"none", t_none},
+      {"number", t_number},
+      {"odd", t_odd},
+      {"sameas", t_sameas},
+      {"sequence", t_sequence},
+      {"string", t_string},
+      {"test", t_test},
+      {"true", t_true},
+      {"undefined", t_undefined},
+      {"upper", t_upper},
   };
   return table;
 }

@@ -57,7 +57,8 @@ std::optional<size_t> normalize_index(int64_t i, size_t size) {
 }
 
 // Python slice semantics over `size` elements: the indices picked, in order.
-std::vector<size_t> slice_indices(size_t size, const Value& start_v, const Value& stop_v, const Value& step_v) {
+std::vector<size_t> slice_indices(size_t size, const Value& start_v, const Value& stop_v,
+                                  const Value& step_v) {
   auto as_opt = [](const Value& v, std::string_view what) -> std::optional<int64_t> {
     if (v.is_undefined() || v.is_none()) return std::nullopt;
     if (!v.is_int()) fail("slice ", what, " must be an integer, got ", v.type_name());
@@ -107,12 +108,19 @@ class Interpreter {
   Flow exec_stmt(const Stmt& s, const ScopePtr& scope, std::string& out) {
     try {
       switch (s.kind) {
-        case Stmt::Kind::kText: out += s.text; return Flow::kNormal;
-        case Stmt::Kind::kOutput: out += to_output(eval(*s.expr, scope)); return Flow::kNormal;
+        case Stmt::Kind::kText:
+          out += s.text;
+          return Flow::kNormal;
+        case Stmt::Kind::kOutput:
+          out += to_output(eval(*s.expr, scope));
+          return Flow::kNormal;
         case Stmt::Kind::kIf:
           return exec(eval(*s.expr, scope).truthy() ? s.body : s.else_body, scope, out);
-        case Stmt::Kind::kFor: return exec_for(s, scope, out);
-        case Stmt::Kind::kSet: exec_set(s, scope); return Flow::kNormal;
+        case Stmt::Kind::kFor:
+          return exec_for(s, scope, out);
+        case Stmt::Kind::kSet:
+          exec_set(s, scope);
+          return Flow::kNormal;
         case Stmt::Kind::kSetBlock: {
           std::string text;
           exec(s.body, scope, text);
@@ -137,8 +145,10 @@ class Interpreter {
           out += to_output(eval_filter_chain(*s.expr, Value(std::move(text)), scope));
           return Flow::kNormal;
         }
-        case Stmt::Kind::kBreak: return Flow::kBreak;
-        case Stmt::Kind::kContinue: return Flow::kContinue;
+        case Stmt::Kind::kBreak:
+          return Flow::kBreak;
+        case Stmt::Kind::kContinue:
+          return Flow::kContinue;
       }
     } catch (TemplateError& e) {
       e.locate(s.where);
@@ -163,8 +173,10 @@ class Interpreter {
 
   static Array iterate(const Value& v) {
     switch (v.kind()) {
-      case Value::Kind::kUndefined: return {};
-      case Value::Kind::kArray: return v.as_array();
+      case Value::Kind::kUndefined:
+        return {};
+      case Value::Kind::kArray:
+        return v.as_array();
       case Value::Kind::kObject: {
         Array keys;
         for (const auto& [k, val] : v.as_object().entries) keys.emplace_back(k);
@@ -179,7 +191,8 @@ class Interpreter {
         }
         return chars;
       }
-      default: fail("cannot iterate over ", v.type_name());
+      default:
+        fail("cannot iterate over ", v.type_name());
     }
   }
 
@@ -240,7 +253,8 @@ class Interpreter {
                    const ScopePtr& defining) {
     return Value::callable(name, [this, name, &params, &body, defining](const CallArgs& args) -> Value {
       if (args.positional.size() > params.size()) {
-        fail("macro '", name, "' takes at most ", params.size(), " argument(s), got ", args.positional.size());
+        fail("macro '", name, "' takes at most ", params.size(), " argument(s), got ",
+             args.positional.size());
       }
       auto scope = std::make_shared<Scope>(defining);
       for (const auto& [k, v] : args.keyword) {
@@ -351,7 +365,8 @@ class Interpreter {
 
   static bool contains(const Value& container, const Value& item) {
     switch (container.kind()) {
-      case Value::Kind::kUndefined: return false;
+      case Value::Kind::kUndefined:
+        return false;
       case Value::Kind::kString:
         if (!item.is_string()) fail("'in <string>' needs a string on the left, got ", item.type_name());
         return container.as_string().find(item.as_string()) != std::string::npos;
@@ -360,8 +375,10 @@ class Interpreter {
           if (values_equal(v, item)) return true;
         }
         return false;
-      case Value::Kind::kObject: return item.is_string() && container.as_object().find(item.as_string()) != nullptr;
-      default: fail("'in' needs a string, array or object on the right, got ", container.type_name());
+      case Value::Kind::kObject:
+        return item.is_string() && container.as_object().find(item.as_string()) != nullptr;
+      default:
+        fail("'in' needs a string, array or object on the right, got ", container.type_name());
     }
   }
 
@@ -414,7 +431,8 @@ class Interpreter {
         return Value(std::move(out));
       }
       // The reference renderer joins a string with anything by `+`.
-      if ((l.is_string() && !r.is_undefined() && !r.is_none()) || (r.is_string() && !l.is_undefined() && !l.is_none())) {
+      if ((l.is_string() && !r.is_undefined() && !r.is_none()) ||
+          (r.is_string() && !l.is_undefined() && !l.is_none())) {
         return Value(to_concat_string(l) + to_concat_string(r));
       }
     }
@@ -428,7 +446,8 @@ class Interpreter {
           return Value(std::move(out));
         }
         Array out;
-        for (int64_t i = 0; i < n->as_int(); ++i) out.insert(out.end(), s->as_array().begin(), s->as_array().end());
+        for (int64_t i = 0; i < n->as_int(); ++i)
+          out.insert(out.end(), s->as_array().begin(), s->as_array().end());
         return Value(std::move(out));
       }
     }
@@ -446,7 +465,8 @@ class Interpreter {
 
   Value eval_unlocated(const Expr& e, const ScopePtr& scope) {
     switch (e.kind) {
-      case Expr::Kind::kLiteral: return e.literal;
+      case Expr::Kind::kLiteral:
+        return e.literal;
       case Expr::Kind::kName: {
         const Value* v = scope->lookup(e.name);
         return v ? *v : Value();
@@ -476,7 +496,8 @@ class Interpreter {
         if (v.is_float()) return Value(e.name == "-" ? -v.as_float() : v.as_float());
         fail("bad operand type for unary '", e.name, "': ", v.type_name());
       }
-      case Expr::Kind::kBinary: return arithmetic(e.name, eval(*e.a, scope), eval(*e.b, scope));
+      case Expr::Kind::kBinary:
+        return arithmetic(e.name, eval(*e.a, scope), eval(*e.b, scope));
       case Expr::Kind::kAnd: {
         Value l = eval(*e.a, scope);
         return l.truthy() ? eval(*e.b, scope) : l;
@@ -488,14 +509,18 @@ class Interpreter {
       case Expr::Kind::kCondition:
         if (eval(*e.b, scope).truthy()) return eval(*e.a, scope);
         return e.c ? eval(*e.c, scope) : Value();
-      case Expr::Kind::kAttr: return get_attr(eval(*e.a, scope), e.name);
-      case Expr::Kind::kSubscript: return get_item(eval(*e.a, scope), eval(*e.b, scope));
-      case Expr::Kind::kSlice: return eval_slice(e, scope);
+      case Expr::Kind::kAttr:
+        return get_attr(eval(*e.a, scope), e.name);
+      case Expr::Kind::kSubscript:
+        return get_item(eval(*e.a, scope), eval(*e.b, scope));
+      case Expr::Kind::kSlice:
+        return eval_slice(e, scope);
       case Expr::Kind::kCall: {
         const Value callee = eval(*e.a, scope);
         return invoke(callee, eval_args(e, scope), *e.a);
       }
-      case Expr::Kind::kFilter: return apply_filter(e.name, eval(*e.a, scope), eval_args(e, scope));
+      case Expr::Kind::kFilter:
+        return apply_filter(e.name, eval(*e.a, scope), eval_args(e, scope));
       case Expr::Kind::kTest: {
         const bool r = apply_test(e.name, eval(*e.a, scope), eval_args(e, scope));
         return Value(e.negate ? !r : r);

@@ -16,13 +16,27 @@ std::string json_quote(std::string_view s, bool ensure_ascii) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
+        case '"':
+          out += "\\\"";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
+        case '\b':
+          out += "\\b";
+          break;
+        case '\f':
+          out += "\\f";
+          break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
         default:
           if (c < 0x20 || (c == 0x7f && ensure_ascii)) {
             std::snprintf(hex, sizeof(hex), "\\u%04x", c);
@@ -75,12 +89,22 @@ void write_json(std::string& out, const Value& v, const JsonOptions& o, int dept
     pad_child.append(static_cast<size_t>(indent), ' ');
   }
   switch (v.kind()) {
-    case Value::Kind::kUndefined: out += o.undefined_as_null ? "null" : "undefined"; return;
-    case Value::Kind::kNone: out += "null"; return;
-    case Value::Kind::kBool: out += v.as_bool() ? "true" : "false"; return;
+    case Value::Kind::kUndefined:
+      out += o.undefined_as_null ? "null" : "undefined";
+      return;
+    case Value::Kind::kNone:
+      out += "null";
+      return;
+    case Value::Kind::kBool:
+      out += v.as_bool() ? "true" : "false";
+      return;
     case Value::Kind::kInt:
-    case Value::Kind::kFloat: out += format_json_number(v); return;
-    case Value::Kind::kString: out += json_quote(v.as_string(), o.ensure_ascii); return;
+    case Value::Kind::kFloat:
+      out += format_json_number(v);
+      return;
+    case Value::Kind::kString:
+      out += json_quote(v.as_string(), o.ensure_ascii);
+      return;
     case Value::Kind::kArray: {
       const Array& a = v.as_array();
       out += "[";
@@ -97,7 +121,8 @@ void write_json(std::string& out, const Value& v, const JsonOptions& o, int dept
       std::vector<const std::pair<std::string, Value>*> entries;
       for (const auto& e : v.as_object().entries) entries.push_back(&e);
       if (o.sort_keys) {
-        std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](auto* a, auto* b) { return a->first < b->first; });
       }
       out += "{";
       for (size_t i = 0; i < entries.size(); ++i) {
@@ -111,23 +136,29 @@ void write_json(std::string& out, const Value& v, const JsonOptions& o, int dept
       out += "}";
       return;
     }
-    case Value::Kind::kCallable: fail("tojson: cannot convert a callable ('", v.as_callable().name, "') to JSON");
+    case Value::Kind::kCallable:
+      fail("tojson: cannot convert a callable ('", v.as_callable().name, "') to JSON");
   }
 }
 
 template <class J>
 Value from_json_impl(const J& j) {
   switch (j.type()) {
-    case J::value_t::null: return Value(None{});
-    case J::value_t::boolean: return Value(j.template get<bool>());
-    case J::value_t::number_integer: return Value(j.template get<int64_t>());
+    case J::value_t::null:
+      return Value(None{});
+    case J::value_t::boolean:
+      return Value(j.template get<bool>());
+    case J::value_t::number_integer:
+      return Value(j.template get<int64_t>());
     case J::value_t::number_unsigned: {
       const auto u = j.template get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<double>(u));
       return Value(static_cast<int64_t>(u));
     }
-    case J::value_t::number_float: return Value(j.template get<double>());
-    case J::value_t::string: return Value(j.template get<std::string>());
+    case J::value_t::number_float:
+      return Value(j.template get<double>());
+    case J::value_t::string:
+      return Value(j.template get<std::string>());
     case J::value_t::array: {
       Array a;
       a.reserve(j.size());
@@ -139,7 +170,8 @@ Value from_json_impl(const J& j) {
       for (auto it = j.begin(); it != j.end(); ++it) o.set(it.key(), from_json_impl(it.value()));
       return Value(std::move(o));
     }
-    default: return Value();  // binary / discarded: no template meaning
+    default:
+      return Value();  // binary / discarded: no template meaning
   }
 }
 

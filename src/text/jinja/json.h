@@ -5,10 +5,9 @@
 // (non-ASCII kept unless ensure_ascii, which writes \uXXXX per UTF-16 unit).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "text/jinja/value.h"
 

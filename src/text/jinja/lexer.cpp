@@ -30,7 +30,9 @@ Prepared strip_blocks(std::string_view src) {
     if (line_start) {
       size_t j = i;
       while (j < src.size() && (src[j] == ' ' || src[j] == '\t')) ++j;
-      if (j + 1 < src.size() && src[j] == '{' && (src[j + 1] == '#' || src[j + 1] == '%' || src[j + 1] == '-')) i = j;
+      if (j + 1 < src.size() && src[j] == '{' &&
+          (src[j + 1] == '#' || src[j + 1] == '%' || src[j + 1] == '-'))
+        i = j;
       line_start = false;
       continue;
     }
@@ -132,10 +134,13 @@ class Lexer {
   }
 
   bool at_tag_start() const {
-    return pos_ + 1 < s_.size() && s_[pos_] == '{' && (s_[pos_ + 1] == '{' || s_[pos_ + 1] == '%' || s_[pos_ + 1] == '#');
+    return pos_ + 1 < s_.size() && s_[pos_] == '{' &&
+           (s_[pos_ + 1] == '{' || s_[pos_ + 1] == '%' || s_[pos_ + 1] == '#');
   }
 
-  void push(TokenKind kind, std::string text, size_t at) { tokens_.push_back(Token{kind, std::move(text), where(at)}); }
+  void push(TokenKind kind, std::string text, size_t at) {
+    tokens_.push_back(Token{kind, std::move(text), where(at)});
+  }
 
   // `{%-`, `{{-`, `{#-`: the text before loses its trailing whitespace.
   void strip_previous_text() {
@@ -231,7 +236,8 @@ class Lexer {
     if (c == '\'' || c == '"') return lex_string(c);
     if (is_digit(c)) {
       while (pos_ < s_.size() && is_digit(s_[pos_])) ++pos_;
-      const bool after_dot = !tokens_.empty() && tokens_.back().kind == TokenKind::kOp && tokens_.back().text == ".";
+      const bool after_dot =
+          !tokens_.empty() && tokens_.back().kind == TokenKind::kOp && tokens_.back().text == ".";
       if (!after_dot && pos_ + 1 < s_.size() && s_[pos_] == '.' && is_digit(s_[pos_ + 1])) {
         ++pos_;
         while (pos_ < s_.size() && is_digit(s_[pos_])) ++pos_;
@@ -273,22 +279,43 @@ class Lexer {
       if (pos_ >= s_.size()) fail_at(where(start), "unterminated string literal");
       const char e = s_[pos_++];
       switch (e) {
-        case 'n': value += '\n'; break;
-        case 't': value += '\t'; break;
-        case 'r': value += '\r'; break;
-        case 'b': value += '\b'; break;
-        case 'f': value += '\f'; break;
-        case 'v': value += '\v'; break;
-        case '\'': value += '\''; break;
-        case '"': value += '"'; break;
-        case '\\': value += '\\'; break;
+        case 'n':
+          value += '\n';
+          break;
+        case 't':
+          value += '\t';
+          break;
+        case 'r':
+          value += '\r';
+          break;
+        case 'b':
+          value += '\b';
+          break;
+        case 'f':
+          value += '\f';
+          break;
+        case 'v':
+          value += '\v';
+          break;
+        case '\'':
+          value += '\'';
+          break;
+        case '"':
+          value += '"';
+          break;
+        case '\\':
+          value += '\\';
+          break;
         case 'x':
         case 'u': {
           const size_t n = e == 'x' ? 2 : 4;
           uint32_t cp = 0;
           for (size_t k = 0; k < n; ++k) {
             const char h = pos_ + k < s_.size() ? s_[pos_ + k] : '\0';
-            const int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+            const int d = is_digit(h)              ? h - '0'
+                          : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                          : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                                   : -1;
             if (d < 0) fail_at(where(pos_ - 2), "invalid \\", e, " escape in a string literal");
             cp = cp * 16 + static_cast<uint32_t>(d);
           }
@@ -296,7 +323,8 @@ class Lexer {
           utf8_append(value, cp);
           break;
         }
-        default: fail_at(where(pos_ - 2), "unknown escape '\\", e, "' in a string literal");
+        default:
+          fail_at(where(pos_ - 2), "unknown escape '\\", e, "' in a string literal");
       }
     }
     push(TokenKind::kString, std::move(value), start);

@@ -24,9 +24,9 @@ enum class TokenKind {
   kName,       // identifier or keyword
   kInt,
   kFloat,
-  kString,     // text holds the unescaped value
-  kOp,         // ( ) [ ] { } , . : | = == != < > <= >= + - ~ * / // % **
-  kEnd,        // end of the source
+  kString,  // text holds the unescaped value
+  kOp,      // ( ) [ ] { } , . : | = == != < > <= >= + - ~ * / // % **
+  kEnd,     // end of the source
 };
 
 struct Token {

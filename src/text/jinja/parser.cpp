@@ -46,14 +46,22 @@ class Parser {
   }
   static std::string describe(const Token& tok) {
     switch (tok.kind) {
-      case TokenKind::kText: return "text";
-      case TokenKind::kOpenStmt: return "'{%'";
-      case TokenKind::kCloseStmt: return "'%}'";
-      case TokenKind::kOpenExpr: return "'{{'";
-      case TokenKind::kCloseExpr: return "'}}'";
-      case TokenKind::kEnd: return "end of template";
-      case TokenKind::kString: return "string '" + tok.text + "'";
-      default: return "'" + tok.text + "'";
+      case TokenKind::kText:
+        return "text";
+      case TokenKind::kOpenStmt:
+        return "'{%'";
+      case TokenKind::kCloseStmt:
+        return "'%}'";
+      case TokenKind::kOpenExpr:
+        return "'{{'";
+      case TokenKind::kCloseExpr:
+        return "'}}'";
+      case TokenKind::kEnd:
+        return "end of template";
+      case TokenKind::kString:
+        return "string '" + tok.text + "'";
+      default:
+        return "'" + tok.text + "'";
     }
   }
   void expect_op(std::string_view op, std::string_view context) {
@@ -61,7 +69,8 @@ class Parser {
     next();
   }
   std::string expect_name(std::string_view context) {
-    if (peek().kind != TokenKind::kName) fail_at(peek().where, "expected a name ", context, ", got ", describe(peek()));
+    if (peek().kind != TokenKind::kName)
+      fail_at(peek().where, "expected a name ", context, ", got ", describe(peek()));
     return next().text;
   }
   void expect_close_stmt(std::string_view construct) {
@@ -81,7 +90,8 @@ class Parser {
       switch (tok.kind) {
         case TokenKind::kEnd:
           if (ends.size() == 0) return body;
-          fail_at(open, "unclosed '", construct, "' (expected '{% ", *(ends.end() - 1), " %}' before the end of the template)");
+          fail_at(open, "unclosed '", construct, "' (expected '{% ", *(ends.end() - 1),
+                  " %}' before the end of the template)");
         case TokenKind::kText: {
           auto s = make_stmt(Stmt::Kind::kText, tok.where);
           s->text = tok.text;
@@ -111,7 +121,8 @@ class Parser {
           body.push_back(parse_statement());
           break;
         }
-        default: fail_at(tok.where, "unexpected ", describe(tok));
+        default:
+          fail_at(tok.where, "unexpected ", describe(tok));
       }
     }
   }
@@ -125,7 +136,8 @@ class Parser {
 
   StmtPtr parse_statement() {
     const Token& tok = peek();
-    if (tok.kind != TokenKind::kName) fail_at(tok.where, "expected a statement name after '{%', got ", describe(tok));
+    if (tok.kind != TokenKind::kName)
+      fail_at(tok.where, "expected a statement name after '{%', got ", describe(tok));
     const std::string name = next().text;
     const Location where = tok.where;
     if (name == "if") return parse_if(where);
@@ -139,7 +151,8 @@ class Parser {
       expect_close_stmt(name);
       return make_stmt(name == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue, where);
     }
-    if (one_of(name, {"endif", "endfor", "endset", "endmacro", "endcall", "endfilter", "elif", "else", "endraw"})) {
+    if (one_of(name,
+               {"endif", "endfor", "endset", "endmacro", "endcall", "endfilter", "elif", "else", "endraw"})) {
       fail_at(where, "unexpected '", name, "' (no open block it could close)");
     }
     fail_at(where, "unsupported statement '", name, "'");
@@ -229,7 +242,8 @@ class Parser {
       Param p;
       p.name = expect_name(std::string("as a parameter of '") + std::string(construct) + "'");
       for (const Param& q : params) {
-        if (q.name == p.name) fail_at(peek().where, "duplicate parameter '", p.name, "' in '", construct, "'");
+        if (q.name == p.name)
+          fail_at(peek().where, "duplicate parameter '", p.name, "' in '", construct, "'");
       }
       if (is_op("=")) {
         next();
@@ -404,10 +418,14 @@ class Parser {
     switch (tok.kind) {
       case TokenKind::kInt:
       case TokenKind::kFloat:
-      case TokenKind::kString: return true;
-      case TokenKind::kName: return !one_of(tok.text, {"and", "or", "else", "if", "not", "is", "in", "recursive"});
-      case TokenKind::kOp: return tok.text == "[" || tok.text == "{";
-      default: return false;
+      case TokenKind::kString:
+        return true;
+      case TokenKind::kName:
+        return !one_of(tok.text, {"and", "or", "else", "if", "not", "is", "in", "recursive"});
+      case TokenKind::kOp:
+        return tok.text == "[" || tok.text == "{";
+      default:
+        return false;
     }
   }
 
@@ -420,7 +438,8 @@ class Parser {
         e->negate = true;
       }
       const Token& name = peek();
-      if (name.kind != TokenKind::kName) fail_at(name.where, "expected a test name after 'is', got ", describe(name));
+      if (name.kind != TokenKind::kName)
+        fail_at(name.where, "expected a test name after 'is', got ", describe(name));
       e->name = next().text;
       if (!is_known_test(e->name)) fail_at(name.where, "unknown test '", e->name, "'");
       if (is_op("(")) {
@@ -460,7 +479,8 @@ class Parser {
       const Token& op = next();
       ExprPtr arg = parse_unary();
       if (op.text == "-" && arg->kind == Expr::Kind::kLiteral && arg->literal.is_number()) {
-        arg->literal = arg->literal.is_int() ? Value(-arg->literal.as_int()) : Value(-arg->literal.as_float());
+        arg->literal =
+            arg->literal.is_int() ? Value(-arg->literal.as_int()) : Value(-arg->literal.as_float());
         arg->where = op.where;
         return arg;
       }
@@ -476,7 +496,8 @@ class Parser {
   void parse_call_args(Expr& e) {
     expect_op("(", "to open the arguments");
     while (!is_op(")")) {
-      if (is_op("*") || is_op("**")) fail_at(peek().where, "unsupported: argument unpacking ('", peek().text, "')");
+      if (is_op("*") || is_op("**"))
+        fail_at(peek().where, "unsupported: argument unpacking ('", peek().text, "')");
       if (peek().kind == TokenKind::kName && is_op("=", 1)) {
         std::string key = next().text;
         next();
@@ -509,7 +530,8 @@ class Parser {
           e = std::move(sub);
           continue;
         }
-        if (name.kind != TokenKind::kName) fail_at(name.where, "expected an attribute name after '.', got ", describe(name));
+        if (name.kind != TokenKind::kName)
+          fail_at(name.where, "expected an attribute name after '.', got ", describe(name));
         auto attr = make_expr(Expr::Kind::kAttr, where);
         attr->a = std::move(e);
         attr->name = next().text;
@@ -634,7 +656,8 @@ class Parser {
           return dict;
         }
         break;
-      default: break;
+      default:
+        break;
     }
     fail_at(where, "unexpected ", describe(tok), " in an expression");
   }

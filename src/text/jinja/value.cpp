@@ -53,39 +53,60 @@ void CallArgs::expect_at_most(std::string_view what, size_t max_positional,
 
 double Value::as_number() const {
   switch (kind()) {
-    case Kind::kInt: return static_cast<double>(as_int());
-    case Kind::kFloat: return as_float();
-    case Kind::kBool: return as_bool() ? 1.0 : 0.0;
-    default: fail("expected a number, got ", type_name());
+    case Kind::kInt:
+      return static_cast<double>(as_int());
+    case Kind::kFloat:
+      return as_float();
+    case Kind::kBool:
+      return as_bool() ? 1.0 : 0.0;
+    default:
+      fail("expected a number, got ", type_name());
   }
 }
 
 bool Value::truthy() const {
   switch (kind()) {
     case Kind::kUndefined:
-    case Kind::kNone: return false;
-    case Kind::kBool: return as_bool();
-    case Kind::kInt: return as_int() != 0;
-    case Kind::kFloat: return as_float() != 0.0;
-    case Kind::kString: return !as_string().empty();
-    case Kind::kArray: return !as_array().empty();
-    case Kind::kObject: return !as_object().entries.empty();
-    case Kind::kCallable: return true;
+    case Kind::kNone:
+      return false;
+    case Kind::kBool:
+      return as_bool();
+    case Kind::kInt:
+      return as_int() != 0;
+    case Kind::kFloat:
+      return as_float() != 0.0;
+    case Kind::kString:
+      return !as_string().empty();
+    case Kind::kArray:
+      return !as_array().empty();
+    case Kind::kObject:
+      return !as_object().entries.empty();
+    case Kind::kCallable:
+      return true;
   }
   return false;
 }
 
 std::string_view Value::type_name() const {
   switch (kind()) {
-    case Kind::kUndefined: return "undefined";
-    case Kind::kNone: return "none";
-    case Kind::kBool: return "boolean";
-    case Kind::kInt: return "integer";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "string";
-    case Kind::kArray: return "array";
-    case Kind::kObject: return as_object().is_namespace ? "namespace" : "object";
-    case Kind::kCallable: return "callable";
+    case Kind::kUndefined:
+      return "undefined";
+    case Kind::kNone:
+      return "none";
+    case Kind::kBool:
+      return "boolean";
+    case Kind::kInt:
+      return "integer";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "string";
+    case Kind::kArray:
+      return "array";
+    case Kind::kObject:
+      return as_object().is_namespace ? "namespace" : "object";
+    case Kind::kCallable:
+      return "callable";
   }
   return "?";
 }
@@ -161,19 +182,26 @@ Value deep_copy(const Value& v) {
 
 std::string to_string(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return "";
-    case Value::Kind::kNone: return "None";
-    case Value::Kind::kBool: return v.as_bool() ? "true" : "false";
-    case Value::Kind::kInt: return std::to_string(v.as_int());
-    case Value::Kind::kFloat: return format_float(v.as_float());
-    case Value::Kind::kString: return v.as_string();
+    case Value::Kind::kUndefined:
+      return "";
+    case Value::Kind::kNone:
+      return "None";
+    case Value::Kind::kBool:
+      return v.as_bool() ? "true" : "false";
+    case Value::Kind::kInt:
+      return std::to_string(v.as_int());
+    case Value::Kind::kFloat:
+      return format_float(v.as_float());
+    case Value::Kind::kString:
+      return v.as_string();
     case Value::Kind::kArray:
     case Value::Kind::kObject: {
       JsonOptions o;
       o.undefined_as_null = false;
       return to_json(v, o);
     }
-    case Value::Kind::kCallable: return "<function " + v.as_callable().name + ">";
+    case Value::Kind::kCallable:
+      return "<function " + v.as_callable().name + ">";
   }
   return "";
 }
@@ -211,8 +239,10 @@ bool values_equal(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone: return true;
-    case Value::Kind::kString: return a.as_string() == b.as_string();
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kString:
+      return a.as_string() == b.as_string();
     case Value::Kind::kArray: {
       const Array& x = a.as_array();
       const Array& y = b.as_array();
@@ -232,8 +262,10 @@ bool values_equal(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Value::Kind::kCallable: return &a.as_callable() == &b.as_callable();
-    default: return false;
+    case Value::Kind::kCallable:
+      return &a.as_callable() == &b.as_callable();
+    default:
+      return false;
   }
 }
 

@@ -1,0 +1,180 @@
+// Context behaviour beyond conformance: bad input, a full context, sequence edits, context shift
+// and state save/load, on a small fixture model.
+#include "llm/context.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cmath>
+#include <fstream>
+
+#include "llm/cpu_engine.h"
+
+namespace kiln {
+namespace {
+
+std::shared_ptr<const Model> fixture(const std::string& stem) {
+  auto m = Model::load(std::string(KILN_SHARED_DIR) + "/fixtures/models/" + stem + ".gguf");
+  EXPECT_TRUE(m.ok()) << m.error().message;
+  return m.ok() ? *m : nullptr;
+}
+
+class ContextTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = fixture("llama-spm-e128-f32");
+    ASSERT_TRUE(model_);
+  }
+  std::unique_ptr<Context> make(int64_t n_ctx, DType kv = DType::F32) {
+    ContextOptions opt;
+    opt.n_ctx = n_ctx;
+    opt.n_ubatch = 16;
+    opt.type_k = opt.type_v = kv;
+    auto c = Context::create(model_, engine_.backend, opt);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  std::vector<float> decode_seq(Context& c, const std::vector<int32_t>& toks, int32_t pos0, int32_t seq) {
+    Batch b;
+    for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], pos0 + static_cast<int32_t>(i), seq, i + 1 == toks.size());
+    const Status st = c.decode(b);
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    const auto l = c.logits(toks.size() - 1);
+    return {l.begin(), l.end()};
+  }
+  std::vector<int32_t> prompt() const { return model_->tokenizer().tokenize("In the beginning was the word", true, false); }
+
+  CpuEngine engine_{2};
+  std::shared_ptr<const Model> model_;
+};
+
+TEST_F(ContextTest, RejectsBadBatchesWithoutChangingTheCache) {
+  auto c = make(64);
+  ASSERT_TRUE(c);
+  Batch b;
+  b.add(1, 0, 0, true);
+  b.add(static_cast<int32_t>(c->n_vocab()), 1, 0, true);
+  Status st = c->decode(b);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("outside the vocabulary"), std::string::npos) << st.error().message;
+  EXPECT_EQ(c->kv().n_used(), 0);
+  Batch neg;
+  neg.add(1, -1, 0, true);
+  EXPECT_FALSE(c->decode(neg).ok());
+  Batch bad_seq;
+  bad_seq.add(1, 0, kMaxSequences, true);
+  EXPECT_FALSE(c->decode(bad_seq).ok());
+  EXPECT_FALSE(c->decode(Batch{}).ok());
+  EXPECT_EQ(c->kv().n_used(), 0);
+}
+
+TEST_F(ContextTest, FullContextIsAClearError) {
+  auto c = make(8);
+  ASSERT_TRUE(c);
+  Batch b;
+  for (int i = 0; i < 9; ++i) b.add(1, i, 0, false);
+  const Status st = c->decode(b);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("the context is full"), std::string::npos) << st.error().message;
+  Batch fits;
+  for (int i = 0; i < 8; ++i) fits.add(1, i, 0, i == 7);
+  EXPECT_TRUE(c->decode(fits).ok());
+  Batch more;
+  more.add(1, 8, 0, true);
+  EXPECT_FALSE(c->decode(more).ok());
+}
+
+TEST_F(ContextTest, RemovingASequenceTailRecomputesTheSameLogits) {
+  auto c = make(64);
+  ASSERT_TRUE(c);
+  const auto toks = prompt();
+  const auto first = decode_seq(*c, toks, 0, 0);
+  // Drop the last token and decode it again: identical logits.
+  const int32_t last = static_cast<int32_t>(toks.size()) - 1;
+  c->seq_rm(0, last, -1);
+  EXPECT_EQ(c->seq_pos_max(0), last - 1);
+  const auto again = decode_seq(*c, {toks.back()}, last, 0);
+  EXPECT_EQ(first, again);
+}
+
+TEST_F(ContextTest, CopiedSequencesShareTheirPrefix) {
+  auto c = make(64);
+  ASSERT_TRUE(c);
+  auto toks = prompt();
+  const int32_t tail = toks.back();
+  toks.pop_back();
+  decode_seq(*c, toks, 0, 0);
+  c->seq_cp(0, 1, -1, -1);
+  const auto a = decode_seq(*c, {tail}, static_cast<int32_t>(toks.size()), 0);
+  const auto b = decode_seq(*c, {tail}, static_cast<int32_t>(toks.size()), 1);
+  EXPECT_EQ(a, b);
+  c->seq_keep(1);
+  EXPECT_EQ(c->seq_pos_max(0), -1);
+  EXPECT_EQ(c->seq_pos_max(1), static_cast<int32_t>(toks.size()));
+}
+
+TEST_F(ContextTest, ShiftedKeysMatchAFreshDecodeAtTheNewPositions) {
+  auto c = make(64);
+  ASSERT_TRUE(c);
+  const auto toks = prompt();
+  const int32_t n = static_cast<int32_t>(toks.size());
+  // Decode at positions 10.., then shift back by 10: the cache should equal one decoded at 0..
+  Batch b;
+  for (int32_t i = 0; i < n; ++i) b.add(toks[static_cast<size_t>(i)], 10 + i, 0, false);
+  ASSERT_TRUE(c->decode(b).ok());
+  ASSERT_TRUE(c->seq_add(0, 0, -1, -10).ok());
+  const auto shifted = decode_seq(*c, {toks.front()}, n, 0);
+  auto fresh_ctx = make(64);
+  decode_seq(*fresh_ctx, toks, 0, 0);
+  const auto fresh = decode_seq(*fresh_ctx, {toks.front()}, n, 0);
+  ASSERT_EQ(shifted.size(), fresh.size());
+  double worst = 0;
+  for (size_t i = 0; i < fresh.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(shifted[i] - fresh[i])));
+  EXPECT_LT(worst, 1e-3);
+}
+
+TEST_F(ContextTest, SavedSequenceRestoresBitExact) {
+  for (DType kv : {DType::F32, DType::F16}) {
+    auto c = make(64, kv);
+    ASSERT_TRUE(c);
+    auto toks = prompt();
+    const int32_t tail = toks.back();
+    toks.pop_back();
+    decode_seq(*c, toks, 0, 0);
+    const std::string path = std::string(KILN_BINARY_DIR) + "/context_test_state.bin";
+    ASSERT_TRUE(c->save_sequence(0, toks, path).ok());
+    const auto expect = decode_seq(*c, {tail}, static_cast<int32_t>(toks.size()), 0);
+
+    auto other = make(64, kv);
+    decode_seq(*other, {1, 2, 3}, 0, 5);  // unrelated content, so the restore lands elsewhere
+    auto restored = other->load_sequence(2, path);
+    ASSERT_TRUE(restored.ok()) << restored.error().message;
+    EXPECT_EQ(*restored, toks);
+    const auto got = decode_seq(*other, {tail}, static_cast<int32_t>(toks.size()), 2);
+    EXPECT_EQ(expect, got);
+
+    // A truncated file is refused and the context keeps serving.
+    {
+      std::ifstream in(path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+    }
+    auto bad = other->load_sequence(3, path);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("truncated"), std::string::npos) << bad.error().message;
+    std::remove(path.c_str());
+  }
+}
+
+TEST(Model, LoadErrorsNameTheProblem) {
+  auto missing = Model::load("/nonexistent/model.gguf");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("/nonexistent/model.gguf"), std::string::npos) << missing.error().message;
+  auto vocab_only = Model::load(std::string(KILN_SHARED_DIR) + "/fixtures/vocab/ggml-vocab-llama-spm.gguf");
+  ASSERT_FALSE(vocab_only.ok());
+  EXPECT_NE(vocab_only.error().message.find("model:"), std::string::npos) << vocab_only.error().message;
+}
+
+}  // namespace
+}  // namespace kiln

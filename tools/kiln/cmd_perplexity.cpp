@@ -1,0 +1,175 @@
+// `kiln perplexity`: llama.cpp's perplexity measurement over a text file, and KL divergence
+// against base log-probabilities saved from another model (to judge quantized files).
+//   kiln perplexity -m MODEL.gguf -f TEXT [-c 512] [--chunks N]
+//   kiln perplexity -m BASE.gguf -f TEXT --kl-divergence-base base.kld      (saves)
+//   kiln perplexity -m QUANT.gguf -f TEXT --kl-divergence-base base.kld --kl-divergence
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "command.h"
+#include "core/half.h"
+#include "llm/cpu_engine.h"
+#include "llm/perplexity.h"
+#include "model_flags.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr char kKldMagic[8] = {'K', 'I', 'L', 'N', 'K', 'L', 'D', '1'};
+
+struct KldHeader {
+  char magic[8];
+  uint32_t n_vocab, n_ctx, n_chunks, n_text_tokens;
+};
+
+// Base log-probabilities: written while scoring the base model, read back to compare.
+class KldFile {
+ public:
+  Status open_write(const std::string& path, const KldHeader& h, std::span<const int32_t> tokens) {
+    out_.open(path, std::ios::binary | std::ios::trunc);
+    if (!out_) return make_error("perplexity: cannot write '", path, "'");
+    out_.write(reinterpret_cast<const char*>(&h), sizeof h);
+    out_.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size_bytes()));
+    return ok_status();
+  }
+  Status open_read(const std::string& path, const KldHeader& want, std::span<const int32_t> tokens) {
+    in_.open(path, std::ios::binary);
+    if (!in_) return make_error("perplexity: cannot read '", path, "'");
+    KldHeader h{};
+    in_.read(reinterpret_cast<char*>(&h), sizeof h);
+    if (!in_ || std::memcmp(h.magic, kKldMagic, 8) != 0) return make_error("perplexity: '", path, "' is not a kiln KLD base file");
+    if (h.n_vocab != want.n_vocab || h.n_ctx != want.n_ctx || h.n_chunks < want.n_chunks ||
+        h.n_text_tokens != want.n_text_tokens)
+      return make_error("perplexity: '", path, "' was made with another vocabulary, context size or text (vocab ",
+                        h.n_vocab, ", ctx ", h.n_ctx, ", chunks ", h.n_chunks, ", tokens ", h.n_text_tokens, ")");
+    std::vector<int32_t> base_tokens(h.n_text_tokens);
+    in_.read(reinterpret_cast<char*>(base_tokens.data()), static_cast<std::streamsize>(base_tokens.size() * 4));
+    if (!in_ || !std::equal(base_tokens.begin(), base_tokens.end(), tokens.begin()))
+      return make_error("perplexity: '", path, "' was made from a different tokenization of the text");
+    return ok_status();
+  }
+  void write(std::span<const double> logp, std::vector<uint16_t>& tmp) {
+    tmp.resize(logp.size());
+    for (size_t i = 0; i < logp.size(); ++i) tmp[i] = f32_to_f16(static_cast<float>(std::max(logp[i], -60000.0)));
+    out_.write(reinterpret_cast<const char*>(tmp.data()), static_cast<std::streamsize>(tmp.size() * 2));
+  }
+  Status read(std::span<double> logp, std::vector<uint16_t>& tmp) {
+    tmp.resize(logp.size());
+    in_.read(reinterpret_cast<char*>(tmp.data()), static_cast<std::streamsize>(tmp.size() * 2));
+    if (!in_) return make_error("perplexity: the KLD base file is truncated");
+    for (size_t i = 0; i < logp.size(); ++i) logp[i] = f16_to_f32(tmp[i]);
+    return ok_status();
+  }
+  bool writing() const { return out_.is_open(); }
+  bool reading() const { return in_.is_open(); }
+
+ private:
+  std::ofstream out_;
+  std::ifstream in_;
+};
+
+int run_perplexity(int argc, char** argv) {
+  ModelFlags mf;
+  mf.context.n_ctx = 512;
+  std::string text_file, kld_base;
+  int64_t max_chunks = -1;
+  bool kl_divergence = false;
+  OptionParser p("perplexity", "kiln perplexity [-m MODEL.gguf] -f TEXT [-c N] [--chunks N] [--kl-divergence-base FILE [--kl-divergence]]");
+  mf.declare(p);
+  p.value({"-f", "--file"}, &text_file, "FILE", "the text to score");
+  p.value({"--chunks"}, &max_chunks, "N", "score at most N chunks (default: all)");
+  p.value({"--kl-divergence-base"}, &kld_base, "FILE", "save the model's log-probabilities to FILE (or read them with --kl-divergence)");
+  p.flag({"--kl-divergence"}, &kl_divergence, "compare with the log-probabilities of --kl-divergence-base");
+  if (auto code = p.parse(argc, argv)) return *code;
+  const auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "kiln perplexity: %s\n", msg.c_str());
+    return 1;
+  };
+  if (text_file.empty()) return fail("give the text with -f FILE");
+  if (kl_divergence && kld_base.empty()) return fail("--kl-divergence needs --kl-divergence-base FILE");
+  std::ifstream in(text_file, std::ios::binary);
+  if (!in) return fail("cannot read '" + text_file + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto model = mf.load_model("perplexity");
+  if (!model) return 1;
+  const auto& tok = model->tokenizer();
+  const std::vector<int32_t> tokens = tok.tokenize(ss.str(), true, false);
+  const int64_t n_ctx = mf.context.n_ctx;
+  mf.context.n_batch = std::max(mf.context.n_batch, n_ctx);
+  if (static_cast<int64_t>(tokens.size()) < 2 * n_ctx)
+    return fail("the text has " + std::to_string(tokens.size()) + " tokens; scoring needs at least 2 * n_ctx = " +
+                std::to_string(2 * n_ctx) + " (lower -c)");
+  int64_t n_chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
+  if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
+
+  CpuEngine engine(mf.threads);
+  auto ctx_or = Context::create(model, engine.backend, mf.context);
+  if (!ctx_or.ok()) return fail(ctx_or.error().message);
+  Context& ctx = **ctx_or;
+  const int64_t n_vocab = ctx.n_vocab();
+  KldFile kld;
+  const KldHeader header{{'K', 'I', 'L', 'N', 'K', 'L', 'D', '1'}, static_cast<uint32_t>(n_vocab),
+                         static_cast<uint32_t>(n_ctx), static_cast<uint32_t>(n_chunks),
+                         static_cast<uint32_t>(tokens.size())};
+  if (!kld_base.empty()) {
+    const Status st = kl_divergence ? kld.open_read(kld_base, header, tokens) : kld.open_write(kld_base, header, tokens);
+    if (!st.ok()) return fail(st.error().message);
+  }
+  std::fprintf(stderr, "kiln perplexity: %zu tokens, %lld chunks of %lld, scoring the second half of each\n",
+               tokens.size(), static_cast<long long>(n_chunks), static_cast<long long>(n_ctx));
+
+  // ref: llama.cpp tools/perplexity: the first half of each chunk is context only.
+  const int64_t first = n_ctx / 2;
+  NllAccumulator nll;
+  KlStats kl;
+  std::vector<double> logp(static_cast<size_t>(n_vocab)), base_logp(static_cast<size_t>(n_vocab));
+  std::vector<uint16_t> tmp;
+  Batch batch;
+  for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
+    const int64_t start = chunk * n_ctx;
+    ctx.clear();
+    batch.clear();
+    for (int64_t j = 0; j < n_ctx; ++j) {
+      int32_t t = tokens[static_cast<size_t>(start + j)];
+      if (j == 0 && tok.add_bos() && tok.bos() >= 0) t = tok.bos();
+      batch.add(t, static_cast<int32_t>(j), 0, j >= first && j + 1 < n_ctx);
+    }
+    const Status st = ctx.decode(batch);
+    if (!st.ok()) return fail(st.error().message);
+    for (int64_t j = first; j + 1 < n_ctx; ++j) {
+      const std::span<const float> logits = ctx.logits(static_cast<size_t>(j));
+      const int32_t target = tokens[static_cast<size_t>(start + j + 1)];
+      if (kld.writing() || kld.reading()) {
+        log_softmax(logits, logp);
+        nll.add(-logp[static_cast<size_t>(target)]);
+        if (kld.writing()) {
+          kld.write(logp, tmp);
+        } else {
+          const Status rs = kld.read(base_logp, tmp);
+          if (!rs.ok()) return fail(rs.error().message);
+          kl.add(base_logp, logp);
+        }
+      } else {
+        nll.add(-log_prob(logits, target));
+      }
+    }
+    std::printf("[%lld]%.4f,", static_cast<long long>(chunk + 1), nll.perplexity());
+    std::fflush(stdout);
+  }
+  std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", nll.perplexity(), nll.perplexity_error());
+  if (kld.reading()) {
+    std::printf("Mean    KLD: %10.6f +/- %10.6f\n", kl.mean(), kl.mean_error());
+    std::printf("Same top p: %6.3f %%\n", 100.0 * kl.same_top_fraction());
+  }
+  return 0;
+}
+
+}  // namespace
+
+KILN_COMMAND(perplexity, "measure perplexity (and KL divergence against a base model) on a text", run_perplexity);
+
+}  // namespace kiln::cli

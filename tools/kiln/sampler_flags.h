@@ -1,0 +1,26 @@
+// Sampling options with llama.cpp's flag names, shared by the subcommands that generate text.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "llm/model.h"
+#include "llm/sampler.h"
+#include "options.h"
+
+namespace kiln::cli {
+
+struct SamplerFlags {
+  SamplerParams params;
+  int64_t seed = -1;  // -1: a random seed (printed)
+  bool ignore_eos = false;
+  std::vector<std::string> logit_bias;  // "TOKEN(+|-)BIAS" as given
+
+  void declare(OptionParser& p);
+  // The sampler for `model`; prints the error and returns nullopt.
+  std::optional<Sampler> make_sampler(const Model& model, const char* command) const;
+};
+
+}  // namespace kiln::cli
