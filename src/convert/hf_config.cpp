@@ -1,5 +1,7 @@
 #include "convert/hf_config.h"
 
+#include "convert/json_file.h"
+
 namespace kiln::convert {
 
 namespace {
@@ -21,9 +23,7 @@ std::optional<double> optional_number(const json& j, const char* key) {
   return it->get<double>();
 }
 
-}  // namespace
-
-Result<HfModelConfig> parse_hf_config(const json& j, const std::string& label) {
+Result<HfModelConfig> parse_config_fields(const json& j, const std::string& label) {
   if (!j.is_object()) return make_error("convert: ", label, ": not a JSON object");
   HfModelConfig c;
   auto archs = j.find("architectures");
@@ -88,6 +88,12 @@ Result<HfModelConfig> parse_hf_config(const json& j, const std::string& label) {
   }
   c.raw = j;
   return c;
+}
+
+}  // namespace
+
+Result<HfModelConfig> parse_hf_config(const json& j, const std::string& label) {
+  return json_guard("convert: " + label, [&] { return parse_config_fields(j, label); });
 }
 
 void write_hparams(const HfModelConfig& c, GgufWriter& w) {

@@ -123,9 +123,10 @@ Result<Vocab> spm_vocab(const fs::path& model_path, const fs::path& dir, const H
 }
 
 Result<Vocab> bpe_vocab(const json& tok, const HfModelConfig& c) {
-  const json& model = tok["model"];
-  const json& vocab = model["vocab"];
-  if (!vocab.is_object()) return make_error("convert: tokenizer.json: model.vocab is not an object");
+  const json& model = tok.at("model");
+  auto vocab_it = model.find("vocab");
+  if (vocab_it == model.end() || !vocab_it->is_object()) return make_error("convert: tokenizer.json: model.vocab is not an object");
+  const json& vocab = *vocab_it;
   const size_t n_vocab = static_cast<size_t>(c.n_vocab);
   std::vector<std::optional<std::string>> by_id(n_vocab);
   std::vector<int8_t> added_kind(n_vocab, 0);  // 0 regular, 1 added special-looking/special, 2 added user-defined
@@ -170,7 +171,7 @@ Result<Vocab> bpe_vocab(const json& tok, const HfModelConfig& c) {
 }
 
 Result<std::vector<std::string>> bpe_merges(const json& tok) {
-  const json& merges = tok["model"].value("merges", json::array());
+  const json merges = tok.at("model").value("merges", json::array());
   if (!merges.is_array()) return make_error("convert: tokenizer.json: model.merges is not an array");
   std::vector<std::string> out;
   out.reserve(merges.size());
@@ -218,7 +219,7 @@ Status write_special(GgufWriter& w, const HfModelConfig& c, size_t n_tokens, con
         content = (*entry)["content"].get<std::string>();
       else continue;
       for (const json& at : (*tokenizer_json)["added_tokens"]) {
-        if (at.value("content", std::string()) == content) {
+        if (at.is_object() && at.value("content", std::string()) == content) {
           set_id(typ, at.contains("id") ? &at["id"] : nullptr);
           break;
         }
@@ -262,9 +263,7 @@ Status write_special(GgufWriter& w, const HfModelConfig& c, size_t n_tokens, con
   return ok_status();
 }
 
-}  // namespace
-
-Result<std::string> bpe_pre_name(const json& pre) {
+Result<std::string> pre_name_of(const json& pre) {
   if (!pre.is_object()) return make_error("convert: tokenizer.json: no pre_tokenizer object");
   const std::string type = pre.value("type", std::string());
   if (type == "ByteLevel") {
@@ -298,7 +297,7 @@ Result<std::string> bpe_pre_name(const json& pre) {
   return make_error("convert: tokenizer.json: pre_tokenizer type '", type, "' is not recognised");
 }
 
-Status write_vocab(const std::string& dir_str, const HfModelConfig& c, GgufWriter& w) {
+Status write_vocab_files(const std::string& dir_str, const HfModelConfig& c, GgufWriter& w) {
   const fs::path dir(dir_str);
   KILN_ASSIGN_OR_RETURN(auto tokenizer_config, optional_json(dir / "tokenizer_config.json"));
   if (tokenizer_config && !tokenizer_config->is_object()) return make_error("convert: tokenizer_config.json is not an object");
@@ -318,7 +317,7 @@ Status write_vocab(const std::string& dir_str, const HfModelConfig& c, GgufWrite
     const json& tok = *tokenizer_json;
     if (!tok.contains("model") || !tok["model"].is_object() || tok["model"].value("type", std::string()) != "BPE")
       return make_error("convert: tokenizer.json: model.type is not \"BPE\" (only BPE tokenizer.json files convert)");
-    KILN_ASSIGN_OR_RETURN(std::string pre, bpe_pre_name(tok.value("pre_tokenizer", json())));
+    KILN_ASSIGN_OR_RETURN(std::string pre, pre_name_of(tok.value("pre_tokenizer", json())));
     KILN_ASSIGN_OR_RETURN(v, bpe_vocab(tok, c));
     KILN_ASSIGN_OR_RETURN(std::vector<std::string> merges, bpe_merges(tok));
     w.set_string("tokenizer.ggml.model", "gpt2");
@@ -330,6 +329,16 @@ Status write_vocab(const std::string& dir_str, const HfModelConfig& c, GgufWrite
     return make_error("convert: '", dir_str, "' has neither tokenizer.model nor tokenizer.json");
   }
   return write_special(w, c, v.tokens.size(), tokenizer_json, tokenizer_config, dir);
+}
+
+}  // namespace
+
+Result<std::string> bpe_pre_name(const json& pre) {
+  return json_guard("convert: tokenizer.json pre_tokenizer", [&] { return pre_name_of(pre); });
+}
+
+Status write_vocab(const std::string& dir, const HfModelConfig& c, GgufWriter& w) {
+  return json_guard("convert: tokenizer files of '" + dir + "'", [&] { return write_vocab_files(dir, c, w); });
 }
 
 }  // namespace kiln::convert

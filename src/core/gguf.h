@@ -63,21 +63,24 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // Maps `path` read-only and parses it.
+  // Maps `path` read-only and parses it. Errors read "gguf: 'PATH': what went wrong".
   static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
   // Parses caller-owned bytes, which must outlive the GgufFile (used by the fuzzer and tests).
   static Result<std::unique_ptr<GgufFile>> parse(std::span<const uint8_t> bytes);
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
-  uint64_t data_offset() const { return data_offset_; }  // absolute file offset of tensor data
+  // Absolute file offset of the tensor data section; past the end of a file without tensors
+  // whose writer omitted the final padding (gguf-py does).
+  uint64_t data_offset() const { return data_offset_; }
   std::span<const uint8_t> bytes() const { return bytes_; }
 
   const std::vector<GgufKv>& metadata() const { return kvs_; }
   const GgufValue* find(std::string_view key) const;  // nullptr when absent
 
   // Typed getters: an Error when the key is absent or has an incompatible type. Integer getters
-  // accept any integer type whose value fits; get_f32 accepts F32/F64 (and integers).
+  // accept any integer type whose value fits; get_f32 accepts F32/F64 (and integers). The array
+  // getters take an array of that kind: strings; numbers (converted to float); integers that fit.
   Result<std::string> get_string(std::string_view key) const;
   Result<uint64_t> get_u64(std::string_view key) const;
   Result<uint32_t> get_u32(std::string_view key) const;

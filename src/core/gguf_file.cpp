@@ -7,19 +7,32 @@ namespace kiln {
 
 std::string_view gguf_type_name(GgufType t) {
   switch (t) {
-    case GgufType::U8: return "u8";
-    case GgufType::I8: return "i8";
-    case GgufType::U16: return "u16";
-    case GgufType::I16: return "i16";
-    case GgufType::U32: return "u32";
-    case GgufType::I32: return "i32";
-    case GgufType::F32: return "f32";
-    case GgufType::BOOL: return "bool";
-    case GgufType::STRING: return "string";
-    case GgufType::ARRAY: return "array";
-    case GgufType::U64: return "u64";
-    case GgufType::I64: return "i64";
-    case GgufType::F64: return "f64";
+    case GgufType::U8:
+      return "u8";
+    case GgufType::I8:
+      return "i8";
+    case GgufType::U16:
+      return "u16";
+    case GgufType::I16:
+      return "i16";
+    case GgufType::U32:
+      return "u32";
+    case GgufType::I32:
+      return "i32";
+    case GgufType::F32:
+      return "f32";
+    case GgufType::BOOL:
+      return "bool";
+    case GgufType::STRING:
+      return "string";
+    case GgufType::ARRAY:
+      return "array";
+    case GgufType::U64:
+      return "u64";
+    case GgufType::I64:
+      return "i64";
+    case GgufType::F64:
+      return "f64";
   }
   return "unknown";
 }
@@ -33,8 +46,10 @@ bool GgufValue::is_integer() const {
     case GgufType::U32:
     case GgufType::I32:
     case GgufType::U64:
-    case GgufType::I64: return true;
-    default: return false;
+    case GgufType::I64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -51,7 +66,8 @@ std::string describe(const GgufValue& v) {
 
 // Integer value of `v` as an int64, or an error if it is not an integer or does not fit.
 Result<int64_t> to_i64(const GgufValue& v, std::string_view key) {
-  if (!v.is_integer()) return make_error("gguf: key '", key, "' has type ", describe(v), ", expected an integer");
+  if (!v.is_integer())
+    return make_error("gguf: key '", key, "' has type ", describe(v), ", expected an integer");
   if (is_signed_integer(v.type)) return v.num.i;
   if (v.num.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return make_error("gguf: key '", key, "' = ", v.num.u, " does not fit in i64");
@@ -60,9 +76,11 @@ Result<int64_t> to_i64(const GgufValue& v, std::string_view key) {
 }
 
 Result<uint64_t> to_u64(const GgufValue& v, std::string_view key) {
-  if (!v.is_integer()) return make_error("gguf: key '", key, "' has type ", describe(v), ", expected an integer");
+  if (!v.is_integer())
+    return make_error("gguf: key '", key, "' has type ", describe(v), ", expected an integer");
   if (is_signed_integer(v.type)) {
-    if (v.num.i < 0) return make_error("gguf: key '", key, "' = ", v.num.i, " is negative, expected unsigned");
+    if (v.num.i < 0)
+      return make_error("gguf: key '", key, "' = ", v.num.i, " is negative, expected unsigned");
     return static_cast<uint64_t>(v.num.i);
   }
   return v.num.u;
@@ -95,7 +113,8 @@ Result<const GgufValue*> require(const GgufFile& f, std::string_view key) {
 
 Result<const GgufValue*> require_array(const GgufFile& f, std::string_view key) {
   KILN_ASSIGN_OR_RETURN(const GgufValue* v, require(f, key));
-  if (v->type != GgufType::ARRAY) return make_error("gguf: key '", key, "' has type ", describe(*v), ", expected an array");
+  if (v->type != GgufType::ARRAY)
+    return make_error("gguf: key '", key, "' has type ", describe(*v), ", expected an array");
   return v;
 }
 
@@ -103,7 +122,8 @@ Result<const GgufValue*> require_array(const GgufFile& f, std::string_view key) 
 
 Result<std::string> GgufFile::get_string(std::string_view key) const {
   KILN_ASSIGN_OR_RETURN(const GgufValue* v, require(*this, key));
-  if (v->type != GgufType::STRING) return make_error("gguf: key '", key, "' has type ", describe(*v), ", expected string");
+  if (v->type != GgufType::STRING)
+    return make_error("gguf: key '", key, "' has type ", describe(*v), ", expected string");
   return v->str;
 }
 
@@ -114,7 +134,8 @@ Result<uint64_t> GgufFile::get_u64(std::string_view key) const {
 
 Result<uint32_t> GgufFile::get_u32(std::string_view key) const {
   KILN_ASSIGN_OR_RETURN(const uint64_t u, get_u64(key));
-  if (u > std::numeric_limits<uint32_t>::max()) return make_error("gguf: key '", key, "' = ", u, " does not fit in u32");
+  if (u > std::numeric_limits<uint32_t>::max())
+    return make_error("gguf: key '", key, "' = ", u, " does not fit in u32");
   return static_cast<uint32_t>(u);
 }
 
@@ -130,7 +151,8 @@ Result<float> GgufFile::get_f32(std::string_view key) const {
 
 Result<bool> GgufFile::get_bool(std::string_view key) const {
   KILN_ASSIGN_OR_RETURN(const GgufValue* v, require(*this, key));
-  if (v->type != GgufType::BOOL) return make_error("gguf: key '", key, "' has type ", describe(*v), ", expected bool");
+  if (v->type != GgufType::BOOL)
+    return make_error("gguf: key '", key, "' has type ", describe(*v), ", expected bool");
   return v->num.u != 0;
 }
 
@@ -151,7 +173,8 @@ Result<std::vector<float>> GgufFile::get_f32_array(std::string_view key) const {
   out.reserve(v->arr.size());
   for (size_t i = 0; i < v->arr.size(); ++i) {
     auto f = to_f32(v->arr[i], key);
-    if (!f.ok()) return make_error("gguf: key '", key, "' has type ", describe(*v), ", expected array of numbers");
+    if (!f.ok())
+      return make_error("gguf: key '", key, "' has type ", describe(*v), ", expected array of numbers");
     out.push_back(*f);
   }
   return out;

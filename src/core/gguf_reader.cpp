@@ -92,7 +92,8 @@ class GgufParser {
     file_->data_offset_ = (r_.pos() + a - 1) / a * a;
     KILN_TRY(check_tensor_ranges());
     KILN_TRY(check_tensor_overlap());
-    for (size_t i = 0; i < file_->tensors_.size(); ++i) file_->tensor_index_.emplace(file_->tensors_[i].name, i);
+    for (size_t i = 0; i < file_->tensors_.size(); ++i)
+      file_->tensor_index_.emplace(file_->tensors_[i].name, i);
     return ok_status();
   }
 
@@ -101,10 +102,10 @@ class GgufParser {
     if (size < 4) return make_error("file too small (", size, " bytes) to hold the magic 'GGUF'");
     KILN_ASSIGN_OR_RETURN(const uint32_t magic, r_.read<uint32_t>("magic"));
     if (magic != gguf_format::kMagic) {
-      char shown[5] = {};
+      char shown[4];
       std::memcpy(shown, &magic, 4);
       for (char& c : shown) {
-        if (c != 0 && (c < 32 || c > 126)) c = '?';
+        if (c < 32 || c > 126) c = '?';
       }
       return make_error("bad magic '", std::string_view(shown, 4), "' (0x", to_hex(magic),
                         "), expected 'GGUF'");
@@ -163,23 +164,47 @@ class GgufParser {
     GgufValue v;
     v.type = static_cast<GgufType>(type_id);
     switch (v.type) {
-      case GgufType::U8: KILN_TRY(read_into<uint8_t>(v.num.u, "u8 value")); break;
-      case GgufType::I8: KILN_TRY(read_into<int8_t>(v.num.i, "i8 value")); break;
-      case GgufType::U16: KILN_TRY(read_into<uint16_t>(v.num.u, "u16 value")); break;
-      case GgufType::I16: KILN_TRY(read_into<int16_t>(v.num.i, "i16 value")); break;
-      case GgufType::U32: KILN_TRY(read_into<uint32_t>(v.num.u, "u32 value")); break;
-      case GgufType::I32: KILN_TRY(read_into<int32_t>(v.num.i, "i32 value")); break;
-      case GgufType::U64: KILN_TRY(read_into<uint64_t>(v.num.u, "u64 value")); break;
-      case GgufType::I64: KILN_TRY(read_into<int64_t>(v.num.i, "i64 value")); break;
-      case GgufType::F32: KILN_TRY(read_into<float>(v.num.f, "f32 value")); break;
-      case GgufType::F64: KILN_TRY(read_into<double>(v.num.f, "f64 value")); break;
+      case GgufType::U8:
+        KILN_TRY(read_into<uint8_t>(v.num.u, "u8 value"));
+        break;
+      case GgufType::I8:
+        KILN_TRY(read_into<int8_t>(v.num.i, "i8 value"));
+        break;
+      case GgufType::U16:
+        KILN_TRY(read_into<uint16_t>(v.num.u, "u16 value"));
+        break;
+      case GgufType::I16:
+        KILN_TRY(read_into<int16_t>(v.num.i, "i16 value"));
+        break;
+      case GgufType::U32:
+        KILN_TRY(read_into<uint32_t>(v.num.u, "u32 value"));
+        break;
+      case GgufType::I32:
+        KILN_TRY(read_into<int32_t>(v.num.i, "i32 value"));
+        break;
+      case GgufType::U64:
+        KILN_TRY(read_into<uint64_t>(v.num.u, "u64 value"));
+        break;
+      case GgufType::I64:
+        KILN_TRY(read_into<int64_t>(v.num.i, "i64 value"));
+        break;
+      case GgufType::F32:
+        KILN_TRY(read_into<float>(v.num.f, "f32 value"));
+        break;
+      case GgufType::F64:
+        KILN_TRY(read_into<double>(v.num.f, "f64 value"));
+        break;
       // Kept as stored (llama.cpp does not check 0/1 either) so a rewrite is byte-exact.
-      case GgufType::BOOL: KILN_TRY(read_into<uint8_t>(v.num.u, "bool value")); break;
+      case GgufType::BOOL:
+        KILN_TRY(read_into<uint8_t>(v.num.u, "bool value"));
+        break;
       case GgufType::STRING: {
         KILN_ASSIGN_OR_RETURN(v.str, r_.read_string("string"));
         break;
       }
-      case GgufType::ARRAY: KILN_TRY(read_array(v, depth)); break;
+      case GgufType::ARRAY:
+        KILN_TRY(read_array(v, depth));
+        break;
     }
     return v;
   }
@@ -209,8 +234,8 @@ class GgufParser {
                         " bytes each)");
     }
     if (count > gguf_format::kMaxMetadataElements - n_elements_) {
-      return make_error("array of ", count, " elements exceeds the limit of ", gguf_format::kMaxMetadataElements,
-                        " metadata array elements per file");
+      return make_error("array of ", count, " elements exceeds the limit of ",
+                        gguf_format::kMaxMetadataElements, " metadata array elements per file");
     }
     n_elements_ += count;
     v.arr.reserve(static_cast<size_t>(count));
@@ -270,15 +295,17 @@ class GgufParser {
     const uint64_t a = file_->alignment_;
     for (const GgufTensorInfo& t : file_->tensors_) {
       if (t.offset % a != 0) {
-        return make_error("tensor '", t.name, "' data offset ", t.offset, " is not a multiple of the alignment ", a);
+        return make_error("tensor '", t.name, "' data offset ", t.offset,
+                          " is not a multiple of the alignment ", a);
       }
       uint64_t start = 0;
       if (__builtin_add_overflow(file_->data_offset_, t.offset, &start)) {
-        return make_error("tensor '", t.name, "' data offset ", t.offset, " past end of file (size ", file_size, ")");
+        return make_error("tensor '", t.name, "' data offset ", t.offset, " past end of file (size ",
+                          file_size, ")");
       }
       if (start > file_size || t.size > file_size - start) {
-        return make_error("tensor '", t.name, "' data [", start, ", ", start, "+", t.size, ") past end of file (size ",
-                          file_size, ")");
+        return make_error("tensor '", t.name, "' data [", start, ", ", start, "+", t.size,
+                          ") past end of file (size ", file_size, ")");
       }
     }
     return ok_status();
@@ -296,8 +323,8 @@ class GgufParser {
       const GgufTensorInfo& cur = *order[i];
       if (prev.offset + prev.size > cur.offset) {
         return make_error("tensor '", cur.name, "' data [", cur.offset, ", ", cur.offset + cur.size,
-                          ") overlaps tensor '", prev.name, "' data [", prev.offset, ", ", prev.offset + prev.size,
-                          ") (offsets relative to the data section)");
+                          ") overlaps tensor '", prev.name, "' data [", prev.offset, ", ",
+                          prev.offset + prev.size, ") (offsets relative to the data section)");
       }
     }
     return ok_status();
@@ -317,7 +344,9 @@ class GgufParser {
   uint64_t n_elements_ = 0;  // metadata array elements read so far (all arrays, all depths)
 };
 
-Result<std::unique_ptr<GgufFile>> GgufFile::parse(std::span<const uint8_t> bytes) { return GgufParser::run(bytes); }
+Result<std::unique_ptr<GgufFile>> GgufFile::parse(std::span<const uint8_t> bytes) {
+  return GgufParser::run(bytes);
+}
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   auto mapping = MappedFile::open(path);

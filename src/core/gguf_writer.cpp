@@ -29,18 +29,42 @@ class ByteWriter {
   // Writes one value without its type tag (the caller wrote it, or it is an array element).
   void put_value(const GgufValue& v) {
     switch (v.type) {
-      case GgufType::U8: put(static_cast<uint8_t>(v.num.u)); break;
-      case GgufType::I8: put(static_cast<int8_t>(v.num.i)); break;
-      case GgufType::U16: put(static_cast<uint16_t>(v.num.u)); break;
-      case GgufType::I16: put(static_cast<int16_t>(v.num.i)); break;
-      case GgufType::U32: put(static_cast<uint32_t>(v.num.u)); break;
-      case GgufType::I32: put(static_cast<int32_t>(v.num.i)); break;
-      case GgufType::U64: put(static_cast<uint64_t>(v.num.u)); break;
-      case GgufType::I64: put(static_cast<int64_t>(v.num.i)); break;
-      case GgufType::F32: put(static_cast<float>(v.num.f)); break;
-      case GgufType::F64: put(static_cast<double>(v.num.f)); break;
-      case GgufType::BOOL: put(static_cast<uint8_t>(v.num.u)); break;
-      case GgufType::STRING: put_string(v.str); break;
+      case GgufType::U8:
+        put(static_cast<uint8_t>(v.num.u));
+        break;
+      case GgufType::I8:
+        put(static_cast<int8_t>(v.num.i));
+        break;
+      case GgufType::U16:
+        put(static_cast<uint16_t>(v.num.u));
+        break;
+      case GgufType::I16:
+        put(static_cast<int16_t>(v.num.i));
+        break;
+      case GgufType::U32:
+        put(static_cast<uint32_t>(v.num.u));
+        break;
+      case GgufType::I32:
+        put(static_cast<int32_t>(v.num.i));
+        break;
+      case GgufType::U64:
+        put(static_cast<uint64_t>(v.num.u));
+        break;
+      case GgufType::I64:
+        put(static_cast<int64_t>(v.num.i));
+        break;
+      case GgufType::F32:
+        put(static_cast<float>(v.num.f));
+        break;
+      case GgufType::F64:
+        put(static_cast<double>(v.num.f));
+        break;
+      case GgufType::BOOL:
+        put(static_cast<uint8_t>(v.num.u));
+        break;
+      case GgufType::STRING:
+        put_string(v.str);
+        break;
       case GgufType::ARRAY:
         put(static_cast<uint32_t>(v.elem_type));
         put<uint64_t>(v.arr.size());
@@ -70,8 +94,8 @@ Status check_writable(const std::string& key, const GgufValue& v) {
   }
   for (size_t i = 0; i < v.arr.size(); ++i) {
     if (v.arr[i].type != v.elem_type) {
-      return make_error("gguf writer: key '", key, "' element ", i, " has type ", gguf_type_name(v.arr[i].type),
-                        " in an array of ", gguf_type_name(v.elem_type));
+      return make_error("gguf writer: key '", key, "' element ", i, " has type ",
+                        gguf_type_name(v.arr[i].type), " in an array of ", gguf_type_name(v.elem_type));
     }
   }
   return ok_status();
@@ -124,9 +148,9 @@ struct GgufWriter::Impl {
 
   enum class State { kDeclaring, kWriting, kFinished } state = State::kDeclaring;
   uint64_t alignment = gguf_format::kDefaultAlignment;
-  size_t next_tensor = 0;   // index of the tensor whose bytes come next
-  uint64_t written = 0;     // bytes emitted so far
-  std::string path;         // file sink: its path ("" for a buffer sink)
+  size_t next_tensor = 0;  // index of the tensor whose bytes come next
+  uint64_t written = 0;    // bytes emitted so far
+  std::string path;        // file sink: its path ("" for a buffer sink)
   std::FILE* file = nullptr;
   std::vector<uint8_t>* buffer = nullptr;
 
@@ -219,12 +243,16 @@ void GgufWriter::set(std::string key, GgufValue value) {
   m.kvs.push_back(GgufKv{std::move(key), std::move(value)});
 }
 
-void GgufWriter::set_string(std::string key, std::string v) { set(std::move(key), string_value(std::move(v))); }
+void GgufWriter::set_string(std::string key, std::string v) {
+  set(std::move(key), string_value(std::move(v)));
+}
 void GgufWriter::set_u32(std::string key, uint32_t v) { set(std::move(key), scalar_u(GgufType::U32, v)); }
 void GgufWriter::set_i32(std::string key, int32_t v) { set(std::move(key), scalar_i(GgufType::I32, v)); }
 void GgufWriter::set_u64(std::string key, uint64_t v) { set(std::move(key), scalar_u(GgufType::U64, v)); }
 void GgufWriter::set_f32(std::string key, float v) { set(std::move(key), scalar_f(GgufType::F32, v)); }
-void GgufWriter::set_bool(std::string key, bool v) { set(std::move(key), scalar_u(GgufType::BOOL, v ? 1 : 0)); }
+void GgufWriter::set_bool(std::string key, bool v) {
+  set(std::move(key), scalar_u(GgufType::BOOL, v ? 1 : 0));
+}
 
 void GgufWriter::set_string_array(std::string key, const std::vector<std::string>& v) {
   std::vector<GgufValue> elems;
@@ -253,22 +281,25 @@ void GgufWriter::copy_metadata(const GgufFile& src) {
 
 Status GgufWriter::add_tensor(std::string name, DType type, std::span<const int64_t> ne) {
   Impl& m = impl();
-  if (m.state != Impl::State::kDeclaring) return make_error("gguf writer: tensor '", name, "' added after begin");
+  if (m.state != Impl::State::kDeclaring)
+    return make_error("gguf writer: tensor '", name, "' added after begin");
   if (name.empty()) return make_error("gguf writer: empty tensor name");
   if (name.size() > gguf_format::kMaxTensorNameLength) {
-    return make_error("gguf writer: tensor '", name, "' name is ", name.size(), " bytes, llama.cpp allows at most ",
-                      gguf_format::kMaxTensorNameLength);
+    return make_error("gguf writer: tensor '", name, "' name is ", name.size(),
+                      " bytes, llama.cpp allows at most ", gguf_format::kMaxTensorNameLength);
   }
   if (m.tensor_names.count(name) != 0) return make_error("gguf writer: duplicate tensor '", name, "'");
   if (ne.empty() || ne.size() > static_cast<size_t>(kMaxDims)) {
-    return make_error("gguf writer: tensor '", name, "' has ", ne.size(), " dimensions, expected 1..", kMaxDims);
+    return make_error("gguf writer: tensor '", name, "' has ", ne.size(), " dimensions, expected 1..",
+                      kMaxDims);
   }
   GgufTensorInfo t;
   t.name = name;
   t.type = type;
   t.n_dims = static_cast<int>(ne.size());
   for (size_t d = 0; d < ne.size(); ++d) {
-    if (ne[d] < 0) return make_error("gguf writer: tensor '", name, "' ne[", d, "] = ", ne[d], " is negative");
+    if (ne[d] < 0)
+      return make_error("gguf writer: tensor '", name, "' ne[", d, "] = ", ne[d], " is negative");
     t.ne[d] = ne[d];
   }
   auto size = gguf_format::tensor_bytes(type, t.ne);
@@ -297,7 +328,8 @@ Status GgufWriter::begin(std::vector<uint8_t>& out) {
 
 Status GgufWriter::write_tensor_data(std::span<const uint8_t> bytes) {
   Impl& m = impl();
-  if (m.state != Impl::State::kWriting) return make_error("gguf writer: tensor data written outside begin..finish");
+  if (m.state != Impl::State::kWriting)
+    return make_error("gguf writer: tensor data written outside begin..finish");
   if (m.next_tensor >= m.tensors.size()) {
     return make_error("gguf writer: tensor data written after all ", m.tensors.size(), " tensors");
   }

@@ -57,7 +57,8 @@ double exp_sum_ggml(int64_t n, float* w, float max) {
   double sum = 0.0;
   for (int64_t c = 0; c < n; c += kLanes) {
     float lane[kLanes] = {};
-    for (int64_t i = c; i < std::min(n, c + kLanes); ++i) lane[i - c] = w[i] = quant::expf_ggml_avx512(w[i] - max);
+    for (int64_t i = c; i < std::min(n, c + kLanes); ++i)
+      lane[i - c] = w[i] = quant::expf_ggml_avx512(w[i] - max);
     sum += static_cast<double>(reduce_add_16(lane));
   }
   return sum;
@@ -117,8 +118,8 @@ Layout layout_of(const OpCall& call) {
   Layout l;
   l.q_conv = 0;
   l.scores = l.q_conv + align_up(row_size(quant_traits(k.type)->vec_dot_type, k.ne[0]));
-  const size_t n_scores =
-      call.params.attn_path == AttentionPath::Plain ? static_cast<size_t>(k.ne[1]) : static_cast<size_t>(kFaTileKv);
+  const size_t n_scores = call.params.attn_path == AttentionPath::Plain ? static_cast<size_t>(k.ne[1])
+                                                                        : static_cast<size_t>(kFaTileKv);
   l.acc = l.scores + align_up(n_scores * sizeof(float));
   l.acc16 = l.acc + align_up(static_cast<size_t>(dv) * sizeof(float));
   l.vrow = l.acc16 + align_up(static_cast<size_t>(dv) * sizeof(uint16_t));
@@ -227,7 +228,8 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         for (int64_t i = 0; i < dv; ++i) {
           float* li = lanes + i * n_acc * kLanes;
           if (n_acc == 4) {  // GGML_F32x16_REDUCE: (0 + 2) + (1 + 3), lane-wise
-            for (int t = 0; t < kLanes; ++t) li[t] = (li[t] + li[2 * kLanes + t]) + (li[kLanes + t] + li[3 * kLanes + t]);
+            for (int t = 0; t < kLanes; ++t)
+              li[t] = (li[t] + li[2 * kLanes + t]) + (li[kLanes + t] + li[3 * kLanes + t]);
           }
           acc[i] = reduce_add_16(li);
         }
@@ -254,7 +256,8 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
           }
           const char* kr = k_plane + (t0 + t) * kb1;
           float dot = 0.0f;
-          for (int64_t e = 0; e < dk; ++e) dot = std::fma(load_f32(kv_type, kr + e * static_cast<int64_t>(k.nb[0])), qf[e], dot);
+          for (int64_t e = 0; e < dk; ++e)
+            dot = std::fma(load_f32(kv_type, kr + e * static_cast<int64_t>(k.nb[0])), qf[e], dot);
           kq[t] = dot * scale + mv;
           tile_max = std::fmax(tile_max, kq[t]);
         }
@@ -270,7 +273,8 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         for (int64_t t = 0; t < nt; ++t) {
           if (kq[t] == 0.0f) continue;  // a masked key (p exactly 0): fma(v, 0, acc) == acc
           const char* vr = v_plane + (t0 + t) * vb1;
-          for (int64_t i = 0; i < dv; ++i) acc[i] = std::fma(load_f32(kv_type, vr + i * static_cast<int64_t>(v.nb[0])), kq[t], acc[i]);
+          for (int64_t i = 0; i < dv; ++i)
+            acc[i] = std::fma(load_f32(kv_type, vr + i * static_cast<int64_t>(v.nb[0])), kq[t], acc[i]);
         }
       }
       const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;

@@ -85,8 +85,9 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
   const int64_t r3 = a.ne[3] / w.ne[3];
   // ggml multiplies 2-D weights with a multiple of 8 rows of some types with its repacked kernels,
   // whose float order differs from vec_dot's (quant.h vec_dot_rows8).
+  // Of n activation rows, ggml sends the first n - n % 4 through its 4-row gemm kernels.
   const bool rows8 = t->vec_dot_rows8 != nullptr && w.ne[1] % 8 == 0 && w.ne[2] == 1 && w.ne[3] == 1;
-  const VecDotFn dot = rows8 ? t->vec_dot_rows8 : t->vec_dot;
+  const int64_t gemm_rows = a.ne[1] - a.ne[1] % 4;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t tr = u % n_tr;
     const int64_t tc = (u / n_tr) % n_tc;
@@ -96,6 +97,7 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
     const int64_t row0 = tr * kTileRows, row1 = std::min(row0 + kTileRows, d.ne[0]);
     const int64_t col0 = tc * kTileCols, col1 = std::min(col0 + kTileCols, d.ne[1]);
     for (int64_t j = col0; j < col1; ++j) {
+      const VecDotFn dot = !rows8 ? t->vec_dot : j < gemm_rows ? t->vec_dot_rows8_x4 : t->vec_dot_rows8;
       // src1 row (j, i2, i3) was converted at its flat row index.
       const char* act = acts + ((i3 * a.ne[2] + i2) * a.ne[1] + j) * static_cast<int64_t>(stride);
       char* drow = row_ptr(d, j, i2, i3);

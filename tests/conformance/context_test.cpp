@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 
 #include "conformance/reference_check.h"
 #include "llm/cpu_engine.h"
@@ -20,28 +21,13 @@ std::shared_ptr<const Model> load(const std::string& stem) {
   return m.ok() ? *m : nullptr;
 }
 
-struct Variant {
-  std::string model;
-  bool f16kv_fa;
-  testing::Tolerance tol;
-};
-
-std::string name_of(const ::testing::TestParamInfo<Variant>& info) {
-  std::string n = info.param.model + (info.param.f16kv_fa ? "_f16kv_fa" : "_f32kv");
-  for (char& c : n) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return n;
-}
-
-class ContextConformance : public ::testing::TestWithParam<Variant> {};
+class ContextConformance : public ::testing::TestWithParam<testing::ReferenceVariant> {};
 
 TEST_P(ContextConformance, MatchesLlamaCpp) {
-  const Variant& v = GetParam();
+  const testing::ReferenceVariant& v = GetParam();
   auto model = load(v.model);
   ASSERT_TRUE(model);
-  const auto ref = testing::load_json(kShared + "/fixtures/reference/" + v.model +
-                                      (v.f16kv_fa ? ".f16kv-fa.json" : ".json"));
+  const auto ref = testing::load_json(testing::reference_path(v));
   CpuEngine engine(2);
   ContextOptions opt;
   opt.n_ctx = 512;
@@ -78,24 +64,11 @@ TEST_P(ContextConformance, MatchesLlamaCpp) {
       last.assign(c.logits(0).begin(), c.logits(0).end());
     }
   }
-  cmp.finish(name_of(::testing::TestParamInfo<Variant>(v, 0)));
+  cmp.finish(testing::variant_name(::testing::TestParamInfo<testing::ReferenceVariant>(v, 0)));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, ContextConformance,
-    ::testing::Values(Variant{"llama-spm-e128-f32", false, testing::kF32Tight},
-                      Variant{"llama-spm-e256-Q4_0", false, testing::kQuantized},
-                      Variant{"llama-spm-e256-Q4_K_M", false, testing::kQuantized},
-                      Variant{"llama-spm-e256-Q6_K", false, testing::kQuantized},
-                      Variant{"qwen2-e64-Q8_0", false, testing::kQuantized},
-                      Variant{"qwen3-e64-Q8_0", false, testing::kQuantized},
-                      Variant{"llama-spm-e128-f32", true, testing::kF16Fa},
-                      Variant{"llama-spm-e256-Q4_0", true, testing::kF16Fa},
-                      Variant{"llama-spm-e256-Q4_K_M", true, testing::kF16Fa},
-                      Variant{"llama-spm-e256-Q6_K", true, testing::kF16Fa},
-                      Variant{"qwen2-e64-Q8_0", true, testing::kF16Fa},
-                      Variant{"qwen3-e64-Q8_0", true, testing::kF16Fa}),
-    name_of);
+INSTANTIATE_TEST_SUITE_P(Fixtures, ContextConformance, ::testing::ValuesIn(testing::all_reference_variants()),
+                         testing::variant_name);
 
 // The same prompt alone, in a batch with three other sequences, and fed one token at a time gives
 // the same logits (1e-4 for F32 weights, 1e-3 for quantized).

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,43 @@ struct Tolerance {
 inline constexpr Tolerance kF32Tight{1e-3, 1e-3, 1.0, 2e-3};
 inline constexpr Tolerance kQuantized{0.3, 5e-2, 0.95, 0.1};
 inline constexpr Tolerance kF16Fa{0.5, 0.1, 0.90, 0.2};
+
+// One reference file: model M compared against M.json (F32 cache, plain attention) or
+// M.f16kv-fa.json (F16 cache, flash attention).
+struct ReferenceVariant {
+  std::string model;  // file stem in fixtures/models
+  bool f16kv_fa;
+  Tolerance tol;
+};
+
+inline void PrintTo(const ReferenceVariant& v, std::ostream* os) {
+  *os << v.model << (v.f16kv_fa ? " f16kv-fa" : " f32kv");
+}
+
+inline std::string variant_name(const ::testing::TestParamInfo<ReferenceVariant>& info) {
+  std::string n = info.param.model + (info.param.f16kv_fa ? "_f16kv_fa" : "_f32kv");
+  for (char& c : n) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return n;
+}
+
+// Every fixture model with both reference files.
+inline std::vector<ReferenceVariant> all_reference_variants() {
+  std::vector<ReferenceVariant> v;
+  for (bool fa : {false, true}) {
+    const Tolerance quant = fa ? kF16Fa : kQuantized;
+    v.push_back({"llama-spm-e128-f32", fa, fa ? kF16Fa : kF32Tight});
+    for (const char* m : {"llama-spm-e256-Q4_0", "llama-spm-e256-Q4_K_M", "llama-spm-e256-Q6_K", "qwen2-e64-Q8_0",
+                          "qwen3-e64-Q8_0"})
+      v.push_back({m, fa, quant});
+  }
+  return v;
+}
+
+inline std::string reference_path(const ReferenceVariant& v) {
+  return std::string(KILN_SHARED_DIR) + "/fixtures/reference/" + v.model + (v.f16kv_fa ? ".f16kv-fa.json" : ".json");
+}
 
 inline nlohmann::json load_json(const std::string& path) {
   std::ifstream in(path);

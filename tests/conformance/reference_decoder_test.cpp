@@ -5,34 +5,21 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include "conformance/reference_check.h"
 
 namespace kiln {
 namespace {
 
-struct Variant {
-  std::string model;      // file stem in fixtures/models
-  bool f16kv_fa;          // compare against M.f16kv-fa.json with an F16 cache and flash attention
-  testing::Tolerance tol;
-};
-
-std::string name_of(const ::testing::TestParamInfo<Variant>& info) {
-  std::string n = info.param.model + (info.param.f16kv_fa ? "_f16kv_fa" : "_f32kv");
-  for (char& c : n) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return n;
-}
-
-class ReferenceDecoderConformance : public ::testing::TestWithParam<Variant> {};
+class ReferenceDecoderConformance : public ::testing::TestWithParam<testing::ReferenceVariant> {};
 
 TEST_P(ReferenceDecoderConformance, MatchesLlamaCpp) {
-  const Variant& v = GetParam();
+  const testing::ReferenceVariant& v = GetParam();
   const std::string shared = KILN_SHARED_DIR;
   auto file = GgufFile::open(shared + "/fixtures/models/" + v.model + ".gguf");
   ASSERT_TRUE(file.ok()) << file.error().message;
-  const auto ref = testing::load_json(shared + "/fixtures/reference/" + v.model +
-                                      (v.f16kv_fa ? ".f16kv-fa.json" : ".json"));
+  const auto ref = testing::load_json(testing::reference_path(v));
   ReferenceDecoderOptions opt;
   opt.n_ctx = 512;
   opt.kv_type = v.f16kv_fa ? DType::F16 : DType::F32;
@@ -64,24 +51,11 @@ TEST_P(ReferenceDecoderConformance, MatchesLlamaCpp) {
       last = *next;
     }
   }
-  cmp.finish(name_of(::testing::TestParamInfo<Variant>(v, 0)));
+  cmp.finish(testing::variant_name(::testing::TestParamInfo<testing::ReferenceVariant>(v, 0)));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, ReferenceDecoderConformance,
-    ::testing::Values(Variant{"llama-spm-e128-f32", false, testing::kF32Tight},
-                      Variant{"llama-spm-e256-Q4_0", false, testing::kQuantized},
-                      Variant{"llama-spm-e256-Q4_K_M", false, testing::kQuantized},
-                      Variant{"llama-spm-e256-Q6_K", false, testing::kQuantized},
-                      Variant{"qwen2-e64-Q8_0", false, testing::kQuantized},
-                      Variant{"qwen3-e64-Q8_0", false, testing::kQuantized},
-                      Variant{"llama-spm-e128-f32", true, testing::kF16Fa},
-                      Variant{"llama-spm-e256-Q4_0", true, testing::kF16Fa},
-                      Variant{"llama-spm-e256-Q4_K_M", true, testing::kF16Fa},
-                      Variant{"llama-spm-e256-Q6_K", true, testing::kF16Fa},
-                      Variant{"qwen2-e64-Q8_0", true, testing::kF16Fa},
-                      Variant{"qwen3-e64-Q8_0", true, testing::kF16Fa}),
-    name_of);
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceDecoderConformance, ::testing::ValuesIn(testing::all_reference_variants()),
+                         testing::variant_name);
 
 TEST(ReferenceDecoder, RejectsBadTokensAndContextOverflow) {
   auto file = GgufFile::open(std::string(KILN_SHARED_DIR) + "/fixtures/models/qwen3-e64-Q8_0.gguf");

@@ -196,6 +196,22 @@ TEST_F(SyntheticFolder, RefusesWhatItCannotConvert) {
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.error().message.find("'num_hidden_layers' = 0 is not a positive integer"), std::string::npos) << f.error().message;
 
+  // A field of the wrong JSON type is an Error, not an exception.
+  write_qwen("Qwen2ForCausalLM", false);
+  cfg = json::parse(std::ifstream(dir_ / "config.json"));
+  cfg["tie_word_embeddings"] = "yes";
+  write_text(dir_ / "config.json", cfg.dump());
+  f = convert();
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().message.find("unexpected JSON value"), std::string::npos) << f.error().message;
+  write_qwen("Qwen2ForCausalLM", false);
+  write_text(dir_ / "tokenizer_config.json", R"({"add_bos_token": false, "eos_token": 5})");
+  write_text(dir_ / "tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"id": 1, "content": "x", "special": "yes"}],
+                                         "pre_tokenizer": {"type": "ByteLevel"}})");
+  f = convert();
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().message.find("unexpected JSON value"), std::string::npos) << f.error().message;
+
   // A checkpoint tensor with no GGUF name is named in the error.
   write_qwen("Qwen2ForCausalLM", false);
   write_safetensors(dir_ / "model.safetensors", {{"model.embed_tokens.weight", random({kVocab, kEmbd})},

@@ -15,14 +15,16 @@ namespace kiln::gguf_test {
 inline bool same_value(const GgufValue& a, const GgufValue& b) {
   if (a.type != b.type) return false;
   switch (a.type) {
-    case GgufType::STRING: return a.str == b.str;
+    case GgufType::STRING:
+      return a.str == b.str;
     case GgufType::ARRAY:
       if (a.elem_type != b.elem_type || a.arr.size() != b.arr.size()) return false;
       for (size_t i = 0; i < a.arr.size(); ++i) {
         if (!same_value(a.arr[i], b.arr[i])) return false;
       }
       return true;
-    default: return std::memcmp(&a.num, &b.num, sizeof a.num) == 0;
+    default:
+      return std::memcmp(&a.num, &b.num, sizeof a.num) == 0;
   }
 }
 

@@ -36,7 +36,12 @@ RunResult run_kiln(const std::string& args) {
   const fs::path err_path = fs::path(KILN_BINARY_DIR) / "gguf-test" / "inspect-stderr.txt";
   fs::create_directories(err_path.parent_path());
   std::string cmd = "'";
-  cmd.append(kiln_exe().string()).append("' ").append(args).append(" 2>'").append(err_path.string()).append("'");
+  cmd.append(kiln_exe().string())
+      .append("' ")
+      .append(args)
+      .append(" 2>'")
+      .append(err_path.string())
+      .append("'");
   RunResult r;
   std::FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -87,7 +92,8 @@ TEST_F(KilnInspect, JsonMatchesTheParsedFile) {
     const GgufTensorInfo& t = (*g)->tensors()[i];
     EXPECT_EQ(jt["name"].get<std::string>(), t.name);
     EXPECT_EQ(jt["type"].get<std::string>(), dtype_name(t.type));
-    EXPECT_EQ(jt["shape"].get<std::vector<int64_t>>(), std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
+    EXPECT_EQ(jt["shape"].get<std::vector<int64_t>>(),
+              std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
     EXPECT_EQ(jt["bytes"].get<uint64_t>(), t.size);
     EXPECT_EQ(jt["offset"].get<uint64_t>(), (*g)->data_offset() + t.offset);
     params_by_type[std::string(dtype_name(t.type))] += static_cast<uint64_t>(t.nelements());
@@ -95,7 +101,8 @@ TEST_F(KilnInspect, JsonMatchesTheParsedFile) {
   }
   EXPECT_EQ(j["params"].get<uint64_t>(), params);
   EXPECT_EQ(params, 9847232u);  // 151936*64 embedding + 2 blocks of attention/MLP weights + norms
-  for (const auto& [type, n] : params_by_type) EXPECT_EQ(j["totals_by_type"][type]["params"].get<uint64_t>(), n);
+  for (const auto& [type, n] : params_by_type)
+    EXPECT_EQ(j["totals_by_type"][type]["params"].get<uint64_t>(), n);
 }
 
 TEST_F(KilnInspect, TextShowsTablesAndTotals) {

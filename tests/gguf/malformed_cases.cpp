@@ -80,7 +80,9 @@ std::vector<uint8_t> truncated(std::vector<uint8_t> bytes, size_t n) {
 size_t kv_type_at(const std::vector<uint8_t>& f, std::string_view key) { return offset_after(f, key); }
 size_t kv_value_at(const std::vector<uint8_t>& f, std::string_view key) { return offset_after(f, key) + 4; }
 size_t ndims_at(const std::vector<uint8_t>& f, std::string_view name) { return offset_after(f, name); }
-size_t ne_at(const std::vector<uint8_t>& f, std::string_view name, int d) { return offset_after(f, name) + 4 + 8 * d; }
+size_t ne_at(const std::vector<uint8_t>& f, std::string_view name, int d) {
+  return offset_after(f, name) + 4 + 8 * d;
+}
 size_t ttype_at(const std::vector<uint8_t>& f, std::string_view name, int n_dims) {
   return offset_after(f, name) + 4 + 8 * n_dims;
 }
@@ -166,23 +168,28 @@ std::vector<MalformedCase> malformed_cases() {
   add("empty", {}, {"file too small (0 bytes)"});
   add("short-magic", {'G', 'G', 'U'}, {"file too small (3 bytes)"});
   add("bad-magic", poked<uint8_t>(f, 0, 'X'), {"bad magic 'XGUF'"});
+  add("bad-magic-zero", poked<uint32_t>(f, 0, 0), {"bad magic '?\?\?\?' (0x00000000)"});
   add("version-1", poked<uint32_t>(f, 4, 1), {"version 1 is not supported"});
   add("version-4", poked<uint32_t>(f, 4, 4), {"unsupported version 4"});
   add("version-big-endian", poked<uint32_t>(f, 4, 0x03000000u), {"big-endian"});
   add("header-truncated", truncated(f, 20), {"truncated", "metadata kv count", "offset 16"});
-  add("n-kv-giant", poked<uint64_t>(f, 16, u64_max), {"metadata kv count 18446744073709551615", "cannot fit"});
-  add("n-tensors-giant", poked<uint64_t>(f, 8, uint64_t{1} << 62), {"tensor count 4611686018427387904", "cannot fit"});
+  add("n-kv-giant", poked<uint64_t>(f, 16, u64_max),
+      {"metadata kv count 18446744073709551615", "cannot fit"});
+  add("n-tensors-giant", poked<uint64_t>(f, 8, uint64_t{1} << 62),
+      {"tensor count 4611686018427387904", "cannot fit"});
   add("n-kv-plus-one", poked<uint64_t>(f, 16, read_u64(f, 16) + 1), {"gguf: "});
   add("n-tensors-plus-one", poked<uint64_t>(f, 8, 5), {"tensor #4 has an empty name"});
 
   // Metadata.
-  add("key-length-giant", poked<uint64_t>(f, 24, uint64_t{1} << 60), {"kv #0", "key length 1152921504606846976"});
+  add("key-length-giant", poked<uint64_t>(f, 24, uint64_t{1} << 60),
+      {"kv #0", "key length 1152921504606846976"});
   add("key-empty", poked<uint64_t>(f, 24, 0), {"kv #0 has an empty key"});
   add("string-length-giant", poked<uint64_t>(f, kv_value_at(f, "general.architecture"), uint64_t{1} << 40),
       {"key 'general.architecture'", "string length 1099511627776", "exceeds"});
   add("value-truncated", RawBytes().header(0, 1).str("k").put<uint32_t>(10).put<uint32_t>(7).b,
       {"key 'k'", "truncated: u64 value needs 8 bytes at offset 37, only 4 left (file size 41)"});
-  add("value-type-bad", poked<uint32_t>(f, kv_type_at(f, "k.u8"), 13), {"key 'k.u8'", "unknown value type id 13"});
+  add("value-type-bad", poked<uint32_t>(f, kv_type_at(f, "k.u8"), 13),
+      {"key 'k.u8'", "unknown value type id 13"});
   add("array-elem-type-bad", poked<uint32_t>(f, kv_value_at(f, "k.ints"), 99),
       {"key 'k.ints'", "unknown array element type id 99"});
   add("array-count-giant", poked<uint64_t>(f, kv_value_at(f, "k.strings") + 4, u64_max / 2),
@@ -198,8 +205,7 @@ std::vector<MalformedCase> malformed_cases() {
       {"key 'general.alignment' = 3", "power of two"});
   add("alignment-2-31", poked<uint32_t>(f, kv_value_at(f, "general.alignment"), 1u << 31),
       {"tensor 'tensor_a' data [2147483648", "past end of file"});
-  add("alignment-type-string",
-      RawBytes().header(0, 1).str("general.alignment").put<uint32_t>(8).str("32").b,
+  add("alignment-type-string", RawBytes().header(0, 1).str("general.alignment").put<uint32_t>(8).str("32").b,
       {"key 'general.alignment' has type string"});
   add("alignment-negative",
       RawBytes().header(0, 1).str("general.alignment").put<uint32_t>(5).put<int32_t>(-32).b,
@@ -209,23 +215,34 @@ std::vector<MalformedCase> malformed_cases() {
       {"key 'general.alignment' = 1099511627776", "power of two in [1, 2147483648]"});
   add("nested-too-deep", nested_array_file(9), {"key 'nested'", "nested deeper than 8"});
   add("nested-type-bad",
-      RawBytes().header(0, 1).str("nested").put<uint32_t>(kArrayType).put<uint32_t>(kArrayType).put<uint64_t>(1)
-          .put<uint32_t>(77).put<uint64_t>(0).b,
+      RawBytes()
+          .header(0, 1)
+          .str("nested")
+          .put<uint32_t>(kArrayType)
+          .put<uint32_t>(kArrayType)
+          .put<uint64_t>(1)
+          .put<uint32_t>(77)
+          .put<uint64_t>(0)
+          .b,
       {"key 'nested'", "element 0", "unknown array element type id 77"});
 
   // Tensor infos.
   add("tensor-name-length-giant", poked<uint64_t>(f, offset_after(f, "tensor_a") - 8 - 8, u64_max),
       {"tensor #0", "tensor name length 18446744073709551615"});
   add("duplicate-tensor", replaced(f, "tensor_b", "tensor_a"), {"duplicate tensor 'tensor_a' (tensor #2)"});
-  add("ndims-5", poked<uint32_t>(f, ndims_at(f, "tensor_a"), 5), {"tensor 'tensor_a'", "n_dims 5 outside 1..4"});
-  add("ndims-0", poked<uint32_t>(f, ndims_at(f, "tensor_c"), 0), {"tensor 'tensor_c'", "n_dims 0 outside 1..4"});
-  add("dim-negative", poked<int64_t>(f, ne_at(f, "tensor_a", 1), -2), {"tensor 'tensor_a'", "ne[1] = -2 is negative"});
+  add("ndims-5", poked<uint32_t>(f, ndims_at(f, "tensor_a"), 5),
+      {"tensor 'tensor_a'", "n_dims 5 outside 1..4"});
+  add("ndims-0", poked<uint32_t>(f, ndims_at(f, "tensor_c"), 0),
+      {"tensor 'tensor_c'", "n_dims 0 outside 1..4"});
+  add("dim-negative", poked<int64_t>(f, ne_at(f, "tensor_a", 1), -2),
+      {"tensor 'tensor_a'", "ne[1] = -2 is negative"});
   add("dims-overflow",
       poked<int64_t>(poked<int64_t>(f, ne_at(f, "tensor_a", 0), int64_t{1} << 40), ne_at(f, "tensor_a", 1),
                      int64_t{1} << 40),
       {"tensor 'tensor_a'", "element count overflows"});
   add("row-bytes-overflow",
-      poked<int64_t>(poked<int64_t>(f, ne_at(f, "tensor_a", 0), int64_t{1} << 62), ne_at(f, "tensor_a", 1), 1),
+      poked<int64_t>(poked<int64_t>(f, ne_at(f, "tensor_a", 0), int64_t{1} << 62), ne_at(f, "tensor_a", 1),
+                     1),
       {"tensor 'tensor_a'", "row size overflows"});
   add("bytes-overflow",
       poked<int64_t>(poked<int64_t>(f, ne_at(f, "tensor_a", 0), int64_t{1} << 40), ne_at(f, "tensor_a", 1),
@@ -252,7 +269,8 @@ std::vector<MalformedCase> malformed_cases() {
   add("overlap-same-offset", poked<uint64_t>(f, off_b, 0), {"overlaps tensor", "tensor_a", "tensor_b"});
   add("overlap-partial", poked<uint64_t>(f, off_c, read_u64(f, off_b) + 64),
       {"tensor 'tensor_c' data [128, 136) overlaps tensor 'tensor_b' data [64, 136)"});
-  add("data-truncated", truncated(f, sample_data_end() - 1), {"tensor 'tensor_c' data [", "past end of file"});
+  add("data-truncated", truncated(f, sample_data_end() - 1),
+      {"tensor 'tensor_c' data [", "past end of file"});
   return c;
 }
 

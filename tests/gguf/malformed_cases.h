@@ -21,7 +21,7 @@ size_t sample_data_end();
 std::vector<uint8_t> nested_array_file(int depth);
 
 struct MalformedCase {
-  std::string name;                 // short identifier, also the corpus file name
+  std::string name;  // short identifier, also the corpus file name
   std::vector<uint8_t> bytes;
   std::vector<std::string> expect;  // substrings the error message must contain
 };

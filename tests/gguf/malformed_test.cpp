@@ -58,7 +58,8 @@ TEST(GgufMalformed, EachCaseIsACleanError) {
     ASSERT_FALSE(g.ok()) << "parsed a malformed file";
     const std::string& msg = g.error().message;
     EXPECT_TRUE(msg.starts_with("gguf: ")) << msg;
-    for (const std::string& want : c.expect) EXPECT_NE(msg.find(want), std::string::npos) << "'" << want << "' not in: " << msg;
+    for (const std::string& want : c.expect)
+      EXPECT_NE(msg.find(want), std::string::npos) << "'" << want << "' not in: " << msg;
   }
 }
 
@@ -133,7 +134,8 @@ TEST(GgufMalformed, OpenNamesThePath) {
   std::ofstream(empty).close();
   auto e = GgufFile::open(empty.string());
   ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.error().message, "gguf: '" + empty.string() + "': file too small (0 bytes) to hold the magic 'GGUF'");
+  EXPECT_EQ(e.error().message,
+            "gguf: '" + empty.string() + "': file too small (0 bytes) to hold the magic 'GGUF'");
   const fs::path bad = tmp / "bad-offset.gguf";
   for (const auto& c : malformed_cases()) {
     if (c.name != "offset-past-end") continue;
@@ -141,7 +143,8 @@ TEST(GgufMalformed, OpenNamesThePath) {
   }
   auto b = GgufFile::open(bad.string());
   ASSERT_FALSE(b.ok());
-  EXPECT_TRUE(b.error().message.starts_with("gguf: '" + bad.string() + "': tensor 'tensor_c' data [")) << b.error().message;
+  EXPECT_TRUE(b.error().message.starts_with("gguf: '" + bad.string() + "': tensor 'tensor_c' data ["))
+      << b.error().message;
 }
 
 // Writes the sample, the nested-array file and every malformed case to

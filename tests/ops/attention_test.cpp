@@ -36,7 +36,7 @@ double kv_get(const HostTensor& t, const TensorView& v, int64_t i0, int64_t i1, 
 
 void run_case(const AttnCase& c, std::mt19937& rng) {
   SCOPED_TRACE(c.name);
-  constexpr int64_t kCacheSlots = 16;  // K/V are views of the first n_kv slots of a bigger cache
+  const int64_t kCacheSlots = c.n_kv + 5;  // K/V are views of the first n_kv slots of a bigger cache
   HostTensor q(DType::F32, {c.dk, c.n_q, c.h, c.seqs}, Layout::Padded);
   const bool quant = info(c.kv_type).quantized;
   const Layout cache_layout = quant ? Layout::Padded : Layout::Permuted;
@@ -136,6 +136,11 @@ TEST(OpsAttention, PlainAndFlashPathsOverCaches) {
       {"dv != dk alibi plain", 64, 48, 4, 7, 6, 3, 2, DType::F32, 1, true, 0, 8.0f, kPlain, 2e-5},
       {"dv != dk alibi flash", 64, 48, 4, 7, 6, 3, 2, DType::F16, 1, true, 0, 8.0f, kFlash, 5e-3},
       {"q8_0 cache flash", 64, 64, 3, 10, 4, 4, 1, DType::Q8_0, 2, true, 0, 0.0f, kFlash, 2e-2},
+      // One query on the plain path (ggml_vec_dot_f32's four accumulators for kq v).
+      {"f32 plain decode", 64, 64, 1, 37, 4, 2, 1, DType::F32, 0, true, 36, 0.0f, kPlain, 2e-5},
+      // >= 64 queries with K and V of one float type: ggml's tiled flash kernel, tiles of 64 keys.
+      {"f16 flash tiled", 32, 32, 70, 150, 2, 1, 1, DType::F16, 2, true, 0, 0.0f, kFlash, 3e-3},
+      {"f32 flash tiled causal", 32, 48, 66, 140, 2, 2, 1, DType::F32, 0, true, 74, 0.0f, kFlash, 2e-5},
   };
   for (const AttnCase& c : cases) run_case(c, rng);
 }

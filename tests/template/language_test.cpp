@@ -193,6 +193,17 @@ TEST(JinjaErrors, RunawayInputEndsInErrors) {
   EXPECT_NE(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").find("nested deeper than"),
             std::string::npos);
   EXPECT_NE(error_of("{{ range(100000000) | length }}").find("range: more than"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + std::string(200, '(') + "1" + std::string(200, ')') + " }}")
+                .find("template nested deeper than 256 levels"),
+            std::string::npos);
+  std::string deep_ifs;
+  for (int i = 0; i < 300; ++i) deep_ifs += "{% if true %}";
+  EXPECT_NE(error_of(deep_ifs).find("template nested deeper than 256 levels"), std::string::npos);
+  EXPECT_NE(
+      error_of("{% set ns = namespace(x=[]) %}{% for i in range(600) %}{% set ns.x = [ns.x] %}{% endfor %}"
+               "{{ ns.x | tojson }}")
+          .find("tojson: value nested deeper than 512 levels"),
+      std::string::npos);
   // Malformed UTF-8 in the data is replaced, never read past.
   EXPECT_EQ(render("{{ s | length }}", {{"s", std::string("a\xE6\x9D")}}), "3");
 }

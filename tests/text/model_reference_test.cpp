@@ -72,7 +72,9 @@ TEST_P(ModelReference, TokensAndGreedyTextMatchLlamaCpp) {
     const auto body = tok->tokenize(text, false, c.at("special").get<bool>());
     ids.insert(ids.end(), body.begin(), body.end());
     EXPECT_EQ(ids, c.at("tokens").get<std::vector<int32_t>>()) << text;
-    if (add_bos) EXPECT_EQ(tok->tokenize(text, true, c.at("special").get<bool>()), ids);
+    if (add_bos) {
+      EXPECT_EQ(tok->tokenize(text, true, c.at("special").get<bool>()), ids);
+    }
 
     const auto greedy = c.at("greedy").get<std::vector<int32_t>>();
     auto out = tok->detokenize(greedy, false, false);

@@ -1,7 +1,7 @@
 // Hard cases (whitespace runs, long words, many scripts, emoji, control characters, special tokens
 // with and without parse_special) against llama.cpp's tokenization of the same text. The cases are
 // tests/text/data/hard_cases.json; the references ref-VOCAB.json were written by
-//   NODE_PATH=... node ../shared/tools/oracle.mjs ../shared/fixtures/vocab/ggml-vocab-VOCAB.gguf \
+//   NODE_PATH=... node ../shared/tools/oracle.mjs ../shared/fixtures/vocab/ggml-vocab-VOCAB.gguf
 //       tests/text/data/hard_cases.json > tests/text/data/ref-VOCAB.json
 // (llama.cpp via node-llama-cpp 3.22.1: tokens are BOS, when llama.cpp adds one, then
 // llama_tokenize(text, add_special = false, parse_special = special)).

@@ -15,8 +15,8 @@
 namespace kiln::cli {
 namespace {
 
-constexpr size_t kFirstItems = 5;         // array items shown when summarising
-constexpr size_t kMaxStringShown = 120;   // string bytes shown in text mode when summarising
+constexpr size_t kFirstItems = 5;        // array items shown when summarising
+constexpr size_t kMaxStringShown = 120;  // string bytes shown in text mode when summarising
 
 struct InspectOptions {
   std::string path;
@@ -39,11 +39,21 @@ std::string quoted(std::string_view s, bool all) {
   for (size_t i = 0; i < shown; ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     switch (c) {
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char buf[8];
@@ -65,16 +75,27 @@ std::string scalar_text(const GgufValue& v, bool all) {
     case GgufType::U8:
     case GgufType::U16:
     case GgufType::U32:
-    case GgufType::U64: std::snprintf(buf, sizeof buf, "%" PRIu64, v.num.u); return buf;
+    case GgufType::U64:
+      std::snprintf(buf, sizeof buf, "%" PRIu64, v.num.u);
+      return buf;
     case GgufType::I8:
     case GgufType::I16:
     case GgufType::I32:
-    case GgufType::I64: std::snprintf(buf, sizeof buf, "%" PRId64, v.num.i); return buf;
-    case GgufType::F32: std::snprintf(buf, sizeof buf, "%.9g", v.num.f); return buf;
-    case GgufType::F64: std::snprintf(buf, sizeof buf, "%.17g", v.num.f); return buf;
-    case GgufType::BOOL: return v.num.u != 0 ? "true" : "false";
-    case GgufType::STRING: return quoted(v.str, all);
-    case GgufType::ARRAY: break;
+    case GgufType::I64:
+      std::snprintf(buf, sizeof buf, "%" PRId64, v.num.i);
+      return buf;
+    case GgufType::F32:
+      std::snprintf(buf, sizeof buf, "%.9g", v.num.f);
+      return buf;
+    case GgufType::F64:
+      std::snprintf(buf, sizeof buf, "%.17g", v.num.f);
+      return buf;
+    case GgufType::BOOL:
+      return v.num.u != 0 ? "true" : "false";
+    case GgufType::STRING:
+      return quoted(v.str, all);
+    case GgufType::ARRAY:
+      break;
   }
   KILN_ASSERT(false, "scalar_text on an array");
   return {};
@@ -102,16 +123,22 @@ nlohmann::ordered_json value_json(const GgufValue& v, bool all) {
     case GgufType::U8:
     case GgufType::U16:
     case GgufType::U32:
-    case GgufType::U64: return v.num.u;
+    case GgufType::U64:
+      return v.num.u;
     case GgufType::I8:
     case GgufType::I16:
     case GgufType::I32:
-    case GgufType::I64: return v.num.i;
+    case GgufType::I64:
+      return v.num.i;
     case GgufType::F32:
-    case GgufType::F64: return v.num.f;
-    case GgufType::BOOL: return v.num.u != 0;
-    case GgufType::STRING: return v.str;
-    case GgufType::ARRAY: break;
+    case GgufType::F64:
+      return v.num.f;
+    case GgufType::BOOL:
+      return v.num.u != 0;
+    case GgufType::STRING:
+      return v.str;
+    case GgufType::ARRAY:
+      break;
   }
   nlohmann::ordered_json items = nlohmann::ordered_json::array();
   const size_t shown = all ? v.arr.size() : std::min(v.arr.size(), kFirstItems);
@@ -152,36 +179,39 @@ std::map<std::string, TypeTotal> totals_by_type(const GgufFile& g) {
 void print_text(const GgufFile& g, const InspectOptions& opt) {
   const uint64_t file_size = g.bytes().size();
   std::printf("file: %s\n", opt.path.c_str());
-  std::printf("size: %" PRIu64 " bytes (%s), GGUF version %u, alignment %" PRIu64 ", data offset %" PRIu64 "\n",
+  std::printf("size: %" PRIu64 " bytes (%s), GGUF version %u, alignment %" PRIu64 ", data offset %" PRIu64
+              "\n",
               file_size, mib(file_size).c_str(), g.version(), g.alignment(), g.data_offset());
 
   std::printf("\nmetadata: %zu keys\n", g.metadata().size());
   size_t key_width = 0;
   for (const GgufKv& kv : g.metadata()) key_width = std::max(key_width, kv.key.size());
   for (const GgufKv& kv : g.metadata()) {
-    std::printf("  %-*s  %-22s %s\n", static_cast<int>(key_width), kv.key.c_str(), type_text(kv.value).c_str(),
-                value_text(kv.value, opt.all).c_str());
+    std::printf("  %-*s  %-22s %s\n", static_cast<int>(key_width), kv.key.c_str(),
+                type_text(kv.value).c_str(), value_text(kv.value, opt.all).c_str());
   }
 
   std::printf("\ntensors: %zu\n", g.tensors().size());
   size_t name_width = 4;
   for (const GgufTensorInfo& t : g.tensors()) name_width = std::max(name_width, t.name.size());
-  std::printf("  %-*s  %-8s %-28s %14s %14s\n", static_cast<int>(name_width), "name", "type", "shape", "bytes",
-              "offset");
+  std::printf("  %-*s  %-8s %-28s %14s %14s\n", static_cast<int>(name_width), "name", "type", "shape",
+              "bytes", "offset");
   for (const GgufTensorInfo& t : g.tensors()) {
-    std::printf("  %-*s  %-8s %-28s %14" PRIu64 " %14" PRIu64 "\n", static_cast<int>(name_width), t.name.c_str(),
-                std::string(dtype_name(t.type)).c_str(), shape_text(t).c_str(), t.size, g.data_offset() + t.offset);
+    std::printf("  %-*s  %-8s %-28s %14" PRIu64 " %14" PRIu64 "\n", static_cast<int>(name_width),
+                t.name.c_str(), std::string(dtype_name(t.type)).c_str(), shape_text(t).c_str(), t.size,
+                g.data_offset() + t.offset);
   }
 
   std::printf("\ntotals by type:\n");
   uint64_t params = 0, bytes = 0;
   for (const auto& [name, tt] : totals_by_type(g)) {
-    std::printf("  %-8s %5zu tensors %16" PRIu64 " params %14" PRIu64 " bytes (%s)\n", name.c_str(), tt.tensors,
-                tt.params, tt.bytes, mib(tt.bytes).c_str());
+    std::printf("  %-8s %5zu tensors %16" PRIu64 " params %14" PRIu64 " bytes (%s)\n", name.c_str(),
+                tt.tensors, tt.params, tt.bytes, mib(tt.bytes).c_str());
     params += tt.params;
     bytes += tt.bytes;
   }
-  std::printf("\nparameters: %" PRIu64 "\ntensor data: %" PRIu64 " bytes (%s)\nfile size: %" PRIu64 " bytes (%s)\n",
+  std::printf("\nparameters: %" PRIu64 "\ntensor data: %" PRIu64 " bytes (%s)\nfile size: %" PRIu64
+              " bytes (%s)\n",
               params, bytes, mib(bytes).c_str(), file_size, mib(file_size).c_str());
 }
 
@@ -246,7 +276,8 @@ int run_inspect(int argc, char** argv) {
     } else if (opt.path.empty()) {
       opt.path = a;
     } else {
-      std::fprintf(stderr, "kiln inspect: more than one FILE given ('%s' and '%s')\n", opt.path.c_str(), argv[i]);
+      std::fprintf(stderr, "kiln inspect: more than one FILE given ('%s' and '%s')\n", opt.path.c_str(),
+                   argv[i]);
       return 2;
     }
   }
@@ -261,7 +292,8 @@ int run_inspect(int argc, char** argv) {
   }
   if (opt.json) {
     // Strings in a GGUF need not be valid UTF-8: replace bad bytes instead of failing.
-    const std::string text = to_json(**file, opt).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    const std::string text =
+        to_json(**file, opt).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     std::printf("%s\n", text.c_str());
   } else {
     print_text(**file, opt);

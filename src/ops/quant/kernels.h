@@ -85,6 +85,8 @@ void vec_dot_f32(int64_t n, float* s, const float* x, const float* y);         /
 void vec_dot_q4_0_q8_0_rows8(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y);
 void vec_dot_iq4_nl_q8_0_rows8(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);
 void vec_dot_q4_K_q8_K_rows8(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
+// Q4_K in the order of ggml's 4-row gemm kernel (Q4_0 / IQ4_NL gemm equal their rows8 order).
+void vec_dot_q4_K_q8_K_rows8_x4(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
 
 // --- AVX2 variants (vec_dot_avx2.cpp; call only when cpu_has_avx2()). Same contracts.
 bool cpu_has_avx2();  // AVX2 + FMA + F16C present
@@ -108,5 +110,6 @@ void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const Block
 void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y);
 void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);
 void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
+void vec_dot_q4_K_q8_K_rows8_x4_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
 
 }  // namespace kiln::quant

@@ -38,6 +38,10 @@ struct QuantTraits {
   // contract as vec_dot; mul_mat prefers it for such weights so that logits match llama.cpp's.
   VecDotFn vec_dot_rows8 = nullptr;
   VecDotFn vec_dot_rows8_ref = nullptr;  // its scalar reference (bit-identical)
+  // ggml runs the first (n - n % 4) of n activation rows through 4-row gemm kernels whose order can
+  // differ from the 1-row one: these dot products follow it (set whenever vec_dot_rows8 is).
+  VecDotFn vec_dot_rows8_x4 = nullptr;
+  VecDotFn vec_dot_rows8_x4_ref = nullptr;
 };
 
 // Traits for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL;

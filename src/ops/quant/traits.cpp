@@ -144,16 +144,23 @@ struct Table {
     // ggml's x86 repack (ref: ggml-cpu/repack.cpp ggml_repack_get_optimal_repack_type) applies to
     // Q4_0, IQ4_NL and Q4_K on AVX2 CPUs (and Q2_K with AVX-512, not emulated here).
     if (avx2) {
-      auto rows8 = [&](DType t, VecDotFn fast, VecDotFn ref) {
-        entries[static_cast<uint32_t>(t)].vec_dot_rows8 = fast;
-        entries[static_cast<uint32_t>(t)].vec_dot_rows8_ref = ref;
+      auto rows8 = [&](DType t, VecDotFn fast, VecDotFn ref, VecDotFn fast_x4, VecDotFn ref_x4) {
+        QuantTraits& e = entries[static_cast<uint32_t>(t)];
+        e.vec_dot_rows8 = fast;
+        e.vec_dot_rows8_ref = ref;
+        e.vec_dot_rows8_x4 = fast_x4;
+        e.vec_dot_rows8_x4_ref = ref_x4;
       };
-      rows8(DType::Q4_0, &vec_dot_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_avx2>,
-            &vec_dot_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8>);
-      rows8(DType::IQ4_NL, &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx2>,
-            &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8>);
+      const VecDotFn q4_0 = &vec_dot_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_avx2>;
+      const VecDotFn q4_0_ref = &vec_dot_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8>;
+      rows8(DType::Q4_0, q4_0, q4_0_ref, q4_0, q4_0_ref);
+      const VecDotFn iq4 = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx2>;
+      const VecDotFn iq4_ref = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8>;
+      rows8(DType::IQ4_NL, iq4, iq4_ref, iq4, iq4_ref);
       rows8(DType::Q4_K, &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8_avx2>,
-            &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8>);
+            &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8>,
+            &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8_x4_avx2>,
+            &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8_x4>);
     }
     // act_from_float: the activation quantizer is the from_float of the vec_dot type.
     for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {

@@ -1,7 +1,8 @@
 // AVX2 + FMA + F16C dot products (compiled with -mavx2 -mfma -mf16c; call only when
-// cpu_has_avx2()). Integer parts are exact; float accumulation is reassociated into 8 lanes as in
-// ggml's x86 kernels (ref: ggml-cpu/arch/x86/quants.c, ggml-cpu/vec.cpp), so results agree with the
-// scalar references to float rounding.
+// cpu_has_avx2()). Integer parts are exact; float accumulation follows ggml's x86 kernels as the
+// AVX-512 reference build of llama.cpp runs them (ref: ggml-cpu/arch/x86/quants.c, vec.cpp,
+// arch/x86/repack.cpp), bit for bit where tests/quant/ggml_golden_test.cpp checks it (F32, F16,
+// Q6_K and the *_rows8 kernels), so results agree with the scalar references to float rounding.
 //
 // The pragma enables the ISA here even when the build does not pass the *_avx2.cpp flags (the
 // CMake helper kiln_simd_flags currently applies none: its parameter shadows the list it reads).
@@ -45,6 +46,22 @@ inline __m256i bytes_from_nibbles_32(const uint8_t* rsi) {
 }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+inline __m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Lane k of the result: the sum of the 8 lanes of v[k] (exact integer sums).
+inline __m256i hsum_i32_8x8(const __m256i v[8]) {
+  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
+  const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
+  const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i h0123 = _mm256_hadd_epi32(h01, h23);  // per 128-bit half: v0..v3 partial sums
+  const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
 
 inline int hsum_i32_8(__m256i a) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
@@ -223,12 +240,11 @@ void vec_dot_f16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y)
   const int64_t np = n & ~(kStep - 1);
   __m256 lo[4], hi[4];
   for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
-  auto load = [](const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); };
   for (int64_t i = 0; i < np; i += kStep) {
     for (int j = 0; j < 4; ++j) {
       const int64_t o = i + 16 * j;
-      lo[j] = _mm256_fmadd_ps(load(x + o), load(y + o), lo[j]);
-      hi[j] = _mm256_fmadd_ps(load(x + o + 8), load(y + o + 8), hi[j]);
+      lo[j] = _mm256_fmadd_ps(load_f16x8(x + o), load_f16x8(y + o), lo[j]);
+      hi[j] = _mm256_fmadd_ps(load_f16x8(x + o + 8), load_f16x8(y + o + 8), hi[j]);
     }
   }
   double sumf = 0.0;
@@ -483,8 +499,24 @@ void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const Block
 // The *_rows8 order (vec_dot_rows8.cpp): exact integer block sums, one scalar FMA per block.
 void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y) {
   const __m256i off = _mm256_set1_epi8(8);
+  const int64_t nb = n / kQK8_0;
   float acc = 0.0f;
-  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
+  int64_t ib = 0;
+  // Eight blocks at a time: their integer sums side by side in one vector, then the scalar FMAs in
+  // block order.
+  for (; ib + 8 <= nb; ib += 8) {
+    __m256i p[8];
+    alignas(32) float scale[8];
+    for (int k = 0; k < 8; ++k) {
+      const __m256i qx = _mm256_sub_epi8(bytes_from_nibbles_32(x[ib + k].qs), off);
+      p[k] = mul_sum_i8_pairs(qx, load256(y[ib + k].qs));
+      scale[k] = f16_to_f32(x[ib + k].d) * f16_to_f32(y[ib + k].d);
+    }
+    alignas(32) float fsum[8];
+    _mm256_store_ps(fsum, _mm256_cvtepi32_ps(hsum_i32_8x8(p)));
+    for (int k = 0; k < 8; ++k) acc = std::fma(fsum[k], scale[k], acc);
+  }
+  for (; ib < nb; ++ib) {
     const __m256i qx = _mm256_sub_epi8(bytes_from_nibbles_32(x[ib].qs), off);
     const int isum = hsum_i32_8(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
     acc = std::fma(static_cast<float>(isum), f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d), acc);
@@ -547,6 +579,40 @@ void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const
     }
     acc = std::fma(static_cast<float>(hsum_i32_8(sumi)), f16_to_f32(x[i].d) * y[i].d, acc);
     acc_min = std::fma(static_cast<float>(imin), f16_to_f32(x[i].dmin) * y[i].d, acc_min);
+  }
+  *s = acc - acc_min;
+}
+
+void vec_dot_q4_K_q8_K_rows8_x4_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {
+  const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint32_t utmp[4];
+    std::memcpy(utmp, x[i].scales, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+    uint8_t sm[16];  // scales 0..7, mins 8..15
+    std::memcpy(sm, utmp, 16);
+    const float d = f16_to_f32(x[i].d) * y[i].d;
+    const float dmin = f16_to_f32(x[i].dmin) * y[i].d;
+    const uint8_t* q4 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    const int16_t* bs = y[i].bsums;
+    for (int sb = 0; sb < kQK_K / 64; ++sb) {
+      const __m256i q4bits = load256(q4 + 32 * sb);
+      const __m256i q4l = _mm256_and_si256(q4bits, m4);
+      const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+      const __m256i p16l = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * sb]), _mm256_maddubs_epi16(q4l, load256(q8 + 64 * sb)));
+      const __m256i p16h = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * sb + 1]), _mm256_maddubs_epi16(q4h, load256(q8 + 64 * sb + 32)));
+      const int isum = hsum_i32_8(_mm256_add_epi32(p16l, p16h));
+      const int imin = sm[8 + 2 * sb] * (bs[4 * sb] + bs[4 * sb + 1]) + sm[9 + 2 * sb] * (bs[4 * sb + 2] + bs[4 * sb + 3]);
+      acc = std::fma(static_cast<float>(isum), d, acc);
+      acc_min = std::fma(static_cast<float>(imin), dmin, acc_min);
+    }
   }
   *s = acc - acc_min;
 }

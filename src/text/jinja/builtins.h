@@ -9,9 +9,6 @@
 
 namespace kiln::jinja {
 
-// Calls a template macro or callable: the evaluator provides it to filters that call back.
-using Invoke = std::function<Value(const Value& callee, const CallArgs& args)>;
-
 bool is_known_filter(std::string_view name);
 bool is_known_test(std::string_view name);
 

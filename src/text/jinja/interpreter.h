@@ -1,6 +1,7 @@
 // Evaluator: runs a parsed template over a context and returns the text it renders.
-// Scoping follows the reference renderer: a for loop opens a scope (its `set`s stay inside),
-// if blocks do not; a macro runs in a scope below the one it was defined in.
+// Scoping: a for loop opens a scope (its `set`s stay inside), if blocks do not (as in the
+// reference renderer and Jinja2); a macro runs in a scope below the one it was defined in
+// (Jinja2's lexical rule; the reference renderer uses the caller's scope instead).
 #pragma once
 
 #include <memory>

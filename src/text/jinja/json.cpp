@@ -72,7 +72,11 @@ std::string json_quote(std::string_view s, bool ensure_ascii) {
 
 namespace {
 
+// Deeper values (only a template's own loops can build them) are refused, not recursed into.
+constexpr int kMaxJsonDepth = 512;
+
 void write_json(std::string& out, const Value& v, const JsonOptions& o, int depth) {
+  if (depth > kMaxJsonDepth) fail("tojson: value nested deeper than ", kMaxJsonDepth, " levels");
   // An indent of 0 writes one line, as the reference renderer does.
   const int indent = o.indent.value_or(0) > 0 ? *o.indent : 0;
   std::string item_sep = indent > 0 ? "," : ", ";

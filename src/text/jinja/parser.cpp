@@ -11,6 +11,10 @@ namespace kiln::jinja {
 
 namespace {
 
+// Nesting of expressions and blocks a template may use: far above real templates, low enough
+// that a hostile template (they come from model files) cannot exhaust the stack.
+constexpr int kMaxNesting = 256;
+
 bool one_of(std::string_view s, std::initializer_list<std::string_view> names) {
   for (std::string_view n : names) {
     if (s == n) return true;
@@ -134,7 +138,20 @@ class Parser {
     return s;
   }
 
+  // Counts one level of nesting for the lifetime of the guard; fails past kMaxNesting.
+  class NestingGuard {
+   public:
+    NestingGuard(Parser& p, Location where) : p_(p) {
+      if (++p_.nesting_ > kMaxNesting) fail_at(where, "template nested deeper than ", kMaxNesting, " levels");
+    }
+    ~NestingGuard() { --p_.nesting_; }
+
+   private:
+    Parser& p_;
+  };
+
   StmtPtr parse_statement() {
+    NestingGuard guard(*this, peek().where);
     const Token& tok = peek();
     if (tok.kind != TokenKind::kName)
       fail_at(tok.where, "expected a statement name after '{%', got ", describe(tok));
@@ -327,6 +344,7 @@ class Parser {
   }
 
   ExprPtr parse_expression() {
+    NestingGuard guard(*this, peek().where);
     ExprPtr value = parse_or();
     if (!is_name("if")) return value;
     auto e = make_expr(Expr::Kind::kCondition, peek().where);
@@ -363,6 +381,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    NestingGuard guard(*this, peek().where);
     if (is_name("not")) {
       auto e = make_expr(Expr::Kind::kUnary, next().where);
       e->name = "not";
@@ -475,6 +494,7 @@ class Parser {
   }
 
   ExprPtr parse_unary() {
+    NestingGuard guard(*this, peek().where);
     if (is_op("-") || is_op("+")) {
       const Token& op = next();
       ExprPtr arg = parse_unary();
@@ -665,6 +685,7 @@ class Parser {
   std::vector<Token> t_;
   size_t pos_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace
