@@ -5,7 +5,7 @@ set -euo pipefail
 want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev)
 if [[ "${1:-build}" != build ]]; then
   # clang + its runtime: libFuzzer target for the GGUF reader. python3-numpy: fixture generators.
-  want+=(clang libclang-rt-14-dev python3-numpy nodejs npm)
+  want+=(clang libclang-rt-14-dev python3-numpy)
 fi
 missing=()
 for p in "${want[@]}"; do

@@ -7,3 +7,6 @@ scripts/deps.sh test
 scripts/build.sh sanitize
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j "$(nproc)" -L 'unit|fault'
+# The GGUF reader under libFuzzer (clang, ASan+UBSan), seeded with the malformed corpus test_gguf
+# just wrote into build/sanitize.
+KILN_CORPUS_SEED=build/sanitize/fuzz-corpus/gguf fuzz/run_gguf_fuzz.sh "${KILN_FUZZ_SECONDS:-60}"
