@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "llm/context.h"
 
 namespace kiln {
 
@@ -59,6 +60,40 @@ double KlStats::mean_error() const {
   const double m = mean();
   const double var = kld_sum2 / static_cast<double>(tokens) - m * m;
   return var > 0.0 ? std::sqrt(var / static_cast<double>(tokens - 1)) : 0.0;
+}
+
+int64_t chunk_count(int64_t n_tokens, const ChunkScoring& opt) {
+  const int64_t n = n_tokens / opt.n_ctx;
+  return opt.max_chunks > 0 ? std::min(n, opt.max_chunks) : n;
+}
+
+// ref: llama.cpp tools/perplexity (perplexity()): the first half of each chunk is context only.
+Status score_chunks(Context& ctx, std::span<const int32_t> tokens, const ChunkScoring& opt,
+                    const std::function<Status(std::span<const float>, int32_t)>& on_token,
+                    const std::function<void(int64_t)>& on_chunk) {
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  if (opt.n_ctx < 2 || n_tokens < 2 * opt.n_ctx)
+    return make_error("perplexity: the text has ", n_tokens, " tokens; scoring needs at least 2 * n_ctx = ",
+                      2 * opt.n_ctx);
+  if (opt.n_ctx > ctx.n_ctx())
+    return make_error("perplexity: chunks of ", opt.n_ctx, " tokens exceed the context size ", ctx.n_ctx());
+  const int64_t first = opt.n_ctx / 2;
+  const int64_t n_chunks = chunk_count(n_tokens, opt);
+  Batch batch;
+  for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
+    const int64_t start = chunk * opt.n_ctx;
+    ctx.clear();
+    batch.clear();
+    for (int64_t j = 0; j < opt.n_ctx; ++j) {
+      const int32_t t = (j == 0 && opt.bos >= 0) ? opt.bos : tokens[static_cast<size_t>(start + j)];
+      batch.add(t, static_cast<int32_t>(j), 0, j >= first && j + 1 < opt.n_ctx);
+    }
+    KILN_TRY(ctx.decode(batch));
+    for (int64_t j = first; j + 1 < opt.n_ctx; ++j)
+      KILN_TRY(on_token(ctx.logits(static_cast<size_t>(j)), tokens[static_cast<size_t>(start + j + 1)]));
+    if (on_chunk) on_chunk(chunk + 1);
+  }
+  return ok_status();
 }
 
 }  // namespace kiln

@@ -5,8 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
+
+#include "core/result.h"
 
 namespace kiln {
 
@@ -45,5 +48,23 @@ struct KlStats {
   double mean_error() const;
   double same_top_fraction() const { return tokens ? static_cast<double>(same_top) / static_cast<double>(tokens) : 0.0; }
 };
+
+class Context;
+
+struct ChunkScoring {
+  int64_t n_ctx = 512;        // tokens per chunk; the second half of each is scored
+  int64_t max_chunks = -1;    // -1: every whole chunk of the text
+  int32_t bos = -1;           // replaces each chunk's first token when >= 0 (llama.cpp's add_bos)
+};
+
+// Number of chunks score_chunks() visits for `n_tokens` of text.
+int64_t chunk_count(int64_t n_tokens, const ChunkScoring& opt);
+
+// Scores `tokens` chunk by chunk on `ctx` (cleared before each chunk), calling on_token with the
+// logits that predict each scored token and that token, and on_chunk after each chunk (1-based).
+// Errors: fewer than 2 * n_ctx tokens, a decode failure, or an error returned by a callback.
+Status score_chunks(Context& ctx, std::span<const int32_t> tokens, const ChunkScoring& opt,
+                    const std::function<Status(std::span<const float> logits, int32_t target)>& on_token,
+                    const std::function<void(int64_t chunk)>& on_chunk = {});
 
 }  // namespace kiln

@@ -25,13 +25,14 @@ class ContextConformance : public ::testing::TestWithParam<testing::ReferenceVar
 
 TEST_P(ContextConformance, MatchesLlamaCpp) {
   const testing::ReferenceVariant& v = GetParam();
-  auto model = load(v.model);
-  ASSERT_TRUE(model);
-  const auto ref = testing::load_json(testing::reference_path(v));
+  auto loaded = Model::load(v.model_path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  auto model = *loaded;
+  const auto ref = testing::load_json(v.ref_path);
   CpuEngine engine(2);
   ContextOptions opt;
-  opt.n_ctx = 512;
-  opt.n_ubatch = 64;  // the long prompt spans several micro-batches
+  opt.n_ctx = 2048;
+  opt.n_ubatch = 64;  // long prompts span several micro-batches
   opt.type_k = opt.type_v = v.f16kv_fa ? DType::F16 : DType::F32;
   opt.flash_attention = v.f16kv_fa ? FlashAttention::On : FlashAttention::Off;
   auto ctx = Context::create(model, engine.backend, opt);

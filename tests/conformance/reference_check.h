@@ -27,41 +27,46 @@ inline constexpr Tolerance kF32Tight{1e-3, 1e-3, 1.0, 2e-3};
 inline constexpr Tolerance kQuantized{0.3, 5e-2, 0.95, 0.1};
 inline constexpr Tolerance kF16Fa{0.5, 0.1, 0.90, 0.2};
 
-// One reference file: model M compared against M.json (F32 cache, plain attention) or
-// M.f16kv-fa.json (F16 cache, flash attention).
+// One reference file: a model and llama.cpp's outputs for it, computed with an F32 KV cache and
+// no flash attention, or (f16kv_fa) with llama.cpp's defaults, an F16 cache and flash attention.
 struct ReferenceVariant {
-  std::string model;  // file stem in fixtures/models
+  std::string name;        // for test names and messages
+  std::string model_path;  // the GGUF
+  std::string ref_path;    // llama.cpp's outputs (oracle.mjs format)
   bool f16kv_fa;
   Tolerance tol;
 };
 
 inline void PrintTo(const ReferenceVariant& v, std::ostream* os) {
-  *os << v.model << (v.f16kv_fa ? " f16kv-fa" : " f32kv");
+  *os << v.name << (v.f16kv_fa ? " f16kv-fa" : " f32kv");
 }
 
 inline std::string variant_name(const ::testing::TestParamInfo<ReferenceVariant>& info) {
-  std::string n = info.param.model + (info.param.f16kv_fa ? "_f16kv_fa" : "_f32kv");
+  std::string n = info.param.name + (info.param.f16kv_fa ? "_f16kv_fa" : "_f32kv");
   for (char& c : n) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
   return n;
 }
 
-// Every fixture model with both reference files.
+// Every fixture model with both of its reference files, plus kiln's own rope-variant models
+// (tests/conformance/data: per-dimension frequency factors with a prompt past 1000 tokens, YaRN).
 inline std::vector<ReferenceVariant> all_reference_variants() {
+  const std::string shared = std::string(KILN_SHARED_DIR) + "/fixtures/";
+  const std::string data = std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/";
   std::vector<ReferenceVariant> v;
   for (bool fa : {false, true}) {
+    const char* suffix = fa ? ".f16kv-fa.json" : ".json";
     const Tolerance quant = fa ? kF16Fa : kQuantized;
-    v.push_back({"llama-spm-e128-f32", fa, fa ? kF16Fa : kF32Tight});
+    v.push_back({"llama-spm-e128-f32", shared + "models/llama-spm-e128-f32.gguf",
+                 shared + "reference/llama-spm-e128-f32" + suffix, fa, fa ? kF16Fa : kF32Tight});
     for (const char* m : {"llama-spm-e256-Q4_0", "llama-spm-e256-Q4_K_M", "llama-spm-e256-Q6_K", "qwen2-e64-Q8_0",
                           "qwen3-e64-Q8_0"})
-      v.push_back({m, fa, quant});
+      v.push_back({m, shared + "models/" + m + ".gguf", shared + "reference/" + m + suffix, fa, quant});
   }
+  for (const char* m : {"llama-ropefreqs", "qwen2-yarn"})
+    v.push_back({m, data + m + ".gguf", data + m + ".json", false, kF32Tight});
   return v;
-}
-
-inline std::string reference_path(const ReferenceVariant& v) {
-  return std::string(KILN_SHARED_DIR) + "/fixtures/reference/" + v.model + (v.f16kv_fa ? ".f16kv-fa.json" : ".json");
 }
 
 inline nlohmann::json load_json(const std::string& path) {

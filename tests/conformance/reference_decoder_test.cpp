@@ -16,12 +16,11 @@ class ReferenceDecoderConformance : public ::testing::TestWithParam<testing::Ref
 
 TEST_P(ReferenceDecoderConformance, MatchesLlamaCpp) {
   const testing::ReferenceVariant& v = GetParam();
-  const std::string shared = KILN_SHARED_DIR;
-  auto file = GgufFile::open(shared + "/fixtures/models/" + v.model + ".gguf");
+  auto file = GgufFile::open(v.model_path);
   ASSERT_TRUE(file.ok()) << file.error().message;
-  const auto ref = testing::load_json(testing::reference_path(v));
+  const auto ref = testing::load_json(v.ref_path);
   ReferenceDecoderOptions opt;
-  opt.n_ctx = 512;
+  opt.n_ctx = 2048;
   opt.kv_type = v.f16kv_fa ? DType::F16 : DType::F32;
   opt.attention = v.f16kv_fa ? AttentionPath::Flash : AttentionPath::Plain;
   auto dec = ReferenceDecoder::create(**file, opt);

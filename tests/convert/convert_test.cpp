@@ -5,6 +5,7 @@
 // (tests/convert/data/kjv_llama_f32.oracle.json, from make_oracle_ref.sh) against the PyTorch
 // model's tokens and logits (tests/convert/data/kjv_llama_ref.json).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -42,7 +43,9 @@ json load_json(const fs::path& p) {
 class KjvConvert : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    out_dir_ = fs::path(KILN_BINARY_DIR) / "convert_test_out";
+    // One folder per process: ctest runs the tests of this suite as parallel processes, and one
+    // must not rewrite a file another has mapped.
+    out_dir_ = fs::path(KILN_BINARY_DIR) / ("convert_test_out." + std::to_string(getpid()));
     fs::create_directories(out_dir_);
     for (const char* t : {"f32", "f16", "bf16", "q8_0"}) {
       ConvertOptions o;
@@ -63,6 +66,8 @@ class KjvConvert : public ::testing::Test {
   static void TearDownTestSuite() {
     files_.clear();
     checkpoint_.reset();
+    std::error_code ec;
+    fs::remove_all(out_dir_, ec);
   }
   static const GgufFile& gguf(const std::string& t) { return *files_.at(t); }
   static std::vector<float> st_f32(const std::string& name) {

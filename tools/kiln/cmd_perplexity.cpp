@@ -98,13 +98,12 @@ int run_perplexity(int argc, char** argv) {
   if (!model) return 1;
   const auto& tok = model->tokenizer();
   const std::vector<int32_t> tokens = tok.tokenize(ss.str(), true, false);
-  const int64_t n_ctx = mf.context.n_ctx;
-  mf.context.n_batch = std::max(mf.context.n_batch, n_ctx);
-  if (static_cast<int64_t>(tokens.size()) < 2 * n_ctx)
-    return fail("the text has " + std::to_string(tokens.size()) + " tokens; scoring needs at least 2 * n_ctx = " +
-                std::to_string(2 * n_ctx) + " (lower -c)");
-  int64_t n_chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
-  if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
+  ChunkScoring scoring;
+  scoring.n_ctx = mf.context.n_ctx;
+  scoring.max_chunks = max_chunks;
+  scoring.bos = tok.add_bos() ? tok.bos() : -1;
+  mf.context.n_batch = std::max(mf.context.n_batch, scoring.n_ctx);
+  const int64_t n_chunks = chunk_count(static_cast<int64_t>(tokens.size()), scoring);
 
   CpuEngine engine(mf.threads);
   auto ctx_or = Context::create(model, engine.backend, mf.context);
@@ -113,53 +112,41 @@ int run_perplexity(int argc, char** argv) {
   const int64_t n_vocab = ctx.n_vocab();
   KldFile kld;
   const KldHeader header{{'K', 'I', 'L', 'N', 'K', 'L', 'D', '1'}, static_cast<uint32_t>(n_vocab),
-                         static_cast<uint32_t>(n_ctx), static_cast<uint32_t>(n_chunks),
+                         static_cast<uint32_t>(scoring.n_ctx), static_cast<uint32_t>(n_chunks),
                          static_cast<uint32_t>(tokens.size())};
   if (!kld_base.empty()) {
     const Status st = kl_divergence ? kld.open_read(kld_base, header, tokens) : kld.open_write(kld_base, header, tokens);
     if (!st.ok()) return fail(st.error().message);
   }
   std::fprintf(stderr, "kiln perplexity: %zu tokens, %lld chunks of %lld, scoring the second half of each\n",
-               tokens.size(), static_cast<long long>(n_chunks), static_cast<long long>(n_ctx));
+               tokens.size(), static_cast<long long>(n_chunks), static_cast<long long>(scoring.n_ctx));
 
-  // ref: llama.cpp tools/perplexity: the first half of each chunk is context only.
-  const int64_t first = n_ctx / 2;
   NllAccumulator nll;
   KlStats kl;
   std::vector<double> logp(static_cast<size_t>(n_vocab)), base_logp(static_cast<size_t>(n_vocab));
   std::vector<uint16_t> tmp;
-  Batch batch;
-  for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
-    const int64_t start = chunk * n_ctx;
-    ctx.clear();
-    batch.clear();
-    for (int64_t j = 0; j < n_ctx; ++j) {
-      int32_t t = tokens[static_cast<size_t>(start + j)];
-      if (j == 0 && tok.add_bos() && tok.bos() >= 0) t = tok.bos();
-      batch.add(t, static_cast<int32_t>(j), 0, j >= first && j + 1 < n_ctx);
-    }
-    const Status st = ctx.decode(batch);
-    if (!st.ok()) return fail(st.error().message);
-    for (int64_t j = first; j + 1 < n_ctx; ++j) {
-      const std::span<const float> logits = ctx.logits(static_cast<size_t>(j));
-      const int32_t target = tokens[static_cast<size_t>(start + j + 1)];
-      if (kld.writing() || kld.reading()) {
+  const Status st = score_chunks(
+      ctx, tokens, scoring,
+      [&](std::span<const float> logits, int32_t target) -> Status {
+        if (!kld.writing() && !kld.reading()) {
+          nll.add(-log_prob(logits, target));
+          return ok_status();
+        }
         log_softmax(logits, logp);
         nll.add(-logp[static_cast<size_t>(target)]);
         if (kld.writing()) {
           kld.write(logp, tmp);
-        } else {
-          const Status rs = kld.read(base_logp, tmp);
-          if (!rs.ok()) return fail(rs.error().message);
-          kl.add(base_logp, logp);
+          return ok_status();
         }
-      } else {
-        nll.add(-log_prob(logits, target));
-      }
-    }
-    std::printf("[%lld]%.4f,", static_cast<long long>(chunk + 1), nll.perplexity());
-    std::fflush(stdout);
-  }
+        KILN_TRY(kld.read(base_logp, tmp));
+        kl.add(base_logp, logp);
+        return ok_status();
+      },
+      [&](int64_t chunk) {
+        std::printf("[%lld]%.4f,", static_cast<long long>(chunk), nll.perplexity());
+        std::fflush(stdout);
+      });
+  if (!st.ok()) return fail(st.error().message);
   std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", nll.perplexity(), nll.perplexity_error());
   if (kld.reading()) {
     std::printf("Mean    KLD: %10.6f +/- %10.6f\n", kl.mean(), kl.mean_error());
