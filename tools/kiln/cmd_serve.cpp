@@ -1,0 +1,86 @@
+// `kiln serve`: the OpenAI-compatible HTTP server (src/serve/server.h).
+//   kiln serve [-m MODEL.gguf] [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key K]
+//              [--chat-template-file F] [model flags]
+// It listens first (GET /health answers 503 while the model loads), then serves until SIGINT or
+// SIGTERM: in-flight generations are cancelled and it exits 0.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <pthread.h>
+#include <sstream>
+
+#include "command.h"
+#include "model_flags.h"
+#include "serve/server.h"
+
+namespace kiln::cli {
+namespace {
+
+int run_serve(int argc, char** argv) {
+  ModelFlags mf;
+  std::string host = "127.0.0.1", api_key, template_file;
+  int32_t port = 8080, parallel = 4, queue = 64;
+  OptionParser p("serve", "kiln serve [-m MODEL.gguf] [--host H] [--port P] [--parallel N] [options]");
+  mf.declare(p);
+  p.value({"--host"}, &host, "HOST", "address to listen on (default 127.0.0.1)");
+  p.value({"--port"}, &port, "PORT", "port to listen on (default 8080; 0: any free port)");
+  p.value({"-np", "--parallel"}, &parallel, "N", "slots: requests generated at once (default 4); they share the context");
+  p.value({"--queue"}, &queue, "N", "requests that may wait for a slot before 503 (default 64)");
+  p.value({"--api-key"}, &api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
+  p.value({"--chat-template-file"}, &template_file, "FILE", "Jinja chat template to use instead of the model's");
+  if (auto code = p.parse(argc, argv)) return *code;
+  if (parallel < 1 || queue < 0 || port < 0 || port > 65535) {
+    std::fprintf(stderr, "kiln serve: --parallel must be >= 1, --queue >= 0 and --port in 0..65535\n");
+    return 2;
+  }
+
+  serve::ServerOptions opt;
+  opt.n_parallel = parallel;
+  opt.queue_limit = queue;
+  opt.api_key = api_key;
+  opt.n_threads = mf.threads;
+  opt.context = mf.context;
+  if (!template_file.empty()) {
+    std::ifstream in(template_file, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "kiln serve: cannot read '%s'\n", template_file.c_str());
+      return 1;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    opt.chat_template_source = ss.str();
+  }
+
+  // SIGINT/SIGTERM are taken by sigwait() on this thread; every other thread blocks them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  serve::Server server(opt);
+  auto bound = server.listen(host, port);
+  if (!bound.ok()) {
+    std::fprintf(stderr, "kiln serve: %s\n", bound.error().message.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "kiln serve: listening on http://%s:%d (loading the model)\n", host.c_str(), *bound);
+  auto model = mf.load_model("serve");
+  if (!model) return 1;
+  if (const Status st = server.attach(model); !st.ok()) {
+    std::fprintf(stderr, "kiln serve: %s\n", st.error().message.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "kiln serve: ready: %s, %d slots\n", model->name().c_str(), parallel);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "kiln serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  server.stop();
+  return 0;
+}
+
+}  // namespace
+
+KILN_COMMAND(serve, "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, ...)", run_serve);
+
+}  // namespace kiln::cli
