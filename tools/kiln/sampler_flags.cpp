@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 
 namespace kiln::cli {
@@ -38,8 +39,9 @@ std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char
       std::fprintf(stderr, "kiln %s: --logit-bias '%s' is not TOKEN+BIAS or TOKEN-BIAS\n", command, lb.c_str());
       return std::nullopt;
     }
+    const std::string id_text = lb.substr(0, sign);
     char* end = nullptr;
-    const long id = std::strtol(lb.substr(0, sign).c_str(), &end, 10);
+    const long id = std::strtol(id_text.c_str(), &end, 10);
     const std::string bias_text = lb.substr(sign + 1);
     float bias = 0.0f;
     if (bias_text == "inf") {
@@ -52,7 +54,7 @@ std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char
         return std::nullopt;
       }
     }
-    if (*end != '\0') {
+    if (id_text.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
       std::fprintf(stderr, "kiln %s: --logit-bias '%s': bad token id\n", command, lb.c_str());
       return std::nullopt;
     }
