@@ -1,4 +1,5 @@
-// Server: kiln's OpenAI-compatible HTTP server (llama-server's routes, first version).
+// Server: kiln's OpenAI-compatible HTTP server (llama-server's routes). The routes live in
+// routes_*.cpp (see server_state.h for the list):
 //   GET  /health, /v1/health    503 while the model loads, then 200 {"status": "ok"}
 //   GET  /v1/models, /slots
 //   POST /v1/completions, /v1/chat/completions   (stream false, or SSE chunks then [DONE])
@@ -32,7 +33,7 @@ class Server;
 
 namespace kiln::serve {
 
-class Engine;
+struct ServerState;
 
 struct ServerOptions {
   int32_t n_parallel = 4;             // slots
@@ -58,15 +59,14 @@ class Server {
   void stop();
 
  private:
-  struct State;  // model, engine and template once attached
   void routes();
-  std::shared_ptr<State> ready() const;
+  std::shared_ptr<ServerState> ready() const;
 
   ServerOptions opt_;
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   mutable std::mutex mutex_;
-  std::shared_ptr<State> state_;
+  std::shared_ptr<ServerState> state_;  // null until attached
 };
 
 }  // namespace kiln::serve
