@@ -85,6 +85,7 @@ void Server::routes() {
   add_info_routes(*http_, rc);
   add_token_routes(*http_, rc);
   add_completion_routes(*http_, rc);
+  add_embedding_routes(*http_, rc);
 }
 
 }  // namespace kiln::serve

@@ -42,6 +42,9 @@ struct ServerOptions {
   std::string chat_template_source;   // empty: the model's tokenizer.chat_template, else ChatML
   int32_t n_threads = 0;              // compute threads; 0: every hardware thread
   ContextOptions context;             // n_ctx is shared by the slots
+  bool embeddings = false;            // serve POST /v1/embeddings (--embeddings)
+  std::string pooling;                // none|mean|cls|last; empty: the model's, else mean (--pooling)
+  int32_t sleep_idle_seconds = 0;     // > 0: release the model after this many idle seconds
 };
 
 class Server {

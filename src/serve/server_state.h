@@ -47,5 +47,7 @@ void add_info_routes(httplib::Server& http, const RouteContext& rc);
 void add_token_routes(httplib::Server& http, const RouteContext& rc);
 // POST /v1/completions, /completions, /v1/chat/completions, /chat/completions.
 void add_completion_routes(httplib::Server& http, const RouteContext& rc);
+// POST /v1/embeddings, /embeddings (only with options.embeddings).
+void add_embedding_routes(httplib::Server& http, const RouteContext& rc);
 
 }  // namespace kiln::serve

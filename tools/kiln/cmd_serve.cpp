@@ -18,8 +18,9 @@ namespace {
 
 int run_serve(int argc, char** argv) {
   ModelFlags mf;
-  std::string host = "127.0.0.1", api_key, template_file;
-  int32_t port = 8080, parallel = 4, queue = 64;
+  std::string host = "127.0.0.1", api_key, template_file, pooling;
+  int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0;
+  bool embeddings = false;
   OptionParser p("serve", "kiln serve [-m MODEL.gguf] [--host H] [--port P] [--parallel N] [options]");
   mf.declare(p);
   p.value({"--host"}, &host, "HOST", "address to listen on (default 127.0.0.1)");
@@ -28,6 +29,9 @@ int run_serve(int argc, char** argv) {
   p.value({"--queue"}, &queue, "N", "requests that may wait for a slot before 503 (default 64)");
   p.value({"--api-key"}, &api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
   p.value({"--chat-template-file"}, &template_file, "FILE", "Jinja chat template to use instead of the model's");
+  p.flag({"--embeddings"}, &embeddings, "serve POST /v1/embeddings");
+  p.value({"--pooling"}, &pooling, "none|mean|cls|last", "embedding pooling (default: the model's, else mean)");
+  p.value({"--sleep-idle-seconds"}, &sleep_idle, "N", "release the model after N idle seconds; reload on the next request (0: never)");
   if (auto code = p.parse(argc, argv)) return *code;
   if (parallel < 1 || queue < 0 || port < 0 || port > 65535) {
     std::fprintf(stderr, "kiln serve: --parallel must be >= 1, --queue >= 0 and --port in 0..65535\n");
@@ -40,6 +44,9 @@ int run_serve(int argc, char** argv) {
   opt.api_key = api_key;
   opt.n_threads = mf.threads;
   opt.context = mf.context;
+  opt.embeddings = embeddings;
+  opt.pooling = pooling;
+  opt.sleep_idle_seconds = sleep_idle;
   if (!template_file.empty()) {
     std::ifstream in(template_file, std::ios::binary);
     if (!in) {
