@@ -1,4 +1,4 @@
-// GET /health, /v1/health, /v1/models, /slots.
+// GET /v1/models, /slots.
 #include "serve/http.h"
 #include "serve/api_json.h"
 #include "serve/server_state.h"
@@ -6,13 +6,6 @@
 namespace kiln::serve {
 
 void add_info_routes(httplib::Server& h, const RouteContext& rc) {
-  auto health = [rc](const httplib::Request&, httplib::Response& res) {
-    if (!rc.ready()) return send_error(res, {503, "the model is loading"});
-    send_json(res, {{"status", "ok"}});
-  };
-  h.Get("/health", health);
-  h.Get("/v1/health", health);
-
   h.Get("/v1/models", [rc](const httplib::Request&, httplib::Response& res) {
     auto st = rc.ready();
     if (!st) return send_error(res, {503, "the model is loading"});

@@ -81,6 +81,12 @@ void Server::routes() {
     send_error(res, {401, "invalid or missing API key (send 'Authorization: Bearer KEY')"});
     return httplib::Server::HandlerResponse::Handled;
   });
+  auto health = [this](const httplib::Request&, httplib::Response& res) {
+    if (!ready()) return send_error(res, {503, "the model is loading"});
+    send_json(res, {{"status", "ok"}});
+  };
+  http_->Get("/health", health);
+  http_->Get("/v1/health", health);
   const RouteContext rc{opt_, [this] { return ready(); }};
   add_info_routes(*http_, rc);
   add_token_routes(*http_, rc);

@@ -41,7 +41,7 @@ struct RouteContext {
   std::function<std::shared_ptr<ServerState>()> ready;
 };
 
-// GET /health, /v1/health, /v1/models, /slots.
+// GET /v1/models, /slots. (/health and /v1/health are the server's own: server.cpp.)
 void add_info_routes(httplib::Server& http, const RouteContext& rc);
 // POST /tokenize, /detokenize.
 void add_token_routes(httplib::Server& http, const RouteContext& rc);
