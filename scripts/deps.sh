@@ -6,6 +6,10 @@ want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib
 if [[ "${1:-build}" != build ]]; then
   # clang + its runtime: libFuzzer target for the GGUF reader. python3-numpy: fixture generators.
   want+=(clang libclang-rt-14-dev python3-numpy)
+  # node + npm: the OpenAI Node SDK test (tests/server/node). Only when missing: a node installed
+  # another way (NodeSource, nvm) must stay, and Debian's npm conflicts with NodeSource's nodejs.
+  command -v node >/dev/null || want+=(nodejs)
+  command -v npm >/dev/null || want+=(npm)
 fi
 missing=()
 for p in "${want[@]}"; do

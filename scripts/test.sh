@@ -5,6 +5,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test
 scripts/build.sh release
+# The OpenAI SDK test's npm packages: `npm ci` when a dependency pinned in package.json is missing
+# from node_modules or has another version; otherwise nothing (offline runs reuse them).
+node_dir=tests/server/node
+if ! (cd "$node_dir" && node -e '
+  const fs = require("fs");
+  const pins = JSON.parse(fs.readFileSync("package.json", "utf8")).dependencies;
+  for (const [name, version] of Object.entries(pins)) {
+    const f = `node_modules/${name}/package.json`;
+    if (!fs.existsSync(f) || JSON.parse(fs.readFileSync(f, "utf8")).version !== version) process.exit(1);
+  }'); then
+  (cd "$node_dir" && npm ci --no-audit --no-fund)
+fi
 args=(--test-dir build/release --output-on-failure -j "$(nproc)")
 [[ -n "${1:-}" ]] && args+=(-L "$1")
 ctest "${args[@]}"

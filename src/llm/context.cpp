@@ -68,6 +68,7 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> mo
   spec.kv_head = 0;
   spec.n_kv = c->opt_.n_ctx;
   spec.attention = c->attention_;
+  spec.output = options.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
   KILN_TRY(build_decoder_graph(worst, hp, c->model_->weights(), c->kv_layers_, spec));
   KILN_ASSIGN_OR_RETURN(ExecPlan plan, c->plan_graph(worst));
   KILN_TRY(backend.prepare(plan));
@@ -104,7 +105,7 @@ Status Context::decode(const Batch& batch) {
                       " cells in use (the context is full)");
   if (kv_->has_shift()) KILN_TRY(apply_kv_shift());
 
-  logits_.resize(n_outputs * static_cast<size_t>(n_vocab));
+  outputs_.resize(n_outputs * output_width());
   output_row_.assign(n, -1);
   size_t out_index = 0;
   for (size_t begin = 0; begin < n; begin += static_cast<size_t>(opt_.n_ubatch)) {
@@ -135,6 +136,7 @@ Status Context::decode_ubatch(const Batch& batch, size_t begin, size_t end, size
   spec.kv_head = head;
   spec.n_kv = kv_->n_kv();
   spec.attention = attention_;
+  spec.output = opt_.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
   Graph g;
   KILN_ASSIGN_OR_RETURN(DecoderGraph dg, build_decoder_graph(g, hp, model_->weights(), kv_layers_, spec));
   KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(g));
@@ -161,19 +163,31 @@ Status Context::decode_ubatch(const Batch& batch, size_t begin, size_t end, size
   backend_->synchronize();
 
   if (any_output) {
-    const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
-    const TensorView lv = plan.view(dg.logits);
-    KILN_TRY(dev.download(lv, logits_.data() + out_index * n_vocab, lv.span_bytes()));
+    const TensorView ov = plan.view(opt_.embeddings ? dg.embeddings : dg.logits);
+    KILN_TRY(dev.download(ov, outputs_.data() + out_index * output_width(), ov.span_bytes()));
     for (int32_t r : stage_rows_) output_row_[begin + static_cast<size_t>(r)] = static_cast<int64_t>(out_index++);
   }
   return ok_status();
 }
 
+size_t Context::output_width() const {
+  return static_cast<size_t>(opt_.embeddings ? model_->hparams().n_embd : model_->hparams().n_vocab);
+}
+
+std::span<const float> Context::output_row(size_t i) const {
+  if (i >= output_row_.size() || output_row_[i] < 0) return {};
+  const size_t width = output_width();
+  return {outputs_.data() + static_cast<size_t>(output_row_[i]) * width, width};
+}
+
 std::span<const float> Context::logits(size_t i) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (i >= output_row_.size() || output_row_[i] < 0) return {};
-  const size_t n_vocab = static_cast<size_t>(model_->hparams().n_vocab);
-  return {logits_.data() + static_cast<size_t>(output_row_[i]) * n_vocab, n_vocab};
+  return opt_.embeddings ? std::span<const float>{} : output_row(i);
+}
+
+std::span<const float> Context::embeddings(size_t i) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return opt_.embeddings ? output_row(i) : std::span<const float>{};
 }
 
 Status Context::apply_kv_shift() {

@@ -4,7 +4,8 @@
 // it as micro-batches of at most n_ubatch tokens: each takes a run of free KV cells, builds the
 // decoder graph for its shape (models/decoder_graph.h), plans it in the context's compute arena
 // (reserved for the worst case at creation: decoding allocates no device memory), uploads its
-// inputs and runs. Logits of tokens marked for output are kept until the next decode().
+// inputs and runs. The outputs of tokens marked for output are kept until the next decode():
+// logits, or, in a context created with embeddings on, hidden states (see ContextOptions).
 //
 // Ownership: shares the Model; the Backend must outlive the Context.
 // Thread-safety: every public method takes the context's mutex (one pass at a time).
@@ -34,6 +35,9 @@ struct ContextOptions {
   DType type_k = DType::F16;
   DType type_v = DType::F16;
   FlashAttention flash_attention = FlashAttention::Auto;
+  // Output the final hidden state [n_embd] of each marked token (after the output norm: the LM
+  // head's input, llama.cpp's result_norm) instead of logits; the LM head is not computed.
+  bool embeddings = false;
 };
 
 class Context {
@@ -46,12 +50,19 @@ class Context {
   // [0, kMaxSequences); no room in the cache for a micro-batch ("the context is full": earlier
   // micro-batches of the same call stay in the cache).
   Status decode(const Batch& batch);
-  // Logits [n_vocab] of batch token i of the last decode(); empty when it was not marked.
+  // Logits [n_vocab] of batch token i of the last decode(); empty when it was not marked (or
+  // the context outputs embeddings).
   std::span<const float> logits(size_t i) const;
+  // Hidden state [n_embd] of batch token i of the last decode(), after the output norm; empty
+  // when it was not marked (or the context outputs logits).
+  std::span<const float> embeddings(size_t i) const;
+  bool outputs_embeddings() const { return opt_.embeddings; }
 
   const Model& model() const { return *model_; }
   int64_t n_ctx() const { return kv_->size(); }
+  int64_t n_batch() const { return opt_.n_batch; }
   int64_t n_vocab() const { return model_->hparams().n_vocab; }
+  int64_t n_embd() const { return model_->hparams().n_embd; }
   AttentionPath attention_path() const { return attention_; }
 
   // Sequence edits (see KvCache); seq_add re-ropes the cached keys before the next decode.
@@ -74,6 +85,9 @@ class Context {
   Status decode_ubatch(const Batch& batch, size_t begin, size_t end, size_t& out_index);
   Status apply_kv_shift();
   Result<ExecPlan> plan_graph(Graph& g);
+  // Floats per output row: n_embd with embeddings on, else n_vocab.
+  size_t output_width() const;
+  std::span<const float> output_row(size_t i) const;  // under mutex_
 
   std::shared_ptr<const Model> model_;
   Backend* backend_ = nullptr;
@@ -83,8 +97,8 @@ class Context {
   std::vector<KvLayerMemory> kv_layers_;
   std::unique_ptr<ComputeArena> arena_;
   std::unique_ptr<Buffer> inputs_;  // device memory for a micro-batch's inputs (worst case)
-  std::vector<float> logits_;       // [n_outputs][n_vocab] of the last decode()
-  std::vector<int64_t> output_row_; // per batch token: its row in logits_, or -1
+  std::vector<float> outputs_;      // [n_outputs][output_width()] of the last decode()
+  std::vector<int64_t> output_row_; // per batch token: its row in outputs_, or -1
   // Host staging for a micro-batch's inputs.
   std::vector<int32_t> stage_ids_, stage_pos_, stage_rows_;
   std::vector<float> stage_mask_;

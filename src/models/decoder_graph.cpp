@@ -94,11 +94,16 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
     Tensor down = g.mul_mat(weight(g, blk.mlp.down), g.swiglu(gate, up, p + "ffn_act"), p + "ffn_down");
     x = g.add(x, down, p + "ffn_res");
   }
-  // Only the rows whose logits are wanted go through the output head.
+  // Only the rows whose outputs are wanted go through the output norm and head.
   x = g.get_rows(x, out.out_rows, "out_rows");
   x = g.mul(g.rms_norm(x, hp.rms_eps, "output_norm"), weight(g, w.output_norm));
-  out.logits = g.mul_mat(weight(g, w.output), x, "logits");
-  g.mark_output(out.logits);
+  if (spec.output == DecoderOutput::Embeddings) {
+    out.embeddings = x;
+    g.mark_output(out.embeddings);
+  } else {
+    out.logits = g.mul_mat(weight(g, w.output), x, "logits");
+    g.mark_output(out.logits);
+  }
   KILN_TRY(g.status());
   return out;
 }

@@ -19,12 +19,20 @@ struct KvLayerMemory {
   TensorView v;
 };
 
+// What the graph computes for its output rows.
+enum class DecoderOutput : uint8_t {
+  Logits,      // the LM head's logits
+  Embeddings,  // the hidden state after the output norm (llama.cpp's result_norm, the LM head's
+               // input); the LM head is not computed
+};
+
 struct DecoderGraphSpec {
   int64_t n_tokens = 1;   // tokens in the micro-batch
-  int64_t n_outputs = 1;  // rows whose logits are computed
+  int64_t n_outputs = 1;  // rows whose outputs are computed
   int64_t kv_head = 0;    // first cache cell the batch's K/V are written to
   int64_t n_kv = 1;       // cells attention reads: [0, n_kv), covering kv_head + n_tokens
   AttentionPath attention = AttentionPath::Plain;
+  DecoderOutput output = DecoderOutput::Logits;
 };
 
 // Inputs the caller binds before each execution, and the output it reads.
@@ -32,12 +40,13 @@ struct DecoderGraph {
   Tensor tokens;     // I32 [n_tokens]
   Tensor positions;  // I32 [n_tokens]
   Tensor kq_mask;    // F32 [n_kv, n_tokens]: 0 visible, -inf hidden (llm/kv_cache.h fill_mask)
-  Tensor out_rows;   // I32 [n_outputs]: batch rows whose logits are wanted, ascending
-  Tensor logits;     // F32 [n_vocab, n_outputs]
+  Tensor out_rows;   // I32 [n_outputs]: batch rows whose outputs are wanted, ascending
+  Tensor logits;     // F32 [n_vocab, n_outputs] (DecoderOutput::Logits; else invalid)
+  Tensor embeddings; // F32 [n_embd, n_outputs] (DecoderOutput::Embeddings; else invalid)
 };
 
-// Adds the decoder to `g` (which should be empty) and marks the logits as output. Weights must be
-// addressable on the executing device (host memory for host backends).
+// Adds the decoder to `g` (which should be empty) and marks its output (spec.output) as output.
+// Weights must be addressable on the executing device (host memory for host backends).
 Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const DecoderWeights& w,
                                          const std::vector<KvLayerMemory>& kv, const DecoderGraphSpec& spec);
 

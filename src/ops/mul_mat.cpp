@@ -6,7 +6,9 @@
 // that ggml repacks (quant.h vec_dot_rows8) use that kernel's float order.
 // Phase 0 converts every src1 row to the weights' vec_dot_type with act_from_float (Q8_0 / Q8_1 /
 // Q8_K blocks, F16, BF16 or F32) into scratch, one unit per src1 row. Phase 1 computes dot products
-// with vec_dot, one unit per tile of kTileRows weight rows x kTileCols activation rows of one
+// with vec_dot (8 weight rows x 4 activation rows per call where the type has
+// vec_dot_rows8_x4_8x4), one unit
+// per tile of kTileRows weight rows x kTileCols activation rows of one
 // (A, B) plane; units are numbered rows-fastest so a range of units reuses the same activations.
 // Requirements: src0 rows whole blocks (nb[0] = block bytes), src1 rows contiguous (nb[0] = 4);
 // other strides are free.
@@ -96,7 +98,19 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
     const int64_t i3 = plane / d.ne[2];
     const int64_t row0 = tr * kTileRows, row1 = std::min(row0 + kTileRows, d.ne[0]);
     const int64_t col0 = tc * kTileCols, col1 = std::min(col0 + kTileCols, d.ne[1]);
-    for (int64_t j = col0; j < col1; ++j) {
+    int64_t j = col0;
+    // Tiles of 8 weight rows x 4 activation rows where a kernel computes them at once (the tile's
+    // rows are whole groups of 8: row0 is a multiple of 16 and rows8 weights have 8k rows).
+    if (rows8 && t->vec_dot_rows8_x4_8x4 != nullptr && d.nb[0] == sizeof(float)) {
+      for (; j + 4 <= std::min(col1, gemm_rows); j += 4) {
+        const char* act = acts + ((i3 * a.ne[2] + i2) * a.ne[1] + j) * static_cast<int64_t>(stride);
+        char* drow = row_ptr(d, j, i2, i3);
+        for (int64_t i = row0; i < row1; i += 8) {
+          t->vec_dot_rows8_x4_8x4(k, &elem<float>(d, drow, i), d.nb[1], row_ptr(w, i, 0, 0), w.nb[1], act, stride);
+        }
+      }
+    }
+    for (; j < col1; ++j) {
       const VecDotFn dot = !rows8 ? t->vec_dot : j < gemm_rows ? t->vec_dot_rows8_x4 : t->vec_dot_rows8;
       // src1 row (j, i2, i3) was converted at its flat row index.
       const char* act = acts + ((i3 * a.ne[2] + i2) * a.ne[1] + j) * static_cast<int64_t>(stride);

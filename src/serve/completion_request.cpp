@@ -1,10 +1,135 @@
 #include "serve/completion_request.h"
 
+#include <cmath>
+#include <limits>
 #include <random>
 
 namespace kiln::serve {
+namespace {
 
-std::optional<HttpError> parse_completion_fields(const json& body, const Model& model, CompletionRequest& p) {
+std::string field_msg(const char* field, const std::string& what) {
+  return std::string("field '") + field + "' " + what;
+}
+
+// An integer field within [lo, hi]; absent or null leaves `out` unchanged.
+std::optional<HttpError> read_int_in(const json& body, const char* key, int64_t lo, int64_t hi,
+                                     int64_t& out) {
+  if (auto e = read_number(body, key, out)) return e;
+  if (out < lo || out > hi)
+    return HttpError{400, field_msg(key, "must be in " + std::to_string(lo) + ".." + std::to_string(hi) +
+                                             " (got " + std::to_string(out) + ")")};
+  return std::nullopt;
+}
+
+std::optional<HttpError> read_stop(const json& body, std::vector<std::string>& out) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) {
+    out.push_back(it->get<std::string>());
+    return std::nullopt;
+  }
+  if (it->is_array()) {
+    for (const auto& s : *it) {
+      if (!s.is_string()) return HttpError{400, "field 'stop' must be a string or a list of strings"};
+      out.push_back(s.get<std::string>());
+    }
+    return std::nullopt;
+  }
+  return HttpError{400, "field 'stop' must be a string or a list of strings"};
+}
+
+// One logit_bias entry: the key is a token id (number or decimal string) or, in llama-server's
+// list form, a text whose tokens all get the bias; the bias is a number or false (banned).
+std::optional<HttpError> add_bias(const json& key, const json& value, const text::Tokenizer& tok,
+                                  bool text_keys, std::vector<std::pair<int32_t, float>>& out) {
+  float bias = 0;
+  if (value.is_boolean() && !value.get<bool>()) {
+    bias = -std::numeric_limits<float>::infinity();
+  } else if (value.is_number()) {
+    bias = value.get<float>();
+  } else {
+    return HttpError{400, "field 'logit_bias': the bias of " + key.dump() + " must be a number or false"};
+  }
+  const int64_t n_vocab = tok.n_tokens();
+  auto range_error = [&](const std::string& what) {
+    return HttpError{400, "field 'logit_bias': " + what + " is not a token id of this vocabulary (0.." +
+                              std::to_string(n_vocab - 1) + ")"};
+  };
+  if (key.is_number_integer() || key.is_number_unsigned()) {
+    const int64_t id = key.get<int64_t>();
+    if (id < 0 || id >= n_vocab) return range_error(std::to_string(id));
+    out.emplace_back(static_cast<int32_t>(id), bias);
+    return std::nullopt;
+  }
+  if (!key.is_string()) return HttpError{400, "field 'logit_bias': keys must be token ids or strings"};
+  const std::string s = key.get<std::string>();
+  if (text_keys) {
+    for (int32_t id : tok.tokenize(s, false, false)) out.emplace_back(id, bias);
+    return std::nullopt;
+  }
+  int64_t id = -1;
+  try {
+    size_t used = 0;
+    id = std::stoll(s, &used);
+    if (used != s.size()) id = -1;
+  } catch (...) {
+    id = -1;
+  }
+  if (id < 0 || id >= n_vocab) return range_error("'" + s + "'");
+  out.emplace_back(static_cast<int32_t>(id), bias);
+  return std::nullopt;
+}
+
+// OpenAI's object {"id": bias}; llama-server also takes [[id or text, bias], ...].
+std::optional<HttpError> read_logit_bias(const json& body, const text::Tokenizer& tok,
+                                         std::vector<std::pair<int32_t, float>>& out) {
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (it->is_object()) {
+    for (const auto& [key, value] : it->items())
+      if (auto e = add_bias(json(key), value, tok, false, out)) return e;
+    return std::nullopt;
+  }
+  if (it->is_array()) {
+    for (const auto& pair : *it) {
+      if (!pair.is_array() || pair.size() != 2)
+        return HttpError{400, "field 'logit_bias': list entries must be [token id or text, bias]"};
+      if (auto e = add_bias(pair[0], pair[1], tok, true, out)) return e;
+    }
+    return std::nullopt;
+  }
+  return HttpError{400, "field 'logit_bias' must be an object of token id -> bias, or a list of [id, bias]"};
+}
+
+// llama-server fields kiln does not implement: refused when set to anything but their default.
+std::optional<HttpError> refuse_native_extras(const json& body) {
+  for (const char* key :
+       {"grammar", "json_schema", "image_data", "lora", "samplers", "response_fields", "id_slot"}) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty()) ||
+        (key == std::string("id_slot") && it->is_number() && it->get<double>() == -1))
+      continue;
+    return HttpError{400, field_msg(key, "is not supported")};
+  }
+  for (const char* key : {"mirostat", "dry_multiplier", "xtc_probability", "n_indent", "t_max_predict_ms",
+                          "dynatemp_range", "n_keep"}) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null() || (it->is_number() && it->get<double>() == 0)) continue;
+    return HttpError{400, field_msg(key, "is not supported (only 0)")};
+  }
+  for (const char* key : {"post_sampling_probs", "ignore_eos", "timings_per_token"}) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null() || *it == false) continue;
+    return HttpError{400, field_msg(key, "is not supported (only false)")};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<HttpError> parse_completion_fields(const json& body, const Model& model, CompletionRequest& p,
+                                                 CompletionApi api) {
+  const auto& tok = model.tokenizer();
   // Refused: features this server does not implement.
   if (auto it = body.find("tools"); it != body.end() && !it->is_null() && !(it->is_array() && it->empty()))
     return HttpError{400, "field 'tools': tool calls are not supported"};
@@ -12,33 +137,51 @@ std::optional<HttpError> parse_completion_fields(const json& body, const Model& 
     if (!it->is_object() || it->value("type", std::string()) != "text")
       return HttpError{400, "field 'response_format': only {\"type\": \"text\"} is supported"};
   }
-  int64_t n = 1;
-  if (auto e = read_number(body, "n", n)) return e;
-  if (n != 1) return HttpError{400, "field 'n': only n = 1 is supported (got " + std::to_string(n) + ")"};
-  if (auto it = body.find("logprobs"); it != body.end() && !it->is_null() && *it != false && *it != 0)
-    return HttpError{400, "field 'logprobs': log probabilities are not supported"};
+  if (api == CompletionApi::Native) {
+    if (auto e = refuse_native_extras(body)) return e;
+  }
 
   SamplerParams& sp = p.gen.sampler;
-  sp.temperature = 1.0f;  // OpenAI's defaults
-  sp.top_p = 1.0f;
-  sp.top_k = 0;
-  sp.min_p = 0.0f;
+  if (api != CompletionApi::Native) {
+    sp.temperature = 1.0f;  // OpenAI's defaults; the native route keeps llama-server's (SamplerParams)
+    sp.top_p = 1.0f;
+    sp.top_k = 0;
+    sp.min_p = 0.0f;
+  }
   if (auto e = read_number(body, "temperature", sp.temperature)) return e;
   if (auto e = read_number(body, "top_p", sp.top_p)) return e;
   if (auto e = read_number(body, "top_k", sp.top_k)) return e;
   if (auto e = read_number(body, "min_p", sp.min_p)) return e;
+  if (auto e = read_number(body, "typical_p", sp.typical_p)) return e;
   if (auto e = read_number(body, "presence_penalty", sp.presence_penalty)) return e;
   if (auto e = read_number(body, "frequency_penalty", sp.frequency_penalty)) return e;
-  if (sp.presence_penalty != 0 || sp.frequency_penalty != 0) sp.penalty_last_n = -1;
+  if (api == CompletionApi::Native) {
+    if (auto e = read_number(body, "repeat_penalty", sp.repeat_penalty)) return e;
+    if (auto e = read_number(body, "repeat_last_n", sp.penalty_last_n)) return e;
+    if (sp.penalty_last_n < -1) return HttpError{400, "field 'repeat_last_n' must be -1 or more"};
+    if (auto e = read_number(body, "min_keep", sp.min_keep)) return e;
+  } else if (sp.presence_penalty != 0 || sp.frequency_penalty != 0) {
+    sp.penalty_last_n = -1;  // OpenAI's penalties look at the whole text
+  }
   int64_t seed = -1;
   if (auto e = read_number(body, "seed", seed)) return e;
-  sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+  // llama-server's "random" seed is 0xFFFFFFFF (LLAMA_DEFAULT_SEED) as well as -1.
+  p.seeded = seed >= 0 && seed != 0xFFFFFFFFLL;
+  sp.seed = p.seeded ? static_cast<uint64_t>(seed) : std::random_device{}();
+
   int64_t max_tokens = -1;
-  if (auto e = read_number(body, "max_tokens", max_tokens)) return e;
-  if (auto e = read_number(body, "max_completion_tokens", max_tokens)) return e;
-  if (body.contains("max_tokens") || body.contains("max_completion_tokens")) {
-    if (max_tokens < 1 && max_tokens != -1)
-      return HttpError{400, "field 'max_tokens' must be at least 1 (got " + std::to_string(max_tokens) + ")"};
+  if (api == CompletionApi::Native) {
+    if (auto e = read_number(body, "n_predict", max_tokens)) return e;
+    if (max_tokens < -1)
+      return HttpError{400, "field 'n_predict' must be -1 or more (got " + std::to_string(max_tokens) + ")"};
+  } else {
+    if (auto e = read_number(body, "max_tokens", max_tokens)) return e;
+    if (auto e = read_number(body, "max_completion_tokens", max_tokens)) return e;
+    if (body.contains("max_tokens") || body.contains("max_completion_tokens")) {
+      if (max_tokens < 1 && max_tokens != -1)
+        return HttpError{400,
+                         "field 'max_tokens' must be at least 1 (got " + std::to_string(max_tokens) + ")"};
+    }
   }
   if (max_tokens > INT32_MAX) max_tokens = -1;
   p.gen.max_tokens = static_cast<int32_t>(max_tokens);
@@ -48,35 +191,72 @@ std::optional<HttpError> parse_completion_fields(const json& body, const Model& 
     if (!it->is_object()) return HttpError{400, "field 'stream_options' must be an object"};
     if (auto e = read_bool(*it, "include_usage", p.include_usage)) return e;
   }
-  if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
-    if (it->is_string()) {
-      p.gen.stop.push_back(it->get<std::string>());
-    } else if (it->is_array()) {
-      for (const auto& s : *it) {
-        if (!s.is_string()) return HttpError{400, "field 'stop' must be a string or a list of strings"};
-        p.gen.stop.push_back(s.get<std::string>());
+  if (auto e = read_stop(body, p.gen.stop)) return e;
+  if (auto e = read_logit_bias(body, tok, sp.logit_bias)) return e;
+
+  // Choices and log-probabilities.
+  int64_t n = 1;
+  if (api != CompletionApi::Native) {
+    if (auto e = read_int_in(body, "n", 1, kMaxChoices, n)) return e;
+  }
+  p.n = static_cast<int32_t>(n);
+  int64_t top = 0;
+  switch (api) {
+    case CompletionApi::Chat: {
+      if (auto e = read_bool(body, "logprobs", p.gen.logprobs)) return e;
+      if (auto e = read_int_in(body, "top_logprobs", 0, kMaxTopLogprobsChat, top)) return e;
+      if (top > 0 && !p.gen.logprobs) return HttpError{400, "field 'top_logprobs' needs 'logprobs': true"};
+      break;
+    }
+    case CompletionApi::Completions: {
+      auto it = body.find("logprobs");
+      if (it != body.end() && !it->is_null()) {
+        if (!it->is_number_integer() && !it->is_number_unsigned())
+          return HttpError{400, "field 'logprobs' must be an integer in 0..5 (or null)"};
+        if (auto e = read_int_in(body, "logprobs", 0, kMaxLogprobsLegacy, top)) return e;
+        p.gen.logprobs = true;
       }
-    } else {
-      return HttpError{400, "field 'stop' must be a string or a list of strings"};
+      break;
+    }
+    case CompletionApi::Native: {
+      if (auto e = read_int_in(body, "n_probs", 0, kMaxProbsNative, top)) return e;
+      p.gen.logprobs = top > 0;
+      if (auto e = read_bool(body, "return_tokens", p.return_tokens)) return e;
+      break;
     }
   }
-  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) return HttpError{400, "field 'logit_bias' must be an object of token id -> bias"};
-    for (const auto& [key, value] : it->items()) {
-      int32_t id = -1;
-      try {
-        size_t used = 0;
-        id = std::stoi(key, &used);
-        if (used != key.size()) id = -1;
-      } catch (...) {
-        id = -1;
-      }
-      if (id < 0 || id >= model.tokenizer().n_tokens())
-        return HttpError{400, "field 'logit_bias': '" + key + "' is not a token id of this vocabulary (0.." +
-                                  std::to_string(model.tokenizer().n_tokens() - 1) + ")"};
-      if (!value.is_number()) return HttpError{400, "field 'logit_bias': the bias of " + key + " must be a number"};
-      sp.logit_bias.emplace_back(id, value.get<float>());
+  p.gen.top_logprobs = static_cast<int32_t>(top);
+  return std::nullopt;
+}
+
+std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& tok, const char* field,
+                                      std::vector<int32_t>& out) {
+  out.clear();
+  if (value.is_string()) {
+    out = tok.tokenize(value.get<std::string>(), true, true);
+    return std::nullopt;
+  }
+  const std::string what = "must be a string, or a list of token ids and strings";
+  if (!value.is_array() || value.empty()) return HttpError{400, field_msg(field, what)};
+  bool first = true;
+  for (const auto& part : value) {
+    if (part.is_string()) {
+      const auto ids = tok.tokenize(part.get<std::string>(), first, true);
+      out.insert(out.end(), ids.begin(), ids.end());
+    } else if (part.is_number_integer() || part.is_number_unsigned()) {
+      const int64_t id = part.get<int64_t>();
+      if (id < 0 || id >= tok.n_tokens())
+        return HttpError{
+            400, field_msg(field, "holds " + std::to_string(id) + ", not a token id of this vocabulary (0.." +
+                                      std::to_string(tok.n_tokens() - 1) + ")")};
+      out.push_back(static_cast<int32_t>(id));
+    } else if (part.is_array()) {
+      return HttpError{400,
+                       field_msg(field, "holds a list: several prompts in one request are not supported")};
+    } else {
+      return HttpError{400, field_msg(field, what)};
     }
+    first = false;
   }
   return std::nullopt;
 }
@@ -94,7 +274,8 @@ std::optional<HttpError> render_chat(const ServerState& st, const json& body, st
     std::string joined;
     for (const ChatContentPart& part : m.parts) {
       if (part.type != "text")
-        return HttpError{400, "field 'messages': content parts of type '" + part.type + "' are not supported"};
+        return HttpError{400,
+                         "field 'messages': content parts of type '" + part.type + "' are not supported"};
       joined += (joined.empty() ? "" : "\n") + part.text;
     }
     m.content = std::move(joined);
@@ -121,16 +302,10 @@ std::optional<HttpError> check_prompt(const ServerState& st, const std::vector<i
   if (prompt.empty()) return HttpError{400, "the prompt is empty"};
   const int32_t n_ctx_slot = st.engine->n_ctx_slot();
   if (static_cast<int64_t>(prompt.size()) >= n_ctx_slot)
-    return HttpError{400, "the prompt has " + std::to_string(prompt.size()) + " tokens, more than a slot's context of " +
-                              std::to_string(n_ctx_slot) + " allows"};
+    return HttpError{400, "the prompt has " + std::to_string(prompt.size()) +
+                              " tokens, more than a slot's context of " + std::to_string(n_ctx_slot) +
+                              " allows"};
   return std::nullopt;
-}
-
-json usage_json(const Generation& g) {
-  return {{"prompt_tokens", g.n_prompt()},
-          {"completion_tokens", g.n_generated()},
-          {"total_tokens", g.n_prompt() + g.n_generated()},
-          {"prompt_tokens_details", {{"cached_tokens", g.n_cached()}}}};
 }
 
 }  // namespace kiln::serve

@@ -1,5 +1,7 @@
-// Turning a completion request's JSON into a GenerationRequest: the OpenAI sampling and limit
-// fields, refusals of fields kiln does not implement, the chat prompt through the model's template.
+// Turning a completion request's JSON into GenerationRequests: OpenAI's fields (chat and legacy
+// completions: sampling, limits, n, logprobs) and llama-server's native /completion fields,
+// refusals of fields kiln does not implement, prompts (text, token ids, or both mixed), the chat
+// prompt through the model's template. Every bad value is a 400 naming the field.
 #pragma once
 
 #include <optional>
@@ -11,14 +13,37 @@
 
 namespace kiln::serve {
 
-struct CompletionRequest {
-  GenerationRequest gen;
-  bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+// Most choices one request may ask (OpenAI's n).
+inline constexpr int64_t kMaxChoices = 16;
+// Most alternatives per token: chat top_logprobs, legacy completions logprobs, native n_probs.
+inline constexpr int64_t kMaxTopLogprobsChat = 20;
+inline constexpr int64_t kMaxLogprobsLegacy = 5;
+inline constexpr int64_t kMaxProbsNative = 100;
+
+enum class CompletionApi : uint8_t {
+  Chat,         // /v1/chat/completions: logprobs bool, top_logprobs 0..20
+  Completions,  // /v1/completions: logprobs integer 0..5
+  Native,       // llama-server's /completion: its field names and sampling defaults
 };
 
-// Reads every field but the prompt (sampling, max_tokens, stop, stream, logit_bias, ...).
-std::optional<HttpError> parse_completion_fields(const json& body, const Model& model, CompletionRequest& out);
+struct CompletionRequest {
+  GenerationRequest gen;
+  int32_t n = 1;        // choices, each its own generation
+  bool seeded = false;  // a seed was given: choice i samples with seed + i
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool return_tokens = false;  // native: report the generated token ids
+};
+
+// Reads every field but the prompt (sampling, limits, stop, stream, logit_bias, n, logprobs...).
+std::optional<HttpError> parse_completion_fields(const json& body, const Model& model, CompletionRequest& out,
+                                                 CompletionApi api = CompletionApi::Chat);
+
+// A prompt as llama-server takes it: a string, or a list of token ids and strings (a string is
+// tokenized with special tokens parsed, BOS added only when it comes first). `field` names it in
+// errors. A list of lists (several prompts) is refused.
+std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& tok, const char* field,
+                                      std::vector<int32_t>& out);
 
 // Renders body["messages"] with the state's chat template (generation prompt added) into `text`.
 std::optional<HttpError> render_chat(const ServerState& st, const json& body, std::string& text);
@@ -29,7 +54,5 @@ std::vector<int32_t> tokenize_chat(const text::Tokenizer& tok, const std::string
 
 // A 400 when the prompt is empty or does not fit a slot's context.
 std::optional<HttpError> check_prompt(const ServerState& st, const std::vector<int32_t>& prompt);
-
-json usage_json(const Generation& g);
 
 }  // namespace kiln::serve

@@ -6,35 +6,124 @@
 #include "llm/kv_cache.h"
 
 namespace kiln::serve {
+namespace {
 
-Generation::Chunk Generation::next() {
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+uint64_t Notifier::version() const {
+  std::lock_guard lock(mutex_);
+  return version_;
+}
+
+void Notifier::notify() {
+  {
+    std::lock_guard lock(mutex_);
+    ++version_;
+  }
+  cv_.notify_all();
+}
+
+bool Notifier::wait(uint64_t seen, std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  cv_.wait(lock, [&] { return done_ || !pending_.empty(); });
+  return cv_.wait_for(lock, timeout, [&] { return version_ != seen; });
+}
+
+Generation::Generation(GenerationRequest request, Sampler sampler, std::shared_ptr<Notifier> notifier)
+    : request_(std::move(request)),
+      sampler_(std::move(sampler)),
+      notifier_(notifier ? std::move(notifier) : std::make_shared<Notifier>()),
+      stop_text_(request_.stop) {
+  for (const auto& s : request_.stop) max_stop_ = std::max(max_stop_, s.size());
+}
+
+Generation::Chunk Generation::take() {
+  std::lock_guard lock(mutex_);
   Chunk c;
   c.text = std::move(pending_);
   pending_.clear();
+  c.tokens = std::move(pending_tokens_);
+  pending_tokens_.clear();
   c.final = done_;
   return c;
 }
 
-void Generation::push(std::string text) {
-  if (text.empty()) return;
-  {
-    std::lock_guard lock(mutex_);
-    pending_ += text;
+Generation::Chunk Generation::next() {
+  for (;;) {
+    const uint64_t seen = notifier_->version();
+    Chunk c = take();
+    if (!c.empty()) return c;
+    notifier_->wait(seen, std::chrono::hours(1));
   }
-  cv_.notify_all();
 }
 
-void Generation::finish(std::string reason, std::string error) {
+GenerationTimings Generation::timings() const {
+  std::lock_guard lock(mutex_);
+  GenerationTimings t;
+  t.prompt_n = n_prompt() - n_cached_;
+  t.predicted_n = n_generated_;
+  if (has_first_) {
+    t.prompt_ms = ms_between(t_start_, t_first_);
+    t.predicted_ms = ms_between(t_first_, t_end_);
+  } else if (done_) {
+    t.prompt_ms = ms_between(t_start_, t_end_);
+  }
+  return t;
+}
+
+bool Generation::append(TokenOutput token) {
+  const std::string& text = stop_text_.text();
+  const size_t before = text.size();
+  // The bytes a completed stop string can start in: the last max_stop_ of the old text, then the
+  // new piece (kept to name the stop string once the text is cut).
+  const size_t tail_begin = before - std::min(before, max_stop_);
+  const std::string tail = max_stop_ > 0 ? text.substr(tail_begin) + token.piece : std::string();
+  const size_t end = before + token.piece.size();
+  const bool stopped = stop_text_.append(token.piece);
+  if (stopped) {
+    const size_t cut = stop_text_.text().size();
+    for (const auto& s : request_.stop) {
+      if (!s.empty() && cut >= tail_begin && tail.compare(cut - tail_begin, s.size(), s) == 0) {
+        stopping_word_ = s;
+        break;
+      }
+    }
+  }
+  held_.emplace_back(end, std::move(token));
+  if (stopped) return true;
   {
     std::lock_guard lock(mutex_);
-    pending_ += stop_text_.take(/*flush=*/true);
-    finish_reason_ = std::move(reason);
+    release_text(false);
+  }
+  notifier_->notify();
+  return false;
+}
+
+void Generation::release_text(bool flush) {
+  std::string out = stop_text_.take(flush);
+  released_ += out.size();
+  pending_ += out;
+  while (!held_.empty() && held_.front().first <= released_) {
+    pending_tokens_.push_back(std::move(held_.front().second));
+    held_.pop_front();
+  }
+  if (flush) held_.clear();  // what is left was cut by a stop string
+}
+
+void Generation::finish(StopType type, std::string error) {
+  {
+    std::lock_guard lock(mutex_);
+    release_text(/*flush=*/true);
+    stop_type_ = type;
+    finish_reason_ = type == StopType::Limit ? "length" : "stop";
     error_ = std::move(error);
+    t_end_ = Clock::now();
     done_ = true;
   }
-  cv_.notify_all();
+  notifier_->notify();
 }
 
 Engine::Engine(Context& ctx, int32_t n_slots, int32_t queue_limit)
@@ -43,6 +132,7 @@ Engine::Engine(Context& ctx, int32_t n_slots, int32_t queue_limit)
   slots_.resize(static_cast<size_t>(n_slots));
   for (int32_t i = 0; i < n_slots; ++i) slots_[static_cast<size_t>(i)].id = i;
   ctx_.clear();
+  metrics_.kv_size = ctx.n_ctx();
   publish();
   thread_ = std::thread([this] { loop(); });
 }
@@ -59,16 +149,21 @@ void Engine::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-Result<std::shared_ptr<Generation>> Engine::submit(GenerationRequest request, Sampler sampler) {
-  auto gen = std::make_shared<Generation>(std::move(request), std::move(sampler));
+Result<std::shared_ptr<Generation>> Engine::submit(GenerationRequest request, Sampler sampler,
+                                                   std::shared_ptr<Notifier> notifier) {
+  auto gen = std::make_shared<Generation>(std::move(request), std::move(sampler), std::move(notifier));
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return make_error("the server is shutting down");
+    ++metrics_.requests_total;
     // Requests beyond the free slots wait; at most queue_limit_ of them.
-    const auto n_free = std::count_if(info_.begin(), info_.end(), [](const SlotInfo& s) { return !s.processing; });
-    if (static_cast<int64_t>(queue_.size()) >= queue_limit_ + n_free)
+    const auto n_free =
+        std::count_if(info_.begin(), info_.end(), [](const SlotInfo& s) { return !s.processing; });
+    if (static_cast<int64_t>(queue_.size()) >= queue_limit_ + n_free) {
+      ++metrics_.requests_rejected;
       return make_error("the server is busy: all ", info_.size(), " slots work and ", queue_limit_,
                         " requests already wait for one");
+    }
     queue_.push_back(gen);
   }
   cv_.notify_all();
@@ -80,10 +175,28 @@ std::vector<SlotInfo> Engine::slots() const {
   return info_;
 }
 
+EngineMetrics Engine::metrics() const {
+  std::lock_guard lock(mutex_);
+  EngineMetrics m = metrics_;
+  m.requests_deferred = static_cast<int32_t>(queue_.size());
+  for (const SlotInfo& s : info_) {
+    m.requests_processing += s.processing ? 1 : 0;
+    m.kv_tokens += s.n_cached;
+  }
+  return m;
+}
+
 void Engine::publish() {
   info_.clear();
-  for (const Slot& s : slots_)
-    info_.push_back({s.id, s.gen != nullptr, static_cast<int32_t>(s.cache.size())});
+  for (const Slot& s : slots_) {
+    SlotInfo i{s.id, s.gen != nullptr, static_cast<int32_t>(s.cache.size()), 0, -1, 0};
+    if (s.gen) {
+      i.n_prompt = s.gen->n_prompt();
+      i.n_predict = s.gen->request_.max_tokens;
+      i.n_decoded = s.gen->n_generated();
+    }
+    info_.push_back(i);
+  }
 }
 
 void Engine::loop() {
@@ -98,7 +211,7 @@ void Engine::loop() {
       // Requests cancelled while queued end here; the others take free slots in order.
       std::erase_if(queue_, [](const std::shared_ptr<Generation>& g) {
         if (!g->cancelled()) return false;
-        g->finish("stop", "cancelled");
+        g->finish(StopType::None, "cancelled");
         return true;
       });
       while (!queue_.empty() &&
@@ -112,8 +225,8 @@ void Engine::loop() {
   }
   std::lock_guard lock(mutex_);
   for (Slot& s : slots_)
-    if (s.gen) release(s, "stop", "the server is shutting down");
-  for (auto& g : queue_) g->finish("stop", "the server is shutting down");
+    if (s.gen) release(s, StopType::None, "the server is shutting down");
+  for (auto& g : queue_) g->finish(StopType::None, "the server is shutting down");
   queue_.clear();
   publish();
 }
@@ -142,12 +255,16 @@ void Engine::assign(std::shared_ptr<Generation> gen) {
   best->n_prompt_done = best_common;
   best->pending = -1;
   gen->n_cached_ = static_cast<int32_t>(best_common);
+  gen->t_start_ = Generation::Clock::now();
   for (int32_t t : prompt) gen->sampler_.accept(t);
   best->gen = std::move(gen);
 }
 
-void Engine::release(Slot& s, std::string reason, std::string error) {
-  s.gen->finish(std::move(reason), std::move(error));
+void Engine::release(Slot& s, StopType type, std::string error) {
+  Generation& g = *s.gen;
+  g.finish(type, std::move(error));
+  metrics_.predicted_tokens += static_cast<uint64_t>(g.n_generated());
+  if (g.has_first_) metrics_.predicted_seconds += ms_between(g.t_first_, g.t_end_) / 1e3;
   s.gen.reset();
   s.pending = -1;
   s.batch_index = -1;
@@ -158,7 +275,7 @@ bool Engine::step() {
   {
     std::lock_guard lock(mutex_);
     for (Slot& s : slots_)
-      if (s.gen && s.gen->cancelled()) release(s, "stop", "cancelled");
+      if (s.gen && s.gen->cancelled()) release(s, StopType::None, "cancelled");
     publish();
   }
 
@@ -196,11 +313,14 @@ bool Engine::step() {
         if (!s.gen) continue;
         ctx_.seq_rm(s.id, 0, -1);
         s.cache.clear();
-        release(s, "stop", st.error().message);
+        release(s, StopType::None, st.error().message);
       }
       publish();
       return true;
     }
+    ++metrics_.n_decode;
+    metrics_.n_busy_slots += static_cast<uint64_t>(
+        std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.gen != nullptr; }));
     for (Slot& s : slots_)
       if (s.gen && s.pending >= 0 && s.batch_index >= 0) s.cache.push_back(s.pending);
     for (auto& [s, n] : chunks) {
@@ -209,28 +329,53 @@ bool Engine::step() {
                       prompt.begin() + static_cast<ptrdiff_t>(s->n_prompt_done + n));
       s->n_prompt_done += n;
     }
+    const auto now = Generation::Clock::now();
     for (Slot& s : slots_) {
       if (!s.gen || s.batch_index < 0) continue;
-      const int32_t token = s.gen->sampler_.sample(ctx_.logits(static_cast<size_t>(s.batch_index)));
-      s.gen->sampler_.accept(token);
-      on_token(s, token);
+      Generation& g = *s.gen;
+      if (!g.has_first_) {  // the prompt is done: its logits are here
+        g.has_first_ = true;
+        g.t_first_ = now;
+        metrics_.prompt_tokens += static_cast<uint64_t>(g.n_prompt() - g.n_cached());
+        metrics_.prompt_seconds += ms_between(g.t_start_, now) / 1e3;
+      }
+      if (g.request_.max_tokens == 0) {
+        release(s, StopType::Limit, "");
+        continue;
+      }
+      const auto logits = ctx_.logits(static_cast<size_t>(s.batch_index));
+      const int32_t token = g.sampler_.sample(logits);
+      g.sampler_.accept(token);
+      on_token(s, token, logits);
     }
     publish();
   }
   return true;
 }
 
-void Engine::on_token(Slot& s, int32_t token) {
+void Engine::on_token(Slot& s, int32_t token, std::span<const float> logits) {
   Generation& g = *s.gen;
   const auto& tok = ctx_.model().tokenizer();
-  if (tok.is_eog(token)) return release(s, "stop", "");
+  if (tok.is_eog(token)) return release(s, StopType::Eos, "");
   ++g.n_generated_;
-  auto piece = tok.token_to_piece(token, false);
-  if (g.stop_text_.append(piece.ok() ? *piece : std::string())) return release(s, "stop", "");
-  g.push(g.stop_text_.take(false));
-  if (g.request_.max_tokens >= 0 && g.n_generated_ >= g.request_.max_tokens) return release(s, "length", "");
+  auto piece_of = [&](int32_t id) {
+    auto p = tok.token_to_piece(id, false);
+    return p.ok() ? std::move(*p) : std::string();
+  };
+  TokenOutput out;
+  out.id = token;
+  out.piece = piece_of(token);
+  if (g.request_.logprobs) {
+    PositionLogprobs lp = position_logprobs(logits, token, g.request_.top_logprobs);
+    out.logprob = lp.chosen;
+    for (const TokenLogprob& t : lp.top) out.top_pieces.push_back(piece_of(t.id));
+    out.top = std::move(lp.top);
+  }
+  if (g.append(std::move(out))) return release(s, StopType::Word, "");
+  if (g.request_.max_tokens >= 0 && g.n_generated_ >= g.request_.max_tokens)
+    return release(s, StopType::Limit, "");
   // The sampled token still needs a cell of this slot's share of the cache.
-  if (static_cast<int32_t>(s.cache.size()) + 1 >= n_ctx_slot_) return release(s, "length", "");
+  if (static_cast<int32_t>(s.cache.size()) + 1 >= n_ctx_slot_) return release(s, StopType::Limit, "");
   s.pending = token;
 }
 

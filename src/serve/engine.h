@@ -5,12 +5,20 @@
 // a new request reuses the longest common prefix (unless it asks cache_prompt false). Requests
 // beyond the slots wait in a bounded queue.
 //
-// Thread-safety: submit(), slots() and stop() may be called from any thread; a Generation is
-// read by one client thread while the engine thread writes it.
+// Output: a Generation hands its client thread text and the tokens behind it (id, piece and, when
+// asked, log-probabilities from the raw logits). Text that may begin a stop string is held back
+// (StopText); a token is handed over once all of its text has been released, and a token whose
+// text a stop string cut is never reported. The engine keeps llama-server's counters (metrics()).
+//
+// Thread-safety: submit(), slots(), metrics() and stop() may be called from any thread; a
+// Generation is read by one client thread while the engine thread writes it. A Notifier may be
+// shared by several generations so that one client thread waits for any of them.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -22,6 +30,7 @@
 #include "llm/context.h"
 #include "llm/sampler.h"
 #include "serve/stop_text.h"
+#include "serve/token_probs.h"
 
 namespace kiln::serve {
 
@@ -30,11 +39,48 @@ namespace kiln::serve {
 inline constexpr size_t kPromptChunk = 512;
 
 struct GenerationRequest {
-  std::vector<int32_t> prompt;     // non-empty; shorter than the slot context
+  std::vector<int32_t> prompt;  // non-empty; shorter than the slot context
   SamplerParams sampler;
-  int32_t max_tokens = -1;         // < 0: until end of text or the slot's context is full
+  int32_t max_tokens = -1;  // < 0: until end of text or the slot's context is full; 0: the
+                            // prompt is only cached (llama-server's n_predict 0)
   std::vector<std::string> stop;
   bool cache_prompt = true;
+  bool logprobs = false;     // compute each token's log-probability
+  int32_t top_logprobs = 0;  // and the most likely alternatives (>= 0; needs logprobs)
+};
+
+// Why a generation ended (llama-server's stop_type).
+enum class StopType : uint8_t { None, Eos, Limit, Word };  // None: cancelled or failed
+
+// One generated token as a client sees it.
+struct TokenOutput {
+  int32_t id = -1;
+  std::string piece;                    // its text (may be part of a UTF-8 character)
+  float logprob = 0.0f;                 // valid when the request asked logprobs
+  std::vector<TokenLogprob> top;        // request.top_logprobs alternatives, logprob descending
+  std::vector<std::string> top_pieces;  // the texts of `top`
+};
+
+// Wakes a client thread waiting for the output of one or more generations.
+class Notifier {
+ public:
+  uint64_t version() const;
+  void notify();
+  // Waits until version() != seen or `timeout` passed; true when it changed.
+  bool wait(uint64_t seen, std::chrono::milliseconds timeout);
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t version_ = 0;
+};
+
+// Time spent on one generation (llama-server's `timings`).
+struct GenerationTimings {
+  int32_t prompt_n = 0;  // prompt tokens decoded (the cached ones are not)
+  double prompt_ms = 0;  // from taking a slot to the first sampled token
+  int32_t predicted_n = 0;
+  double predicted_ms = 0;  // from the first sampled token to the end
 };
 
 // One request's output, handed from the engine thread to a client thread.
@@ -42,12 +88,16 @@ class Generation {
  public:
   struct Chunk {
     std::string text;
-    bool final = false;  // the generation ended; finish_reason() / error() are set
+    std::vector<TokenOutput> tokens;
+    bool final = false;  // the generation ended and everything was taken; the getters are set
+    bool empty() const { return text.empty() && tokens.empty() && !final; }
   };
-  Generation(GenerationRequest request, Sampler sampler)
-      : request_(std::move(request)), sampler_(std::move(sampler)), stop_text_(request_.stop) {}
+  Generation(GenerationRequest request, Sampler sampler, std::shared_ptr<Notifier> notifier = nullptr);
 
-  // Blocks until text is available or the generation ended.
+  // What is ready now (possibly nothing); never blocks. After the final chunk, returns final
+  // chunks with no text.
+  Chunk take();
+  // Blocks until text, tokens or the end are available.
   Chunk next();
   // Asks the engine to stop this generation and free its slot (no effect once it ended).
   void cancel() { cancelled_ = true; }
@@ -55,32 +105,66 @@ class Generation {
 
   // Valid after the final chunk.
   const std::string& finish_reason() const { return finish_reason_; }  // "stop" or "length"
+  StopType stop_type() const { return stop_type_; }
+  const std::string& stopping_word() const { return stopping_word_; }  // the stop string that matched
   const std::string& error() const { return error_; }                  // non-empty: it failed
+  GenerationTimings timings() const;
   int32_t n_prompt() const { return static_cast<int32_t>(request_.prompt.size()); }
   int32_t n_cached() const { return n_cached_; }
   int32_t n_generated() const { return n_generated_; }
 
  private:
   friend class Engine;
-  void push(std::string text);
-  void finish(std::string reason, std::string error);
+  using Clock = std::chrono::steady_clock;
+  // Engine thread: a sampled token and its text (the text may complete a stop string: true).
+  bool append(TokenOutput token);
+  void release_text(bool flush);  // under mutex_: moves released text and tokens to pending
+  void finish(StopType type, std::string error);
 
   GenerationRequest request_;
   Sampler sampler_;
-  StopText stop_text_;  // engine thread only
+  std::shared_ptr<Notifier> notifier_;
+  // Engine thread only.
+  StopText stop_text_;
+  size_t max_stop_ = 0;
+  size_t released_ = 0;                              // bytes of stop_text_.text() handed over
+  std::deque<std::pair<size_t, TokenOutput>> held_;  // tokens by the end offset of their text
+  Clock::time_point t_start_, t_first_, t_end_;
+  bool has_first_ = false;
+
   std::atomic<bool> cancelled_{false};
-  std::mutex mutex_;
-  std::condition_variable cv_;
+  mutable std::mutex mutex_;
   std::string pending_;
+  std::vector<TokenOutput> pending_tokens_;
   bool done_ = false;
-  std::string finish_reason_, error_;
-  int32_t n_cached_ = 0, n_generated_ = 0;
+  std::string finish_reason_, stopping_word_, error_;
+  StopType stop_type_ = StopType::None;
+  std::atomic<int32_t> n_cached_{0}, n_generated_{0};
 };
 
 struct SlotInfo {
-  int32_t id;
-  bool processing;
-  int32_t n_cached;  // tokens of this slot in the KV cache
+  int32_t id = 0;
+  bool processing = false;
+  int32_t n_cached = 0;    // tokens of this slot in the KV cache
+  int32_t n_prompt = 0;    // the running request's prompt tokens (0 when idle)
+  int32_t n_predict = -1;  // its max_tokens (-1: no limit)
+  int32_t n_decoded = 0;   // tokens it generated so far
+};
+
+// Counters since the engine started (llama-server's /metrics).
+struct EngineMetrics {
+  uint64_t prompt_tokens = 0;  // prompt tokens decoded
+  double prompt_seconds = 0;   // summed over generations: slot taken -> first token
+  uint64_t predicted_tokens = 0;
+  double predicted_seconds = 0;     // summed over generations: first token -> end
+  uint64_t n_decode = 0;            // Context::decode calls
+  uint64_t n_busy_slots = 0;        // busy slots summed over those calls
+  uint64_t requests_total = 0;      // generations submitted (accepted or not)
+  uint64_t requests_rejected = 0;   // refused because the queue was full
+  int32_t requests_processing = 0;  // generations holding a slot now
+  int32_t requests_deferred = 0;    // generations waiting for one
+  int64_t kv_tokens = 0;            // tokens cached over all slots
+  int64_t kv_size = 0;              // cells of the KV cache
 };
 
 class Engine {
@@ -93,9 +177,12 @@ class Engine {
 
   // Tokens one slot may hold (prompt + generated).
   int32_t n_ctx_slot() const { return n_ctx_slot_; }
-  // Queues a request; an Error when the queue is full or the engine stopped.
-  Result<std::shared_ptr<Generation>> submit(GenerationRequest request, Sampler sampler);
+  // Queues a request; an Error when the queue is full or the engine stopped. `notifier`: shared
+  // with other generations of the same client (null: the generation's own).
+  Result<std::shared_ptr<Generation>> submit(GenerationRequest request, Sampler sampler,
+                                             std::shared_ptr<Notifier> notifier = nullptr);
   std::vector<SlotInfo> slots() const;
+  EngineMetrics metrics() const;
   // Ends every generation ("the server is shutting down") and the thread.
   void stop();
 
@@ -104,16 +191,16 @@ class Engine {
     int32_t id = 0;
     std::vector<int32_t> cache;  // tokens of sequence `id` in the KV cache, positions 0..
     std::shared_ptr<Generation> gen;
-    size_t n_prompt_done = 0;    // prompt tokens in the cache
-    int32_t pending = -1;        // sampled token not yet decoded
-    int64_t batch_index = -1;    // row of this slot's logits in the current batch
+    size_t n_prompt_done = 0;  // prompt tokens in the cache
+    int32_t pending = -1;      // sampled token not yet decoded
+    int64_t batch_index = -1;  // row of this slot's logits in the current batch
   };
   void loop();
-  void assign(std::shared_ptr<Generation> gen);  // under mutex_
-  bool step();                                   // false: nothing to do
-  void release(Slot& s, std::string reason, std::string error);
-  void on_token(Slot& s, int32_t token);
-  void publish();                                // copies slot states for slots(), under mutex_
+  void assign(std::shared_ptr<Generation> gen);                          // under mutex_
+  bool step();                                                           // false: nothing to do
+  void release(Slot& s, StopType type, std::string error);               // under mutex_
+  void on_token(Slot& s, int32_t token, std::span<const float> logits);  // under mutex_
+  void publish();  // copies slot states for slots(), under mutex_
 
   Context& ctx_;
   int32_t n_ctx_slot_;
@@ -123,6 +210,7 @@ class Engine {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Generation>> queue_;
   std::vector<SlotInfo> info_;
+  EngineMetrics metrics_;  // under mutex_
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -1,29 +1,104 @@
-// GET /v1/models, /slots.
-#include "serve/http.h"
+// GET /v1/models, /slots, /metrics. These routes only look: they never wake a sleeping server.
+//
+// /metrics: Prometheus text exposition (text/plain; version=0.0.4) with llama-server's metric
+// names, so dashboards made for it work: llamacpp:prompt_tokens_total, prompt_seconds_total,
+// tokens_predicted_total, tokens_predicted_seconds_total, n_decode_total (counters);
+// n_busy_slots_per_decode, prompt_tokens_seconds, predicted_tokens_seconds (averages since the
+// engine started; llama-server resets its throughput buckets at each scrape), kv_cache_usage_ratio,
+// kv_cache_tokens, requests_processing, requests_deferred (gauges); plus kiln:requests_total and
+// kiln:requests_rejected_total (503 because the queue was full). The counters belong to the engine:
+// while the server sleeps (or loads) there is none, and /metrics answers 503.
+#include <sstream>
+
 #include "serve/api_json.h"
+#include "serve/http.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
+namespace {
+
+class Exposition {
+ public:
+  void add(const char* name, const char* type, const char* help, double value) {
+    out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " ";
+    if (value == static_cast<double>(static_cast<int64_t>(value)))
+      out_ << static_cast<int64_t>(value);
+    else
+      out_ << value;
+    out_ << "\n";
+  }
+  std::string str() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+};
+
+std::string metrics_text(const EngineMetrics& m) {
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  Exposition e;
+  e.add("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
+        static_cast<double>(m.prompt_tokens));
+  e.add("llamacpp:prompt_seconds_total", "counter", "Prompt process time", m.prompt_seconds);
+  e.add("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
+        static_cast<double>(m.predicted_tokens));
+  e.add("llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time", m.predicted_seconds);
+  e.add("llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls",
+        static_cast<double>(m.n_decode));
+  e.add("llamacpp:n_busy_slots_per_decode", "gauge", "Average number of busy slots per llama_decode() call",
+        ratio(static_cast<double>(m.n_busy_slots), static_cast<double>(m.n_decode)));
+  e.add("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
+        ratio(static_cast<double>(m.prompt_tokens), m.prompt_seconds));
+  e.add("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
+        ratio(static_cast<double>(m.predicted_tokens), m.predicted_seconds));
+  e.add("llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+        ratio(static_cast<double>(m.kv_tokens), static_cast<double>(m.kv_size)));
+  e.add("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", static_cast<double>(m.kv_tokens));
+  e.add("llamacpp:requests_processing", "gauge", "Number of requests processing.", m.requests_processing);
+  e.add("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", m.requests_deferred);
+  e.add("kiln:requests_total", "counter", "Generation requests submitted to the engine (each choice counts).",
+        static_cast<double>(m.requests_total));
+  e.add("kiln:requests_rejected_total", "counter", "Generation requests refused with 503 (queue full).",
+        static_cast<double>(m.requests_rejected));
+  return e.str();
+}
+
+}  // namespace
 
 void add_info_routes(httplib::Server& h, const RouteContext& rc) {
   h.Get("/v1/models", [rc](const httplib::Request&, httplib::Response& res) {
-    auto st = rc.ready();
-    if (!st) return send_error(res, {503, "the model is loading"});
-    send_json(res, {{"object", "list"},
-                    {"data", json::array({{{"id", st->model->name()},
-                                           {"object", "model"},
-                                           {"created", unix_time()},
-                                           {"owned_by", "kiln"}}})}});
+    auto info = rc.info();
+    if (!info) return send_error(res, {503, "the model is loading"});
+    send_json(
+        res,
+        {{"object", "list"},
+         {"data",
+          json::array(
+              {{{"id", info->name}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "kiln"}}})}});
   });
 
   h.Get("/slots", [rc](const httplib::Request&, httplib::Response& res) {
-    auto st = rc.ready();
-    if (!st) return send_error(res, {503, "the model is loading"});
+    auto info = rc.info();
+    if (!info) return send_error(res, {503, "the model is loading"});
     json out = json::array();
-    for (const SlotInfo& s : st->engine->slots())
-      out.push_back({{"id", s.id}, {"is_processing", s.processing}, {"n_ctx", st->engine->n_ctx_slot()},
-                     {"n_cached", s.n_cached}});
+    for (const SlotInfo& s : rc.slots()) {
+      json slot = {{"id", s.id},
+                   {"is_processing", s.processing},
+                   {"n_ctx", info->n_ctx_slot},
+                   {"n_cached", s.n_cached}};
+      if (s.processing) {
+        slot["n_prompt_tokens"] = s.n_prompt;
+        slot["params"] = {{"n_predict", s.n_predict}};
+        slot["next_token"] = {{"n_decoded", s.n_decoded}};
+      }
+      out.push_back(std::move(slot));
+    }
     send_json(res, out);
+  });
+
+  h.Get("/metrics", [rc](const httplib::Request&, httplib::Response& res) {
+    auto st = rc.peek();
+    if (!st) return send_error(res, {503, "no model is loaded now (loading or asleep): no metrics"});
+    res.set_content(metrics_text(st->engine->metrics()), "text/plain; version=0.0.4");
   });
 }
 

@@ -1,21 +1,25 @@
-// POST /tokenize, /detokenize (llama-server's shapes).
-#include "serve/http.h"
+// POST /tokenize, /detokenize, /apply-template (llama-server's shapes). Each needs the model (its
+// tokenizer or chat template): a sleeping server wakes for them.
 #include "serve/api_json.h"
+#include "serve/completion_request.h"
+#include "serve/http.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
 
 void add_token_routes(httplib::Server& h, const RouteContext& rc) {
   h.Post("/tokenize", [rc](const httplib::Request& req, httplib::Response& res) {
-    auto st = rc.ready();
-    if (!st) return send_error(res, {503, "the model is loading"});
-    auto body = parse_body(req, res);
+    auto body = parse_body(req, res);  // a malformed request does not wake a sleeping server
     if (!body) return;
+    auto st = rc.ready(res);
+    if (!st) return;
     auto it = body->find("content");
-    if (it == body->end() || !it->is_string()) return send_error(res, {400, "field 'content' must be a string"});
+    if (it == body->end() || !it->is_string())
+      return send_error(res, {400, "field 'content' must be a string"});
     bool add_special = false, parse_special = true, with_pieces = false;
-    for (auto [key, out] : {std::pair{"add_special", &add_special}, std::pair{"parse_special", &parse_special},
-                            std::pair{"with_pieces", &with_pieces}})
+    for (auto [key, out] :
+         {std::pair{"add_special", &add_special}, std::pair{"parse_special", &parse_special},
+          std::pair{"with_pieces", &with_pieces}})
       if (auto e = read_bool(*body, key, *out)) return send_error(res, *e);
     const auto& tok = st->model->tokenizer();
     const auto ids = tok.tokenize(it->get<std::string>(), add_special, parse_special);
@@ -41,20 +45,36 @@ void add_token_routes(httplib::Server& h, const RouteContext& rc) {
   });
 
   h.Post("/detokenize", [rc](const httplib::Request& req, httplib::Response& res) {
-    auto st = rc.ready();
-    if (!st) return send_error(res, {503, "the model is loading"});
-    auto body = parse_body(req, res);
+    auto body = parse_body(req, res);  // a malformed request does not wake a sleeping server
     if (!body) return;
+    auto st = rc.ready(res);
+    if (!st) return;
     auto it = body->find("tokens");
-    if (it == body->end() || !it->is_array()) return send_error(res, {400, "field 'tokens' must be a list of token ids"});
+    if (it == body->end() || !it->is_array())
+      return send_error(res, {400, "field 'tokens' must be a list of token ids"});
     std::vector<int32_t> ids;
     for (const auto& t : *it) {
-      if (!t.is_number_integer()) return send_error(res, {400, "field 'tokens' must be a list of token ids"});
-      ids.push_back(t.get<int32_t>());
+      // Out of int32 range is never a token id: refused here rather than wrapped into one.
+      if (!t.is_number_integer() || (t.is_number_unsigned() && t.get<uint64_t>() > INT32_MAX) ||
+          (!t.is_number_unsigned() && (t.get<int64_t>() < INT32_MIN || t.get<int64_t>() > INT32_MAX)))
+        return send_error(res, {400, "field 'tokens' must be a list of token ids"});
+      ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
     auto text = st->model->tokenizer().detokenize(ids, false, false);
     if (!text.ok()) return send_error(res, {400, "field 'tokens': " + text.error().message});
     send_json(res, {{"content", *text}});
+  });
+
+  // The chat as the completion routes would prompt the model (generation prompt added), without
+  // generating: {"messages": [...]} -> {"prompt": "..."}.
+  h.Post("/apply-template", [rc](const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_body(req, res);
+    if (!body) return;
+    auto st = rc.ready(res);
+    if (!st) return;
+    std::string prompt;
+    if (auto e = render_chat(*st, *body, prompt)) return send_error(res, *e);
+    send_json(res, {{"prompt", prompt}});
   });
 }
 

@@ -1,23 +1,163 @@
 #include "serve/server.h"
 
-#include "serve/http.h"
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "serve/api_json.h"
+#include "serve/completion_request.h"
+#include "serve/http.h"
+#include "serve/embedder.h"
+#include "serve/model_chat_template.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
+namespace {
+
+// The model's state as the routes use it: chat template, context and engine over `model`.
+Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
+                                                 std::shared_ptr<const Model> model) {
+  if (opt.n_parallel < 1 || opt.n_parallel > kMaxSequences)
+    return make_error("serve: --parallel ", opt.n_parallel, " is outside 1..", kMaxSequences);
+  auto st = std::make_shared<ServerState>();
+  st->model = model;
+  auto chat = choose_chat_template(*model, opt.chat_template_source);
+  if (!chat.ok()) return make_error("serve: ", chat.error().message);
+  st->chat_template = std::move(chat->chat_template);
+  st->chat_template_source = std::move(chat->source);
+  st->bos_text = std::move(chat->bos_text);
+  st->eos_text = std::move(chat->eos_text);
+  st->cpu = std::make_unique<CpuEngine>(opt.n_threads);
+  KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(model, st->cpu->backend, opt.context));
+  if (st->ctx->n_ctx() / opt.n_parallel < 2)
+    return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,
+                      " slots");
+  st->engine = std::make_unique<Engine>(*st->ctx, opt.n_parallel, opt.queue_limit);
+  return st;
+}
+
+std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots) {
+  auto info = std::make_shared<ModelInfo>();
+  info->name = st.model->name();
+  info->path = st.model->path();
+  info->chat_template_source = st.chat_template_source;
+  info->bos_text = st.bos_text;
+  info->eos_text = st.eos_text;
+  info->n_ctx = st.ctx->n_ctx();
+  info->n_slots = n_slots;
+  info->n_ctx_slot = st.engine->n_ctx_slot();
+  // The defaults are what the completion routes make of a request that sets nothing.
+  CompletionRequest defaults;
+  if (!parse_completion_fields(json::object(), *st.model, defaults)) {
+    info->defaults = std::move(defaults.gen);
+    info->stream_default = defaults.stream;
+  }
+  return info;
+}
+
+// No generation holds a slot or waits for one (a stream keeps generating after its handler
+// returned).
+bool engine_idle(const ServerState& st) {
+  const EngineMetrics m = st.engine->metrics();
+  return m.requests_processing == 0 && m.requests_deferred == 0;
+}
+
+// Gives the heap's free pages back to the OS (the KV cache and compute arena of a released
+// state can sit below glibc's mmap threshold, so free() alone may keep them).
+void trim_heap() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+json props_json(const ModelInfo& info, bool sleeping) {
+  const SamplerParams& sp = info.defaults.sampler;
+  json params = {{"n_predict", info.defaults.max_tokens},
+                 {"max_tokens", info.defaults.max_tokens},
+                 {"seed", -1},  // a request without "seed" draws a fresh one
+                 {"temperature", sp.temperature},
+                 {"top_k", sp.top_k},
+                 {"top_p", sp.top_p},
+                 {"min_p", sp.min_p},
+                 {"typical_p", sp.typical_p},
+                 {"repeat_last_n", sp.penalty_last_n},
+                 {"repeat_penalty", sp.repeat_penalty},
+                 {"presence_penalty", sp.presence_penalty},
+                 {"frequency_penalty", sp.frequency_penalty},
+                 {"stop", info.defaults.stop},
+                 {"stream", info.stream_default},
+                 {"cache_prompt", info.defaults.cache_prompt}};
+  return {{"default_generation_settings",
+           {{"id", 0},
+            {"id_task", -1},
+            {"n_ctx", info.n_ctx_slot},
+            {"is_processing", false},
+            {"params", params}}},
+          {"total_slots", info.n_slots},
+          {"model_path", info.path},
+          {"model_alias", info.name},
+          {"chat_template", info.chat_template_source},
+          {"bos_token", info.bos_text},
+          {"eos_token", info.eos_text},
+          {"n_ctx", info.n_ctx},
+          {"modalities", {{"vision", false}, {"audio", false}}},
+          {"build_info", "kiln"},
+          {"is_sleeping", sleeping}};
+}
+
+}  // namespace
+
+// A request's hold on the state: ends its activity when the last copy goes.
+class Server::Lease {
+ public:
+  Lease(std::shared_ptr<ServerState> state, Server* server) : state_(std::move(state)), server_(server) {}
+  ~Lease() { server_->end_activity(); }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ServerState* get() const { return state_.get(); }
+
+ private:
+  std::shared_ptr<ServerState> state_;
+  Server* server_;
+};
+
+std::shared_ptr<ServerState> RouteContext::ready() const {
+  auto st = server.acquire();
+  return st.ok() ? *st : nullptr;
+}
+
+std::shared_ptr<ServerState> RouteContext::ready(httplib::Response& res) const {
+  auto st = server.acquire();
+  if (st.ok()) return *st;
+  send_error(res, {503, st.error().message});
+  return nullptr;
+}
+
+std::vector<SlotInfo> RouteContext::slots() const {
+  if (auto st = server.peek()) return st->engine->slots();
+  std::vector<SlotInfo> out;
+  const auto info = server.info();
+  for (int32_t i = 0; info && i < info->n_slots; ++i) {
+    SlotInfo s{};
+    s.id = i;
+    out.push_back(s);
+  }
+  return out;
+}
 
 Server::Server(ServerOptions options) : opt_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
   // Each streaming client holds an HTTP thread while it waits: enough for every slot and queue.
   const size_t n_threads = static_cast<size_t>(opt_.n_parallel + opt_.queue_limit + 4);
   http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  // Bodies beyond this are answered 413 before they are held in memory.
+  http_->set_payload_max_length(kMaxRequestBytes);
   routes();
 }
 
 Server::~Server() { stop(); }
 
-std::shared_ptr<ServerState> Server::ready() const {
-  std::lock_guard lock(mutex_);
-  return state_;
+void Server::log(const std::string& message) const {
+  if (opt_.log) opt_.log(message);
 }
 
 Result<int> Server::listen(const std::string& host, int port) {
@@ -32,42 +172,164 @@ Result<int> Server::listen(const std::string& host, int port) {
   return bound;
 }
 
-Status Server::attach(std::shared_ptr<const Model> model) {
-  auto st = std::make_shared<ServerState>();
-  st->model = model;
-  const auto& tok = model->tokenizer();
-  std::string source = opt_.chat_template_source;
-  if (source.empty()) {
-    if (auto t = model->file().get_string("tokenizer.chat_template"); t.ok()) source = *t;
+Status Server::attach(ModelLoader loader) {
+  KILN_ASSERT(loader != nullptr, "Server::attach: an empty ModelLoader");
+  auto model = loader();
+  if (!model.ok()) return model.error();
+  return install(std::move(*model), std::move(loader));
+}
+
+Status Server::attach(std::shared_ptr<const Model> model) { return install(std::move(model), nullptr); }
+
+Status Server::install(std::shared_ptr<const Model> model, ModelLoader loader) {
+  KILN_ASSERT(model != nullptr, "Server::attach: no model");
+  if (opt_.embeddings) {
+    // A model kiln cannot embed (rank pooling, non-causal attention) is refused at load.
+    if (auto pooling = server_pooling(opt_, *model); !pooling.ok())
+      return make_error("serve: --embeddings: ", pooling.error().message);
   }
-  if (source.empty()) {
-    st->chat_template = ChatTemplate::chatml();
-  } else {
-    auto t = ChatTemplate::parse(source);
-    if (!t.ok()) return make_error("serve: the chat template: ", t.error().message);
-    st->chat_template = std::move(*t);
+  KILN_ASSIGN_OR_RETURN(auto st, build_state(opt_, std::move(model)));
+  auto info = describe(*st, opt_.n_parallel);
+  const bool sleeps = loader && opt_.sleep_idle_seconds > 0;
+  {
+    std::lock_guard lock(mutex_);
+    state_ = std::move(st);
+    info_ = std::move(info);
+    loader_ = std::move(loader);
+    asleep_ = false;
+    last_activity_ = Clock::now();
   }
-  if (tok.bos() >= 0) {
-    if (auto p = tok.token_to_piece(tok.bos(), true); p.ok()) st->bos_text = *p;
-  }
-  if (tok.eos() >= 0) {
-    if (auto p = tok.token_to_piece(tok.eos(), true); p.ok()) st->eos_text = *p;
-  }
-  if (opt_.n_parallel < 1 || opt_.n_parallel > kMaxSequences)
-    return make_error("serve: --parallel ", opt_.n_parallel, " is outside 1..", kMaxSequences);
-  st->cpu = std::make_unique<CpuEngine>(opt_.n_threads);
-  KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(model, st->cpu->backend, opt_.context));
-  if (st->ctx->n_ctx() / opt_.n_parallel < 2)
-    return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt_.n_parallel,
-                      " slots");
-  st->engine = std::make_unique<Engine>(*st->ctx, opt_.n_parallel, opt_.queue_limit);
-  std::lock_guard lock(mutex_);
-  state_ = std::move(st);
+  cv_.notify_all();
+  if (sleeps && !sleeper_.joinable()) sleeper_ = std::thread([this] { sleeper(); });
   return {};
 }
 
+std::shared_ptr<ServerState> Server::lease(std::shared_ptr<ServerState> st) {
+  ++active_;
+  auto l = std::make_shared<Lease>(std::move(st), this);
+  return std::shared_ptr<ServerState>(l, l->get());
+}
+
+void Server::end_activity() {
+  {
+    std::lock_guard lock(mutex_);
+    --active_;
+    last_activity_ = Clock::now();
+  }
+  cv_.notify_all();
+}
+
+Result<std::shared_ptr<ServerState>> Server::acquire() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (stopping_) return make_error("the server is shutting down");
+    if (state_) return lease(state_);
+    if (releasing_) {  // going to sleep this very moment: wake once the memory is released
+      cv_.wait(lock, [&] { return stopping_ || !releasing_; });
+      continue;
+    }
+    if (!asleep_) return make_error("the model is loading");
+    if (!waking_) break;
+    // Another request reloads the model: wait for its outcome, and share it.
+    const uint64_t attempt = wake_attempts_;
+    cv_.wait(lock, [&] { return stopping_ || !waking_; });
+    if (!stopping_ && !state_ && wake_attempts_ != attempt) return make_error(wake_error_);
+  }
+  waking_ = true;
+  ModelLoader loader = loader_;
+  lock.unlock();
+  log("waking: reloading the model");
+  const auto t0 = Clock::now();
+  Result<std::shared_ptr<ServerState>> built = make_error("");
+  if (auto model = loader(); model.ok())
+    built = build_state(opt_, std::move(*model));
+  else
+    built = model.error();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::shared_ptr<ServerState> dropped;  // a state built while the server stopped: freed unlocked
+  lock.lock();
+  waking_ = false;
+  ++wake_attempts_;
+  Result<std::shared_ptr<ServerState>> out = make_error("the server is shutting down");
+  if (!built.ok()) {
+    wake_error_ = "reloading the model failed: " + built.error().message;
+    out = make_error(wake_error_);
+  } else if (stopping_) {
+    dropped = std::move(*built);
+  } else {
+    wake_error_.clear();
+    state_ = std::move(*built);
+    asleep_ = false;
+    out = lease(state_);
+  }
+  lock.unlock();
+  cv_.notify_all();
+  dropped.reset();
+  if (out.ok())
+    log("awake: the model reloaded in " + std::to_string(seconds) + " s");
+  else if (!built.ok())
+    log(wake_error_);
+  return out;
+}
+
+std::shared_ptr<ServerState> Server::peek() const {
+  std::lock_guard lock(mutex_);
+  return state_;
+}
+
+std::shared_ptr<const ModelInfo> Server::info() const {
+  std::lock_guard lock(mutex_);
+  return info_;
+}
+
+bool Server::sleeping() const {
+  std::lock_guard lock(mutex_);
+  return asleep_;
+}
+
+void Server::sleeper() {
+  const auto idle = std::chrono::seconds(opt_.sleep_idle_seconds);
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    if (!state_ || active_ > 0 || waking_) {
+      cv_.wait(lock);
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now < last_activity_ + idle) {
+      cv_.wait_until(lock, last_activity_ + idle);
+      continue;
+    }
+    // A stream whose handler returned still generates in the engine: that is activity too.
+    if (!engine_idle(*state_)) {
+      last_activity_ = now;
+      continue;
+    }
+    std::shared_ptr<ServerState> released = std::move(state_);
+    releasing_ = true;
+    lock.unlock();
+    // Frees engine, context, thread pool and model here (a peek() holder may delay it briefly).
+    released.reset();
+    trim_heap();
+    log("sleeping: the model was released after " + std::to_string(opt_.sleep_idle_seconds) + " s idle");
+    lock.lock();
+    releasing_ = false;
+    asleep_ = true;
+    cv_.notify_all();
+  }
+}
+
 void Server::stop() {
-  if (auto st = ready()) st->engine->stop();  // ends every generation: their handlers return
+  std::shared_ptr<ServerState> st;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    st = state_;
+  }
+  cv_.notify_all();
+  if (st) st->engine->stop();  // ends every generation: their handlers return
+  st.reset();
+  if (sleeper_.joinable()) sleeper_.join();
   http_->stop();
   if (thread_.joinable()) thread_.join();
 }
@@ -81,13 +343,21 @@ void Server::routes() {
     send_error(res, {401, "invalid or missing API key (send 'Authorization: Bearer KEY')"});
     return httplib::Server::HandlerResponse::Handled;
   });
+  // Health and properties look at the server without waking it.
   auto health = [this](const httplib::Request&, httplib::Response& res) {
-    if (!ready()) return send_error(res, {503, "the model is loading"});
-    send_json(res, {{"status", "ok"}});
+    if (!info()) return send_error(res, {503, "the model is loading"});
+    json body = {{"status", "ok"}};
+    if (sleeping()) body["sleeping"] = true;
+    send_json(res, body);
   };
   http_->Get("/health", health);
   http_->Get("/v1/health", health);
-  const RouteContext rc{opt_, [this] { return ready(); }};
+  http_->Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+    const auto i = info();
+    if (!i) return send_error(res, {503, "the model is loading"});
+    send_json(res, props_json(*i, sleeping()));
+  });
+  const RouteContext rc{opt_, *this};
   add_info_routes(*http_, rc);
   add_token_routes(*http_, rc);
   add_completion_routes(*http_, rc);

@@ -1,31 +1,49 @@
 // Server: kiln's OpenAI-compatible HTTP server (llama-server's routes). The routes live in
 // routes_*.cpp (see server_state.h for the list):
-//   GET  /health, /v1/health    503 while the model loads, then 200 {"status": "ok"}
+//   GET  /health, /v1/health    503 while the model first loads, then 200 {"status": "ok"}
+//                               (asleep: {"status": "ok", "sleeping": true})
+//   GET  /props                 llama-server's server properties (is_sleeping included)
 //   GET  /v1/models, /slots
+//   GET  /metrics               Prometheus text (llama-server's metric names)
 //   POST /v1/completions, /v1/chat/completions   (stream false, or SSE chunks then [DONE])
+//   POST /completion                             (llama-server's native shape)
+//   POST /v1/embeddings, /embeddings             (with options.embeddings)
 //   POST /tokenize, /detokenize                  (llama-server's shapes)
+//   POST /apply-template        {"messages": [...]} -> {"prompt": "<the rendered chat>"}
 // Errors use OpenAI's shape {"error": {"message", "type", "code"}}. With --api-key every route
 // but the health checks wants "Authorization: Bearer KEY".
 //
 // Lifecycle: listen() (port 0 picks a free one) starts the HTTP threads; attach() gives it the
-// loaded model; stop() cancels every generation and stops listening. A client that disconnects
-// from a stream cancels its generation (noticed at the next piece). A non-streaming request runs
-// to its end even if its client has gone.
-// Thread-safety: listen/attach/stop from one controlling thread; handlers run on HTTP threads.
+// model; stop() cancels every generation and stops listening. A client that disconnects from a
+// stream cancels its generation (noticed at the next piece); a non-streaming client that
+// disconnects cancels its generation within about a second (see deferred_response.h).
+//
+// Idle sleep (options.sleep_idle_seconds > 0, a server attached with a ModelLoader): after that
+// many seconds with no request holding the state (see acquire()) and no generation in the engine,
+// the state is released: engine, context (KV cache, compute arena), thread pool and the model
+// (its file unmapped, unless someone else still holds the Model), then free heap memory is given
+// back to the OS. The next request that needs the model (acquire()) reloads it through the same
+// loader with the same options; requests arriving meanwhile wait for that reload. A reload that
+// fails answers those requests with its error (503) and the next request tries again. Routes that
+// only look (health, /props, /v1/models, /slots, /metrics) use peek()/info(): they never wake it
+// and are not activity.
+//
+// Thread-safety: listen/attach/stop from one controlling thread; acquire/peek/info/sleeping from
+// any thread (handlers run on HTTP threads).
 #pragma once
 
-#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 
 #include "core/result.h"
 #include "llm/context.h"
-#include "llm/cpu_engine.h"
 #include "llm/model.h"
-#include "text/chat_template.h"
 
 namespace httplib {
 class Server;
@@ -34,18 +52,29 @@ class Server;
 namespace kiln::serve {
 
 struct ServerState;
+struct ModelInfo;
+
+// The largest request body the server reads (64 MiB); larger ones get 413.
+inline constexpr size_t kMaxRequestBytes = size_t{64} << 20;
 
 struct ServerOptions {
-  int32_t n_parallel = 4;             // slots
-  int32_t queue_limit = 64;           // requests waiting for a slot before 503
-  std::string api_key;                // empty: no authentication
-  std::string chat_template_source;   // empty: the model's tokenizer.chat_template, else ChatML
-  int32_t n_threads = 0;              // compute threads; 0: every hardware thread
-  ContextOptions context;             // n_ctx is shared by the slots
-  bool embeddings = false;            // serve POST /v1/embeddings (--embeddings)
-  std::string pooling;                // none|mean|cls|last; empty: the model's, else mean (--pooling)
-  int32_t sleep_idle_seconds = 0;     // > 0: release the model after this many idle seconds
+  int32_t n_parallel = 4;            // slots
+  int32_t queue_limit = 64;          // requests waiting for a slot before 503
+  std::string api_key;               // empty: no authentication
+  std::string chat_template_source;  // empty: the model's tokenizer.chat_template, else ChatML
+  int32_t n_threads = 0;             // compute threads; 0: every hardware thread
+  ContextOptions context;            // n_ctx is shared by the slots
+  bool embeddings = false;           // serve POST /v1/embeddings (--embeddings)
+  std::string pooling;               // none|mean|cls|last; empty: the model's, else mean (--pooling)
+  int32_t sleep_idle_seconds = 0;    // > 0: release the model after this many idle seconds
+  // Lifecycle events for the operator ("sleeping: ...", "awake: ..."), from any thread; empty:
+  // quiet.
+  std::function<void(const std::string&)> log;
 };
+
+// Loads the model a server serves; called once by attach() and again at every wake from sleep.
+// Called from a request thread while others wait; must be callable from any thread.
+using ModelLoader = std::function<Result<std::shared_ptr<const Model>>()>;
 
 class Server {
  public:
@@ -56,20 +85,59 @@ class Server {
 
   // Binds host:port (0: any free port) and serves on a background thread; the bound port.
   Result<int> listen(const std::string& host, int port);
-  // Makes the server ready with `model`: builds the chat template, the context and the engine.
+  // Makes the server ready: loads the model through `loader` now, builds the chat template, the
+  // context and the engine; with sleep_idle_seconds > 0 the server may release them when idle and
+  // reload through `loader` on demand.
+  Status attach(ModelLoader loader);
+  // The same for a model already loaded. There is nothing to reload it from, so such a server
+  // never sleeps (sleep_idle_seconds is ignored).
   Status attach(std::shared_ptr<const Model> model);
-  // Cancels in-flight generations, stops accepting, joins the HTTP thread. Idempotent.
+  // Cancels in-flight generations, stops accepting, joins the HTTP thread. A sleeping server has
+  // nothing to cancel; a reload in progress finishes first (its state is then dropped).
+  // Idempotent.
   void stop();
 
+  // For a request that needs the model: the state, woken from sleep if needed (waiting for a
+  // reload another request started). The request counts as activity until the returned pointer
+  // and all its copies are gone: a streaming response keeps a copy until its stream ends. Errors:
+  // the model still loads, the reload failed (its message), the server stops. The pointer must
+  // not outlive the Server.
+  Result<std::shared_ptr<ServerState>> acquire();
+  // The state if the model is loaded now; null while asleep or loading. Never wakes the server
+  // and is not activity (holding it delays freeing the memory, not sleep).
+  std::shared_ptr<ServerState> peek() const;
+  // What the server knows of its model, kept through sleep; null before the first attach.
+  std::shared_ptr<const ModelInfo> info() const;
+  // The model was released for idleness and not reloaded yet.
+  bool sleeping() const;
+
  private:
+  using Clock = std::chrono::steady_clock;
+  class Lease;
   void routes();
-  std::shared_ptr<ServerState> ready() const;
+  Status install(std::shared_ptr<const Model> model, ModelLoader loader);
+  std::shared_ptr<ServerState> lease(std::shared_ptr<ServerState> st);  // under mutex_
+  void end_activity();
+  void sleeper();
+  void log(const std::string& message) const;
 
   ServerOptions opt_;
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   mutable std::mutex mutex_;
-  std::shared_ptr<ServerState> state_;  // null until attached
+  std::condition_variable cv_;             // state_, active_, waking_, stopping_ changed
+  std::shared_ptr<ServerState> state_;     // null until attached, and while asleep
+  std::shared_ptr<const ModelInfo> info_;  // null until attached
+  ModelLoader loader_;                     // empty: attached without one (never sleeps)
+  int64_t active_ = 0;                     // leases alive
+  Clock::time_point last_activity_;        // when active_ last dropped to 0
+  bool releasing_ = false;                 // the sleeper is freeing the state (state_ already null)
+  bool asleep_ = false;                    // released, not reloaded yet
+  bool waking_ = false;                    // a request is reloading the model
+  uint64_t wake_attempts_ = 0;             // reloads finished (ok or not)
+  std::string wake_error_;                 // the last reload's error; empty: it worked
+  bool stopping_ = false;
+  std::thread sleeper_;
 };
 
 }  // namespace kiln::serve

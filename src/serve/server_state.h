@@ -1,14 +1,17 @@
 // What the route handlers share: the server's options and, once a model is attached, the model
-// with its chat template, context and engine. Route files (routes_*.cpp) register handlers on the
-// HTTP server through the add_*_routes functions below.
-// Thread-safety: a ServerState is immutable once published (the Engine inside is thread-safe);
-// handlers hold a shared_ptr to it for the length of a request.
+// with its chat template, context and engine (ServerState), plus what is known of the model even
+// while the server sleeps (ModelInfo). Route files (routes_*.cpp) register handlers on the HTTP
+// server through the add_*_routes functions below.
+// Thread-safety: a ServerState and a ModelInfo are immutable once published (the Engine inside is
+// thread-safe); handlers hold a shared_ptr to the state for the length of a request.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "llm/context.h"
 #include "llm/cpu_engine.h"
@@ -19,14 +22,16 @@
 
 namespace httplib {
 class Server;
-}
+struct Response;
+}  // namespace httplib
 
 namespace kiln::serve {
 
 struct ServerState {
   std::shared_ptr<const Model> model;
   std::optional<ChatTemplate> chat_template;
-  std::string bos_text, eos_text;  // the vocabulary's BOS/EOS texts, for templates
+  std::string chat_template_source;  // the Jinja source of chat_template
+  std::string bos_text, eos_text;    // the vocabulary's BOS/EOS texts, for templates
   std::unique_ptr<CpuEngine> cpu;
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Engine> engine;
@@ -35,15 +40,40 @@ struct ServerState {
   }
 };
 
-struct RouteContext {
-  const ServerOptions& options;
-  // The attached state, or null while the model loads.
-  std::function<std::shared_ptr<ServerState>()> ready;
+// The model as the server knows it between loads: filled at attach, unchanged by sleep (a reload
+// uses the same file and options).
+struct ModelInfo {
+  std::string name;  // Model::name()
+  std::string path;  // Model::path()
+  std::string chat_template_source;
+  std::string bos_text, eos_text;
+  int64_t n_ctx = 0;  // KV cells, shared by the slots
+  int32_t n_slots = 0;
+  int32_t n_ctx_slot = 0;      // tokens one slot may hold
+  GenerationRequest defaults;  // a completion request with no fields set (prompt empty)
+  bool stream_default = false;
 };
 
-// GET /v1/models, /slots. (/health and /v1/health are the server's own: server.cpp.)
+struct RouteContext {
+  const ServerOptions& options;
+  Server& server;
+
+  // For a request that needs the model: wakes a sleeping server (see Server::acquire). Null while
+  // the model first loads, when a reload failed or when the server stops; the overload taking
+  // the response then answers 503 with the reason. Holding the pointer keeps the server awake.
+  std::shared_ptr<ServerState> ready() const;
+  std::shared_ptr<ServerState> ready(httplib::Response& res) const;
+  // For routes that only look (/slots, /metrics): the state if loaded now, else null; never wakes.
+  std::shared_ptr<ServerState> peek() const { return server.peek(); }
+  // Known through sleep (name, path, template, sizes); null before the model first loaded.
+  std::shared_ptr<const ModelInfo> info() const { return server.info(); }
+  // The slots now; asleep (or loading) every slot is idle with nothing cached.
+  std::vector<SlotInfo> slots() const;
+};
+
+// GET /v1/models, /slots. (/health, /v1/health and /props are the server's own: server.cpp.)
 void add_info_routes(httplib::Server& http, const RouteContext& rc);
-// POST /tokenize, /detokenize.
+// POST /tokenize, /detokenize, /apply-template.
 void add_token_routes(httplib::Server& http, const RouteContext& rc);
 // POST /v1/completions, /completions, /v1/chat/completions, /chat/completions.
 void add_completion_routes(httplib::Server& http, const RouteContext& rc);

@@ -80,11 +80,57 @@ TEST(GgmlGolden, DotProductsAreBitExact) {
       const bool gemm = kind.find("gemm") != std::string::npos;
       run(gemm ? t->vec_dot_rows8_x4 : t->vec_dot_rows8);
       run(gemm ? t->vec_dot_rows8_x4_ref : t->vec_dot_rows8_ref);
+      if (gemm && t->vec_dot_rows8_x4_8x4 != nullptr) {
+        // The same weight row eight times and activation row four times, padded apart.
+        const size_t w_stride = w.size() + 6, a_stride = a.size() + 8;
+        std::vector<uint8_t> w8(8 * w_stride, 0xCD), a4(4 * a_stride, 0xAB);
+        for (int i = 0; i < 8; ++i) std::memcpy(w8.data() + i * w_stride, w.data(), w.size());
+        for (int r = 0; r < 4; ++r) std::memcpy(a4.data() + r * a_stride, a.data(), a.size());
+        float out[4][10] = {};
+        t->vec_dot_rows8_x4_8x4(n, &out[0][0], sizeof(out[0]), w8.data(), w_stride, a4.data(), a_stride);
+        for (int r = 0; r < 4; ++r)
+          for (int i = 0; i < 8; ++i) got.push_back(out[r][i]);
+      }
     }
     for (float s : got) EXPECT_EQ(bits(s), want) << s << " vs " << from_bits(c["out"].get<std::string>());
     ++checked;
   }
   EXPECT_EQ(checked, 38);
+}
+
+// The 8x4 tile kernel against single dot products, on distinct random rows (several block counts).
+TEST(GgmlGolden, TileKernelEqualsSingleDots) {
+  const QuantTraits* t = quant_traits(DType::Q4_0);
+  if (t->vec_dot_rows8_x4_8x4 == nullptr) GTEST_SKIP() << "no tile kernel on this CPU";
+  const QuantTraits* q8 = quant_traits(DType::Q8_0);
+  uint32_t state = 12345;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / static_cast<float>(1u << 24) - 0.5f;
+  };
+  for (int64_t n : {32, 224, 256, 2048}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    std::vector<float> f(n);
+    const size_t w_stride = row_size(DType::Q4_0, n) + 2, a_stride = row_size(DType::Q8_0, n) + 4;
+    std::vector<uint8_t> w(8 * w_stride), a(4 * a_stride);
+    for (int i = 0; i < 8; ++i) {
+      for (float& v : f) v = next() * static_cast<float>(i + 1);
+      t->from_float(f.data(), w.data() + i * w_stride, n);
+    }
+    for (int r = 0; r < 4; ++r) {
+      for (float& v : f) v = next() * static_cast<float>(r + 1);
+      q8->from_float(f.data(), a.data() + r * a_stride, n);
+    }
+    float out[4][8];
+    t->vec_dot_rows8_x4_8x4(n, &out[0][0], sizeof(out[0]), w.data(), w_stride, a.data(), a_stride);
+    for (int r = 0; r < 4; ++r) {
+      for (int i = 0; i < 8; ++i) {
+        float want = 0;
+        t->vec_dot_rows8_x4_ref(n, &want, w.data() + i * w_stride, a.data() + r * a_stride);
+        EXPECT_EQ(bits(out[r][i]), bits(want)) << "weight row " << i << ", activation row " << r;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,25 +1,18 @@
 // `kiln run`: plain text completion, streamed to stdout, with llama.cpp's flag names.
 //   kiln run [-m MODEL.gguf] -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] ...
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <random>
-#include <sstream>
 
 #include "command.h"
+#include "generation.h"
 #include "llm/cpu_engine.h"
 #include "llm/sampler.h"
 #include "model_flags.h"
 #include "sampler_flags.h"
+#include "text_file.h"
 
 namespace kiln::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 int run_run(int argc, char** argv) {
   ModelFlags mf;
@@ -31,23 +24,24 @@ int run_run(int argc, char** argv) {
   mf.declare(p);
   p.value({"-p", "--prompt"}, &prompt, "TEXT", "the prompt to continue");
   p.value({"-f", "--file"}, &prompt_file, "FILE", "read the prompt from FILE");
-  p.value({"-n", "--n-predict"}, &n_predict, "N", "tokens to generate (-1, default: until end of text or context full)");
+  p.value({"-n", "--n-predict"}, &n_predict, "N",
+          "tokens to generate (-1, default: until end of text or context full)");
   p.flag({"--no-display-prompt"}, &no_display_prompt, "do not print the prompt before the continuation");
-  p.flag({"--parse-special"}, &parse_special, "turn control tokens written in the prompt (e.g. <|im_start|>) into their ids");
+  p.flag({"--parse-special"}, &parse_special,
+         "turn control tokens written in the prompt (e.g. <|im_start|>) into their ids");
   p.flag({"-sp", "--special"}, &show_special, "print control tokens of the output");
-  p.flag({"--context-shift"}, &context_shift, "when the context is full, drop the older half of the text (after --keep) and go on");
+  p.flag({"--context-shift"}, &context_shift,
+         "when the context is full, drop the older half of the text (after --keep) and go on");
   p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0)");
   sf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (!prompt_file.empty()) {
-    std::ifstream in(prompt_file, std::ios::binary);
-    if (!in) {
-      std::fprintf(stderr, "kiln run: cannot read '%s'\n", prompt_file.c_str());
+    auto text = read_text_file(prompt_file);
+    if (!text.ok()) {
+      std::fprintf(stderr, "kiln run: %s\n", text.error().message.c_str());
       return 1;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    prompt = ss.str();
+    prompt = std::move(*text);
   }
   auto model = mf.load_model("run");
   if (!model) return 1;
@@ -69,7 +63,8 @@ int run_run(int argc, char** argv) {
     return 1;
   }
   if (static_cast<int64_t>(tokens.size()) >= n_ctx) {
-    std::fprintf(stderr, "kiln run: the prompt has %zu tokens, more than the context of %lld allows (raise -c)\n",
+    std::fprintf(stderr,
+                 "kiln run: the prompt has %zu tokens, more than the context of %lld allows (raise -c)\n",
                  tokens.size(), static_cast<long long>(n_ctx));
     return 1;
   }
@@ -81,67 +76,40 @@ int run_run(int argc, char** argv) {
 
   // Prompt, in batches of n_batch tokens; logits only for the last token.
   const auto t_prompt = Clock::now();
-  int64_t n_past = 0;
-  const size_t n_batch = static_cast<size_t>(mf.context.n_batch);
-  Batch batch;
-  for (size_t begin = 0; begin < tokens.size(); begin += n_batch) {
-    const size_t end = std::min(tokens.size(), begin + n_batch);
-    batch.clear();
-    for (size_t i = begin; i < end; ++i) batch.add(tokens[i], static_cast<int32_t>(n_past++), 0, i + 1 == tokens.size());
-    const Status st = ctx.decode(batch);
-    if (!st.ok()) {
-      std::fprintf(stderr, "\nkiln run: %s\n", st.error().message.c_str());
-      return 1;
-    }
+  CachedSequence cached;
+  auto last = decode_tokens(ctx, tokens, cached, mf.context.n_batch);
+  if (!last.ok()) {
+    std::fprintf(stderr, "\nkiln run: %s\n", last.error().message.c_str());
+    return 1;
   }
   for (int32_t t : tokens) sampler->accept(t);
   const double prompt_s = seconds_since(t_prompt);
 
   const auto t_gen = Clock::now();
-  int64_t n_generated = 0;
-  std::span<const float> logits = ctx.logits(batch.size() - 1);
-  while (n_predict < 0 || n_generated < n_predict) {
-    const int32_t id = sampler->sample(logits);
-    sampler->accept(id);
-    if (tok.is_eog(id)) break;
-    auto piece = tok.token_to_piece(id, show_special);
-    if (piece.ok()) {
-      std::fwrite(piece->data(), 1, piece->size(), stdout);
-      std::fflush(stdout);
-    }
-    ++n_generated;
-    if (n_predict >= 0 && n_generated >= n_predict) break;
-    if (n_past >= n_ctx) {
-      if (!context_shift) {
-        std::fprintf(stderr, "\nkiln run: the context of %lld tokens is full (raise -c, or allow --context-shift)\n",
-                     static_cast<long long>(n_ctx));
-        break;
-      }
-      // ref: llama.cpp's context shift: keep n_keep tokens, drop half of the rest, slide the remainder.
-      const int64_t n_discard = (n_past - n_keep) / 2;
-      ctx.seq_rm(0, static_cast<int32_t>(n_keep), static_cast<int32_t>(n_keep + n_discard));
-      const Status st = ctx.seq_add(0, static_cast<int32_t>(n_keep + n_discard), static_cast<int32_t>(n_past),
-                                    static_cast<int32_t>(-n_discard));
-      if (!st.ok()) {
-        std::fprintf(stderr, "\nkiln run: %s\n", st.error().message.c_str());
-        return 1;
-      }
-      n_past -= n_discard;
-    }
-    batch.clear();
-    batch.add(id, static_cast<int32_t>(n_past++), 0, true);
-    const Status st = ctx.decode(batch);
-    if (!st.ok()) {
-      std::fprintf(stderr, "\nkiln run: %s\n", st.error().message.c_str());
-      return 1;
-    }
-    logits = ctx.logits(0);
+  Utf8Stream out(stdout);
+  auto gen = generate(ctx, *sampler, ctx.logits(*last), cached,
+                      {.n_predict = n_predict,
+                       .show_special = show_special,
+                       .context_shift = context_shift,
+                       .n_keep = n_keep},
+                      out);
+  if (!gen.ok()) {
+    std::fprintf(stderr, "\nkiln run: %s\n", gen.error().message.c_str());
+    return 1;
   }
+  if (gen->stop == StopReason::ContextFull) {
+    std::fprintf(stderr,
+                 "\nkiln run: the context of %lld tokens is full (raise -c, or allow --context-shift)\n",
+                 static_cast<long long>(n_ctx));
+  }
+  const int64_t n_generated = gen->n_generated;
   const double gen_s = seconds_since(t_gen);
   std::printf("\n");
-  std::fprintf(stderr, "\nkiln run: prompt %zu tokens in %.2f s (%.1f t/s), generated %lld tokens in %.2f s (%.1f t/s)\n",
-               tokens.size(), prompt_s, static_cast<double>(tokens.size()) / std::max(prompt_s, 1e-9),
-               static_cast<long long>(n_generated), gen_s, static_cast<double>(n_generated) / std::max(gen_s, 1e-9));
+  std::fprintf(
+      stderr,
+      "\nkiln run: prompt %zu tokens in %.2f s (%.1f t/s), generated %lld tokens in %.2f s (%.1f t/s)\n",
+      tokens.size(), prompt_s, static_cast<double>(tokens.size()) / std::max(prompt_s, 1e-9),
+      static_cast<long long>(n_generated), gen_s, static_cast<double>(n_generated) / std::max(gen_s, 1e-9));
   return 0;
 }
 

@@ -1,17 +1,23 @@
 // `kiln serve`: the OpenAI-compatible HTTP server (src/serve/server.h).
 //   kiln serve [-m MODEL.gguf] [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key K]
-//              [--chat-template-file F] [model flags]
+//              [--chat-template-file F] [--sleep-idle-seconds N] [model flags]
 // It listens first (GET /health answers 503 while the model loads), then serves until SIGINT or
-// SIGTERM: in-flight generations are cancelled and it exits 0.
+// SIGTERM: in-flight generations are cancelled and it exits 0 (at once when asleep; a reload in
+// progress finishes first). With --sleep-idle-seconds the model is released when idle and loaded
+// again, from the same file with the same flags, by the next request that needs it.
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
-#include <pthread.h>
 #include <sstream>
 
 #include "command.h"
+#include "default_model.h"
 #include "model_flags.h"
+#include "llm/embeddings.h"
 #include "serve/server.h"
+#include "serve/server_state.h"
 
 namespace kiln::cli {
 namespace {
@@ -25,14 +31,24 @@ int run_serve(int argc, char** argv) {
   mf.declare(p);
   p.value({"--host"}, &host, "HOST", "address to listen on (default 127.0.0.1)");
   p.value({"--port"}, &port, "PORT", "port to listen on (default 8080; 0: any free port)");
-  p.value({"-np", "--parallel"}, &parallel, "N", "slots: requests generated at once (default 4); they share the context");
+  p.value({"-np", "--parallel"}, &parallel, "N",
+          "slots: requests generated at once (default 4); they share the context");
   p.value({"--queue"}, &queue, "N", "requests that may wait for a slot before 503 (default 64)");
   p.value({"--api-key"}, &api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
-  p.value({"--chat-template-file"}, &template_file, "FILE", "Jinja chat template to use instead of the model's");
-  p.flag({"--embeddings"}, &embeddings, "serve POST /v1/embeddings");
-  p.value({"--pooling"}, &pooling, "none|mean|cls|last", "embedding pooling (default: the model's, else mean)");
-  p.value({"--sleep-idle-seconds"}, &sleep_idle, "N", "release the model after N idle seconds; reload on the next request (0: never)");
+  p.value({"--chat-template-file"}, &template_file, "FILE",
+          "Jinja chat template to use instead of the model's");
+  p.flag({"--embeddings"}, &embeddings, "serve POST /v1/embeddings and /embeddings");
+  p.value({"--pooling"}, &pooling, "none|mean|cls|last",
+          "embedding pooling (default: the model's, else mean)");
+  p.value({"--sleep-idle-seconds"}, &sleep_idle, "N",
+          "release the model after N idle seconds; reload on the next request (0 or -1: never)");
   if (auto code = p.parse(argc, argv)) return *code;
+  if (!pooling.empty()) {
+    if (auto pp = parse_pooling(pooling); !pp.ok()) {
+      std::fprintf(stderr, "kiln serve: --pooling: %s\n", pp.error().message.c_str());
+      return 2;
+    }
+  }
   if (parallel < 1 || queue < 0 || port < 0 || port > 65535) {
     std::fprintf(stderr, "kiln serve: --parallel must be >= 1, --queue >= 0 and --port in 0..65535\n");
     return 2;
@@ -47,6 +63,7 @@ int run_serve(int argc, char** argv) {
   opt.embeddings = embeddings;
   opt.pooling = pooling;
   opt.sleep_idle_seconds = sleep_idle;
+  opt.log = [](const std::string& message) { std::fprintf(stderr, "kiln serve: %s\n", message.c_str()); };
   if (!template_file.empty()) {
     std::ifstream in(template_file, std::ios::binary);
     if (!in) {
@@ -72,13 +89,19 @@ int run_serve(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr, "kiln serve: listening on http://%s:%d (loading the model)\n", host.c_str(), *bound);
-  auto model = mf.load_model("serve");
-  if (!model) return 1;
-  if (const Status st = server.attach(model); !st.ok()) {
+  // The same file every time the server wakes (the embedded model when no -m was given).
+  const std::string model_path = mf.model_path;
+  serve::ModelLoader loader = [model_path]() -> Result<std::shared_ptr<const Model>> {
+    return model_path.empty() ? load_default_model() : Model::load(model_path);
+  };
+  if (const Status st = server.attach(std::move(loader)); !st.ok()) {
     std::fprintf(stderr, "kiln serve: %s\n", st.error().message.c_str());
     return 1;
   }
-  std::fprintf(stderr, "kiln serve: ready: %s, %d slots\n", model->name().c_str(), parallel);
+  const std::string sleeps =
+      sleep_idle > 0 ? ", sleeping after " + std::to_string(sleep_idle) + " s idle" : "";
+  std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s\n", server.info()->name.c_str(), parallel,
+               sleeps.c_str());
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "kiln serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -59,6 +59,8 @@ def parse_args():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--checkpoint-every", type=int, default=250)
     p.add_argument("--max-minutes", type=float, default=50.0, help="stop (and save) after this wall time")
+    p.add_argument("--init-from", default="", help="continue from a checkpoint.pt of an earlier run with the same "
+                   "shape: its weights, step count, loss curves and commands; a fresh optimizer warms up again")
     return p.parse_args()
 
 
@@ -89,10 +91,11 @@ def encode_stream(sp, lines, bos, eos):
     return torch.tensor(out, dtype=torch.long)
 
 
-def lr_at(step, args):
-    """Linear warmup, then constant: the schedule does not depend on --steps, so a run stopped by
-    --max-minutes after N steps is reproduced exactly by the same command with --steps N."""
-    return args.lr * min(1.0, (step + 1) / args.warmup)
+def lr_at(step, args, first_step=0):
+    """Linear warmup from the run's first step, then constant: the schedule does not depend on
+    --steps, so a run stopped by --max-minutes after N steps is reproduced exactly by the same
+    command with --steps N."""
+    return args.lr * min(1.0, (step - first_step + 1) / args.warmup)
 
 
 @torch.no_grad()
@@ -134,10 +137,11 @@ def write_results(args, info):
         "",
         "Written by tools/train/train.py" + (" (PARTIAL: checkpoint of an unfinished run)" if info["partial"] else "") + ".",
         "",
-        "Reproduce (from the repository root, after `tools/train/setup.sh`):",
+        "Reproduce (from the repository root, after `tools/train/setup.sh`)"
+        + (", running these commands one after the other:" if len(info["commands"]) > 1 else ":"),
         "",
         "```",
-        info["repro_command"],
+        *info["commands"],
         "```",
         "",
         f"- seed: {args.seed}; torch {torch.__version__}, sentencepiece {spm.__version__}, {args.threads} CPU threads",
@@ -149,10 +153,13 @@ def write_results(args, info):
         f"- optimizer: AdamW (betas 0.9/0.95, weight decay 0.1), lr {args.lr} after {args.warmup} warmup steps, constant, "
         f"batch {args.batch} x {args.ctx} tokens",
         f"- steps: {info['step']}" + (f" (of {args.steps} planned; stopped by --max-minutes {args.max_minutes})"
-                                       if info["step"] < args.steps else ""),
+                                       if info["step"] < args.steps else "")
+        + (f"; the last command continued from step {info['first_step']} (--init-from) with a fresh optimizer"
+           if info["first_step"] else ""),
         f"- final train loss (mean of last 10 steps): {info['train_loss']:.4f}",
         f"- final validation loss: {info['valid_loss']:.4f} nats/token (perplexity {math.exp(info['valid_loss']):.2f})",
-        f"- wall time: {info['wall_s'] / 60:.1f} min (training loop {info['train_s'] / 60:.1f} min)",
+        f"- wall time: {info['wall_s'] / 60:.1f} min (training loop {info['train_s'] / 60:.1f} min)"
+        + (" for the last command" if len(info["commands"]) > 1 else ""),
         "",
         "![loss curve](loss_curve.png)",
         "",
@@ -209,13 +216,25 @@ def main():
 
     plot_path = os.path.join(os.path.dirname(args.results), "loss_curve.png")
     train_curve, valid_curve, window = [], [], []
+    step, first_step, prior_commands = 0, 0, []
+    if args.init_from:
+        ck = torch.load(args.init_from)
+        if ck["config"] != cfg.__dict__:
+            sys.exit(f"--init-from {args.init_from}: its model shape {ck['config']} differs from {cfg.__dict__}")
+        model.load_state_dict(ck["model"])
+        step = first_step = ck["step"]
+        train_curve, valid_curve = list(ck.get("train_curve", [])), list(ck.get("valid_curve", []))
+        prior_commands = list(ck.get("commands", []))
+        gen.manual_seed(args.seed + first_step)  # batches other than the first run's
+        print(f"continuing from {args.init_from} at step {step}", flush=True)
     t_train = time.time()
 
     def checkpoint(step, partial):
-        torch.save({"step": step, "model": model.state_dict(), "config": cfg.__dict__},
-                   os.path.join(args.work, "checkpoint.pt"))
         valid_loss = evaluate(model, valid_stream, args.ctx)
         valid_curve.append((step, valid_loss))
+        commands = prior_commands + [repro_command(step)]
+        torch.save({"step": step, "model": model.state_dict(), "config": cfg.__dict__, "train_curve": train_curve,
+                    "valid_curve": valid_curve, "commands": commands}, os.path.join(args.work, "checkpoint.pt"))
         export.save_hf_folder(model, sp_path, args.out, special)
         refs = export.reference_logits(model, sp, PROMPTS)
         os.makedirs(os.path.dirname(args.ref_out), exist_ok=True)
@@ -225,20 +244,19 @@ def main():
         plot_losses(plot_path, train_curve, valid_curve)
         samples = [r["text"] + " → " + repr(sp.decode(r["greedy"])) for r in refs]
         write_results(args, {
-            "partial": partial, "repro_command": repro_command(step), "n_params": n_params, "step": step,
+            "partial": partial, "commands": commands, "first_step": first_step, "n_params": n_params, "step": step,
             "n_train_tokens": len(train_stream), "n_valid_tokens": len(valid_stream),
             "train_loss": train_curve[-1][1] if train_curve else float("nan"), "valid_loss": valid_loss,
             "wall_s": time.time() - t_start, "train_s": time.time() - t_train, "samples": samples})
         print(f"checkpoint step {step}: valid {valid_loss:.4f} ({time.time() - t_start:.0f}s)", flush=True)
 
-    step = 0
     model.train()
     while step < args.steps:
         if (time.time() - t_start) / 60 > args.max_minutes:
             print(f"stopping at step {step}: --max-minutes {args.max_minutes} reached", flush=True)
             break
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, args)
+            g["lr"] = lr_at(step, args, first_step)
         starts = torch.randint(0, len(train_stream) - args.ctx - 1, (args.batch,), generator=gen)
         x = torch.stack([train_stream[s : s + args.ctx] for s in starts])
         y = torch.stack([train_stream[s + 1 : s + args.ctx + 1] for s in starts])
@@ -253,8 +271,8 @@ def main():
             train_curve.append((step, sum(window) / 10))
             window = []
             el = time.time() - t_train
-            print(f"step {step}/{args.steps} loss {train_curve[-1][1]:.4f} lr {lr_at(step, args):.2e} "
-                  f"{el / step:.2f}s/step", flush=True)
+            print(f"step {step}/{args.steps} loss {train_curve[-1][1]:.4f} lr {lr_at(step, args, first_step):.2e} "
+                  f"{el / (step - first_step):.2f}s/step", flush=True)
         if step % args.checkpoint_every == 0 and step < args.steps:
             checkpoint(step, partial=True)
     checkpoint(step, partial=False)

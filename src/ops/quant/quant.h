@@ -20,6 +20,10 @@ using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
 using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 // *out = dot(w[0..n), a[0..n)); w of the weight type, a of its vec_dot_type.
 using VecDotFn = void (*)(int64_t n, float* out, const void* w, const void* a);
+// Eight weight rows against four activation rows (strides in bytes): for i in 0..7, r in 0..3,
+//   ((float*)((char*)out + r * out_stride))[i] = dot((char*)w + i * w_stride, (char*)a + r * a_stride).
+using VecDot8x4Fn = void (*)(int64_t n, float* out, size_t out_stride, const void* w, size_t w_stride,
+                             const void* a, size_t a_stride);
 
 struct QuantTraits {
   DType type;
@@ -42,6 +46,11 @@ struct QuantTraits {
   // differ from the 1-row one: these dot products follow it (set whenever vec_dot_rows8 is).
   VecDotFn vec_dot_rows8_x4 = nullptr;
   VecDotFn vec_dot_rows8_x4_ref = nullptr;
+  // vec_dot_rows8_x4 for a tile of 8 weight rows x 4 activation rows, bit-identical to 32 calls
+  // of it: each weight block is unpacked once for the four activation rows and the eight
+  // outputs' accumulators sit in one vector (what makes batched decode cheaper per token).
+  // nullptr where no such kernel exists (call vec_dot_rows8_x4 per output).
+  VecDot8x4Fn vec_dot_rows8_x4_8x4 = nullptr;
 };
 
 // Traits for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL;

@@ -524,6 +524,39 @@ void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const
   *s = acc;
 }
 
+void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x, size_t x_stride,
+                                      const BlockQ8_0* y, size_t y_stride) {
+  const __m256i off = _mm256_set1_epi8(8);
+  const int64_t nb = n / kQK8_0;
+  const BlockQ4_0* xs[8];
+  const BlockQ8_0* ys[4];
+  for (int i = 0; i < 8; ++i)
+    xs[i] = reinterpret_cast<const BlockQ4_0*>(reinterpret_cast<const char*>(x) + i * x_stride);
+  for (int r = 0; r < 4; ++r)
+    ys[r] = reinterpret_cast<const BlockQ8_0*>(reinterpret_cast<const char*>(y) + r * y_stride);
+  // Lane i of acc[r] is output (i, r). Per lane the operations are those of the scalar reference:
+  // acc = fma(float(isum), d_x * d_y, acc) for each block in order.
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t ib = 0; ib < nb; ++ib) {
+    __m256i qx[8];
+    alignas(16) uint16_t dx_half[8];
+    for (int i = 0; i < 8; ++i) {
+      qx[i] = _mm256_sub_epi8(bytes_from_nibbles_32(xs[i][ib].qs), off);
+      dx_half[i] = xs[i][ib].d;
+    }
+    const __m256 dx = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dx_half)));
+    for (int r = 0; r < 4; ++r) {
+      const __m256i qy = load256(ys[r][ib].qs);
+      __m256i p[8];
+      for (int i = 0; i < 8; ++i) p[i] = mul_sum_i8_pairs(qx[i], qy);
+      const __m256 isum = _mm256_cvtepi32_ps(hsum_i32_8x8(p));
+      const __m256 scale = _mm256_mul_ps(dx, _mm256_set1_ps(f16_to_f32(ys[r][ib].d)));
+      acc[r] = _mm256_fmadd_ps(isum, scale, acc[r]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) _mm256_storeu_ps(reinterpret_cast<float*>(reinterpret_cast<char*>(s) + r * s_stride), acc[r]);
+}
+
 void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y) {
   const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL));
   const __m128i m4 = _mm_set1_epi8(0x0f);

@@ -1,0 +1,137 @@
+// POST /completion: llama-server's native completion route. Fields (llama-server's names and
+// defaults): prompt (a string, or a list of token ids and strings), n_predict (-1; 0 only caches
+// the prompt), temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, typical_p, repeat_penalty,
+// repeat_last_n, presence_penalty, frequency_penalty, stop, seed, stream, n_probs (0..100),
+// cache_prompt, logit_bias ({"id": bias} or [[id or text, bias], ...], false bans), return_tokens.
+// Fields that would change the output and that kiln lacks (grammar, json_schema, mirostat, dry_*,
+// xtc_*, samplers, lora, post_sampling_probs, ignore_eos, ...) are refused with a 400.
+//
+// Response: content, tokens (with return_tokens), stop: true, stop_type ("eos", "limit", "word";
+// "none" when cancelled), stopping_word, model, tokens_predicted, tokens_evaluated (the prompt's
+// tokens), tokens_cached (prompt tokens reused from the slot's cache), truncated, timings, and
+// completion_probabilities when n_probs > 0. Streaming: SSE events {"content", "tokens", "stop":
+// false} (with completion_probabilities), the last with stop: true and the final fields; no [DONE].
+#include "serve/routes_native.h"
+
+#include "serve/api_json.h"
+#include "serve/choice_set.h"
+#include "serve/completion_json.h"
+#include "serve/completion_request.h"
+#include "serve/deferred_response.h"
+#include "serve/http.h"
+#include "serve/server_state.h"
+
+namespace kiln::serve {
+namespace {
+
+const char* stop_type_name(StopType t) {
+  switch (t) {
+    case StopType::Eos:
+      return "eos";
+    case StopType::Limit:
+      return "limit";
+    case StopType::Word:
+      return "word";
+    case StopType::None:
+      break;
+  }
+  return "none";
+}
+
+json token_ids(const std::vector<TokenOutput>& tokens) {
+  json ids = json::array();
+  for (const TokenOutput& t : tokens) ids.push_back(t.id);
+  return ids;
+}
+
+// The fields of the last (or only) answer.
+json final_fields(const ChoiceSet& set, const std::string& model_name, int32_t n_ctx_slot) {
+  const Generation& g = set.gen(0);
+  return {{"index", 0},
+          {"stop", true},
+          {"model", model_name},
+          {"tokens_predicted", g.n_generated()},
+          {"tokens_evaluated", g.n_prompt()},
+          {"tokens_cached", g.n_cached()},
+          {"truncated", g.stop_type() == StopType::Limit && g.n_prompt() + g.n_generated() + 1 >= n_ctx_slot},
+          {"stop_type", stop_type_name(g.stop_type())},
+          {"stopping_word", g.stopping_word()},
+          {"timings", timings_json(set)}};
+}
+
+}  // namespace
+
+void add_native_completion_routes(httplib::Server& h, const RouteContext& rc) {
+  h.Post("/completion", [rc](const httplib::Request& req, httplib::Response& res) {
+    auto st = rc.ready(res);
+    if (!st) return;
+    auto body = parse_body(req, res);
+    if (!body) return;
+    CompletionRequest p;
+    if (auto e = parse_completion_fields(*body, *st->model, p, CompletionApi::Native))
+      return send_error(res, *e);
+    auto it = body->find("prompt");
+    if (it == body->end())
+      return send_error(res, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
+    if (auto e = parse_prompt(*it, st->model->tokenizer(), "prompt", p.gen.prompt))
+      return send_error(res, *e);
+    if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(res, *e);
+    auto submitted =
+        ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded, static_cast<int32_t>(st->ctx->n_vocab()));
+    if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(res, *e);
+    auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
+    const std::string model_name = st->model->name();
+    const int32_t n_ctx_slot = st->engine->n_ctx_slot();
+    const bool probs = p.gen.logprobs, return_tokens = p.return_tokens;
+
+    if (!p.stream) {
+      return respond_when_done(res, set,
+                               [st, model_name, n_ctx_slot, probs, return_tokens](
+                                   const ChoiceSet& s, std::vector<ChoiceOutput>& outs) {
+                                 json out = final_fields(s, model_name, n_ctx_slot);
+                                 out["content"] = outs[0].text;
+                                 out["tokens"] = return_tokens ? token_ids(outs[0].tokens) : json::array();
+                                 if (probs) out["completion_probabilities"] = native_probs(outs[0].tokens);
+                                 return out;
+                               });
+    }
+
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [=](size_t, httplib::DataSink& sink) {
+          bool ok = true;
+          auto event = [&](const json& j) {
+            if (!ok) return;
+            const std::string line = sse_event(j);
+            ok = sink.write(line.data(), line.size());
+          };
+          const bool done = set->poll(kKeepaliveInterval, [&](size_t, Generation::Chunk& c) {
+            if (c.final) {
+              if (!set->gen(0).error().empty()) return;
+              json last = final_fields(*set, model_name, n_ctx_slot);
+              last["content"] = c.text;
+              last["tokens"] = token_ids(c.tokens);
+              if (probs) last["completion_probabilities"] = native_probs(c.tokens);
+              return event(last);
+            }
+            json e = {{"index", 0}, {"content", c.text}, {"tokens", token_ids(c.tokens)}, {"stop", false}};
+            if (probs) e["completion_probabilities"] = native_probs(c.tokens);
+            event(e);
+          });
+          if (!ok) {
+            set->cancel();
+            return false;
+          }
+          if (!done) return true;
+          (void)st;  // held until the stream ends: the server stays awake
+          if (const std::string e = set->error(); !e.empty())
+            event({{"error", {{"message", e}, {"type", "server_error"}, {"code", 500}}}});
+          sink.done();
+          return true;
+        },
+        [set](bool) { set->cancel(); });
+  });
+}
+
+}  // namespace kiln::serve

@@ -1,0 +1,357 @@
+// The official OpenAI Node SDK (package.json pins the version) against a real `kiln serve`:
+// chat completions (plain and streamed), completions, embeddings and errors, checked field by field.
+//
+// Usage: node openai_sdk_test.mjs KILN_BINARY [SHARED_DIR]
+//   KILN_BINARY  the `kiln` executable (or env KILN_BIN)
+//   SHARED_DIR   the shared fixtures folder (or env KILN_SHARED_DIR; default ../shared beside the repo)
+// Registered with ctest (label server) by CMakeLists.txt; its packages come from `npm ci` in this
+// folder (scripts/test.sh runs it). The script starts the server itself on a free port and kills it
+// when it ends, on failure too.
+import { spawn } from 'node:child_process';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+if (!existsSync(path.join(here, 'node_modules', 'openai'))) {
+  console.error(`openai_sdk_test: the npm packages are missing: run 'npm ci' in ${here} (scripts/test.sh does)`);
+  process.exit(1);
+}
+const { default: OpenAI } = await import('openai');
+
+const kilnBin = process.argv[2] ?? process.env.KILN_BIN;
+const sharedDir = process.argv[3] ?? process.env.KILN_SHARED_DIR ?? path.resolve(here, '../../../../shared');
+if (!kilnBin || !existsSync(kilnBin)) {
+  console.error(`openai_sdk_test: no kiln binary (got '${kilnBin ?? ''}'): pass it as the first argument`);
+  process.exit(1);
+}
+// qwen2 fixture: a random-weight model with the real Qwen2 vocabulary; its embedding width is 64.
+const kModel = path.join(sharedDir, 'fixtures/models/qwen2-e64-Q8_0.gguf');
+const kEmbd = 64;
+const kStartTimeoutMs = 60_000;
+
+let server = null;  // the child process
+let baseURL = '';
+let client = null;
+let servedModel = '';  // the id /v1/models reports: every response must name it
+let serverLog = '';
+
+function killServer() {
+  if (server && server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
+}
+process.on('exit', killServer);
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    killServer();
+    process.exit(1);
+  });
+}
+
+// Starts `kiln serve --port 0`, reads the bound port from its log, then waits for /health 200.
+async function startServer() {
+  server = spawn(kilnBin, ['serve', '-m', kModel, '--port', '0', '-c', '1024', '-t', '2', '--parallel', '2',
+                           '--embeddings'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`kiln serve printed no port in time:\n${serverLog}`)),
+                             kStartTimeoutMs);
+    server.stderr.setEncoding('utf8');
+    server.stderr.on('data', (text) => {
+      serverLog += text;
+      const m = serverLog.match(/http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    server.on('exit', (code, signal) => reject(new Error(`kiln serve exited (${code ?? signal}):\n${serverLog}`)));
+  });
+  const origin = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + kStartTimeoutMs;
+  for (;;) {
+    const status = await fetch(`${origin}/health`).then((r) => r.status, () => 0);
+    if (status === 200) break;
+    assert.ok(status === 0 || status === 503, `/health answered ${status} while loading`);
+    assert.ok(Date.now() < deadline, `/health did not answer 200 within ${kStartTimeoutMs} ms:\n${serverLog}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return origin;
+}
+
+before(async () => {
+  const origin = await startServer();
+  baseURL = `${origin}/v1`;
+  // No retries: every answer the server gives must be the one the test sees.
+  client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+});
+
+after(() => killServer());
+
+const kMessages = [
+  { role: 'system', content: 'You are a terse assistant.' },
+  { role: 'user', content: 'Name three rivers.' },
+];
+
+function assertUsage(usage, maxCompletion) {
+  assert.ok(usage, 'usage is present');
+  assert.ok(Number.isInteger(usage.prompt_tokens) && usage.prompt_tokens > 0, `prompt_tokens ${usage.prompt_tokens}`);
+  assert.ok(Number.isInteger(usage.completion_tokens) && usage.completion_tokens > 0 &&
+              usage.completion_tokens <= maxCompletion,
+            `completion_tokens ${usage.completion_tokens} (max ${maxCompletion})`);
+  assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens);
+}
+
+test('models.list names the loaded model', async () => {
+  const models = [];
+  for await (const m of client.models.list()) models.push(m);
+  assert.equal(models.length, 1);
+  assert.equal(models[0].object, 'model');
+  assert.equal(typeof models[0].id, 'string');
+  assert.ok(models[0].id.length > 0);
+  servedModel = models[0].id;
+});
+
+test('chat.completions.create, not streamed', async () => {
+  const r = await client.chat.completions.create({
+    model: 'any-name-is-served-by-the-loaded-model', messages: kMessages, max_tokens: 12, temperature: 0,
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.match(r.id, /^chatcmpl-/);
+  assert.ok(Number.isInteger(r.created) && Math.abs(r.created - Date.now() / 1000) < 120, `created ${r.created}`);
+  assert.equal(r.model, servedModel);
+  assert.equal(r.choices.length, 1);
+  const c = r.choices[0];
+  assert.equal(c.index, 0);
+  assert.equal(c.message.role, 'assistant');
+  assert.equal(typeof c.message.content, 'string');
+  assert.ok(['stop', 'length'].includes(c.finish_reason), `finish_reason ${c.finish_reason}`);
+  assertUsage(r.usage, 12);
+  if (c.finish_reason === 'length') assert.equal(r.usage.completion_tokens, 12);
+});
+
+test('chat.completions.create, streamed with usage, equals the plain answer at temperature 0', async () => {
+  const request = { model: 'x', messages: kMessages, max_tokens: 16, temperature: 0 };
+  const plain = await client.chat.completions.create(request);
+  const stream = await client.chat.completions.create({
+    ...request, stream: true, stream_options: { include_usage: true },
+  });
+  let content = '';
+  let role = null;
+  let finish = null;
+  let usage = null;
+  let chunks = 0;
+  let id = null;
+  for await (const chunk of stream) {
+    ++chunks;
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    assert.equal(chunk.model, servedModel);
+    id ??= chunk.id;
+    assert.equal(chunk.id, id, 'every chunk carries the same id');
+    assert.equal(usage, null, 'the usage chunk comes last');
+    if (chunk.usage) {
+      assert.deepEqual(chunk.choices, [], 'the usage chunk has no choices');
+      usage = chunk.usage;
+      continue;
+    }
+    assert.equal(chunk.choices.length, 1);
+    const c = chunk.choices[0];
+    assert.equal(finish, null, 'nothing follows the finish_reason chunk but usage');
+    if (c.delta.role !== undefined) {
+      assert.equal(role, null, 'the role comes once');
+      assert.equal(chunks, 1, 'the role comes in the first chunk');
+      role = c.delta.role;
+    }
+    if (typeof c.delta.content === 'string') content += c.delta.content;
+    if (c.finish_reason !== null) finish = c.finish_reason;
+  }
+  assert.ok(chunks >= 3, `${chunks} chunks`);
+  assert.equal(role, 'assistant');
+  assert.equal(finish, plain.choices[0].finish_reason);
+  assert.equal(content, plain.choices[0].message.content);
+  assertUsage(usage, 16);
+  assert.equal(usage.prompt_tokens, plain.usage.prompt_tokens);
+  assert.equal(usage.completion_tokens, plain.usage.completion_tokens);
+});
+
+test('n = 2 gives two choices; at temperature 0 both are the single answer', async () => {
+  const request = { model: 'x', messages: kMessages, max_tokens: 6, temperature: 0 };
+  const one = await client.chat.completions.create(request);
+  const two = await client.chat.completions.create({ ...request, n: 2 });
+  assert.equal(two.choices.length, 2);
+  two.choices.forEach((c, i) => {
+    assert.equal(c.index, i);
+    assert.equal(c.message.role, 'assistant');
+    assert.equal(c.message.content, one.choices[0].message.content);
+    assert.equal(c.finish_reason, one.choices[0].finish_reason);
+  });
+  assert.equal(two.usage.prompt_tokens, one.usage.prompt_tokens);
+  assert.equal(two.usage.completion_tokens, 2 * one.usage.completion_tokens);
+});
+
+test('chat content parts are accepted as text', async () => {
+  const parts = await client.chat.completions.create({
+    model: 'x', max_tokens: 8, temperature: 0,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'Name three rivers.' }] }],
+  });
+  const plain = await client.chat.completions.create({
+    model: 'x', max_tokens: 8, temperature: 0, messages: [{ role: 'user', content: 'Name three rivers.' }],
+  });
+  assert.equal(parts.choices[0].message.content, plain.choices[0].message.content);
+  assert.equal(parts.usage.prompt_tokens, plain.usage.prompt_tokens);
+});
+
+test('temperature 0 answers are equal across calls', async () => {
+  const request = { model: 'x', messages: [{ role: 'user', content: 'Tell me a story.' }], max_tokens: 24,
+                    temperature: 0 };
+  const a = await client.chat.completions.create(request);
+  const b = await client.chat.completions.create(request);
+  assert.ok(a.choices[0].message.content.length > 0);
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+  assert.equal(a.usage.completion_tokens, b.usage.completion_tokens);
+});
+
+test('completions.create: text, finish_reason length, usage', async () => {
+  const r = await client.completions.create({ model: 'x', prompt: 'Once upon a time', max_tokens: 10,
+                                              temperature: 0, logit_bias: {} });
+  assert.equal(r.object, 'text_completion');
+  assert.match(r.id, /^cmpl-/);
+  assert.equal(r.model, servedModel);
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].index, 0);
+  assert.equal(typeof r.choices[0].text, 'string');
+  assert.ok(r.choices[0].text.length > 0);
+  // A random-weight model rarely ends on its own within 10 tokens; when it does, 'stop' is right.
+  if (r.choices[0].finish_reason === 'length') {
+    assert.equal(r.usage.completion_tokens, 10);
+  } else {
+    assert.equal(r.choices[0].finish_reason, 'stop');
+  }
+  assertUsage(r.usage, 10);
+});
+
+test('completions.create: finish_reason length at max_tokens', async () => {
+  // A greedy run that made more than n tokens: asked for n, exactly n come back, as its prefix.
+  const long = await client.completions.create({ model: 'x', prompt: 'The river', max_tokens: 40, temperature: 0 });
+  const n = Math.min(4, long.usage.completion_tokens - 1);
+  assert.ok(n >= 1, `the greedy run made ${long.usage.completion_tokens} tokens`);
+  const r = await client.completions.create({ model: 'x', prompt: 'The river', max_tokens: n, temperature: 0 });
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, n);
+  assert.ok(long.choices[0].text.startsWith(r.choices[0].text), 'a shorter greedy run is a prefix of a longer one');
+});
+
+test('completions.create: stop strings end the text before them', async () => {
+  const base = await client.completions.create({ model: 'x', prompt: 'In the beginning', max_tokens: 32,
+                                                 temperature: 0 });
+  const text = base.choices[0].text;
+  // A stop string from the middle of the greedy text, free of replacement characters (pieces cut
+  // inside a UTF-8 character) and long enough to span tokens.
+  let stop = '';
+  for (let at = Math.floor(text.length / 3); at + 4 <= text.length && !stop; ++at) {
+    const s = text.slice(at, at + 4);
+    if (!s.includes('\uFFFD') && s.trim().length > 0) stop = s;
+  }
+  assert.ok(stop.length > 0, `no usable stop string in ${JSON.stringify(text)}`);
+  const expected = text.slice(0, text.indexOf(stop));
+  for (const form of [stop, ['never-generated-zzz', stop]]) {
+    const r = await client.completions.create({ model: 'x', prompt: 'In the beginning', max_tokens: 32,
+                                                temperature: 0, stop: form });
+    assert.equal(r.choices[0].finish_reason, 'stop', `stop ${JSON.stringify(form)}`);
+    assert.equal(r.choices[0].text, expected, `stop ${JSON.stringify(form)} in ${JSON.stringify(text)}`);
+  }
+  // Streamed: the same text, and the stop string never leaks in a chunk.
+  const stream = await client.completions.create({ model: 'x', prompt: 'In the beginning', max_tokens: 32,
+                                                   temperature: 0, stop, stream: true });
+  let streamed = '';
+  let finish = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'text_completion');
+    streamed += chunk.choices[0]?.text ?? '';
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  assert.equal(streamed, expected);
+  assert.equal(finish, 'stop');
+});
+
+// Embeddings, to OpenAI's documented shape: {object: "list", data: [{object: "embedding", index,
+// embedding}], model, usage: {prompt_tokens, total_tokens}}; kiln normalises (L2 norm 1).
+function checkEmbeddingList(r, n) {
+  assert.equal(r.object, 'list');
+  assert.equal(r.model, servedModel);
+  assert.equal(r.data.length, n);
+  r.data.forEach((d, i) => {
+    assert.equal(d.object, 'embedding');
+    assert.equal(d.index, i);
+  });
+  assert.ok(Number.isInteger(r.usage.prompt_tokens) && r.usage.prompt_tokens > 0);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens);
+}
+
+function checkVector(v) {
+  assert.equal(v.length, kEmbd, `dimensions ${v.length}, n_embd ${kEmbd}`);
+  assert.ok(v.every(Number.isFinite));
+  const norm = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+  assert.ok(Math.abs(norm - 1) < 1e-4, `L2 norm ${norm}`);
+}
+
+test('embeddings.create: float, base64 and the SDK default decode to the same vectors', async () => {
+  const input = ['The quick brown fox', 'jumps over the lazy dog'];
+  const asFloat = await client.embeddings.create({ model: 'x', input, encoding_format: 'float' });
+  checkEmbeddingList(asFloat, 2);
+  asFloat.data.forEach((d) => checkVector(d.embedding));
+  assert.notDeepEqual(asFloat.data[0].embedding, asFloat.data[1].embedding);
+
+  const asBase64 = await client.embeddings.create({ model: 'x', input, encoding_format: 'base64' });
+  checkEmbeddingList(asBase64, 2);
+  assert.deepEqual(asBase64.usage, asFloat.usage);
+  asBase64.data.forEach((d, i) => {
+    assert.equal(typeof d.embedding, 'string');
+    const bytes = Buffer.from(d.embedding, 'base64');
+    assert.equal(bytes.length, kEmbd * 4, 'little-endian float32 values');
+    const decoded = Array.from({ length: kEmbd }, (_, k) => bytes.readFloatLE(k * 4));
+    // JSON floats round-trip float32 exactly when printed with enough digits; allow the last bit.
+    decoded.forEach((x, k) => {
+      const f = asFloat.data[i].embedding[k];
+      assert.ok(Math.abs(x - f) <= 1e-6 * Math.max(1, Math.abs(f)), `[${i}][${k}] base64 ${x} float ${f}`);
+    });
+  });
+
+  // No encoding_format: the SDK asks for base64 and decodes it itself.
+  const byDefault = await client.embeddings.create({ model: 'x', input: input[0] });
+  checkEmbeddingList(byDefault, 1);
+  checkVector(byDefault.data[0].embedding);
+  byDefault.data[0].embedding.forEach((x, k) => {
+    const f = asFloat.data[0].embedding[k];
+    assert.ok(Math.abs(x - f) <= 1e-6 * Math.max(1, Math.abs(f)), `[${k}] ${x} vs ${f}`);
+  });
+});
+
+test('a 400 surfaces as BadRequestError with the server message', async () => {
+  const cases = [
+    [{ model: 'x', messages: kMessages, max_tokens: 0 }, /max_tokens/],
+    [{ model: 'x', messages: kMessages, n: 1000, max_tokens: 4 }, /'n'/],
+    [{ model: 'x', messages: kMessages, response_format: { type: 'json_schema', json_schema: { name: 's' } } },
+     /response_format/],
+    [{ model: 'x', messages: [] }, /messages/],
+    [{ model: 'x', messages: kMessages, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] },
+     /tools/],
+    [{ model: 'x', messages: [{ role: 'user', content: 'word '.repeat(4000) }] }, /prompt/],
+  ];
+  for (const [request, message] of cases) {
+    // max_tokens 4 keeps an unexpected success short.
+    await assert.rejects(client.chat.completions.create({ max_tokens: 4, ...request }), (err) => {
+      assert.ok(err instanceof OpenAI.BadRequestError, `${err?.constructor?.name}: ${err?.message}`);
+      assert.equal(err.status, 400);
+      assert.equal(err.type, 'invalid_request_error');
+      assert.match(err.message, message);
+      assert.match(err.error.message, message);
+      return true;
+    });
+  }
+  await assert.rejects(client.completions.create({ model: 'x', prompt: 'hi', temperature: 'hot' }), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, `${err?.constructor?.name}: ${err?.message}`);
+    assert.match(err.message, /temperature/);
+    return true;
+  });
+});
