@@ -177,9 +177,14 @@ int32_t Sampler::sample(std::span<const float> logits) {
 
   const size_t min_keep = static_cast<size_t>(std::max(1, params_.min_keep));
   if (params_.temperature <= 0.0f) {
-    sampling::temperature(candidates_, params_.temperature);
-    sampling::softmax(candidates_);
-    return candidates_.front().id;
+    // Greedy: the highest logit, the lowest id among equal ones (what sorting puts first), found
+    // without sorting the vocabulary.
+    Candidate best = *std::max_element(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
+      return a.logit < b.logit || (a.logit == b.logit && a.id > b.id);
+    });
+    best.p = 1.0f;
+    candidates_.assign(1, best);
+    return best.id;
   }
   sampling::top_k(candidates_, params_.top_k);
   sampling::typical(candidates_, params_.typical_p, min_keep);

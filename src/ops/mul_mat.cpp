@@ -6,8 +6,8 @@
 // that ggml repacks (quant.h vec_dot_rows8) use that kernel's float order.
 // Phase 0 converts every src1 row to the weights' vec_dot_type with act_from_float (Q8_0 / Q8_1 /
 // Q8_K blocks, F16, BF16 or F32) into scratch, one unit per src1 row. Phase 1 computes dot products
-// with vec_dot (8 weight rows x 4 activation rows per call where the type has
-// vec_dot_rows8_x4_8x4), one unit
+// with vec_dot (4 activation rows per call where the type has vec_dot_x4, a tile of 8 weight rows
+// x 4 activation rows where it has vec_dot_rows8_x4_8x4), one unit
 // per tile of kTileRows weight rows x kTileCols activation rows of one
 // (A, B) plane; units are numbered rows-fastest so a range of units reuses the same activations.
 // Requirements: src0 rows whole blocks (nb[0] = block bytes), src1 rows contiguous (nb[0] = 4);
@@ -107,6 +107,15 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
         char* drow = row_ptr(d, j, i2, i3);
         for (int64_t i = row0; i < row1; i += 8) {
           t->vec_dot_rows8_x4_8x4(k, &elem<float>(d, drow, i), d.nb[1], row_ptr(w, i, 0, 0), w.nb[1], act, stride);
+        }
+      }
+    }
+    if (!rows8 && t->vec_dot_x4 != nullptr) {
+      for (; j + 4 <= col1; j += 4) {
+        const char* act = acts + ((i3 * a.ne[2] + i2) * a.ne[1] + j) * static_cast<int64_t>(stride);
+        char* drow = row_ptr(d, j, i2, i3);
+        for (int64_t i = row0; i < row1; ++i) {
+          t->vec_dot_x4(k, &elem<float>(d, drow, i), d.nb[1], row_ptr(w, i, i2 / r2, i3 / r3), act, stride);
         }
       }
     }

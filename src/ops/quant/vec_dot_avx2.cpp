@@ -231,6 +231,59 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const Block
   *s = hsum_float_8(acc);
 }
 
+void vec_dot_q6_K_q8_K_x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ6_K* x, const BlockQ8_K* y,
+                               size_t y_stride) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m2 = _mm256_set1_epi8(3);
+  const BlockQ8_K* ys[4];
+  for (int r = 0; r < 4; ++r)
+    ys[r] = reinterpret_cast<const BlockQ8_K*>(reinterpret_cast<const char*>(y) + r * y_stride);
+  // Per activation row r the operations of vec_dot_q6_K_q8_K_avx2, with the weight levels and
+  // scale pairs unpacked once for the four rows.
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float dx = f16_to_f32(x[i].d);
+    const uint8_t* q4 = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    const int8_t* sc = x[i].scales;
+    __m256i sumi[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int j = 0; j < kQK_K / 128; ++j) {
+      const __m256i q4bits1 = load256(q4);
+      const __m256i q4bits2 = load256(q4 + 32);
+      const __m256i q4bitsH = load256(qh);
+      q4 += 64;
+      qh += 32;
+      const __m256i q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4);
+      const __m256i q4h_1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 2), m2), 4);
+      const __m256i q4h_2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 4), m2), 4);
+      const __m256i q4h_3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 6), m2), 4);
+      const __m256i lv[4] = {
+          _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0),
+          _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3),
+      };
+      const __m256i sp[4] = {scales_pair(sc[0], sc[1]), scales_pair(sc[2], sc[3]), scales_pair(sc[4], sc[5]),
+                             scales_pair(sc[6], sc[7])};
+      sc += 8;
+      for (int r = 0; r < 4; ++r) {
+        const int8_t* q8 = ys[r][i].qs + 128 * j;
+        __m256i p[4];
+        for (int k = 0; k < 4; ++k) p[k] = _mm256_madd_epi16(sp[k], _mm256_maddubs_epi16(lv[k], load256(q8 + 32 * k)));
+        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p[0], p[1]));
+        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p[2], p[3]));
+      }
+    }
+    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+    for (int r = 0; r < 4; ++r) {
+      const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(load256(ys[r][i].bsums), scales16), 5);
+      const float d = ys[r][i].d * dx;
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[r], bias)), acc[r]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) *reinterpret_cast<float*>(reinterpret_cast<char*>(s) + r * s_stride) = hsum_float_8(acc[r]);
+}
+
 // ref: ggml_vec_dot_f16 (ggml-cpu/vec.cpp) as the AVX-512 build runs it (GGML_F16_STEP 64, four
 // accumulators of 16 lanes, GGML_F32Cx16_REDUCE then _mm512_reduce_add_ps, leftovers in double).
 // Each 16-lane vector is held as two 8-lane halves (lo = lanes 0..7, hi = 8..15); lane-wise FMAs are
@@ -526,7 +579,6 @@ void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const
 
 void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x, size_t x_stride,
                                       const BlockQ8_0* y, size_t y_stride) {
-  const __m256i off = _mm256_set1_epi8(8);
   const int64_t nb = n / kQK8_0;
   const BlockQ4_0* xs[8];
   const BlockQ8_0* ys[4];
@@ -535,23 +587,28 @@ void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, cons
   for (int r = 0; r < 4; ++r)
     ys[r] = reinterpret_cast<const BlockQ8_0*>(reinterpret_cast<const char*>(y) + r * y_stride);
   // Lane i of acc[r] is output (i, r). Per lane the operations are those of the scalar reference:
-  // acc = fma(float(isum), d_x * d_y, acc) for each block in order.
+  // acc = fma(float(isum), d_x * d_y, acc) for each block in order. The integer sums are the same
+  // numbers computed another way: sum((q - 8) * y) = sum(q * y) - 8 * sum(y), with the unsigned
+  // nibbles q in maddubs directly and sum(y) once per activation block for the eight rows.
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t ib = 0; ib < nb; ++ib) {
     __m256i qx[8];
     alignas(16) uint16_t dx_half[8];
     for (int i = 0; i < 8; ++i) {
-      qx[i] = _mm256_sub_epi8(bytes_from_nibbles_32(xs[i][ib].qs), off);
+      qx[i] = bytes_from_nibbles_32(xs[i][ib].qs);
       dx_half[i] = xs[i][ib].d;
     }
     const __m256 dx = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dx_half)));
     for (int r = 0; r < 4; ++r) {
       const __m256i qy = load256(ys[r][ib].qs);
+      const int ysum = hsum_i32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qy), ones16));
       __m256i p[8];
-      for (int i = 0; i < 8; ++i) p[i] = mul_sum_i8_pairs(qx[i], qy);
-      const __m256 isum = _mm256_cvtepi32_ps(hsum_i32_8x8(p));
+      for (int i = 0; i < 8; ++i) p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(qx[i], qy), ones16);
+      const __m256i isum = _mm256_sub_epi32(hsum_i32_8x8(p), _mm256_set1_epi32(8 * ysum));
       const __m256 scale = _mm256_mul_ps(dx, _mm256_set1_ps(f16_to_f32(ys[r][ib].d)));
-      acc[r] = _mm256_fmadd_ps(isum, scale, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[r]);
     }
   }
   for (int r = 0; r < 4; ++r) _mm256_storeu_ps(reinterpret_cast<float*>(reinterpret_cast<char*>(s) + r * s_stride), acc[r]);
