@@ -111,6 +111,23 @@ inline __m256i scales_pair(int16_t a, int16_t b) {
   return _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_set1_epi16(a)), _mm_set1_epi16(b), 1);
 }
 
+// The 128 levels 0..63 (stored value, biased by 32) of half a Q6_K super-block: low nibbles from
+// ql[0..64), two high bits each from qh[0..32); lv[k] holds values 32k..32k+31 in order.
+inline void q6_K_levels(const uint8_t* ql, const uint8_t* qh, __m256i lv[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m2 = _mm256_set1_epi8(3);
+  const __m256i q4bits1 = load256(ql);
+  const __m256i q4bits2 = load256(ql + 32);
+  const __m256i q4bitsH = load256(qh);
+  lv[0] = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4));
+  lv[1] = _mm256_or_si256(_mm256_and_si256(q4bits2, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 2), m2), 4));
+  lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 4), m2), 4));
+  lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 6), m2), 4));
+}
+
 }  // namespace
 
 void vec_dot_q8_0_q8_0_avx2(int64_t n, float* s, const BlockQ8_0* x, const BlockQ8_0* y) {
@@ -184,8 +201,6 @@ void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const Block
 }
 
 void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y) {
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m2 = _mm256_set1_epi8(3);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float d = y[i].d * f16_to_f32(x[i].d);
@@ -195,22 +210,10 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const Block
     const int8_t* sc = x[i].scales;
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < kQK_K / 128; ++j) {
-      const __m256i q4bits1 = load256(q4);
-      const __m256i q4bits2 = load256(q4 + 32);
-      const __m256i q4bitsH = load256(qh);
+      __m256i lv[4];
+      q6_K_levels(q4, qh, lv);
       q4 += 64;
       qh += 32;
-      const __m256i q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4);
-      const __m256i q4h_1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 2), m2), 4);
-      const __m256i q4h_2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 4), m2), 4);
-      const __m256i q4h_3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 6), m2), 4);
-      // Levels 0..63 (the stored value, biased by 32).
-      const __m256i lv[4] = {
-          _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0),
-          _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3),
-      };
       __m256i p[4];
       for (int k = 0; k < 4; ++k) {
         const __m256i p16 = _mm256_maddubs_epi16(lv[k], load256(q8 + 32 * k));
@@ -233,8 +236,6 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const Block
 
 void vec_dot_q6_K_q8_K_x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ6_K* x, const BlockQ8_K* y,
                                size_t y_stride) {
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m2 = _mm256_set1_epi8(3);
   const BlockQ8_K* ys[4];
   for (int r = 0; r < 4; ++r)
     ys[r] = reinterpret_cast<const BlockQ8_K*>(reinterpret_cast<const char*>(y) + r * y_stride);
@@ -248,21 +249,10 @@ void vec_dot_q6_K_q8_K_x4_avx2(int64_t n, float* s, size_t s_stride, const Block
     const int8_t* sc = x[i].scales;
     __m256i sumi[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int j = 0; j < kQK_K / 128; ++j) {
-      const __m256i q4bits1 = load256(q4);
-      const __m256i q4bits2 = load256(q4 + 32);
-      const __m256i q4bitsH = load256(qh);
+      __m256i lv[4];
+      q6_K_levels(q4, qh, lv);
       q4 += 64;
       qh += 32;
-      const __m256i q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4);
-      const __m256i q4h_1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 2), m2), 4);
-      const __m256i q4h_2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 4), m2), 4);
-      const __m256i q4h_3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 6), m2), 4);
-      const __m256i lv[4] = {
-          _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0),
-          _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3),
-      };
       const __m256i sp[4] = {scales_pair(sc[0], sc[1]), scales_pair(sc[2], sc[3]), scales_pair(sc[4], sc[5]),
                              scales_pair(sc[6], sc[7])};
       sc += 8;
