@@ -118,9 +118,9 @@ Status Context::decode(const Batch& batch) {
 Status Context::decode_ubatch(const Batch& batch, size_t begin, size_t end, size_t& out_index) {
   const int64_t T = static_cast<int64_t>(end - begin);
   const HParams& hp = model_->hparams();
-  KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->find_slot(T));
   const std::span<const int32_t> pos(batch.pos.data() + begin, end - begin);
   const std::span<const int32_t> seq(batch.seq.data() + begin, end - begin);
+  KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->place(seq));
   kv_->commit(head, pos, seq);
 
   stage_rows_.clear();
@@ -326,8 +326,8 @@ Result<std::vector<int32_t>> Context::load_sequence(int32_t seq, const std::stri
   kv_->seq_rm(seq, -1, -1);
   std::vector<int64_t> cells;
   if (h.n_cells > 0) {
-    KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->find_slot(h.n_cells));
     std::vector<int32_t> seqs(h.n_cells, seq);
+    KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->place(seqs));
     kv_->commit(head, positions, seqs);
     for (int64_t c = 0; c < static_cast<int64_t>(h.n_cells); ++c) cells.push_back(head + c);
   }

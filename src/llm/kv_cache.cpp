@@ -48,16 +48,61 @@ size_t KvCache::cell_bytes() const {
   return k_bufs_.size() * (row_size(type_k_, n_embd_k_) + row_size(type_v_, n_embd_v_));
 }
 
-Result<int64_t> KvCache::find_slot(int64_t n) const {
-  const int64_t size = this->size();
+Result<int64_t> KvCache::place(std::span<const int32_t> seq) {
+  const int64_t size = this->size(), n = static_cast<int64_t>(seq.size());
   if (n > size) return make_error("kv cache: a batch of ", n, " tokens does not fit a cache of ", size, " cells");
+  if (n_used() + n > size) {
+    return make_error("kv cache: no room for ", n, " tokens (", n_used(), " of ", size,
+                      " cells in use): the context is full");
+  }
+  uint64_t batch_seqs = 0;
+  for (int32_t s : seq) batch_seqs |= uint64_t{1} << s;
+  int64_t floor = 0;  // one past the last cell any of the batch's sequences holds
+  for (int64_t i = 0; i < used_end_; ++i) {
+    if (cells_[static_cast<size_t>(i)].seq_mask & batch_seqs) floor = i + 1;
+  }
   int64_t run = 0;
-  for (int64_t i = 0; i < size; ++i) {
+  for (int64_t i = floor; i < size; ++i) {
     run = cells_[static_cast<size_t>(i)].free() ? run + 1 : 0;
     if (run == n) return i - n + 1;
   }
-  return make_error("kv cache: no run of ", n, " free cells (", n_used(), " of ", size,
-                    " cells in use): the context is full");
+  KILN_TRY(compact());
+  return used_end_;  // every used cell is now below used_end_ == n_used(), and n_used() + n <= size
+}
+
+Status KvCache::compact() {
+  const size_t rk = row_size(type_k_, n_embd_k_), rv = row_size(type_v_, n_embd_v_);
+  std::vector<uint8_t> rows;
+  auto move_rows = [&rows](Buffer& buf, size_t row_bytes, int64_t from, int64_t to, int64_t count) -> Status {
+    rows.resize(static_cast<size_t>(count) * row_bytes);
+    KILN_TRY(buf.read(static_cast<size_t>(from) * row_bytes, rows.data(), rows.size()));
+    return buf.write(static_cast<size_t>(to) * row_bytes, rows.data(), rows.size());
+  };
+  const int64_t size = this->size();
+  int64_t to = 0;
+  for (int64_t from = 0; from < size;) {
+    if (cells_[static_cast<size_t>(from)].free()) {
+      ++from;
+      continue;
+    }
+    int64_t end = from;
+    while (end < size && !cells_[static_cast<size_t>(end)].free()) ++end;
+    const int64_t count = end - from;
+    if (to != from) {  // to < from: runs move down in order, so a run never overwrites one not yet moved
+      for (size_t il = 0; il < k_bufs_.size(); ++il) {
+        KILN_TRY(move_rows(*k_bufs_[il], rk, from, to, count));
+        KILN_TRY(move_rows(*v_bufs_[il], rv, from, to, count));
+      }
+      std::copy(cells_.begin() + from, cells_.begin() + end, cells_.begin() + to);
+      std::copy(shift_.begin() + from, shift_.begin() + end, shift_.begin() + to);
+    }
+    to += count;
+    from = end;
+  }
+  std::fill(cells_.begin() + to, cells_.end(), KvCell{});
+  std::fill(shift_.begin() + to, shift_.end(), 0);
+  update_used_end();
+  return ok_status();
 }
 
 void KvCache::commit(int64_t head, std::span<const int32_t> pos, std::span<const int32_t> seq) {

@@ -5,7 +5,10 @@
 // seq_cp). Memory per layer, on the cache's device:
 //   K [n_embd_k_gqa, n_ctx]: cell c's keys at row c, head h at columns [h*head_dim_k, (h+1)*head_dim_k)
 //   V [n_embd_v_gqa, n_ctx]: likewise.
-// A micro-batch is written into a contiguous run of free cells (find_slot); attention reads cells
+// A micro-batch is written into a contiguous run of free cells placed after every cell its
+// sequences already hold (place()), so each sequence's cells stay in the order they were written:
+// flash attention sums keys in cell order, and the same keys in another order give other bits,
+// which would make a sequence's output depend on what else the cache held. Attention reads cells
 // [0, n_kv()) through a mask that hides cells of other sequences and future positions.
 // Thread-safety: none; the owning Context serializes access.
 #pragma once
@@ -46,8 +49,14 @@ class KvCache {
   const TensorView& v(int64_t il) const { return v_views_[static_cast<size_t>(il)]; }
   size_t bytes() const;
 
-  // The first cell of a run of n free cells, or an Error when the cache has no such run.
-  Result<int64_t> find_slot(int64_t n) const;
+  // The first cell of a run of seq.size() free cells after the last cell of every sequence in
+  // `seq`, for a micro-batch of tokens of those sequences. When the cache has no such run but
+  // enough free cells, the used cells are first packed to the front (compact()); an Error when
+  // it has too few free cells.
+  Result<int64_t> place(std::span<const int32_t> seq);
+  // Moves the used cells (K/V rows of every layer, positions, sequences) to cells [0, n_used())
+  // in their current order; a sequence's attention gives the same bits before and after.
+  Status compact();
   // Marks cells [head, head + pos.size()) as holding tokens at `pos` of sequences `seq`.
   void commit(int64_t head, std::span<const int32_t> pos, std::span<const int32_t> seq);
   // Cells [0, n_kv) cover every used cell; attention reads only these.

@@ -3,6 +3,10 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "serve/api_json.h"
 #include "serve/completion_request.h"
@@ -149,6 +153,11 @@ Server::Server(ServerOptions options) : opt_(std::move(options)), http_(std::mak
   // Each streaming client holds an HTTP thread while it waits: enough for every slot and queue.
   const size_t n_threads = static_cast<size_t>(opt_.n_parallel + opt_.queue_limit + 4);
   http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  // httplib's options plus a note of the socket, whose listen backlog listen() raises.
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = sock;
+  });
   // Bodies beyond this are answered 413 before they are held in memory.
   http_->set_payload_max_length(kMaxRequestBytes);
   routes();
@@ -168,6 +177,10 @@ Result<int> Server::listen(const std::string& host, int port) {
   } else if (!http_->bind_to_port(host, port)) {
     return make_error("serve: cannot bind ", host, ":", port, " (in use, or not an address of this machine)");
   }
+  // Debian's httplib listens with a backlog of 5 (compiled in): a burst of clients connecting at
+  // once would overflow it and wait for the kernel's 1 s retransmission, or be reset. Calling
+  // listen() again on the bound socket sets the system's maximum (on failure it stays 5).
+  if (::listen(listen_socket_, SOMAXCONN) != 0) log(std::string("listen backlog stays 5: ") + std::strerror(errno));
   thread_ = std::thread([this] { http_->listen_after_bind(); });
   return bound;
 }

@@ -123,6 +123,7 @@ class Server {
 
   ServerOptions opt_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_socket_ = -1;  // the socket httplib last created to listen on
   std::thread thread_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;             // state_, active_, waking_, stopping_ changed

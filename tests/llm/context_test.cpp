@@ -113,6 +113,34 @@ TEST_F(ContextTest, CopiedSequencesShareTheirPrefix) {
   EXPECT_EQ(c->seq_pos_max(1), static_cast<int32_t>(toks.size()));
 }
 
+// A sequence's cells stay in position order whatever else the cache holds, and packing the cache
+// when its end is reached keeps that order: flash attention (which sums keys in cell order) then
+// gives the same bits as in a cache of its own. Here another sequence leaves a hole in front of
+// the prompt, and the generated tokens run past the end of a small cache.
+TEST_F(ContextTest, HolesAndCompactionDoNotChangeASequencesLogits) {
+  for (DType kv : {DType::F32, DType::F16}) {
+    constexpr int64_t kCells = 24;
+    auto alone = make(kCells, kv);
+    auto shared = make(kCells, kv);
+    ASSERT_TRUE(alone && shared);
+    ASSERT_EQ(alone->attention_path(), AttentionPath::Flash);
+    const auto toks = prompt();
+    decode_seq(*shared, std::vector<int32_t>(8, toks.front()), 0, 3);  // cells 0..7
+    auto expect = decode_seq(*alone, toks, 0, 0);
+    auto got = decode_seq(*shared, toks, 0, 0);  // after the other sequence's cells
+    shared->seq_rm(3, -1, -1);                   // a hole in front of the prompt
+    int32_t pos = static_cast<int32_t>(toks.size());
+    for (; pos < kCells; ++pos) {
+      ASSERT_EQ(got, expect) << "kv " << dtype_name(kv) << ", position " << pos;
+      const int32_t next = toks[static_cast<size_t>(pos) % toks.size()];
+      expect = decode_seq(*alone, {next}, pos, 0);
+      got = decode_seq(*shared, {next}, pos, 0);  // fills the cache's end, then compacts
+    }
+    EXPECT_EQ(got, expect) << "kv " << dtype_name(kv);
+    EXPECT_EQ(shared->seq_pos_max(0), kCells - 1);
+  }
+}
+
 TEST_F(ContextTest, ShiftedKeysMatchAFreshDecodeAtTheNewPositions) {
   auto c = make(64);
   ASSERT_TRUE(c);

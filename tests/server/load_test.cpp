@@ -230,7 +230,7 @@ TEST(ServerLoad, ThirtyTwoStreamingClients) {
   std::vector<int64_t> rss_samples;
   run_clients(*server, kWarmupDuration, warmup, &rss_samples);
   for (const auto& f : warmup.failures) ADD_FAILURE() << "warm-up: " << f.substr(0, 2000);
-  EXPECT_EQ(warmup.n_failures.load(), 0);
+  EXPECT_EQ(warmup.n_failures.load(), 0) << server->log();
   json slots;
   ASSERT_TRUE(kiln::test::wait_slots_idle(port, 5s, &slots)) << "after the warm-up: " << slots.dump();
   const int64_t rss_warm = server->rss_kib();
