@@ -29,6 +29,7 @@
 #include <cstring>
 
 #include "ops/kernel.h"
+#include "ops/quant/f16_vec.h"
 #include "ops/quant/quant.h"
 #include "ops/quant/simd_math.h"
 #include "ops/softmax_row.h"
@@ -307,12 +308,8 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         }
         const char* vr = v_plane + j * vb1;
         if (v16) {
-          if (ms != 1.0f) {
-            for (int64_t i = 0; i < dv; ++i) acc16[i] = f32_to_f16(f16_to_f32(acc16[i]) * ms);
-          }
-          for (int64_t i = 0; i < dv; ++i) {
-            acc16[i] = f32_to_f16(std::fma(load_f32(DType::F16, vr + 2 * i), vs, f16_to_f32(acc16[i])));
-          }
+          if (ms != 1.0f) quant::f16_scale(dv, acc16, ms);
+          quant::f16_mad(dv, acc16, reinterpret_cast<const uint16_t*>(vr), vs);
         } else {
           if (ms != 1.0f) {
             for (int64_t i = 0; i < dv; ++i) acc[i] *= ms;

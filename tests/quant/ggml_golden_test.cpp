@@ -108,10 +108,15 @@ TEST(GgmlGolden, DotProductsAreBitExact) {
   EXPECT_EQ(checked, 38);
 }
 
-// The 8x4 tile kernel against single dot products, on distinct random rows (several block counts).
-TEST(GgmlGolden, TileKernelEqualsSingleDots) {
+// Each 8x4 tile kernel this CPU runs (AVX2, AVX-512 VNNI) against single dot products, on distinct
+// random rows (several block counts).
+TEST(GgmlGolden, TileKernelsEqualSingleDots) {
+  using TileFn = void (*)(int64_t, float*, size_t, const quant::BlockQ4_0*, size_t, const quant::BlockQ8_0*, size_t);
+  std::vector<std::pair<const char*, TileFn>> kernels;
+  if (quant::cpu_has_avx2()) kernels.emplace_back("avx2", &quant::vec_dot_q4_0_q8_0_rows8_8x4_avx2);
+  if (quant::cpu_has_avx512_vnni()) kernels.emplace_back("avx512", &quant::vec_dot_q4_0_q8_0_rows8_8x4_avx512);
+  if (kernels.empty()) GTEST_SKIP() << "no tile kernel on this CPU";
   const QuantTraits* t = quant_traits(DType::Q4_0);
-  if (t->vec_dot_rows8_x4_8x4 == nullptr) GTEST_SKIP() << "no tile kernel on this CPU";
   const QuantTraits* q8 = quant_traits(DType::Q8_0);
   uint32_t state = 12345;
   auto next = [&] {
@@ -131,13 +136,16 @@ TEST(GgmlGolden, TileKernelEqualsSingleDots) {
       for (float& v : f) v = next() * static_cast<float>(r + 1);
       q8->from_float(f.data(), a.data() + r * a_stride, n);
     }
-    float out[4][8];
-    t->vec_dot_rows8_x4_8x4(n, &out[0][0], sizeof(out[0]), w.data(), w_stride, a.data(), a_stride);
-    for (int r = 0; r < 4; ++r) {
-      for (int i = 0; i < 8; ++i) {
-        float want = 0;
-        t->vec_dot_rows8_x4_ref(n, &want, w.data() + i * w_stride, a.data() + r * a_stride);
-        EXPECT_EQ(bits(out[r][i]), bits(want)) << "weight row " << i << ", activation row " << r;
+    for (const auto& [name, kernel] : kernels) {
+      float out[4][8];
+      kernel(n, &out[0][0], sizeof(out[0]), reinterpret_cast<const quant::BlockQ4_0*>(w.data()), w_stride,
+             reinterpret_cast<const quant::BlockQ8_0*>(a.data()), a_stride);
+      for (int r = 0; r < 4; ++r) {
+        for (int i = 0; i < 8; ++i) {
+          float want = 0;
+          t->vec_dot_rows8_x4_ref(n, &want, w.data() + i * w_stride, a.data() + r * a_stride);
+          EXPECT_EQ(bits(out[r][i]), bits(want)) << name << ": weight row " << i << ", activation row " << r;
+        }
       }
     }
   }

@@ -40,6 +40,12 @@ void vec_dot_fn(int64_t n, float* out, const void* w, const void* a) {
   F(n, out, static_cast<const W*>(w), static_cast<const A*>(a));
 }
 
+template <class W, class A, void (*F)(int64_t, float*, size_t, const W*, size_t, const A*, size_t)>
+void vec_dot_tile_fn(int64_t n, float* out, size_t out_stride, const void* w, size_t w_stride, const void* a,
+                     size_t a_stride) {
+  F(n, out, out_stride, static_cast<const W*>(w), w_stride, static_cast<const A*>(a), a_stride);
+}
+
 void f32_to_float(const void* src, float* dst, int64_t n) {
   std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
@@ -162,10 +168,9 @@ struct Table {
       const VecDotFn q4_0_ref = &vec_dot_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8>;
       rows8(DType::Q4_0, q4_0, q4_0_ref, q4_0, q4_0_ref);
       entries[static_cast<uint32_t>(DType::Q4_0)].vec_dot_rows8_x4_8x4 =
-          [](int64_t n, float* out, size_t out_stride, const void* w, size_t w_stride, const void* a, size_t a_stride) {
-            vec_dot_q4_0_q8_0_rows8_8x4_avx2(n, out, out_stride, static_cast<const BlockQ4_0*>(w), w_stride,
-                                             static_cast<const BlockQ8_0*>(a), a_stride);
-          };
+          cpu_has_avx512_vnni()
+              ? &vec_dot_tile_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_8x4_avx512>
+              : &vec_dot_tile_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_8x4_avx2>;
       const VecDotFn iq4 = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx2>;
       const VecDotFn iq4_ref = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8>;
       rows8(DType::IQ4_NL, iq4, iq4_ref, iq4, iq4_ref);
