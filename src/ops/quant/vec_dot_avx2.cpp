@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "ops/quant/kernels.h"
+#include "ops/quant/q4_0_lanes_avx2.h"
 
 namespace kiln::quant {
 namespace {
@@ -569,39 +570,23 @@ void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const
 
 void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x, size_t x_stride,
                                       const BlockQ8_0* y, size_t y_stride) {
-  const int64_t nb = n / kQK8_0;
-  const BlockQ4_0* xs[8];
-  const BlockQ8_0* ys[4];
-  for (int i = 0; i < 8; ++i)
-    xs[i] = reinterpret_cast<const BlockQ4_0*>(reinterpret_cast<const char*>(x) + i * x_stride);
-  for (int r = 0; r < 4; ++r)
-    ys[r] = reinterpret_cast<const BlockQ8_0*>(reinterpret_cast<const char*>(y) + r * y_stride);
-  // Lane i of acc[r] is output (i, r). Per lane the operations are those of the scalar reference:
-  // acc = fma(float(isum), d_x * d_y, acc) for each block in order. The integer sums are the same
-  // numbers computed another way: sum((q - 8) * y) = sum(q * y) - 8 * sum(y), with the unsigned
-  // nibbles q in maddubs directly and sum(y) once per activation block for the eight rows.
-  const __m256i ones8 = _mm256_set1_epi8(1);
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t ib = 0; ib < nb; ++ib) {
-    __m256i qx[8];
-    alignas(16) uint16_t dx_half[8];
-    for (int i = 0; i < 8; ++i) {
-      qx[i] = bytes_from_nibbles_32(xs[i][ib].qs);
-      dx_half[i] = xs[i][ib].d;
+  // sum(q * y) from maddubs pair sums: four of them added in 16 bits (|sum| <= 4 * 2 * 15 * 128
+  // = 15360, no overflow) before widening; minus 8 * sum(y).
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  q4_0_q8_0_rows8_8x4(n, s, s_stride, x, x_stride, y, y_stride, [&](const __m256i w[8], const int8_t* qy) {
+    __m256i half[2];
+    for (int h = 0; h < 2; ++h) {
+      const int k = 4 * h;
+      half[h] = _mm256_add_epi16(
+          _mm256_add_epi16(_mm256_maddubs_epi16(w[k], broadcast_y4(qy, k)),
+                           _mm256_maddubs_epi16(w[k + 1], broadcast_y4(qy, k + 1))),
+          _mm256_add_epi16(_mm256_maddubs_epi16(w[k + 2], broadcast_y4(qy, k + 2)),
+                           _mm256_maddubs_epi16(w[k + 3], broadcast_y4(qy, k + 3))));
     }
-    const __m256 dx = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dx_half)));
-    for (int r = 0; r < 4; ++r) {
-      const __m256i qy = load256(ys[r][ib].qs);
-      const int ysum = hsum_i32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qy), ones16));
-      __m256i p[8];
-      for (int i = 0; i < 8; ++i) p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(qx[i], qy), ones16);
-      const __m256i isum = _mm256_sub_epi32(hsum_i32_8x8(p), _mm256_set1_epi32(8 * ysum));
-      const __m256 scale = _mm256_mul_ps(dx, _mm256_set1_ps(f16_to_f32(ys[r][ib].d)));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[r]);
-    }
-  }
-  for (int r = 0; r < 4; ++r) _mm256_storeu_ps(reinterpret_cast<float*>(reinterpret_cast<char*>(s) + r * s_stride), acc[r]);
+    const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(half[0], ones16), _mm256_madd_epi16(half[1], ones16));
+    const __m256i ysum = broadcast_sum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(qy)), ones16));
+    return _mm256_sub_epi32(dot, _mm256_slli_epi32(ysum, 3));
+  });
 }
 
 void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y) {
