@@ -13,9 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "llm/context.h"
-#include "llm/cpu_engine.h"
-#include "llm/sampler.h"
+#include "greedy_reference.h"
+#include "llm/model.h"
 #include "serve/completion_request.h"
 #include "text/chat_template.h"
 
@@ -57,28 +56,7 @@ std::vector<int32_t> prompt_tokens(const std::vector<ChatMessage>& messages, con
 
 // The greedy reply (at most n tokens, up to an end-of-generation token) straight from a Context.
 std::string direct_greedy(const std::vector<int32_t>& ids, int n) {
-  CpuEngine cpu(1);
-  ContextOptions co;
-  co.n_ctx = 1024;
-  auto ctx = Context::create(model(), cpu.backend, co);
-  EXPECT_TRUE(ctx.ok());
-  const auto& tok = model()->tokenizer();
-  Batch b;
-  for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], static_cast<int32_t>(i), 0, i + 1 == ids.size());
-  EXPECT_TRUE((*ctx)->decode(b).ok());
-  std::string out;
-  int32_t pos = static_cast<int32_t>(ids.size());
-  auto logits = (*ctx)->logits(b.size() - 1);
-  for (int i = 0; i < n; ++i) {
-    const int32_t id = sampling::argmax(logits);
-    if (tok.is_eog(id)) break;
-    out += *tok.token_to_piece(id, false);
-    b.clear();
-    b.add(id, pos++, 0, true);
-    EXPECT_TRUE((*ctx)->decode(b).ok());
-    logits = (*ctx)->logits(0);
-  }
-  return out;
+  return test::text_of(test::greedy_reference(model(), ids, n));
 }
 
 std::string read_all(const std::string& path) {

@@ -18,8 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "llm/cpu_engine.h"
-#include "llm/sampler.h"
+#include "greedy_reference.h"
 #include "serve/deferred_response.h"
 #include "serve/http.h"
 #include "serve/server.h"
@@ -37,43 +36,9 @@ std::shared_ptr<const Model> model() {
   return *m;
 }
 
-// One greedy step of the reference: the chosen token and the log-softmax of every token.
-struct RefStep {
-  int32_t token;
-  std::string piece;
-  std::vector<double> logprobs;  // [n_vocab]
-};
-
-// Greedy decoding of `ids` straight from a Context, with log-probabilities computed here.
-std::vector<RefStep> reference(const std::vector<int32_t>& ids, int n) {
-  CpuEngine cpu(1);
-  ContextOptions co;
-  co.n_ctx = 1024;
-  auto ctx = Context::create(model(), cpu.backend, co);
-  EXPECT_TRUE(ctx.ok());
-  const auto& tok = model()->tokenizer();
-  Batch b;
-  for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], static_cast<int32_t>(i), 0, i + 1 == ids.size());
-  EXPECT_TRUE((*ctx)->decode(b).ok());
-  std::vector<RefStep> out;
-  int32_t pos = static_cast<int32_t>(ids.size());
-  auto logits = (*ctx)->logits(b.size() - 1);
-  for (int i = 0; i < n; ++i) {
-    RefStep s;
-    s.token = kiln::sampling::argmax(logits);
-    if (tok.is_eog(s.token)) break;
-    s.piece = *tok.token_to_piece(s.token, false);
-    double max = -INFINITY, sum = 0;
-    for (float x : logits) max = std::max(max, static_cast<double>(x));
-    for (float x : logits) sum += std::exp(x - max);
-    for (float x : logits) s.logprobs.push_back(x - max - std::log(sum));
-    out.push_back(std::move(s));
-    b.clear();
-    b.add(out.back().token, pos++, 0, true);
-    EXPECT_TRUE((*ctx)->decode(b).ok());
-    logits = (*ctx)->logits(0);
-  }
-  return out;
+// The greedy reference for `ids`, with every step's log-softmax.
+std::vector<test::GreedyStep> reference(const std::vector<int32_t>& ids, int n) {
+  return test::greedy_reference(model(), ids, n);
 }
 
 std::vector<double> sorted_desc(std::vector<double> v) {

@@ -5,14 +5,12 @@
 // Models are copied to per-process paths, so that "is the file mapped" sees only this server's
 // mapping (other tests of this binary keep their own Models of the fixtures).
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -25,6 +23,7 @@
 #include "serve/http.h"
 #include "serve/server.h"
 #include "serve/server_state.h"
+#include "serve_process.h"
 
 namespace kiln::serve {
 namespace {
@@ -63,13 +62,6 @@ std::string read_text(const std::string& path) {
 // Whether `path` appears in the memory map of process `pid` ("self" for this one).
 bool mapped(const std::string& path, const std::string& pid = "self") {
   return read_text("/proc/" + pid + "/maps").find(path) != std::string::npos;
-}
-
-// VmRSS of process `pid` in KiB.
-int64_t rss_kib(pid_t pid) {
-  const std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
-  const size_t at = status.find("VmRSS:");
-  return at == std::string::npos ? -1 : std::atoll(status.c_str() + at + 6);
 }
 
 bool wait_for(const std::function<bool()>& pred, double seconds) {
@@ -347,48 +339,19 @@ TEST(ApplyTemplate, ModelTemplateAndBadRequests) {
 // wakes with the same output, and exits 0 at once on SIGTERM while asleep.
 TEST(ServeSleep, CommandSleepsWakesAndExits) {
   ModelCopy copy(kQwen2, "qwen2-cli");
-  int err[2];
-  ASSERT_EQ(pipe(err), 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    dup2(err[1], 2);
-    close(err[0]);
-    close(err[1]);
-    const char* bin = KILN_BINARY_DIR "/kiln";
-    execl(bin, bin, "serve", "-m", copy.path.c_str(), "--port", "0", "-c", "256", "-t", "1", "--parallel",
-          "2", "--sleep-idle-seconds", "1", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(err[1]);
-  struct Reaper {
-    pid_t pid;
-    bool reaped = false;
-    ~Reaper() {
-      if (reaped) return;
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  } reaper{pid};
-  FILE* log = fdopen(err[0], "r");
-  ASSERT_NE(log, nullptr);
-  int port = 0;
-  bool ready = false;
-  char line[512];
-  while (!ready && std::fgets(line, sizeof line, log)) {
-    if (const char* at = std::strstr(line, "http://127.0.0.1:")) port = std::atoi(at + 17);
-    ready = std::strstr(line, "ready:") != nullptr;
-  }
-  ASSERT_TRUE(ready);
-  ASSERT_GT(port, 0);
-  const std::string spid = std::to_string(pid);
+  std::string error;
+  auto server = test::ServeProcess::start(
+      {"-m", copy.path, "-c", "256", "-t", "1", "--parallel", "2", "--sleep-idle-seconds", "1"}, &error);
+  ASSERT_NE(server, nullptr) << error;
+  const int port = server->port();
+  const std::string spid = std::to_string(server->pid());
 
   const std::string before = greedy(port, "The quick brown fox", 16);
   ASSERT_FALSE(before.empty());
-  const int64_t rss_awake = rss_kib(pid);
+  const int64_t rss_awake = server->rss_kib();
   EXPECT_TRUE(mapped(copy.path, spid));
   ASSERT_TRUE(wait_for([&] { return props_sleeping(port); }, 10));
-  const int64_t rss_asleep = rss_kib(pid);
+  const int64_t rss_asleep = server->rss_kib();
   EXPECT_FALSE(mapped(copy.path, spid));
   std::fprintf(stderr, "[ serve   ] VmRSS awake %lld KiB, asleep %lld KiB\n",
                static_cast<long long>(rss_awake), static_cast<long long>(rss_asleep));
@@ -406,14 +369,10 @@ TEST(ServeSleep, CommandSleepsWakesAndExits) {
 
   ASSERT_TRUE(wait_for([&] { return props_sleeping(port); }, 10));
   const auto t0 = Clock::now();
-  kill(pid, SIGTERM);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  reaper.reaped = true;
+  const int status = server->terminate(std::chrono::seconds(10));
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 2.0);
-  EXPECT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  std::fclose(log);
+  EXPECT_TRUE(WIFEXITED(status)) << server->log();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << server->log();
 }
 
 }  // namespace

@@ -9,8 +9,7 @@
 #include <atomic>
 #include <thread>
 
-#include "llm/cpu_engine.h"
-#include "llm/sampler.h"
+#include "greedy_reference.h"
 #include "serve/engine.h"
 #include "serve/server.h"
 
@@ -30,29 +29,7 @@ std::shared_ptr<const Model> model() {
 
 // Greedy pieces for a prompt straight from a Context (the reference).
 std::vector<std::string> direct_greedy(const std::string& prompt, int n, std::shared_ptr<const Model> m = model()) {
-  CpuEngine cpu(1);
-  ContextOptions co;
-  co.n_ctx = 1024;
-  auto ctx = Context::create(m, cpu.backend, co);
-  EXPECT_TRUE(ctx.ok());
-  const auto& tok = m->tokenizer();
-  auto ids = tok.tokenize(prompt, true, true);
-  Batch b;
-  for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], static_cast<int32_t>(i), 0, i + 1 == ids.size());
-  EXPECT_TRUE((*ctx)->decode(b).ok());
-  std::vector<std::string> out;
-  int32_t pos = static_cast<int32_t>(ids.size());
-  auto logits = (*ctx)->logits(b.size() - 1);
-  for (int i = 0; i < n; ++i) {
-    const int32_t id = kiln::sampling::argmax(logits);
-    if (tok.is_eog(id)) break;
-    out.push_back(*tok.token_to_piece(id, false));
-    b.clear();
-    b.add(id, pos++, 0, true);
-    EXPECT_TRUE((*ctx)->decode(b).ok());
-    logits = (*ctx)->logits(0);
-  }
-  return out;
+  return test::pieces_of(test::greedy_reference(m, m->tokenizer().tokenize(prompt, true, true), n));
 }
 
 std::string join(const std::vector<std::string>& v) {
