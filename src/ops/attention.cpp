@@ -29,7 +29,7 @@
 #include <cstring>
 
 #include "ops/kernel.h"
-#include "ops/quant/f16_vec.h"
+#include "ops/quant/attention_vec.h"
 #include "ops/quant/quant.h"
 #include "ops/quant/simd_math.h"
 #include "ops/softmax_row.h"
@@ -248,6 +248,8 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
       float S = 0.0f, M = -INFINITY;
       for (int64_t t0 = 0; t0 < n_kv; t0 += kFaTileKv) {
         const int64_t nt = std::min(kFaTileKv, n_kv - t0);
+        // Every key's dot product (masked ones too: computed, then replaced by -inf).
+        quant::dot_rows_sequential(nt, dk, k_plane + t0 * kb1, static_cast<size_t>(kb1), kv_type, qf, kq);
         float tile_max = -INFINITY;
         for (int64_t t = 0; t < nt; ++t) {
           const float mv = slope * mask.at(t0 + t);
@@ -255,11 +257,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
             kq[t] = -INFINITY;
             continue;
           }
-          const char* kr = k_plane + (t0 + t) * kb1;
-          float dot = 0.0f;
-          for (int64_t e = 0; e < dk; ++e)
-            dot = std::fma(load_f32(kv_type, kr + e * static_cast<int64_t>(k.nb[0])), qf[e], dot);
-          kq[t] = dot * scale + mv;
+          kq[t] = kq[t] * scale + mv;
           tile_max = std::fmax(tile_max, kq[t]);
         }
         if (tile_max == -INFINITY) continue;
@@ -273,9 +271,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         S = static_cast<float>(static_cast<double>(S) + exp_sum_ggml(nt, kq, M));
         for (int64_t t = 0; t < nt; ++t) {
           if (kq[t] == 0.0f) continue;  // a masked key (p exactly 0): fma(v, 0, acc) == acc
-          const char* vr = v_plane + (t0 + t) * vb1;
-          for (int64_t i = 0; i < dv; ++i)
-            acc[i] = std::fma(load_f32(kv_type, vr + i * static_cast<int64_t>(v.nb[0])), kq[t], acc[i]);
+          quant::f32_mad(dv, acc, v_plane + (t0 + t) * vb1, kv_type, kq[t]);
         }
       }
       const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;

@@ -9,10 +9,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
-#include <vector>
-
-#include "ops/quant/f16_vec.h"
 
 namespace kiln {
 namespace {
@@ -96,33 +92,6 @@ TEST(Half, RowHelpers) {
   f32_to_bf16_row(src, h, 5);
   bf16_to_f32_row(h, back, 5);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(back[i], bf16_to_f32(f32_to_bf16(src[i])));
-}
-
-// The flash-attention accumulator updates (SIMD where the CPU has F16C) against the element
-// formula, over lengths with and without a tail, values spanning subnormals to overflow.
-TEST(Half, AccumulatorUpdatesMatchTheElementFormula) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> exponent(-26.0f, 17.0f);
-  auto random_f16 = [&] {
-    const float mag = std::exp2(exponent(rng));
-    return f32_to_f16(rng() % 2 ? mag : -mag);
-  };
-  for (int64_t n : {1, 7, 8, 64, 67, 128}) {
-    std::vector<uint16_t> x(static_cast<size_t>(n)), y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      x[i] = random_f16();
-      y[i] = random_f16();
-    }
-    for (float v : {0.0f, 1.0f, 0.3183099f, -2.5f, 1e-3f, 3000.0f}) {
-      std::vector<uint16_t> mad = y, scaled = y;
-      quant::f16_mad(n, mad.data(), x.data(), v);
-      quant::f16_scale(n, scaled.data(), v);
-      for (size_t i = 0; i < x.size(); ++i) {
-        ASSERT_EQ(mad[i], f32_to_f16(std::fma(f16_to_f32(x[i]), v, f16_to_f32(y[i])))) << "n " << n << " i " << i;
-        ASSERT_EQ(scaled[i], f32_to_f16(f16_to_f32(y[i]) * v)) << "n " << n << " i " << i;
-      }
-    }
-  }
 }
 
 }  // namespace

@@ -1,0 +1,65 @@
+#include "ops/quant/attention_vec.h"
+
+#include <cmath>
+
+#include "core/half.h"
+#include "ops/quant/kernels.h"
+
+namespace kiln::quant {
+
+// attention_vec_avx2.cpp: n a multiple of 8 (rows: of 8 rows, dk of 8 values).
+void f16_mad_avx2(int64_t n, uint16_t* y, const uint16_t* x, float v);
+void f16_scale_avx2(int64_t n, uint16_t* y, float s);
+void f32_mad_avx2(int64_t n, float* y, const void* x, DType x_type, float v);
+void dot_rows8_sequential_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q, float* out);
+
+namespace {
+
+float load(DType type, const void* p, int64_t i) {
+  return type == DType::F16 ? f16_to_f32(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
+}
+
+}  // namespace
+
+void f16_mad(int64_t n, uint16_t* y, const uint16_t* x, float v) {
+  int64_t i = 0;
+  if (cpu_has_avx2()) {
+    i = n / 8 * 8;
+    f16_mad_avx2(i, y, x, v);
+  }
+  for (; i < n; ++i) y[i] = f32_to_f16(std::fma(f16_to_f32(x[i]), v, f16_to_f32(y[i])));
+}
+
+void f16_scale(int64_t n, uint16_t* y, float s) {
+  int64_t i = 0;
+  if (cpu_has_avx2()) {
+    i = n / 8 * 8;
+    f16_scale_avx2(i, y, s);
+  }
+  for (; i < n; ++i) y[i] = f32_to_f16(f16_to_f32(y[i]) * s);
+}
+
+void f32_mad(int64_t n, float* y, const void* x, DType x_type, float v) {
+  int64_t i = 0;
+  if (cpu_has_avx2()) {
+    i = n / 8 * 8;
+    f32_mad_avx2(i, y, x, x_type, v);
+  }
+  for (; i < n; ++i) y[i] = std::fma(load(x_type, x, i), v, y[i]);
+}
+
+void dot_rows_sequential(int64_t n_rows, int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q,
+                         float* out) {
+  int64_t j = 0;
+  if (cpu_has_avx2() && dk % 8 == 0) {
+    for (; j + 8 <= n_rows; j += 8) dot_rows8_sequential_avx2(dk, rows + j * row_bytes, row_bytes, type, q, out + j);
+  }
+  for (; j < n_rows; ++j) {
+    const char* row = rows + j * row_bytes;
+    float dot = 0.0f;
+    for (int64_t e = 0; e < dk; ++e) dot = std::fma(load(type, row, e), q[e], dot);
+    out[j] = dot;
+  }
+}
+
+}  // namespace kiln::quant

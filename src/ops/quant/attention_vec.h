@@ -1,0 +1,31 @@
+// Vector kernels of flash attention (ops/attention.cpp), each giving exactly the bits of its
+// element-by-element form below (AVX2 + F16C variants where the CPU has them, else that form):
+// they only batch independent per-element operations, never reorder a sum. y and x must not
+// overlap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace kiln::quant {
+
+// The F16 accumulator of the one-query path, as ggml's SIMD builds update it (ggml_vec_mad_f16,
+// ggml_vec_scale_f16: widen to F32, one FMA or multiply, round to nearest even):
+// y[i] = f16(fma(f32(x[i]), v, f32(y[i]))) for i in [0, n).
+void f16_mad(int64_t n, uint16_t* y, const uint16_t* x, float v);
+// y[i] = f16(f32(y[i]) * s) for i in [0, n).
+void f16_scale(int64_t n, uint16_t* y, float s);
+
+// The F32 accumulator of the tiled path: y[i] = fma(f32(x[i]), v, y[i]) for i in [0, n), x of
+// type `x_type` (F32 or F16).
+void f32_mad(int64_t n, float* y, const void* x, DType x_type, float v);
+
+// Dot products of n_rows rows (row j at rows + j * row_bytes, `type` F32 or F16, dk values)
+// with q [dk], each as one chain of FMAs in order of e (out[j] = fma(k_j[e], q[e], ...), from 0):
+// the tiled path's q k^T.
+void dot_rows_sequential(int64_t n_rows, int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q,
+                         float* out);
+
+}  // namespace kiln::quant
