@@ -31,7 +31,6 @@
 #include "ops/kernel.h"
 #include "ops/quant/attention_vec.h"
 #include "ops/quant/quant.h"
-#include "ops/quant/simd_math.h"
 #include "ops/softmax_row.h"
 
 namespace kiln::ops {
@@ -55,11 +54,11 @@ float reduce_add_16(const float* v) {
 // double. ggml's rows are padded to a multiple of 16 keys (masked, contributing 0), so a partial
 // last chunk is treated the same.
 double exp_sum_ggml(int64_t n, float* w, float max) {
+  quant::exp_shifted_ggml(n, w, max);
   double sum = 0.0;
   for (int64_t c = 0; c < n; c += kLanes) {
     float lane[kLanes] = {};
-    for (int64_t i = c; i < std::min(n, c + kLanes); ++i)
-      lane[i - c] = w[i] = quant::expf_ggml_avx512(w[i] - max);
+    std::copy(w + c, w + std::min(n, c + kLanes), lane);
     sum += static_cast<double>(reduce_add_16(lane));
   }
   return sum;

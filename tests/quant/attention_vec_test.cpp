@@ -7,10 +7,12 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <vector>
 
 #include "core/half.h"
+#include "ops/quant/simd_math.h"
 
 namespace kiln {
 namespace {
@@ -84,6 +86,31 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
         want[static_cast<size_t>(i)] = std::fma(at(1, i), 0.3f, want[static_cast<size_t>(i)]);
         ASSERT_EQ(std::bit_cast<uint32_t>(acc[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(want[static_cast<size_t>(i)]))
             << dtype_name(type) << " dk " << dk << " i " << i;
+      }
+    }
+  }
+}
+
+// The softmax numerators against expf_ggml_avx512 element by element: ordinary values, results
+// that are subnormal or overflow, beyond |n| > 192, infinities and NaN.
+TEST(AttentionVec, ShiftedExpMatchesTheElementFormula) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-110.0f, 95.0f);
+  std::vector<float> w(1003);
+  for (float& x : w) x = dist(rng);
+  const float specials[] = {0.0f, -0.0f, 1e-30f, -87.5f, -103.9f, -104.5f, 88.7f, 89.0f, -150.0f, 300.0f, -300.0f,
+                            INFINITY, -INFINITY, NAN};
+  for (size_t i = 0; i < std::size(specials); ++i) w[3 + 5 * i] = specials[i];
+  for (float max : {0.0f, 3.5f, -20.0f}) {
+    std::vector<float> got = w;
+    quant::exp_shifted_ggml(static_cast<int64_t>(got.size()), got.data(), max);
+    for (size_t i = 0; i < w.size(); ++i) {
+      const float want = quant::expf_ggml_avx512(w[i] - max);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[i])) << "x " << w[i] << " max " << max;
+      } else {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want))
+            << "x " << w[i] << " max " << max << ": " << got[i] << " vs " << want;
       }
     }
   }

@@ -4,6 +4,7 @@
 
 #include "core/half.h"
 #include "ops/quant/kernels.h"
+#include "ops/quant/simd_math.h"
 
 namespace kiln::quant {
 
@@ -12,6 +13,7 @@ void f16_mad_avx2(int64_t n, uint16_t* y, const uint16_t* x, float v);
 void f16_scale_avx2(int64_t n, uint16_t* y, float s);
 void f32_mad_avx2(int64_t n, float* y, const void* x, DType x_type, float v);
 void dot_rows8_sequential_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q, float* out);
+void exp_shifted_ggml_avx2(int64_t n, float* w, float max);
 
 namespace {
 
@@ -60,6 +62,15 @@ void dot_rows_sequential(int64_t n_rows, int64_t dk, const char* rows, size_t ro
     for (int64_t e = 0; e < dk; ++e) dot = std::fma(load(type, row, e), q[e], dot);
     out[j] = dot;
   }
+}
+
+void exp_shifted_ggml(int64_t n, float* w, float max) {
+  int64_t i = 0;
+  if (cpu_has_avx2()) {
+    i = n / 8 * 8;
+    exp_shifted_ggml_avx2(i, w, max);
+  }
+  for (; i < n; ++i) w[i] = expf_ggml_avx512(w[i] - max);
 }
 
 }  // namespace kiln::quant

@@ -28,4 +28,7 @@ void f32_mad(int64_t n, float* y, const void* x, DType x_type, float v);
 void dot_rows_sequential(int64_t n_rows, int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q,
                          float* out);
 
+// The softmax numerators: w[i] = expf_ggml_avx512(w[i] - max) for i in [0, n) (simd_math.h).
+void exp_shifted_ggml(int64_t n, float* w, float max);
+
 }  // namespace kiln::quant
