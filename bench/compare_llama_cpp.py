@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""kiln against llama.cpp on the same GGUF file: prompt processing, generation, batched generation.
+
+  bench/compare_llama_cpp.py KILN_BINARY MODEL.gguf --node-modules DIR [-p 512] [-n 64]
+                             [--streams 8] [--rounds 3] [--threads 2]
+
+The peer is llama.cpp's prebuilt CPU build from npm (node-llama-cpp@3.22.1: `npm install
+node-llama-cpp@3.22.1` in DIR's parent), driven through its C API by bench/llama_cpp_peer.cpp,
+which this script compiles against the llama.h of the package's llama.cpp release (its git
+bundle) and links with the package's libllama; the build goes to build/llama_cpp_peer/. Rounds
+alternate kiln (`kiln bench -r 1`) and llama.cpp with the same tests, file and thread count; the
+table gives each side's median tokens/s and the median over rounds of kiln / llama.cpp.
+Standard library only (plus g++ and git).
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def build_peer(node_modules):
+    bins = os.path.join(node_modules, "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
+    bundle = os.path.join(node_modules, "node-llama-cpp", "llama", "gitRelease.bundle")
+    for path in (bins, bundle):
+        if not os.path.exists(path):
+            sys.exit(f"{path} not found: is node-llama-cpp@3.22.1 installed in {node_modules}?")
+    out_dir = os.path.join(ROOT, "build", "llama_cpp_peer")
+    src = os.path.join(out_dir, "llama.cpp")
+    if not os.path.isdir(src):
+        os.makedirs(out_dir, exist_ok=True)
+        subprocess.run(["git", "clone", "-q", bundle, src], check=True)
+    libs = [f for f in os.listdir(bins) if re.fullmatch(r"lib(llama|ggml)\.v[\d.]+\.so", f)] + ["libggml-base.so"]
+    exe = os.path.join(out_dir, "llama_cpp_peer")
+    subprocess.run(["g++", "-O2", "-std=c++17", "-I", os.path.join(src, "include"), "-I",
+                    os.path.join(src, "ggml", "include"), os.path.join(ROOT, "bench", "llama_cpp_peer.cpp"),
+                    "-o", exe, "-L", bins] + ["-l:" + f for f in libs] + ["-Wl,-rpath," + bins], check=True)
+    return exe, bins
+
+
+def kiln_round(kiln, model, a):
+    out = subprocess.run([kiln, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "--streams",
+                          f"1,{a.streams}", "-r", "1", "-t", str(a.threads)],
+                         check=True, capture_output=True, text=True).stdout
+    rates = {}
+    for line in out.splitlines():
+        m = re.match(r"\|\s*(pp\d+|tg\d+(?: x\d+)?)\s*\|\s*([\d.]+)\s*\|", line)
+        if m:
+            rates[m.group(1)] = float(m.group(2))
+    return rates
+
+
+def peer_round(exe, bins, model, a):
+    out = subprocess.run([exe, model, str(a.p), str(a.n), str(a.streams), str(a.threads), bins],
+                         check=True, capture_output=True, text=True).stdout
+    rates = {}
+    for line in out.splitlines():
+        name, rate = line.rsplit(" ", 1)
+        rates[name] = float(rate)
+    return rates
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("kiln")
+    p.add_argument("model")
+    p.add_argument("--node-modules", required=True)
+    p.add_argument("-p", type=int, default=512)
+    p.add_argument("-n", type=int, default=64)
+    p.add_argument("--streams", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args()
+    exe, bins = build_peer(os.path.abspath(a.node_modules))
+    tests = [f"pp{a.p}", f"tg{a.n}", f"tg{a.n} x{a.streams}"]
+    kiln_rates = {t: [] for t in tests}
+    peer_rates = {t: [] for t in tests}
+    ratios = {t: [] for t in tests}
+    for r in range(a.rounds):
+        k = kiln_round(a.kiln, a.model, a)
+        l = peer_round(exe, bins, a.model, a)
+        for t in tests:
+            if t not in k or t not in l:
+                sys.exit(f"round {r + 1}: test {t} missing (kiln {k}, llama.cpp {l})")
+            kiln_rates[t].append(k[t])
+            peer_rates[t].append(l[t])
+            ratios[t].append(k[t] / l[t])
+        print(f"round {r + 1}: " + ", ".join(f"{t} kiln {k[t]:.2f} / llama.cpp {l[t]:.2f} t/s" for t in tests),
+              flush=True)
+    print(f"\n| test | kiln t/s | llama.cpp t/s | kiln / llama.cpp (median of {a.rounds} rounds) |")
+    print("|---|---:|---:|---:|")
+    for t in tests:
+        print(f"| {t} | {statistics.median(kiln_rates[t]):.2f} | {statistics.median(peer_rates[t]):.2f} | "
+              f"{statistics.median(ratios[t]):.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

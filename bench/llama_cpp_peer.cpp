@@ -1,0 +1,111 @@
+// The peer of `kiln bench`: the same tests run by llama.cpp's libllama through its C API (no
+// JavaScript layer), for bench/compare_llama_cpp.py. Built by that script against the llama.h of
+// the node-llama-cpp package's llama.cpp release and its prebuilt libllama; not part of kiln.
+//
+//   llama_cpp_peer MODEL.gguf P N S THREADS BACKEND_DIR
+//
+// Tests as `kiln bench` runs them (tools/kiln/cmd_bench.cpp), each on an emptied KV cache with
+// random token ids: pp P (one sequence, P tokens in one llama_decode), tg N (one sequence, N calls
+// of one token), tg N xS (S sequences, N calls of S tokens). Default context parameters otherwise
+// (F16 KV cache, flash attention auto), n_ctx large enough for the tests; ggml's CPU backend
+// variants are loaded from BACKEND_DIR (the package's bins folder: it picks the one for this CPU).
+// Prints one line per test: "<name> <tokens/s>".
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "ggml-backend.h"
+#include "llama.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Decodes n_calls batches, each of `width` tokens: sequence s gets position pos0 + call (width
+// > 1: one token per sequence) or pos0 + i (width == n_tokens, one sequence). Seconds, or -1.
+double run(llama_context* ctx, int n_vocab, int n_calls, int width, bool one_sequence, std::mt19937& rng) {
+  std::uniform_int_distribution<int> token(0, n_vocab - 1);
+  llama_batch batch = llama_batch_init(width, 0, width);
+  llama_memory_clear(llama_get_memory(ctx), true);
+  const auto t0 = Clock::now();
+  for (int call = 0; call < n_calls; ++call) {
+    batch.n_tokens = width;
+    for (int i = 0; i < width; ++i) {
+      batch.token[i] = token(rng);
+      batch.pos[i] = one_sequence ? i : call;
+      batch.n_seq_id[i] = 1;
+      batch.seq_id[i][0] = one_sequence ? 0 : i;
+      batch.logits[i] = one_sequence ? i + 1 == width : 1;
+    }
+    if (llama_decode(ctx, batch) != 0) {
+      llama_batch_free(batch);
+      return -1;
+    }
+    llama_synchronize(ctx);
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  llama_batch_free(batch);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 7) {
+    std::fprintf(stderr, "usage: %s MODEL.gguf P N S THREADS BACKEND_DIR\n", argv[0]);
+    return 2;
+  }
+  const int n_prompt = std::atoi(argv[2]), n_gen = std::atoi(argv[3]), n_streams = std::atoi(argv[4]);
+  const int n_threads = std::atoi(argv[5]);
+  llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);  // errors are reported below
+  ggml_backend_load_all_from_path(argv[6]);
+  llama_backend_init();
+  llama_model_params mp = llama_model_default_params();
+  llama_model* model = llama_model_load_from_file(argv[1], mp);
+  if (model == nullptr) {
+    std::fprintf(stderr, "llama.cpp cannot load %s\n", argv[1]);
+    return 1;
+  }
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = static_cast<uint32_t>(std::max(n_prompt, n_gen * n_streams) + 64);
+  cp.n_batch = static_cast<uint32_t>(std::max(n_prompt, n_streams));
+  cp.n_ubatch = 512;
+  cp.n_seq_max = static_cast<uint32_t>(std::max(1, n_streams));
+  cp.n_threads = cp.n_threads_batch = n_threads;
+  cp.kv_unified = true;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (ctx == nullptr) {
+    std::fprintf(stderr, "llama.cpp cannot create a context\n");
+    return 1;
+  }
+  const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  std::mt19937 rng(1234);
+  struct Test {
+    std::string name;
+    int calls, width;
+    bool one_sequence;
+  };
+  const Test tests[] = {
+      {"pp" + std::to_string(n_prompt), 1, n_prompt, true},
+      {"tg" + std::to_string(n_gen), n_gen, 1, false},
+      {"tg" + std::to_string(n_gen) + " x" + std::to_string(n_streams), n_gen, n_streams, false},
+  };
+  int status = 0;
+  for (const Test& t : tests) {
+    if (t.width <= 0 || t.calls <= 0) continue;
+    const double s = run(ctx, n_vocab, t.calls, t.width, t.one_sequence, rng);
+    if (s < 0) {
+      std::fprintf(stderr, "llama_decode failed in %s\n", t.name.c_str());
+      status = 1;
+      continue;
+    }
+    std::printf("%s %.3f\n", t.name.c_str(), static_cast<double>(t.calls) * t.width / s);
+  }
+  llama_free(ctx);
+  llama_model_free(model);
+  llama_backend_free();
+  return status;
+}
