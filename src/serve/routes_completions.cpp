@@ -11,6 +11,7 @@
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
 #include "serve/http.h"
+#include "serve/sse_writer.h"
 #include "serve/routes_native.h"
 #include "serve/server_state.h"
 
@@ -93,12 +94,7 @@ httplib::Server::Handler completion_handler(const RouteContext& rc, bool chat) {
     res.set_chunked_content_provider(
         "text/event-stream",
         [=](size_t, httplib::DataSink& sink) {
-          bool ok = true;
-          auto event = [&](const json& j) {
-            if (!ok) return;
-            const std::string line = sse_event(j);
-            ok = sink.write(line.data(), line.size());
-          };
+          SseWriter out(sink);
           auto choice = [&](size_t i, const std::string& text, const std::vector<TokenOutput>& tokens,
                             const json& finish) {
             json c = {{"index", i}, {"finish_reason", finish}, {"logprobs", nullptr}};
@@ -116,26 +112,25 @@ httplib::Server::Handler completion_handler(const RouteContext& rc, bool chat) {
           };
           const bool done = set->poll(kKeepaliveInterval, [&](size_t i, Generation::Chunk& c) {
             if (!c.text.empty() || !c.tokens.empty())
-              event(envelope(json::array({choice(i, c.text, c.tokens, nullptr)})));
+              out.event(envelope(json::array({choice(i, c.text, c.tokens, nullptr)})));
             if (c.final && set->gen(i).error().empty())
-              event(envelope(json::array({choice(i, "", {}, set->gen(i).finish_reason())})));
+              out.event(envelope(json::array({choice(i, "", {}, set->gen(i).finish_reason())})));
           });
-          if (!ok) {
+          if (!out.ok()) {
             set->cancel();
             return false;
           }
           if (!done) return true;
           (void)st;  // held until the stream ends: the server stays awake
           if (const std::string e = set->error(); !e.empty()) {
-            event({{"error", {{"message", e}, {"type", "server_error"}, {"code", 500}}}});
+            out.error(e);
           } else if (include_usage) {
             json u = envelope(json::array());
             u["usage"] = usage_json(*set);
             u["timings"] = timings_json(*set);
-            event(u);
+            out.event(u);
           }
-          static const std::string kDone = "data: [DONE]\n\n";
-          if (ok) sink.write(kDone.data(), kDone.size());
+          out.write("data: [DONE]\n\n");
           sink.done();
           return true;
         },

@@ -19,6 +19,7 @@
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
 #include "serve/http.h"
+#include "serve/sse_writer.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
@@ -100,12 +101,7 @@ void add_native_completion_routes(httplib::Server& h, const RouteContext& rc) {
     res.set_chunked_content_provider(
         "text/event-stream",
         [=](size_t, httplib::DataSink& sink) {
-          bool ok = true;
-          auto event = [&](const json& j) {
-            if (!ok) return;
-            const std::string line = sse_event(j);
-            ok = sink.write(line.data(), line.size());
-          };
+          SseWriter out(sink);
           const bool done = set->poll(kKeepaliveInterval, [&](size_t, Generation::Chunk& c) {
             if (c.final) {
               if (!set->gen(0).error().empty()) return;
@@ -113,20 +109,20 @@ void add_native_completion_routes(httplib::Server& h, const RouteContext& rc) {
               last["content"] = c.text;
               last["tokens"] = token_ids(c.tokens);
               if (probs) last["completion_probabilities"] = native_probs(c.tokens);
-              return event(last);
+              return out.event(last);
             }
             json e = {{"index", 0}, {"content", c.text}, {"tokens", token_ids(c.tokens)}, {"stop", false}};
             if (probs) e["completion_probabilities"] = native_probs(c.tokens);
-            event(e);
+            out.event(e);
           });
-          if (!ok) {
+          if (!out.ok()) {
             set->cancel();
             return false;
           }
           if (!done) return true;
           (void)st;  // held until the stream ends: the server stays awake
           if (const std::string e = set->error(); !e.empty())
-            event({{"error", {{"message", e}, {"type", "server_error"}, {"code", 500}}}});
+            out.error(e);
           sink.done();
           return true;
         },

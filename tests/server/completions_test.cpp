@@ -112,8 +112,7 @@ std::vector<json> stream_from(int port, const std::string& path, json body) {
 class CompletionsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // One slot: each request decodes into the same cells as the reference Context does (the
-    // random fixture's logits move by ~1e-2 when a sequence's cells are scattered among others).
+    // One slot: each request decodes alone, in batches shaped as the reference Context's.
     ServerOptions o;
     o.n_parallel = 1;
     o.queue_limit = 8;
