@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Configures and builds one CMake preset (default: release) with all cores.
+# Configures and builds one CMake preset (default: release) with all cores. Compiles through
+# ccache when it is installed (rebuilds of other checkouts and branches then reuse objects).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}
-cmake --preset "$preset" >/dev/null
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake --preset "$preset" "${launcher[@]}" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"

@@ -15,8 +15,15 @@ namespace kiln {
 
 inline constexpr int kMaxDims = 4;
 
+// How a tensor's bytes are arranged. Plain: ggml's layout, rows of blocks addressed through nb[].
+// Other layouts are copies of 2-D weights prepared for a kernel family (ops/weight_prep.h); only
+// the kernels written for a layout read it, and nb[] then describes the plain tensor it was made
+// from (the prepared bytes are not addressed through it).
+enum class TensorLayout : uint8_t { Plain };
+
 struct TensorView {
   DType type = DType::F32;
+  TensorLayout layout = TensorLayout::Plain;
   std::array<int64_t, kMaxDims> ne{1, 1, 1, 1};  // elements per dimension
   std::array<size_t, kMaxDims> nb{0, 0, 0, 0};   // bytes per step in each dimension
   void* data = nullptr;                           // non-owning
