@@ -2,7 +2,7 @@
 # Installs the Debian packages kiln needs to build and test, only those not installed yet.
 # Usage: scripts/deps.sh [build|test|all]   (default: build)
 set -euo pipefail
-want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev)
+want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev libboost-dev libcpp-httplib-dev)
 if [[ "${1:-build}" != build ]]; then
   # clang + its runtime: libFuzzer target for the GGUF reader. python3-numpy: fixture generators.
   want+=(clang libclang-rt-14-dev python3-numpy)

@@ -1,7 +1,9 @@
 // Turning a completion request's JSON into GenerationRequests: OpenAI's fields (chat and legacy
 // completions: sampling, limits, n, logprobs) and llama-server's native /completion fields,
-// refusals of fields kiln does not implement, prompts (text, token ids, or both mixed), the chat
-// prompt through the model's template. Every bad value is a 400 naming the field.
+// refusals of fields kiln does not implement (unsupported_fields.h), prompts (text, token ids, or
+// both mixed), the chat prompt through the model's template (add_generation_prompt, a final
+// assistant message continued, chat_template_kwargs). Every bad value is a 400 naming the field.
+// Stateless; safe from any thread.
 #pragma once
 
 #include <optional>
@@ -36,7 +38,9 @@ struct CompletionRequest {
 };
 
 // Reads every field but the prompt (sampling, limits, stop, stream, logit_bias, n, logprobs...).
-std::optional<HttpError> parse_completion_fields(const json& body, const Model& model, CompletionRequest& out,
+// `tok` resolves logit_bias keys.
+std::optional<HttpError> parse_completion_fields(const json& body, const text::Tokenizer& tok,
+                                                 CompletionRequest& out,
                                                  CompletionApi api = CompletionApi::Chat);
 
 // A prompt as llama-server takes it: a string, or a list of token ids and strings (a string is
@@ -45,8 +49,18 @@ std::optional<HttpError> parse_completion_fields(const json& body, const Model& 
 std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& tok, const char* field,
                                       std::vector<int32_t>& out);
 
-// Renders body["messages"] with the state's chat template (generation prompt added) into `text`.
-std::optional<HttpError> render_chat(const ServerState& st, const json& body, std::string& text);
+// The chat template a server renders with, and the vocabulary's BOS/EOS texts it is given.
+struct ChatRendering {
+  const ChatTemplate& chat_template;
+  const std::string& bos_text;
+  const std::string& eos_text;
+};
+// llama-server's chat prompt of body["messages"]: with the generation prompt (the assistant's turn
+// opened) unless body["add_generation_prompt"] is false; a final assistant message is continued
+// (prefill: the prompt ends with its text, its turn left open) unless
+// body["continue_final_message"] is false; body["chat_template_kwargs"] (an object) are template
+// variables. Message content null counts as empty text (kept null beside tool_calls).
+std::optional<HttpError> render_chat(const ChatRendering& r, const json& body, std::string& text);
 
 // The tokens of a rendered chat: special tokens parsed, BOS added when the vocabulary wants it,
 // a doubled BOS (template text + vocabulary) collapsed to one, as llama-server does.

@@ -1,32 +1,84 @@
 // `kiln serve`: the OpenAI-compatible HTTP server (src/serve/server.h).
 //   kiln serve [-m MODEL.gguf] [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key K]
-//              [--chat-template-file F] [--sleep-idle-seconds N] [model flags]
-// It listens first (GET /health answers 503 while the model loads), then serves until SIGINT or
-// SIGTERM: in-flight generations are cancelled and it exits 0 (at once when asleep; a reload in
-// progress finishes first). With --sleep-idle-seconds the model is released when idle and loaded
-// again, from the same file with the same flags, by the next request that needs it.
+//              [--chat-template-file F] [--sleep-idle-seconds N] [--timeout S] [--max-body N]
+//              [--reuse-port] [--cors-origins LIST] [model flags]
+// It raises its open-file limit to the hard limit (every connection is a descriptor), listens
+// (GET /health answers 503 while the model loads; a port in use is an error), then serves until
+// SIGINT or SIGTERM: in-flight generations are cancelled, their clients answered, and it exits 0.
+// Whatever the clients do it exits within kStopLimit; a second signal ends it at once (exit 1).
+// With --sleep-idle-seconds the model is released when idle and loaded again, from the same file
+// with the same flags, by the next request that needs it.
 #include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "command.h"
 #include "default_model.h"
-#include "model_flags.h"
 #include "llm/embeddings.h"
+#include "model_flags.h"
 #include "serve/server.h"
 #include "serve/server_state.h"
 
 namespace kiln::cli {
 namespace {
 
+// The longest a shutdown may take (a model load or a long tokenization still running) before
+// the process ends without waiting for it.
+constexpr auto kStopLimit = std::chrono::seconds(4);
+
+// Every connection holds a descriptor: the soft limit (often 1024) goes up to the hard limit.
+void raise_open_file_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  const rlim_t was = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
+    std::fprintf(stderr, "kiln serve: cannot raise the open-file limit from %llu: %s\n",
+                 static_cast<unsigned long long>(was), std::strerror(errno));
+}
+
+// "16M", "512k", "1G" or plain bytes; 0 on a malformed or non-positive size.
+size_t parse_size(const std::string& text) {
+  size_t used = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &used);
+  } catch (...) {
+    return 0;
+  }
+  const std::string suffix = text.substr(used);
+  unsigned shift = 0;
+  if (suffix == "k" || suffix == "K")
+    shift = 10;
+  else if (suffix == "m" || suffix == "M")
+    shift = 20;
+  else if (suffix == "g" || suffix == "G")
+    shift = 30;
+  else if (!suffix.empty())
+    return 0;
+  if (n == 0 || n > (~0ULL >> shift)) return 0;
+  return static_cast<size_t>(n << shift);
+}
+
+const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+
 int run_serve(int argc, char** argv) {
   ModelFlags mf;
   std::string host = "127.0.0.1", api_key, template_file, pooling;
-  int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0;
-  bool embeddings = false;
+  int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0, timeout = 3600;
+  size_t max_body = size_t{16} << 20;
+  bool embeddings = false, reuse_port = false;
+  std::string cors_origins = "*";
   OptionParser p("serve", "kiln serve [-m MODEL.gguf] [--host H] [--port P] [--parallel N] [options]");
   mf.declare(p);
   p.value({"--host"}, &host, "HOST", "address to listen on (default 127.0.0.1)");
@@ -42,6 +94,18 @@ int run_serve(int argc, char** argv) {
           "embedding pooling (default: the model's, else mean)");
   p.value({"--sleep-idle-seconds"}, &sleep_idle, "N",
           "release the model after N idle seconds; reload on the next request (0 or -1: never)");
+  p.value({"-to", "--timeout"}, &timeout, "SECONDS",
+          "a request body must arrive, and a client take each part of an answer, within this (default 3600)");
+  p.custom(
+      {"--max-body"},
+      [&](const std::string& v) {
+        max_body = parse_size(v);
+        return max_body > 0 ? std::string() : "'" + v + "' is not a size (bytes, or with k, M, G)";
+      },
+      "BYTES", "largest request body (default 16M); larger ones get 413 without being read");
+  p.flag({"--reuse-port"}, &reuse_port, "let other processes listen on the same port (SO_REUSEPORT)");
+  p.value({"--cors-origins"}, &cors_origins, "ORIGINS",
+          "origins browsers may call from: * (default), a comma-separated list, or '' for none");
   if (auto code = p.parse(argc, argv)) return *code;
   if (!pooling.empty()) {
     if (auto pp = parse_pooling(pooling); !pp.ok()) {
@@ -49,8 +113,9 @@ int run_serve(int argc, char** argv) {
       return 2;
     }
   }
-  if (parallel < 1 || queue < 0 || port < 0 || port > 65535) {
-    std::fprintf(stderr, "kiln serve: --parallel must be >= 1, --queue >= 0 and --port in 0..65535\n");
+  if (parallel < 1 || queue < 0 || port < 0 || port > 65535 || timeout < 1) {
+    std::fprintf(
+        stderr, "kiln serve: --parallel must be >= 1, --queue >= 0, --port in 0..65535 and --timeout >= 1\n");
     return 2;
   }
 
@@ -63,6 +128,10 @@ int run_serve(int argc, char** argv) {
   opt.embeddings = embeddings;
   opt.pooling = pooling;
   opt.sleep_idle_seconds = sleep_idle;
+  opt.timeout_seconds = timeout;
+  opt.max_body = max_body;
+  opt.reuse_port = reuse_port;
+  opt.cors_origins = cors_origins;
   opt.log = [](const std::string& message) { std::fprintf(stderr, "kiln serve: %s\n", message.c_str()); };
   if (!template_file.empty()) {
     std::ifstream in(template_file, std::ios::binary);
@@ -81,6 +150,7 @@ int run_serve(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  raise_open_file_limit();
 
   serve::Server server(opt);
   auto bound = server.listen(host, port);
@@ -104,8 +174,27 @@ int run_serve(int argc, char** argv) {
                sleeps.c_str());
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "kiln serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  server.stop();
+  std::fprintf(stderr, "kiln serve: %s, shutting down\n", signal_name(sig));
+  // The stop runs beside this thread, which watches for a second signal and for kStopLimit.
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    server.stop();
+    stopped = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + kStopLimit;
+  while (!stopped) {
+    timespec wait{0, 20'000'000};
+    if (const int again = sigtimedwait(&signals, nullptr, &wait); again > 0) {
+      std::fprintf(stderr, "kiln serve: %s again, exiting now\n", signal_name(again));
+      _exit(1);
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "kiln serve: the shutdown takes longer than %lld s, exiting now\n",
+                   static_cast<long long>(kStopLimit.count()));
+      _exit(1);
+    }
+  }
+  stopper.join();
   return 0;
 }
 
