@@ -10,6 +10,7 @@
 // x 4 activation rows where it has vec_dot_rows8_x4_8x4), one unit
 // per tile of kTileRows weight rows x kTileCols activation rows of one
 // (A, B) plane; units are numbered rows-fastest so a range of units reuses the same activations.
+// params.single_row_order: every activation row in the float order of a batch of one row.
 // Requirements: src0 rows whole blocks (nb[0] = block bytes), src1 rows contiguous (nb[0] = 4);
 // other strides are free.
 #include <algorithm>
@@ -87,9 +88,12 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
   const int64_t r3 = a.ne[3] / w.ne[3];
   // ggml multiplies 2-D weights with a multiple of 8 rows of some types with its repacked kernels,
   // whose float order differs from vec_dot's (quant.h vec_dot_rows8).
-  // Of n activation rows, ggml sends the first n - n % 4 through its 4-row gemm kernels.
+  // Of n activation rows, ggml sends the first n - n % 4 through its 4-row gemm kernels; with
+  // single_row_order, only where their order is the one-row kernel's (the same function).
   const bool rows8 = t->vec_dot_rows8 != nullptr && w.ne[1] % 8 == 0 && w.ne[2] == 1 && w.ne[3] == 1;
-  const int64_t gemm_rows = a.ne[1] - a.ne[1] % 4;
+  const bool gemm_keeps_order = t->vec_dot_rows8_x4 == t->vec_dot_rows8;
+  const int64_t gemm_rows =
+      call.params.single_row_order && !gemm_keeps_order ? 0 : a.ne[1] - a.ne[1] % 4;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t tr = u % n_tr;
     const int64_t tc = (u / n_tr) % n_tc;

@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""Writes tests/llm/data/spec_refs.json: how many tokens llama.cpp's server drafts and accepts with
+its n-gram draft sources, for models, prompts and settings that kiln's speculative_ngram_refs test
+replays (it checks that kiln drafts and accepts the same numbers and generates the same text).
+
+  tests/llm/data/make_spec_refs.py LLAMA_SERVER [--out tests/llm/data/spec_refs.json]
+
+LLAMA_SERVER: llama.cpp's llama-server built from the source bundled in node-llama-cpp 3.22.1
+(the reference release). Each case runs in a fresh server (ngram-mod's table and a slot's n-gram
+state outlive a request there), one greedy /completion request, F32 KV cache without flash
+attention (the settings where kiln's logits equal llama.cpp's most closely), 2 threads.
+Standard library only.
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+MODELS = {
+    "default": os.path.join(ROOT, "models", "kjv-llama-q8_0.gguf"),
+    "llama-spm-e128-f32": os.path.join(SHARED, "fixtures", "models", "llama-spm-e128-f32.gguf"),
+    "qwen2-e64-Q8_0": os.path.join(SHARED, "fixtures", "models", "qwen2-e64-Q8_0.gguf"),
+}
+N_CTX = 1024
+
+# An input-grounded prompt: the answer repeats long spans of it.
+GROUNDED = ("Copy the verse exactly.\nVerse: In the beginning God created the heaven and the earth. And the earth was "
+            "without form, and void; and darkness was upon the face of the deep. And the Spirit of God moved upon the "
+            "face of the waters.\nCopy: In the beginning God created the heaven and the earth. And the earth was")
+
+# (model, prompt, n_predict, speculative settings); each key of a source's settings maps to the
+# llama.cpp flag --spec-<source>-<key with - for _>.
+CASES = [
+    ("default", "And God said unto Moses,", 96, {"types": "ngram-simple", "ngram-simple": {"size_n": 2}}),
+    ("default", "And God said unto Moses,", 160, {"types": "ngram-simple"}),
+    ("default", "And God said unto Moses,", 96,
+     {"types": "ngram-map-k", "ngram-map-k": {"size_n": 2, "size_m": 8}}),
+    ("default", "And God said unto Moses,", 96,
+     {"types": "ngram-map-k4v", "ngram-map-k4v": {"size_n": 2, "size_m": 8, "min_hits": 2}}),
+    ("default", "And God said unto Moses,", 96,
+     {"types": "ngram-mod", "ngram-mod": {"n_match": 4, "n_min": 2, "n_max": 16}}),
+    ("default", "And God said unto Moses,", 96, {"types": "ngram-cache"}),
+    ("default", "In the beginning", 128,
+     {"types": "ngram-simple,ngram-map-k,ngram-mod,ngram-cache",
+      "ngram-simple": {"size_n": 3, "size_m": 6}, "ngram-map-k": {"size_n": 2, "size_m": 4},
+      "ngram-mod": {"n_match": 3, "n_min": 1, "n_max": 8}}),
+    ("default", GROUNDED, 64, {"types": "ngram-simple", "ngram-simple": {"size_n": 4, "size_m": 16}}),
+    ("default", GROUNDED, 64, {"types": "ngram-map-k4v", "ngram-map-k4v": {"size_n": 4, "size_m": 16}}),
+    ("default", GROUNDED, 64, {"types": "ngram-cache"}),
+    ("llama-spm-e128-f32", "The quick brown fox jumps over the lazy dog.", 64,
+     {"types": "ngram-simple,ngram-cache", "ngram-simple": {"size_n": 2, "size_m": 8}}),
+    ("qwen2-e64-Q8_0", "The quick brown fox jumps over the lazy dog.", 64,
+     {"types": "ngram-map-k,ngram-mod", "ngram-map-k": {"size_n": 2, "size_m": 8},
+      "ngram-mod": {"n_match": 2, "n_min": 1, "n_max": 8}}),
+]
+
+
+def spec_args(spec):
+    args = ["--spec-type", spec["types"]]
+    for source, settings in spec.items():
+        if source == "types":
+            continue
+        for key, value in settings.items():
+            args += ["--spec-%s-%s" % (source, key.replace("_", "-")), str(value)]
+    return args
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(port, path, body=None, timeout=600):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=data,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def run_case(server, model, prompt, n_predict, spec):
+    port = free_port()
+    cmd = [server, "-m", MODELS[model], "--host", "127.0.0.1", "--port", str(port), "-np", "1", "-c", str(N_CTX),
+           "-t", "2", "-fa", "off", "-ctk", "f32", "-ctv", "f32", "--no-warmup"] + spec_args(spec)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for _ in range(600):
+            try:
+                if request(port, "/health", timeout=5).get("status") == "ok":
+                    break
+            except Exception:
+                if proc.poll() is not None:
+                    sys.exit("llama-server failed: %s\n%s" % (" ".join(cmd), proc.stderr.read().decode()))
+                time.sleep(0.2)
+        r = request(port, "/completion", {"prompt": prompt, "n_predict": n_predict, "temperature": 0,
+                                          "seed": 1, "cache_prompt": False, "return_tokens": True})
+    finally:
+        proc.terminate()
+        proc.wait()
+    t = r["timings"]
+    return {"model": model, "prompt": prompt, "n_predict": n_predict, "n_ctx": N_CTX, "spec": spec,
+            "draft_n": t.get("draft_n", 0), "draft_n_accepted": t.get("draft_n_accepted", 0),
+            "tokens": r.get("tokens", []), "content": r["content"]}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("server")
+    p.add_argument("--out", default=os.path.join(ROOT, "tests", "llm", "data", "spec_refs.json"))
+    a = p.parse_args()
+    cases = []
+    for model, prompt, n_predict, spec in CASES:
+        c = run_case(a.server, model, prompt, n_predict, spec)
+        print("%-20s %-45s drafted %4d accepted %4d" % (model, spec["types"], c["draft_n"], c["draft_n_accepted"]))
+        cases.append(c)
+    with open(a.out, "w") as f:
+        json.dump({"generator": "tests/llm/data/make_spec_refs.py", "llama_cpp": "node-llama-cpp 3.22.1 bundle",
+                   "server_flags": "-np 1 -c %d -t 2 -fa off -ctk f32 -ctv f32" % N_CTX, "cases": cases}, f, indent=1,
+                  ensure_ascii=False)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+// Speculative decoding is lossless: for every fixture model, over the conformance prompts, greedy
+// and sampled (temperature 0.8, fixed seeds), the tokens generated with drafts (the model as its
+// own draft model; every n-gram source) equal the tokens generated without, while drafts are made
+// and, when sampling, some are rejected. The default model loops at temperature 0, where n-gram
+// drafts are accepted. Each run prints its drafted and accepted counts.
+//
+// Also the property losslessness rests on: a token decoded in a batch with single_row_order gives
+// the bits (logits) of the same token decoded alone, for every fixture model, both attention paths
+// and batches past the 64 rows where flash attention tiles.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "llm/cpu_engine.h"
+#include "llm/speculative/step.h"
+
+namespace kiln {
+namespace {
+
+using Tokens = std::vector<int32_t>;
+
+std::string fixture_path(const std::string& stem) {
+  return std::string(KILN_SHARED_DIR) + "/fixtures/models/" + stem + ".gguf";
+}
+
+std::vector<std::string> conformance_prompts() {
+  std::ifstream in(std::string(KILN_SHARED_DIR) + "/fixtures/reference/cases.json");
+  const nlohmann::json cases = nlohmann::json::parse(in).at("cases");
+  std::vector<std::string> out;
+  for (const auto& c : cases) out.push_back(c.at("text").get<std::string>());
+  return out;
+}
+
+struct Generation {
+  Tokens tokens;
+  int64_t drafted = 0, accepted = 0;
+};
+
+// Generates n_gen tokens after `prompt` in sequence 0 of `ctx` (cleared first).
+Generation generate(Context& ctx, const std::string& prompt, int64_t n_gen, const SamplerParams& sp, Speculator* spec) {
+  ctx.clear();
+  const Tokens tokens = ctx.model().tokenizer().tokenize(prompt, true, false);
+  SequenceState state;
+  Batch batch;
+  for (size_t i = 0; i < tokens.size(); ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, i + 1 == tokens.size());
+  const Status st = ctx.decode(batch);
+  EXPECT_TRUE(st.ok()) << st.error().message;
+  state.tokens = tokens;
+  auto sampler = Sampler::create(sp, static_cast<int32_t>(ctx.n_vocab()));
+  EXPECT_TRUE(sampler.ok());
+  for (int32_t t : tokens) sampler->accept(t);
+  const auto drafter = spec ? spec->drafter(0) : nullptr;
+  if (drafter) EXPECT_TRUE(drafter->begin(state.tokens).ok());
+  auto out = generate_tokens(ctx, state, *sampler, ctx.logits(tokens.size() - 1), n_gen, drafter.get());
+  EXPECT_TRUE(out.ok()) << out.error().message;
+  Generation r;
+  if (out.ok()) r.tokens = std::move(*out);
+  if (drafter) {
+    r.drafted = drafter->n_drafted();
+    r.accepted = drafter->n_accepted();
+  }
+  return r;
+}
+
+SamplerParams sampling(float temperature, uint64_t seed) {
+  SamplerParams p;
+  p.temperature = temperature;
+  p.seed = seed;
+  return p;
+}
+
+struct Config {
+  std::string model;
+  bool f16_flash;  // else F32 cache, plain attention
+};
+
+class SpeculativeLossless : public ::testing::TestWithParam<Config> {
+ protected:
+  static ContextOptions context_options(const Config& c) {
+    ContextOptions o;
+    o.n_ctx = 512;
+    if (!c.f16_flash) {
+      o.type_k = o.type_v = DType::F32;
+      o.flash_attention = FlashAttention::Off;
+    }
+    return o;
+  }
+  CpuEngine engine_{2};
+};
+
+TEST_P(SpeculativeLossless, SameTokensWithTheModelAsItsOwnDraft) {
+  const Config& c = GetParam();
+  auto model = Model::load(fixture_path(c.model));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ContextOptions co = context_options(c);
+  auto ctx = Context::create(*model, engine_.backend, co);
+  ASSERT_TRUE(ctx.ok()) << ctx.error().message;
+  SpeculativeOptions self;
+  self.sources = {DraftSource::DraftSimple};
+  self.draft.n_max = 4;
+  auto spec = Speculator::create(self, **model, *model, engine_.backend, co);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+
+  const auto prompts = conformance_prompts();
+  ASSERT_EQ(prompts.size(), 5u);
+  int64_t drafted[2] = {0, 0}, accepted[2] = {0, 0};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    for (int t = 0; t < 2; ++t) {
+      const SamplerParams sp = sampling(t == 0 ? 0.0f : 0.8f, 1000 + i);
+      const Generation plain = generate(**ctx, prompts[i], 16, sp, nullptr);
+      const Generation spec_run = generate(**ctx, prompts[i], 16, sp, spec->get());
+      std::printf("[ spec     ] %s %s case %zu temp %.1f: drafted %lld, accepted %lld\n", c.model.c_str(),
+                  c.f16_flash ? "f16-fa" : "f32", i, sp.temperature, static_cast<long long>(spec_run.drafted),
+                  static_cast<long long>(spec_run.accepted));
+      ASSERT_EQ(plain.tokens.size(), 16u);
+      EXPECT_EQ(spec_run.tokens, plain.tokens) << "case " << i << ", temperature " << sp.temperature;
+      EXPECT_LE(spec_run.accepted, spec_run.drafted);
+      drafted[t] += spec_run.drafted;
+      accepted[t] += spec_run.accepted;
+    }
+  }
+  EXPECT_GT(accepted[0], 0) << "the model drafting for itself, greedy";
+  EXPECT_GT(drafted[1], accepted[1]) << "sampling at 0.8 rejects some greedy drafts";
+}
+
+// Every fixture with llama.cpp's default cache (F16, flash attention); the plain attention path
+// with an F32 cache (whose kqv sum changes order with the number of queries) on two of them.
+std::vector<Config> configs() {
+  std::vector<Config> v;
+  for (const char* m : {"llama-spm-e128-f32", "llama-spm-e256-Q4_0", "llama-spm-e256-Q4_K_M", "llama-spm-e256-Q6_K",
+                        "qwen2-e64-Q8_0", "qwen3-e64-Q8_0"})
+    v.push_back({m, true});
+  for (const char* m : {"llama-spm-e128-f32", "llama-spm-e256-Q4_K_M"}) v.push_back({m, false});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeLossless, ::testing::ValuesIn(configs()),
+                         [](const ::testing::TestParamInfo<Config>& info) {
+                           std::string n = info.param.model + (info.param.f16_flash ? "_f16_fa" : "_f32");
+                           for (char& ch : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
+
+// Every n-gram source, sized to draft on short texts.
+SpeculativeOptions all_ngram_sources() {
+  SpeculativeOptions o;
+  o.sources = {DraftSource::NgramSimple, DraftSource::NgramMapK, DraftSource::NgramMapK4v, DraftSource::NgramMod,
+               DraftSource::NgramCache};
+  o.ngram_simple = {.size_n = 2, .size_m = 8, .min_hits = 1};
+  o.ngram_map_k = {.size_n = 2, .size_m = 6, .min_hits = 1};
+  o.ngram_map_k4v = {.size_n = 3, .size_m = 6, .min_hits = 1};
+  o.ngram_mod = {.n_match = 3, .n_max = 8, .n_min = 1};
+  return o;
+}
+
+TEST(SpeculativeLosslessDefaultModel, NgramDraftsWhereTheTextLoops) {
+  CpuEngine engine(2);
+  auto model = Model::load(std::string(KILN_SOURCE_DIR) + "/models/kjv-llama-q8_0.gguf");
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  ContextOptions co;
+  co.n_ctx = 512;
+  auto ctx = Context::create(*model, engine.backend, co);
+  ASSERT_TRUE(ctx.ok()) << ctx.error().message;
+  SpeculativeOptions simple;
+  simple.sources = {DraftSource::NgramSimple};
+  simple.ngram_simple.size_n = 2;
+  for (const SpeculativeOptions& o : {simple, all_ngram_sources()}) {
+    auto spec = Speculator::create(o, **model, nullptr, engine.backend, co);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    for (const float temperature : {0.0f, 0.8f}) {
+      const char* prompt = "And God said unto Moses,";
+      const Generation plain = generate(**ctx, prompt, 64, sampling(temperature, 3), nullptr);
+      const Generation ngram = generate(**ctx, prompt, 64, sampling(temperature, 3), spec->get());
+      std::printf("[ spec     ] default model, %zu n-gram sources, temp %.1f: drafted %lld, accepted %lld\n",
+                  o.sources.size(), temperature, static_cast<long long>(ngram.drafted),
+                  static_cast<long long>(ngram.accepted));
+      EXPECT_EQ(ngram.tokens, plain.tokens) << temperature;
+      if (temperature == 0.0f) EXPECT_GT(ngram.accepted, 0) << "the greedy text loops";
+    }
+  }
+}
+
+// A batch decoded with single_row_order gives each row the logits of that token decoded alone
+// (two contexts, so that both hold the tokens in the same cells).
+TEST_P(SpeculativeLossless, BatchedRowsEqualRowsDecodedAlone) {
+  const Config& c = GetParam();
+  auto model = Model::load(fixture_path(c.model));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ContextOptions co = context_options(c);
+  auto one_by_one = Context::create(*model, engine_.backend, co);
+  auto batched = Context::create(*model, engine_.backend, co);
+  ASSERT_TRUE(one_by_one.ok() && batched.ok());
+  const Tokens prompt = (*model)->tokenizer().tokenize(conformance_prompts()[0], true, false);
+  Tokens rows;
+  for (int32_t i = 0; i < 70; ++i) rows.push_back((i * 7919 + 13) % static_cast<int32_t>((*model)->hparams().n_vocab));
+  for (Context* x : {one_by_one->get(), batched->get()}) {
+    Batch b;
+    for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int32_t>(i), 0, false);
+    ASSERT_TRUE(x->decode(b).ok());
+  }
+  std::vector<std::vector<float>> alone;
+  Batch b;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    b.clear();
+    b.add(rows[i], static_cast<int32_t>(prompt.size() + i), 0, true);
+    ASSERT_TRUE((*one_by_one)->decode(b).ok());
+    alone.emplace_back((*one_by_one)->logits(0).begin(), (*one_by_one)->logits(0).end());
+  }
+  b.clear();
+  for (size_t i = 0; i < rows.size(); ++i) b.add(rows[i], static_cast<int32_t>(prompt.size() + i), 0, true);
+  ASSERT_TRUE((*batched)->decode(b, {.single_row_order = true}).ok());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto l = (*batched)->logits(i);
+    ASSERT_EQ(l.size(), alone[i].size());
+    EXPECT_EQ(std::memcmp(l.data(), alone[i].data(), l.size_bytes()), 0) << "row " << i << " of " << rows.size();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
