@@ -27,32 +27,34 @@ MODELS = {
     "llama-spm-e128-f32": os.path.join(SHARED, "fixtures", "models", "llama-spm-e128-f32.gguf"),
     "qwen2-e64-Q8_0": os.path.join(SHARED, "fixtures", "models", "qwen2-e64-Q8_0.gguf"),
 }
-N_CTX = 1024
+N_CTX = 1024  # the server's -c; a slot's context is at most the model's trained context
 
-# An input-grounded prompt: the answer repeats long spans of it.
+# Prompts the default model (trained context 128) continues by repeating: its greedy text loops, or
+# the prompt already holds the loop; and one whose answer quotes the prompt's words.
+MOSES = "And God said unto Moses,"
+LAND = "And the people" + " of the land" * 20
 GROUNDED = ("Copy the verse exactly.\nVerse: In the beginning God created the heaven and the earth. And the earth was "
-            "without form, and void; and darkness was upon the face of the deep. And the Spirit of God moved upon the "
-            "face of the waters.\nCopy: In the beginning God created the heaven and the earth. And the earth was")
+            "without form, and void.\nCopy: In the beginning God created the heaven and the earth. And the earth was")
 
 # (model, prompt, n_predict, speculative settings); each key of a source's settings maps to the
 # llama.cpp flag --spec-<source>-<key with - for _>.
 CASES = [
-    ("default", "And God said unto Moses,", 96, {"types": "ngram-simple", "ngram-simple": {"size_n": 2}}),
-    ("default", "And God said unto Moses,", 160, {"types": "ngram-simple"}),
-    ("default", "And God said unto Moses,", 96,
-     {"types": "ngram-map-k", "ngram-map-k": {"size_n": 2, "size_m": 8}}),
-    ("default", "And God said unto Moses,", 96,
-     {"types": "ngram-map-k4v", "ngram-map-k4v": {"size_n": 2, "size_m": 8, "min_hits": 2}}),
-    ("default", "And God said unto Moses,", 96,
-     {"types": "ngram-mod", "ngram-mod": {"n_match": 4, "n_min": 2, "n_max": 16}}),
-    ("default", "And God said unto Moses,", 96, {"types": "ngram-cache"}),
-    ("default", "In the beginning", 128,
+    ("default", MOSES, 96, {"types": "ngram-simple", "ngram-simple": {"size_n": 2}}),
+    ("default", MOSES, 96, {"types": "ngram-map-k", "ngram-map-k": {"size_n": 2, "size_m": 8}}),
+    ("default", MOSES, 96, {"types": "ngram-map-k4v", "ngram-map-k4v": {"size_n": 2, "size_m": 8, "min_hits": 2}}),
+    ("default", MOSES, 96, {"types": "ngram-mod", "ngram-mod": {"n_match": 4, "n_min": 2, "n_max": 16}}),
+    ("default", MOSES, 96, {"types": "ngram-cache"}),
+    ("default", "In the beginning", 100,
      {"types": "ngram-simple,ngram-map-k,ngram-mod,ngram-cache",
       "ngram-simple": {"size_n": 3, "size_m": 6}, "ngram-map-k": {"size_n": 2, "size_m": 4},
       "ngram-mod": {"n_match": 3, "n_min": 1, "n_max": 8}}),
-    ("default", GROUNDED, 64, {"types": "ngram-simple", "ngram-simple": {"size_n": 4, "size_m": 16}}),
-    ("default", GROUNDED, 64, {"types": "ngram-map-k4v", "ngram-map-k4v": {"size_n": 4, "size_m": 16}}),
-    ("default", GROUNDED, 64, {"types": "ngram-cache"}),
+    # llama.cpp's defaults
+    ("default", LAND, 60, {"types": "ngram-simple"}),
+    ("default", LAND, 60, {"types": "ngram-map-k"}),
+    ("default", LAND, 60, {"types": "ngram-map-k4v"}),
+    ("default", LAND, 60, {"types": "ngram-mod"}),
+    ("default", LAND, 60, {"types": "ngram-cache"}),
+    ("default", GROUNDED, 32, {"types": "ngram-cache"}),
     ("llama-spm-e128-f32", "The quick brown fox jumps over the lazy dog.", 64,
      {"types": "ngram-simple,ngram-cache", "ngram-simple": {"size_n": 2, "size_m": 8}}),
     ("qwen2-e64-Q8_0", "The quick brown fox jumps over the lazy dog.", 64,
@@ -99,13 +101,14 @@ def run_case(server, model, prompt, n_predict, spec):
                 if proc.poll() is not None:
                     sys.exit("llama-server failed: %s\n%s" % (" ".join(cmd), proc.stderr.read().decode()))
                 time.sleep(0.2)
+        n_ctx = request(port, "/props")["default_generation_settings"]["n_ctx"]  # capped by the model's
         r = request(port, "/completion", {"prompt": prompt, "n_predict": n_predict, "temperature": 0,
                                           "seed": 1, "cache_prompt": False, "return_tokens": True})
     finally:
         proc.terminate()
         proc.wait()
     t = r["timings"]
-    return {"model": model, "prompt": prompt, "n_predict": n_predict, "n_ctx": N_CTX, "spec": spec,
+    return {"model": model, "prompt": prompt, "n_predict": n_predict, "n_ctx": n_ctx, "spec": spec,
             "draft_n": t.get("draft_n", 0), "draft_n_accepted": t.get("draft_n_accepted", 0),
             "tokens": r.get("tokens", []), "content": r["content"]}
 
