@@ -1,11 +1,16 @@
 #include "llm/speculative/step.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace kiln {
 
 Result<Verdict> decode_step(Context& ctx, SequenceState& state, int32_t sampled, Sampler& sampler,
                             SequenceDrafter* drafter, int32_t budget) {
   std::vector<int32_t> draft;
   if (drafter != nullptr) {
+    // The sampled token and the draft go in one decode() call.
+    budget = std::min<int32_t>(budget, static_cast<int32_t>(std::min<int64_t>(ctx.n_batch(), INT32_MAX)) - 1);
     KILN_ASSIGN_OR_RETURN(draft, drafter->propose(state.tokens, sampled, budget));
   }
   const auto pos = static_cast<int32_t>(state.tokens.size());

@@ -19,7 +19,7 @@ struct SequenceState {
 };
 
 // Decodes `sampled` (the token sampled after state.tokens) followed by a draft from `drafter`
-// (none when it is null or budget <= 0) in one batch, verifies the draft with `sampler`, removes
+// (none when it is null or budget <= 0; at most n_batch - 1 tokens) in one batch, verifies the draft with `sampler`, removes
 // the rejected tail's cells and appends `sampled` and the accepted tokens to state.tokens. The
 // verdict's tokens are the next tokens of the sequence (the last one not decoded yet). Without a
 // draft this is plain decoding: one token decoded, one sampled.
