@@ -133,7 +133,7 @@ long long count_after(const std::string& line, const std::string& word) {
 
 TEST(Cli, RunWithADraftModelPrintsTheSameTextAndItsCounts) {
   const std::string base = "-m " + kModel + " -p 'The quick brown fox' -n 24 ";
-  for (const std::string sampling : {"--temp 0", "--temp 0.8 -s 7"}) {
+  for (const std::string sampling : {"--temp 0 -s 1", "--temp 0.8 -s 7"}) {
     const RunOutput plain = run_text(base + sampling);
     const RunOutput spec = run_text(base + sampling + " -md " + kModel + " --spec-draft-n-max 5");
     EXPECT_EQ(spec.text, plain.text) << sampling;
@@ -144,7 +144,7 @@ TEST(Cli, RunWithADraftModelPrintsTheSameTextAndItsCounts) {
 }
 
 TEST(Cli, RunWithNgramDraftsOnTheLoopingDefaultModel) {
-  const std::string base = "-p 'And God said unto Moses,' -n 64 --temp 0 ";
+  const std::string base = "-p 'And God said unto Moses,' -n 64 --temp 0 -s 1 ";
   const RunOutput plain = run_text(base);
   const RunOutput spec = run_text(base + "--spec-type ngram-simple --spec-ngram-simple-size-n 2");
   EXPECT_EQ(spec.text, plain.text);

@@ -146,6 +146,88 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeLossless, ::testing::ValuesIn(conf
                            return n;
                          });
 
+// The server's way: several sequences draft, all their verification rows go into one batch, each
+// is verified with its own sampler; every sequence gets the tokens it gets alone without drafts.
+TEST(SpeculativeLosslessBatched, SequencesVerifyTogetherInOneBatch) {
+  CpuEngine engine(2);
+  auto model = Model::load(fixture_path("llama-spm-e256-Q4_0"));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  ContextOptions co;
+  co.n_ctx = 512;
+  auto ctx = Context::create(*model, engine.backend, co);
+  ASSERT_TRUE(ctx.ok()) << ctx.error().message;
+  SpeculativeOptions o;
+  o.sources = {DraftSource::DraftSimple};
+  o.draft.n_max = 5;
+  auto spec = Speculator::create(o, **model, *model, engine.backend, co);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  const std::vector<std::string> prompts = conformance_prompts();
+  constexpr int kSeqs = 3, kGen = 16;
+
+  std::vector<Tokens> alone;
+  for (int s = 0; s < kSeqs; ++s)
+    alone.push_back(generate(**ctx, prompts[static_cast<size_t>(s)], kGen, sampling(s * 0.5f, 7 + s), nullptr).tokens);
+
+  Context& x = **ctx;
+  x.clear();
+  std::vector<SequenceState> state(kSeqs);
+  std::vector<Sampler> samplers;
+  std::vector<std::unique_ptr<SequenceDrafter>> drafters;
+  std::vector<Tokens> out(kSeqs);
+  std::vector<int32_t> sampled(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    state[static_cast<size_t>(s)].seq = s;
+    const Tokens p = x.model().tokenizer().tokenize(prompts[static_cast<size_t>(s)], true, false);
+    Batch b;
+    for (size_t i = 0; i < p.size(); ++i) b.add(p[i], static_cast<int32_t>(i), s, i + 1 == p.size());
+    ASSERT_TRUE(x.decode(b).ok());
+    state[static_cast<size_t>(s)].tokens = p;
+    auto sm = Sampler::create(sampling(s * 0.5f, 7 + s), static_cast<int32_t>(x.n_vocab()));
+    ASSERT_TRUE(sm.ok());
+    for (int32_t t : p) sm->accept(t);
+    sampled[static_cast<size_t>(s)] = sm->sample(x.logits(p.size() - 1));
+    sm->accept(sampled[static_cast<size_t>(s)]);
+    out[static_cast<size_t>(s)].push_back(sampled[static_cast<size_t>(s)]);
+    samplers.push_back(std::move(*sm));
+    drafters.push_back((*spec)->drafter(s));
+    ASSERT_TRUE(drafters.back()->begin(p).ok());
+  }
+  int64_t drafted = 0;
+  while (true) {
+    Batch b;
+    std::vector<Tokens> drafts(kSeqs);
+    std::vector<size_t> first(kSeqs);
+    std::vector<int32_t> pos(kSeqs);
+    bool any = false;
+    for (size_t s = 0; s < kSeqs; ++s) {
+      if (out[s].size() >= kGen) continue;
+      pos[s] = static_cast<int32_t>(state[s].tokens.size());
+      const int32_t budget = n_draft_budget(x.n_ctx(), pos[s], kGen, static_cast<int64_t>(out[s].size()));
+      auto d = drafters[s]->propose(state[s].tokens, sampled[s], budget);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      drafts[s] = *d;
+      drafted += static_cast<int64_t>(d->size());
+      first[s] = add_verification_rows(b, static_cast<int32_t>(s), pos[s], sampled[s], drafts[s]);
+      any = true;
+    }
+    if (!any) break;
+    ASSERT_TRUE(x.decode(b, {.single_row_order = true}).ok());
+    for (size_t s = 0; s < kSeqs; ++s) {
+      if (out[s].size() >= kGen) continue;
+      const Verdict v = conclude_verification(x, static_cast<int32_t>(s), pos[s], first[s], drafts[s], samplers[s],
+                                              drafters[s].get());
+      state[s].tokens.push_back(sampled[s]);
+      state[s].tokens.insert(state[s].tokens.end(), v.tokens.begin(), v.tokens.end() - 1);
+      for (int32_t t : v.tokens) {
+        if (out[s].size() < kGen) out[s].push_back(t);
+      }
+      sampled[s] = v.tokens.back();
+    }
+  }
+  EXPECT_GT(drafted, 0);
+  for (size_t s = 0; s < kSeqs; ++s) EXPECT_EQ(out[s], alone[s]) << "sequence " << s;
+}
+
 // Every n-gram source, sized to draft on short texts.
 SpeculativeOptions all_ngram_sources() {
   SpeculativeOptions o;

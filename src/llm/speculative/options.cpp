@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <utility>
 
 namespace kiln {
@@ -89,8 +90,11 @@ int32_t SpeculativeOptions::n_max() const {
 Status SpeculativeOptions::validate() const {
   KILN_TRY(check_range("--spec-draft-n-max", draft.n_max, 0, 1024));
   KILN_TRY(check_range("--spec-draft-n-min", draft.n_min, 0, draft.n_max));
-  if (!(draft.p_min >= 0.0f && draft.p_min <= 1.0f))
-    return make_error("--spec-draft-p-min ", draft.p_min, " is outside [0, 1]");
+  if (!(draft.p_min >= 0.0f && draft.p_min <= 1.0f)) {
+    char p_min[32];
+    std::snprintf(p_min, sizeof p_min, "%g", static_cast<double>(draft.p_min));
+    return make_error("--spec-draft-p-min ", p_min, " is outside [0, 1]");
+  }
   KILN_TRY(check_ngram_map("ngram-simple", ngram_simple));
   KILN_TRY(check_ngram_map("ngram-map-k", ngram_map_k));
   KILN_TRY(check_ngram_map("ngram-map-k4v", ngram_map_k4v));

@@ -5,6 +5,24 @@
 
 namespace kiln {
 
+size_t add_verification_rows(Batch& batch, int32_t seq, int32_t pos, int32_t sampled, std::span<const int32_t> draft) {
+  const size_t first = batch.size();
+  batch.add(sampled, pos, seq, true);
+  for (size_t i = 0; i < draft.size(); ++i) batch.add(draft[i], pos + 1 + static_cast<int32_t>(i), seq, true);
+  return first;
+}
+
+Verdict conclude_verification(Context& ctx, int32_t seq, int32_t pos, size_t first_row, std::span<const int32_t> draft,
+                              Sampler& sampler, SequenceDrafter* drafter,
+                              const std::function<void(size_t, int32_t)>& on_token) {
+  Verdict v = verify_draft(sampler, draft, [&](size_t row) { return ctx.logits(first_row + row); }, on_token);
+  if (!draft.empty()) {
+    ctx.seq_rm(seq, v.first_rejected_pos(pos), -1);
+    if (drafter != nullptr) drafter->accept(v.n_accepted());
+  }
+  return v;
+}
+
 Result<Verdict> decode_step(Context& ctx, SequenceState& state, int32_t sampled, Sampler& sampler,
                             SequenceDrafter* drafter, int32_t budget) {
   std::vector<int32_t> draft;
@@ -15,14 +33,9 @@ Result<Verdict> decode_step(Context& ctx, SequenceState& state, int32_t sampled,
   }
   const auto pos = static_cast<int32_t>(state.tokens.size());
   Batch batch;
-  batch.add(sampled, pos, state.seq, true);
-  for (size_t i = 0; i < draft.size(); ++i) batch.add(draft[i], pos + 1 + static_cast<int32_t>(i), state.seq, true);
+  const size_t first = add_verification_rows(batch, state.seq, pos, sampled, draft);
   KILN_TRY(ctx.decode(batch, {.single_row_order = !draft.empty()}));
-  Verdict v = verify_draft(sampler, draft, [&](size_t row) { return ctx.logits(row); });
-  if (!draft.empty()) {
-    ctx.seq_rm(state.seq, v.first_rejected_pos(pos), -1);
-    drafter->accept(v.n_accepted());
-  }
+  Verdict v = conclude_verification(ctx, state.seq, pos, first, draft, sampler, drafter);
   state.tokens.push_back(sampled);
   state.tokens.insert(state.tokens.end(), v.tokens.begin(), v.tokens.end() - 1);
   return v;
