@@ -15,57 +15,14 @@ with and without speculation must be the same text. Run it at high priority on a
 (e.g. as root: `echo -20 > /proc/self/autogroup; nice -n -20 ...`). Standard library only.
 """
 import argparse
-import json
+import os
 import re
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(port, path, body=None, timeout=1800):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=data,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
-
-
-class LlamaServer:
-    def __init__(self, binary, model, threads, ctx, spec):
-        self.port = free_port()
-        cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(self.port), "-np", "1", "-c", str(ctx),
-               "-t", str(threads), "--no-warmup"] + spec
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(3000):
-            try:
-                if post(self.port, "/health", timeout=5).get("status") == "ok":
-                    return
-            except Exception:
-                if self.proc.poll() is not None:
-                    sys.exit("llama-server failed: %s\n%s" % (" ".join(cmd), self.proc.stderr.read().decode()))
-                time.sleep(0.2)
-        sys.exit("llama-server did not start")
-
-    def run(self, prompt, n):
-        r = post(self.port, "/completion", {"prompt": prompt, "n_predict": n, "temperature": 0, "ignore_eos": True,
-                                            "cache_prompt": False})
-        t = r["timings"]
-        return {"tps": t["predicted_per_second"], "text": r["content"], "drafted": t.get("draft_n", 0),
-                "accepted": t.get("draft_n_accepted", 0)}
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait()
+from llama_server import LlamaServer
 
 
 def run_kiln(kiln, model, prompt, n, threads, ctx, spec):
@@ -112,11 +69,13 @@ def main():
     has_draft = "-md" in spec or "--spec-draft-model" in spec
 
     def run_server(flags):
-        server = LlamaServer(a.llama_bin + "/llama-server", a.target, a.threads, a.ctx, flags)
-        try:
-            return server.run(prompt, a.n)
-        finally:
-            server.close()
+        args = ["-m", a.target, "-np", "1", "-c", str(a.ctx), "-t", str(a.threads), "--no-warmup"] + flags
+        with LlamaServer(os.path.join(a.llama_bin, "llama-server"), args) as server:
+            r = server.request("/completion", {"prompt": prompt, "n_predict": a.n, "temperature": 0,
+                                               "ignore_eos": True, "cache_prompt": False})
+        t = r["timings"]
+        return {"tps": t["predicted_per_second"], "text": r["content"], "drafted": t.get("draft_n", 0),
+                "accepted": t.get("draft_n_accepted", 0)}
 
     runs = {k: [] for k in ("kiln", "kiln spec", "llama.cpp", "llama.cpp spec", "llama-speculative-simple")}
     for r in range(a.rounds):

@@ -34,6 +34,31 @@ std::vector<std::string> conformance_prompts() {
   return out;
 }
 
+// A model and a context of it (null when either fails, with the test failed).
+struct Target {
+  std::shared_ptr<const Model> model;
+  std::unique_ptr<Context> ctx;
+};
+
+Target load_target(const std::string& path, CpuEngine& engine, const ContextOptions& co) {
+  Target t;
+  auto model = Model::load(path);
+  EXPECT_TRUE(model.ok()) << model.error().message;
+  if (!model.ok()) return t;
+  auto ctx = Context::create(*model, engine.backend, co);
+  EXPECT_TRUE(ctx.ok()) << ctx.error().message;
+  if (!ctx.ok()) return t;
+  t.model = *model;
+  t.ctx = std::move(*ctx);
+  return t;
+}
+
+ContextOptions small_context() {
+  ContextOptions co;
+  co.n_ctx = 512;
+  return co;
+}
+
 struct Generation {
   Tokens tokens;
   int64_t drafted = 0, accepted = 0;
@@ -53,7 +78,9 @@ Generation generate(Context& ctx, const std::string& prompt, int64_t n_gen, cons
   EXPECT_TRUE(sampler.ok());
   for (int32_t t : tokens) sampler->accept(t);
   const auto drafter = spec ? spec->drafter(0) : nullptr;
-  if (drafter) EXPECT_TRUE(drafter->begin(state.tokens).ok());
+  if (drafter) {
+    EXPECT_TRUE(drafter->begin(state.tokens).ok());
+  }
   auto out = generate_tokens(ctx, state, *sampler, ctx.logits(tokens.size() - 1), n_gen, drafter.get());
   EXPECT_TRUE(out.ok()) << out.error().message;
   Generation r;
@@ -70,6 +97,26 @@ SamplerParams sampling(float temperature, uint64_t seed) {
   p.temperature = temperature;
   p.seed = seed;
   return p;
+}
+
+// draft-simple with the target as its own draft model.
+SpeculativeOptions self_draft(int32_t n_max) {
+  SpeculativeOptions o;
+  o.sources = {DraftSource::DraftSimple};
+  o.draft.n_max = n_max;
+  return o;
+}
+
+// Every n-gram source, sized to draft on short texts.
+SpeculativeOptions all_ngram_sources() {
+  SpeculativeOptions o;
+  o.sources = {DraftSource::NgramSimple, DraftSource::NgramMapK, DraftSource::NgramMapK4v, DraftSource::NgramMod,
+               DraftSource::NgramCache};
+  o.ngram_simple = {.size_n = 2, .size_m = 8, .min_hits = 1};
+  o.ngram_map_k = {.size_n = 2, .size_m = 6, .min_hits = 1};
+  o.ngram_map_k4v = {.size_n = 3, .size_m = 6, .min_hits = 1};
+  o.ngram_mod = {.n_match = 3, .n_max = 8, .n_min = 1};
+  return o;
 }
 
 struct Config {
@@ -93,15 +140,10 @@ class SpeculativeLossless : public ::testing::TestWithParam<Config> {
 
 TEST_P(SpeculativeLossless, SameTokensWithTheModelAsItsOwnDraft) {
   const Config& c = GetParam();
-  auto model = Model::load(fixture_path(c.model));
-  ASSERT_TRUE(model.ok()) << model.error().message;
   const ContextOptions co = context_options(c);
-  auto ctx = Context::create(*model, engine_.backend, co);
-  ASSERT_TRUE(ctx.ok()) << ctx.error().message;
-  SpeculativeOptions self;
-  self.sources = {DraftSource::DraftSimple};
-  self.draft.n_max = 4;
-  auto spec = Speculator::create(self, **model, *model, engine_.backend, co);
+  const Target target = load_target(fixture_path(c.model), engine_, co);
+  ASSERT_TRUE(target.ctx);
+  auto spec = Speculator::create(self_draft(4), *target.model, target.model, engine_.backend, co);
   ASSERT_TRUE(spec.ok()) << spec.error().message;
 
   const auto prompts = conformance_prompts();
@@ -110,8 +152,8 @@ TEST_P(SpeculativeLossless, SameTokensWithTheModelAsItsOwnDraft) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     for (int t = 0; t < 2; ++t) {
       const SamplerParams sp = sampling(t == 0 ? 0.0f : 0.8f, 1000 + i);
-      const Generation plain = generate(**ctx, prompts[i], 16, sp, nullptr);
-      const Generation spec_run = generate(**ctx, prompts[i], 16, sp, spec->get());
+      const Generation plain = generate(*target.ctx, prompts[i], 16, sp, nullptr);
+      const Generation spec_run = generate(*target.ctx, prompts[i], 16, sp, spec->get());
       std::printf("[ spec     ] %s %s case %zu temp %.1f: drafted %lld, accepted %lld\n", c.model.c_str(),
                   c.f16_flash ? "f16-fa" : "f32", i, sp.temperature, static_cast<long long>(spec_run.drafted),
                   static_cast<long long>(spec_run.accepted));
@@ -150,25 +192,18 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeLossless, ::testing::ValuesIn(conf
 // is verified with its own sampler; every sequence gets the tokens it gets alone without drafts.
 TEST(SpeculativeLosslessBatched, SequencesVerifyTogetherInOneBatch) {
   CpuEngine engine(2);
-  auto model = Model::load(fixture_path("llama-spm-e256-Q4_0"));
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  ContextOptions co;
-  co.n_ctx = 512;
-  auto ctx = Context::create(*model, engine.backend, co);
-  ASSERT_TRUE(ctx.ok()) << ctx.error().message;
-  SpeculativeOptions o;
-  o.sources = {DraftSource::DraftSimple};
-  o.draft.n_max = 5;
-  auto spec = Speculator::create(o, **model, *model, engine.backend, co);
+  const Target target = load_target(fixture_path("llama-spm-e256-Q4_0"), engine, small_context());
+  ASSERT_TRUE(target.ctx);
+  auto spec = Speculator::create(self_draft(5), *target.model, target.model, engine.backend, small_context());
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   const std::vector<std::string> prompts = conformance_prompts();
   constexpr int kSeqs = 3, kGen = 16;
 
   std::vector<Tokens> alone;
   for (int s = 0; s < kSeqs; ++s)
-    alone.push_back(generate(**ctx, prompts[static_cast<size_t>(s)], kGen, sampling(s * 0.5f, 7 + s), nullptr).tokens);
+    alone.push_back(generate(*target.ctx, prompts[static_cast<size_t>(s)], kGen, sampling(s * 0.5f, 7 + s), nullptr).tokens);
 
-  Context& x = **ctx;
+  Context& x = *target.ctx;
   x.clear();
   std::vector<SequenceState> state(kSeqs);
   std::vector<Sampler> samplers;
@@ -228,41 +263,27 @@ TEST(SpeculativeLosslessBatched, SequencesVerifyTogetherInOneBatch) {
   for (size_t s = 0; s < kSeqs; ++s) EXPECT_EQ(out[s], alone[s]) << "sequence " << s;
 }
 
-// Every n-gram source, sized to draft on short texts.
-SpeculativeOptions all_ngram_sources() {
-  SpeculativeOptions o;
-  o.sources = {DraftSource::NgramSimple, DraftSource::NgramMapK, DraftSource::NgramMapK4v, DraftSource::NgramMod,
-               DraftSource::NgramCache};
-  o.ngram_simple = {.size_n = 2, .size_m = 8, .min_hits = 1};
-  o.ngram_map_k = {.size_n = 2, .size_m = 6, .min_hits = 1};
-  o.ngram_map_k4v = {.size_n = 3, .size_m = 6, .min_hits = 1};
-  o.ngram_mod = {.n_match = 3, .n_max = 8, .n_min = 1};
-  return o;
-}
-
 TEST(SpeculativeLosslessDefaultModel, NgramDraftsWhereTheTextLoops) {
   CpuEngine engine(2);
-  auto model = Model::load(std::string(KILN_SOURCE_DIR) + "/models/kjv-llama-q8_0.gguf");
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  ContextOptions co;
-  co.n_ctx = 512;
-  auto ctx = Context::create(*model, engine.backend, co);
-  ASSERT_TRUE(ctx.ok()) << ctx.error().message;
+  const Target target = load_target(std::string(KILN_SOURCE_DIR) + "/models/kjv-llama-q8_0.gguf", engine, small_context());
+  ASSERT_TRUE(target.ctx);
   SpeculativeOptions simple;
   simple.sources = {DraftSource::NgramSimple};
   simple.ngram_simple.size_n = 2;
   for (const SpeculativeOptions& o : {simple, all_ngram_sources()}) {
-    auto spec = Speculator::create(o, **model, nullptr, engine.backend, co);
+    auto spec = Speculator::create(o, *target.model, nullptr, engine.backend, small_context());
     ASSERT_TRUE(spec.ok()) << spec.error().message;
     for (const float temperature : {0.0f, 0.8f}) {
       const char* prompt = "And God said unto Moses,";
-      const Generation plain = generate(**ctx, prompt, 64, sampling(temperature, 3), nullptr);
-      const Generation ngram = generate(**ctx, prompt, 64, sampling(temperature, 3), spec->get());
+      const Generation plain = generate(*target.ctx, prompt, 64, sampling(temperature, 3), nullptr);
+      const Generation ngram = generate(*target.ctx, prompt, 64, sampling(temperature, 3), spec->get());
       std::printf("[ spec     ] default model, %zu n-gram sources, temp %.1f: drafted %lld, accepted %lld\n",
                   o.sources.size(), temperature, static_cast<long long>(ngram.drafted),
                   static_cast<long long>(ngram.accepted));
       EXPECT_EQ(ngram.tokens, plain.tokens) << temperature;
-      if (temperature == 0.0f) EXPECT_GT(ngram.accepted, 0) << "the greedy text loops";
+      if (temperature == 0.0f) {
+        EXPECT_GT(ngram.accepted, 0) << "the greedy text loops";
+      }
     }
   }
 }

@@ -183,13 +183,8 @@ TEST(VerifyDraft, AcceptsWhileTheTargetAgrees) {
 TEST(VerifyDraft, SamplesExactlyAsPlainDecoding) {
   // Same seed: sampling rows one by one, and verifying a draft of those very tokens, draw the same
   // numbers; a wrong draft token changes nothing before it.
-  SamplerParams p;
-  p.temperature = 1.5f;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  p.repeat_penalty = 1.3f;
-  p.seed = 42;
+  const SamplerParams p{.seed = 42, .temperature = 1.5f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f,
+                        .repeat_penalty = 1.3f};
   std::vector<std::vector<float>> rows;
   for (int i = 0; i < 12; ++i) {
     std::vector<float> l(8);

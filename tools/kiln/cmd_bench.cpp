@@ -152,14 +152,7 @@ int run_bench(int argc, char** argv) {
   auto model = mf.load_model("bench");
   if (!model) return 1;
   std::string prompt_text = "The quick brown fox jumps over the lazy dog.";
-  if (!prompt_file.empty()) {
-    auto text = read_text_file(prompt_file);
-    if (!text.ok()) {
-      std::fprintf(stderr, "kiln bench: %s\n", text.error().message.c_str());
-      return 1;
-    }
-    prompt_text = std::move(*text);
-  }
+  if (!read_file_option(prompt_file, "bench", &prompt_text)) return 1;
   const std::vector<int32_t> gen_prompt = model->tokenizer().tokenize(prompt_text, true, false);
   const bool speculative = spf.requested();
   if (speculative && gen_prompt.empty()) {

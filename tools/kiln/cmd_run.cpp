@@ -39,14 +39,7 @@ int run_run(int argc, char** argv) {
   sf.declare(p);
   spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
-  if (!prompt_file.empty()) {
-    auto text = read_text_file(prompt_file);
-    if (!text.ok()) {
-      std::fprintf(stderr, "kiln run: %s\n", text.error().message.c_str());
-      return 1;
-    }
-    prompt = std::move(*text);
-  }
+  if (!read_file_option(prompt_file, "run", &prompt)) return 1;
   auto model = mf.load_model("run");
   if (!model) return 1;
   const auto& tok = model->tokenizer();

@@ -9,18 +9,16 @@ LLAMA_SERVER: llama.cpp's llama-server built from the source bundled in node-lla
 (the reference release). Each case runs in a fresh server (ngram-mod's table and a slot's n-gram
 state outlive a request there), one greedy /completion request, F32 KV cache without flash
 attention (the settings where kiln's logits equal llama.cpp's most closely), 2 threads.
-Standard library only.
+Standard library only (and bench/llama_server.py).
 """
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from llama_server import LlamaServer  # noqa: E402
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 MODELS = {
     "default": os.path.join(ROOT, "models", "kjv-llama-q8_0.gguf"),
@@ -73,40 +71,13 @@ def spec_args(spec):
     return args
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def request(port, path, body=None, timeout=600):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=data,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
-
-
 def run_case(server, model, prompt, n_predict, spec):
-    port = free_port()
-    cmd = [server, "-m", MODELS[model], "--host", "127.0.0.1", "--port", str(port), "-np", "1", "-c", str(N_CTX),
-           "-t", "2", "-fa", "off", "-ctk", "f32", "-ctv", "f32", "--no-warmup"] + spec_args(spec)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        for _ in range(600):
-            try:
-                if request(port, "/health", timeout=5).get("status") == "ok":
-                    break
-            except Exception:
-                if proc.poll() is not None:
-                    sys.exit("llama-server failed: %s\n%s" % (" ".join(cmd), proc.stderr.read().decode()))
-                time.sleep(0.2)
-        n_ctx = request(port, "/props")["default_generation_settings"]["n_ctx"]  # capped by the model's
-        r = request(port, "/completion", {"prompt": prompt, "n_predict": n_predict, "temperature": 0,
-                                          "seed": 1, "cache_prompt": False, "return_tokens": True})
-    finally:
-        proc.terminate()
-        proc.wait()
+    args = ["-m", MODELS[model], "-np", "1", "-c", str(N_CTX), "-t", "2", "-fa", "off", "-ctk", "f32", "-ctv", "f32",
+            "--no-warmup"] + spec_args(spec)
+    with LlamaServer(server, args) as s:
+        n_ctx = s.request("/props")["default_generation_settings"]["n_ctx"]  # capped by the model's
+        r = s.request("/completion", {"prompt": prompt, "n_predict": n_predict, "temperature": 0, "seed": 1,
+                                      "cache_prompt": False, "return_tokens": True})
     t = r["timings"]
     return {"model": model, "prompt": prompt, "n_predict": n_predict, "n_ctx": n_ctx, "spec": spec,
             "draft_n": t.get("draft_n", 0), "draft_n_accepted": t.get("draft_n_accepted", 0),
