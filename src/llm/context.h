@@ -90,7 +90,8 @@ class Context {
 
  private:
   Context() = default;
-  Status decode_ubatch(const Batch& batch, const DecodeOptions& options, size_t begin, size_t end, size_t& out_index);
+  Status decode_ubatch(const Batch& batch, const DecodeOptions& options, size_t begin, size_t end,
+                       size_t& out_index);
   Status apply_kv_shift();
   Result<ExecPlan> plan_graph(Graph& g);
   // Floats per output row: n_embd with embeddings on, else n_vocab.

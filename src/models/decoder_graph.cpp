@@ -93,7 +93,8 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
     cur = g.mul(g.rms_norm(x, hp.rms_eps, p + "ffn_norm"), weight(g, blk.ffn_norm));
     Tensor gate = g.mul_mat(weight(g, blk.mlp.gate), cur, mm_params, p + "ffn_gate");
     Tensor up = g.mul_mat(weight(g, blk.mlp.up), cur, mm_params, p + "ffn_up");
-    Tensor down = g.mul_mat(weight(g, blk.mlp.down), g.swiglu(gate, up, p + "ffn_act"), mm_params, p + "ffn_down");
+    Tensor down =
+        g.mul_mat(weight(g, blk.mlp.down), g.swiglu(gate, up, p + "ffn_act"), mm_params, p + "ffn_down");
     x = g.add(x, down, p + "ffn_res");
   }
   // Only the rows whose outputs are wanted go through the output norm and head.

@@ -166,8 +166,8 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
   // ref: ggml_compute_forward_flash_attn_ext_f16's choice of the tiled kernel.
   // params.single_row_order: the arithmetic of a batch of one query row (never tiled).
   const bool one_row = call.params.single_row_order || q.ne[1] == 1;
-  const bool tiled = flash && !one_row && (k.type == DType::F16 || k.type == DType::F32) && v.type == k.type &&
-                     q.ne[1] >= kFaTileQ && dv % kLanes == 0;
+  const bool tiled = flash && !one_row && (k.type == DType::F16 || k.type == DType::F32) &&
+                     v.type == k.type && q.ne[1] >= kFaTileQ && dv % kLanes == 0;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t iq1 = u % q.ne[1];
     const int64_t iq2 = (u / q.ne[1]) % q.ne[2];

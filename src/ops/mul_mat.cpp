@@ -30,7 +30,9 @@ constexpr int64_t kTileCols = 16;  // activation rows per phase-1 unit, for batc
 // the 16-row work), and each weight tile is read once.
 constexpr int64_t kSmallBatch = 64;
 
-int64_t tile_cols(const TensorView& dst) { return dst.ne[1] <= kSmallBatch ? std::max<int64_t>(dst.ne[1], 1) : kTileCols; }
+int64_t tile_cols(const TensorView& dst) {
+  return dst.ne[1] <= kSmallBatch ? std::max<int64_t>(dst.ne[1], 1) : kTileCols;
+}
 
 Status check_mul_mat(const OpCall& call) {
   KILN_TRY(check_arity(call, 2, 2));
@@ -100,8 +102,7 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
   // single_row_order, only where their order is the one-row kernel's (the same function).
   const bool rows8 = t->vec_dot_rows8 != nullptr && w.ne[1] % 8 == 0 && w.ne[2] == 1 && w.ne[3] == 1;
   const bool gemm_keeps_order = t->vec_dot_rows8_x4 == t->vec_dot_rows8;
-  const int64_t gemm_rows =
-      call.params.single_row_order && !gemm_keeps_order ? 0 : a.ne[1] - a.ne[1] % 4;
+  const int64_t gemm_rows = call.params.single_row_order && !gemm_keeps_order ? 0 : a.ne[1] - a.ne[1] % 4;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t tr = u % n_tr;
     const int64_t tc = (u / n_tr) % n_tc;

@@ -169,7 +169,8 @@ TEST(Cli, BadSpeculativeFlagsGetAClearError) {
       {run_hi + "-md " + kModel + " --spec-draft-n-min 9", 1, "--spec-draft-n-min 9 is outside [0, 3]"},
       {run_hi + "--spec-type ngram-simple --spec-ngram-simple-size-n 0", 1, "--spec-ngram-simple-size-n 0"},
       {run_hi + "--spec-type ngram-mod --spec-ngram-mod-n-max 2000", 1, "--spec-ngram-mod-n-max 2000"},
-      {"bench -m " + kModel + " -p 0 -n 4 -r 1 --spec-type draft-simple", 1, "draft-simple needs a draft model"},
+      {"bench -m " + kModel + " -p 0 -n 4 -r 1 --spec-type draft-simple", 1,
+       "draft-simple needs a draft model"},
   };
   for (const auto& c : cases) {
     const CliResult r = run(c.args);

@@ -69,10 +69,12 @@ TEST(SpeculativeLlamaCpp, NgramDraftsEqualLlamaServers) {
     auto spec = Speculator::create(options_of(c.at("spec")), **model, nullptr, engine.backend, co);
     ASSERT_TRUE(spec.ok()) << label << ": " << spec.error().message;
 
-    const std::vector<int32_t> prompt = (*model)->tokenizer().tokenize(c.at("prompt").get<std::string>(), true, true);
+    const std::vector<int32_t> prompt =
+        (*model)->tokenizer().tokenize(c.at("prompt").get<std::string>(), true, true);
     SequenceState state;
     Batch b;
-    for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
+    for (size_t i = 0; i < prompt.size(); ++i)
+      b.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
     ASSERT_TRUE((*ctx)->decode(b).ok());
     state.tokens = prompt;
     SamplerParams sp;

@@ -65,12 +65,14 @@ struct Generation {
 };
 
 // Generates n_gen tokens after `prompt` in sequence 0 of `ctx` (cleared first).
-Generation generate(Context& ctx, const std::string& prompt, int64_t n_gen, const SamplerParams& sp, Speculator* spec) {
+Generation generate(Context& ctx, const std::string& prompt, int64_t n_gen, const SamplerParams& sp,
+                    Speculator* spec) {
   ctx.clear();
   const Tokens tokens = ctx.model().tokenizer().tokenize(prompt, true, false);
   SequenceState state;
   Batch batch;
-  for (size_t i = 0; i < tokens.size(); ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, i + 1 == tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i)
+    batch.add(tokens[i], static_cast<int32_t>(i), 0, i + 1 == tokens.size());
   const Status st = ctx.decode(batch);
   EXPECT_TRUE(st.ok()) << st.error().message;
   state.tokens = tokens;
@@ -110,8 +112,8 @@ SpeculativeOptions self_draft(int32_t n_max) {
 // Every n-gram source, sized to draft on short texts.
 SpeculativeOptions all_ngram_sources() {
   SpeculativeOptions o;
-  o.sources = {DraftSource::NgramSimple, DraftSource::NgramMapK, DraftSource::NgramMapK4v, DraftSource::NgramMod,
-               DraftSource::NgramCache};
+  o.sources = {DraftSource::NgramSimple, DraftSource::NgramMapK, DraftSource::NgramMapK4v,
+               DraftSource::NgramMod, DraftSource::NgramCache};
   o.ngram_simple = {.size_n = 2, .size_m = 8, .min_hits = 1};
   o.ngram_map_k = {.size_n = 2, .size_m = 6, .min_hits = 1};
   o.ngram_map_k4v = {.size_n = 3, .size_m = 6, .min_hits = 1};
@@ -172,8 +174,8 @@ TEST_P(SpeculativeLossless, SameTokensWithTheModelAsItsOwnDraft) {
 // with an F32 cache (whose kqv sum changes order with the number of queries) on two of them.
 std::vector<Config> configs() {
   std::vector<Config> v;
-  for (const char* m : {"llama-spm-e128-f32", "llama-spm-e256-Q4_0", "llama-spm-e256-Q4_K_M", "llama-spm-e256-Q6_K",
-                        "qwen2-e64-Q8_0", "qwen3-e64-Q8_0"})
+  for (const char* m : {"llama-spm-e128-f32", "llama-spm-e256-Q4_0", "llama-spm-e256-Q4_K_M",
+                        "llama-spm-e256-Q6_K", "qwen2-e64-Q8_0", "qwen3-e64-Q8_0"})
     v.push_back({m, true});
   for (const char* m : {"llama-spm-e128-f32", "llama-spm-e256-Q4_K_M"}) v.push_back({m, false});
   return v;
@@ -201,7 +203,9 @@ TEST(SpeculativeLosslessBatched, SequencesVerifyTogetherInOneBatch) {
 
   std::vector<Tokens> alone;
   for (int s = 0; s < kSeqs; ++s)
-    alone.push_back(generate(*target.ctx, prompts[static_cast<size_t>(s)], kGen, sampling(s * 0.5f, 7 + s), nullptr).tokens);
+    alone.push_back(
+        generate(*target.ctx, prompts[static_cast<size_t>(s)], kGen, sampling(s * 0.5f, 7 + s), nullptr)
+            .tokens);
 
   Context& x = *target.ctx;
   x.clear();
@@ -249,8 +253,8 @@ TEST(SpeculativeLosslessBatched, SequencesVerifyTogetherInOneBatch) {
     ASSERT_TRUE(x.decode(b, {.single_row_order = true}).ok());
     for (size_t s = 0; s < kSeqs; ++s) {
       if (out[s].size() >= kGen) continue;
-      const Verdict v = conclude_verification(x, static_cast<int32_t>(s), pos[s], first[s], drafts[s], samplers[s],
-                                              drafters[s].get());
+      const Verdict v = conclude_verification(x, static_cast<int32_t>(s), pos[s], first[s], drafts[s],
+                                              samplers[s], drafters[s].get());
       state[s].tokens.push_back(sampled[s]);
       state[s].tokens.insert(state[s].tokens.end(), v.tokens.begin(), v.tokens.end() - 1);
       for (int32_t t : v.tokens) {
@@ -265,7 +269,8 @@ TEST(SpeculativeLosslessBatched, SequencesVerifyTogetherInOneBatch) {
 
 TEST(SpeculativeLosslessDefaultModel, NgramDraftsWhereTheTextLoops) {
   CpuEngine engine(2);
-  const Target target = load_target(std::string(KILN_SOURCE_DIR) + "/models/kjv-llama-q8_0.gguf", engine, small_context());
+  const Target target =
+      load_target(std::string(KILN_SOURCE_DIR) + "/models/kjv-llama-q8_0.gguf", engine, small_context());
   ASSERT_TRUE(target.ctx);
   SpeculativeOptions simple;
   simple.sources = {DraftSource::NgramSimple};
@@ -300,7 +305,8 @@ TEST_P(SpeculativeLossless, BatchedRowsEqualRowsDecodedAlone) {
   ASSERT_TRUE(one_by_one.ok() && batched.ok());
   const Tokens prompt = (*model)->tokenizer().tokenize(conformance_prompts()[0], true, false);
   Tokens rows;
-  for (int32_t i = 0; i < 70; ++i) rows.push_back((i * 7919 + 13) % static_cast<int32_t>((*model)->hparams().n_vocab));
+  for (int32_t i = 0; i < 70; ++i)
+    rows.push_back((i * 7919 + 13) % static_cast<int32_t>((*model)->hparams().n_vocab));
   for (Context* x : {one_by_one->get(), batched->get()}) {
     Batch b;
     for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int32_t>(i), 0, false);
@@ -320,7 +326,8 @@ TEST_P(SpeculativeLossless, BatchedRowsEqualRowsDecodedAlone) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto l = (*batched)->logits(i);
     ASSERT_EQ(l.size(), alone[i].size());
-    EXPECT_EQ(std::memcmp(l.data(), alone[i].data(), l.size_bytes()), 0) << "row " << i << " of " << rows.size();
+    EXPECT_EQ(std::memcmp(l.data(), alone[i].data(), l.size_bytes()), 0)
+        << "row " << i << " of " << rows.size();
   }
 }
 

@@ -29,7 +29,7 @@ TEST(NgramSimple, DraftsWhatFollowedTheNewestEarlierMatch) {
 
 TEST(NgramSimple, StaysSilentWithoutAUsableMatch) {
   const Tokens h = {1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2};
-  EXPECT_TRUE(ngram_simple_draft(2, 3, h, 9).empty());               // no match
+  EXPECT_TRUE(ngram_simple_draft(2, 3, h, 9).empty());                                 // no match
   EXPECT_TRUE(ngram_simple_draft(2, 3, Tokens(h.begin(), h.begin() + 6), 3).empty());  // too short
   // The only match is at position 0, which llama.cpp never takes.
   EXPECT_TRUE(ngram_simple_draft(2, 2, Tokens{7, 8, 0, 0, 0, 0, 0, 0, 0, 7}, 8).empty());
@@ -45,7 +45,7 @@ TEST(NgramMap, KeyOnlyDraftsAndShortensToWhatWasAccepted) {
   Tokens d;
   map.draft(h, 2, d);  // key [1, 2] at 2 -> [3, 4, 7]
   EXPECT_EQ(d, (Tokens{3, 4, 7}));
-  map.accept(1);       // the target took one token: this key drafts one from now on
+  map.accept(1);  // the target took one token: this key drafts one from now on
   d.clear();
   map.draft(h, 2, d);
   EXPECT_EQ(d, (Tokens{3}));
@@ -105,7 +105,8 @@ TEST(NgramCache, DraftsTheContinuationTheContextSupports) {
 TEST(SpeculativeOptions, ParsesLlamaCppTypeNames) {
   auto s = parse_draft_sources("draft-simple,ngram-mod,ngram-simple,ngram-mod");
   ASSERT_TRUE(s.ok()) << s.error().message;
-  EXPECT_EQ(*s, (std::vector<DraftSource>{DraftSource::NgramSimple, DraftSource::NgramMod, DraftSource::DraftSimple}))
+  EXPECT_EQ(*s, (std::vector<DraftSource>{DraftSource::NgramSimple, DraftSource::NgramMod,
+                                          DraftSource::DraftSimple}))
       << "llama.cpp's order of preference, no repeats";
   auto none = parse_draft_sources("ngram-simple,none");
   ASSERT_TRUE(none.ok());
@@ -152,7 +153,8 @@ TEST(DraftModelCompatibility, FollowsLlamaCppsRule) {
   const auto qwen2 = fixture("qwen2-e64-Q8_0");
   const auto qwen3 = fixture("qwen3-e64-Q8_0");
   ASSERT_TRUE(llama_f32 && llama_q4 && qwen2 && qwen3);
-  EXPECT_TRUE(check_draft_compatible(*llama_q4, *llama_f32).ok()) << "same vocabulary, other shapes and types";
+  EXPECT_TRUE(check_draft_compatible(*llama_q4, *llama_f32).ok())
+      << "same vocabulary, other shapes and types";
   EXPECT_TRUE(check_draft_compatible(*qwen2, *qwen3).ok());
   const Status st = check_draft_compatible(*llama_q4, *qwen2);
   ASSERT_FALSE(st.ok());
@@ -172,19 +174,21 @@ TEST(VerifyDraft, AcceptsWhileTheTargetAgrees) {
   auto s = Sampler::create(p, 8);
   ASSERT_TRUE(s.ok());
   const std::vector<std::vector<float>> rows = {favour(3), favour(5), favour(6), favour(1)};
-  const Verdict v = verify_draft(*s, Tokens{3, 5, 2}, [&](size_t i) { return std::span<const float>(rows[i]); });
+  const Verdict v =
+      verify_draft(*s, Tokens{3, 5, 2}, [&](size_t i) { return std::span<const float>(rows[i]); });
   EXPECT_EQ(v.tokens, (Tokens{3, 5, 6}));
   EXPECT_EQ(v.n_accepted(), 2);
   EXPECT_EQ(v.first_rejected_pos(10), 13);  // sampled at 10, drafts 11 and 12 kept, 13 dropped
-  const Verdict all = verify_draft(*s, Tokens{3, 5, 6}, [&](size_t i) { return std::span<const float>(rows[i]); });
+  const Verdict all =
+      verify_draft(*s, Tokens{3, 5, 6}, [&](size_t i) { return std::span<const float>(rows[i]); });
   EXPECT_EQ(all.tokens, (Tokens{3, 5, 6, 1}));
 }
 
 TEST(VerifyDraft, SamplesExactlyAsPlainDecoding) {
   // Same seed: sampling rows one by one, and verifying a draft of those very tokens, draw the same
   // numbers; a wrong draft token changes nothing before it.
-  const SamplerParams p{.seed = 42, .temperature = 1.5f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f,
-                        .repeat_penalty = 1.3f};
+  const SamplerParams p{
+      .seed = 42, .temperature = 1.5f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.3f};
   std::vector<std::vector<float>> rows;
   for (int i = 0; i < 12; ++i) {
     std::vector<float> l(8);

@@ -24,8 +24,8 @@
 #include <sstream>
 
 #include "command.h"
-#include "llm/cpu_engine.h"
 #include "generation.h"
+#include "llm/cpu_engine.h"
 #include "model_flags.h"
 #include "speculative_flags.h"
 #include "text_file.h"
@@ -41,7 +41,7 @@ struct BenchTest {
   std::string name;
   int64_t n_tokens;  // tokens per run (for tokens/s)
   TestKind kind;
-  int32_t n_streams; // Generation: streams
+  int32_t n_streams;  // Generation: streams
   std::vector<double> seconds;
 };
 
@@ -78,8 +78,8 @@ struct GreedyRun {
 
 // Greedy generation of n_gen tokens after `prompt` in sequence 0 of the (cleared) context, with
 // drafts from `speculator` when it is set.
-Result<GreedyRun> run_greedy(Context& ctx, Speculator* speculator, std::span<const int32_t> prompt, int64_t n_gen,
-                             int64_t n_batch) {
+Result<GreedyRun> run_greedy(Context& ctx, Speculator* speculator, std::span<const int32_t> prompt,
+                             int64_t n_gen, int64_t n_batch) {
   ctx.clear();
   SamplerParams sp;
   sp.temperature = 0.0f;
@@ -92,7 +92,8 @@ Result<GreedyRun> run_greedy(Context& ctx, Speculator* speculator, std::span<con
   if (drafter) KILN_TRY(drafter->begin(state.tokens));
   GreedyRun run;
   const auto t0 = Clock::now();
-  KILN_ASSIGN_OR_RETURN(run.tokens, generate_tokens(ctx, state, sampler, ctx.logits(last), n_gen, drafter.get()));
+  KILN_ASSIGN_OR_RETURN(run.tokens,
+                        generate_tokens(ctx, state, sampler, ctx.logits(last), n_gen, drafter.get()));
   run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (drafter) {
     run.drafted = drafter->n_drafted();
@@ -186,8 +187,11 @@ int run_bench(int argc, char** argv) {
   if (n_prompt > 0) tests.push_back({"pp" + std::to_string(n_prompt), n_prompt, TestKind::Prompt, 0, {}});
   if (n_gen > 0) {
     for (int32_t s : streams)
-      tests.push_back({"tg" + std::to_string(n_gen) + (s > 1 ? " x" + std::to_string(s) : ""), n_gen * s,
-                       TestKind::Generation, s, {}});
+      tests.push_back({"tg" + std::to_string(n_gen) + (s > 1 ? " x" + std::to_string(s) : ""),
+                       n_gen * s,
+                       TestKind::Generation,
+                       s,
+                       {}});
     if (speculator) {
       tests.push_back({"gen" + std::to_string(n_gen), n_gen, TestKind::Greedy, 1, {}});
       tests.push_back({"gen" + std::to_string(n_gen) + " spec", n_gen, TestKind::GreedySpeculative, 1, {}});
@@ -204,8 +208,8 @@ int run_bench(int argc, char** argv) {
   auto run_once = [&](const BenchTest& t) -> Result<double> {
     if (t.kind == TestKind::Greedy || t.kind == TestKind::GreedySpeculative) {
       const bool spec = t.kind == TestKind::GreedySpeculative;
-      KILN_ASSIGN_OR_RETURN(GreedyRun run, run_greedy(ctx, spec ? speculator.get() : nullptr, gen_prompt, n_gen,
-                                                      co.n_batch));
+      KILN_ASSIGN_OR_RETURN(
+          GreedyRun run, run_greedy(ctx, spec ? speculator.get() : nullptr, gen_prompt, n_gen, co.n_batch));
       (spec ? spec_tokens : plain_tokens) = std::move(run.tokens);
       if (spec) {
         drafted += run.drafted;
@@ -254,7 +258,8 @@ int run_bench(int argc, char** argv) {
   // machine load. Batched tg tests compare with tg x1, gen spec with gen.
   auto baseline = [&](const BenchTest& t) -> const BenchTest* {
     const TestKind kind = t.kind == TestKind::GreedySpeculative ? TestKind::Greedy : TestKind::Generation;
-    if (t.kind != TestKind::GreedySpeculative && !(t.kind == TestKind::Generation && t.n_streams > 1)) return nullptr;
+    if (t.kind != TestKind::GreedySpeculative && !(t.kind == TestKind::Generation && t.n_streams > 1))
+      return nullptr;
     const auto it = std::find_if(tests.begin(), tests.end(),
                                  [&](const BenchTest& b) { return b.kind == kind && b.n_streams == 1; });
     return it == tests.end() ? nullptr : &*it;
@@ -276,10 +281,11 @@ int run_bench(int argc, char** argv) {
                 *std::min_element(tps.begin(), tps.end()), *std::max_element(tps.begin(), tps.end()), ratio.c_str());
   }
   if (speculator) {
-    std::printf("\nspeculative: drafted %lld, accepted %lld per run (%.1f%%); output identical to gen%lld: yes\n",
-                static_cast<long long>(drafted / rounds), static_cast<long long>(accepted / rounds),
-                drafted > 0 ? 100.0 * static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0,
-                static_cast<long long>(n_gen));
+    std::printf(
+        "\nspeculative: drafted %lld, accepted %lld per run (%.1f%%); output identical to gen%lld: yes\n",
+        static_cast<long long>(drafted / rounds), static_cast<long long>(accepted / rounds),
+        drafted > 0 ? 100.0 * static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0,
+        static_cast<long long>(n_gen));
   }
   return 0;
 }

@@ -24,8 +24,9 @@ struct SpeculativeFlags {
   // with the target's context options `target_context`, whose n_ctx must be the target context's
   // size, and an F16 cache, llama.cpp's default), or null when no speculation was asked for
   // (or --spec-type none). Errors are printed ("kiln COMMAND: ...") and set *failed.
-  std::unique_ptr<Speculator> make(const Model& target, Backend& backend, const ContextOptions& target_context,
-                                   const char* command, bool* failed) const;
+  std::unique_ptr<Speculator> make(const Model& target, Backend& backend,
+                                   const ContextOptions& target_context, const char* command,
+                                   bool* failed) const;
 };
 
 }  // namespace kiln::cli

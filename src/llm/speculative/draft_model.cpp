@@ -25,23 +25,26 @@ Status check_draft_compatible(const Model& target, const Model& draft) {
                   text::vocab_type_name(d.type()), ")");
   auto yes_no = [](bool b) { return b ? "yes" : "no"; };
   if (t.add_bos() != d.add_bos() || (t.add_bos() && t.bos() != d.bos()))
-    return refuse("BOS tokens differ (target: added ", yes_no(t.add_bos()), ", id ", t.bos(), "; draft: added ",
-                  yes_no(d.add_bos()), ", id ", d.bos(), ")");
+    return refuse("BOS tokens differ (target: added ", yes_no(t.add_bos()), ", id ", t.bos(),
+                  "; draft: added ", yes_no(d.add_bos()), ", id ", d.bos(), ")");
   if (t.add_eos() != d.add_eos() || (t.add_eos() && t.eos() != d.eos()))
-    return refuse("EOS tokens differ (target: added ", yes_no(t.add_eos()), ", id ", t.eos(), "; draft: added ",
-                  yes_no(d.add_eos()), ", id ", d.eos(), ")");
+    return refuse("EOS tokens differ (target: added ", yes_no(t.add_eos()), ", id ", t.eos(),
+                  "; draft: added ", yes_no(d.add_eos()), ", id ", d.eos(), ")");
   const int32_t nt = t.n_tokens(), nd = d.n_tokens();
   if (std::abs(nt - nd) > kMaxVocabDifference)
-    return refuse("vocabulary sizes ", nt, " (target) and ", nd, " (draft) differ by more than ", kMaxVocabDifference);
+    return refuse("vocabulary sizes ", nt, " (target) and ", nd, " (draft) differ by more than ",
+                  kMaxVocabDifference);
   for (int32_t i = kFirstComparedToken; i < std::min(nt, nd); ++i) {
     if (t.token(i).text != d.token(i).text)
-      return refuse("token ", i, " is '", t.token(i).text, "' in the target and '", d.token(i).text, "' in the draft");
+      return refuse("token ", i, " is '", t.token(i).text, "' in the target and '", d.token(i).text,
+                    "' in the draft");
   }
   return ok_status();
 }
 
-Result<std::unique_ptr<DraftModel>> DraftModel::create(std::shared_ptr<const Model> draft, const Model& target,
-                                                       Backend& backend, const ContextOptions& options) {
+Result<std::unique_ptr<DraftModel>> DraftModel::create(std::shared_ptr<const Model> draft,
+                                                       const Model& target, Backend& backend,
+                                                       const ContextOptions& options) {
   KILN_TRY(check_draft_compatible(target, *draft));
   std::unique_ptr<DraftModel> m(new DraftModel());
   m->target_vocab_ = target.hparams().n_vocab;
@@ -70,7 +73,8 @@ Status DraftModelDrafter::sync(std::span<const int32_t> text, bool logits_last, 
   for (size_t begin = keep; begin < text.size(); begin += n_batch) {
     batch.clear();
     const size_t end = std::min(text.size(), begin + n_batch);
-    for (size_t i = begin; i < end; ++i) batch.add(text[i], static_cast<int32_t>(i), seq_, logits_last && i + 1 == text.size());
+    for (size_t i = begin; i < end; ++i)
+      batch.add(text[i], static_cast<int32_t>(i), seq_, logits_last && i + 1 == text.size());
     KILN_TRY(ctx.decode(batch));
     cached_.insert(cached_.end(), text.begin() + static_cast<std::ptrdiff_t>(begin),
                    text.begin() + static_cast<std::ptrdiff_t>(end));
@@ -99,7 +103,8 @@ Result<std::vector<int32_t>> DraftModelDrafter::draft(std::span<const int32_t> h
   while (static_cast<int32_t>(out.size()) < n_max) {
     const std::span<const float> logits = ctx.logits(row);
     candidates_.clear();
-    for (size_t i = 0; i < logits.size(); ++i) candidates_.push_back({static_cast<int32_t>(i), logits[i], 0.0f});
+    for (size_t i = 0; i < logits.size(); ++i)
+      candidates_.push_back({static_cast<int32_t>(i), logits[i], 0.0f});
     sampling::top_k(candidates_, kDraftTopK);
     sampling::softmax(candidates_);
     const Candidate& best = candidates_.front();

@@ -61,10 +61,10 @@ class DraftModelDrafter {
  private:
   Status sync(std::span<const int32_t> text, bool logits_last, size_t* last_row);
 
-  DraftModel* model_;          // non-owning; shared by every sequence's drafter
+  DraftModel* model_;  // non-owning; shared by every sequence's drafter
   int32_t seq_;
   std::vector<int32_t> cached_;  // the tokens in the sequence's cells of the draft context
-  std::vector<int32_t> text_;      // scratch: history + sampled
+  std::vector<int32_t> text_;    // scratch: history + sampled
   std::vector<Candidate> candidates_;
 };
 

@@ -27,7 +27,8 @@ void NgramCacheDrafter::update(std::span<const int32_t> tokens) {
     for (int64_t i = n; i < size; ++i) {
       Ngram g;
       g.tokens.fill(kNull);
-      for (int64_t j = 0; j < n; ++j) g.tokens[static_cast<size_t>(j)] = tokens[static_cast<size_t>(i - n + j)];
+      for (int64_t j = 0; j < n; ++j)
+        g.tokens[static_cast<size_t>(j)] = tokens[static_cast<size_t>(i - n + j)];
       ++context_[g][tokens[static_cast<size_t>(i)]];
     }
   }

@@ -125,7 +125,8 @@ void NgramMap::draft(std::span<const int32_t> history, int32_t sampled, std::vec
   index_new_ngrams(history);
   if (match == 0) return;
 
-  auto it = std::find_if(keys_.begin(), keys_.end(), [&](const Key& k) { return equal_at(history, k.pos, key); });
+  auto it =
+      std::find_if(keys_.begin(), keys_.end(), [&](const Key& k) { return equal_at(history, k.pos, key); });
   if (it == keys_.end()) {
     Key k;
     k.pos = match;
@@ -153,7 +154,8 @@ void NgramMap::draft(std::span<const int32_t> history, int32_t sampled, std::vec
     }
     if (others > 0 && best < 2 * others) return;  // no continuation dominates
   }
-  const auto n_draft = static_cast<size_t>(std::max<int>(0, std::min<int>(static_cast<int>(m_), k.values[slot].n_accepted)));
+  const auto n_draft =
+      static_cast<size_t>(std::max<int>(0, std::min<int>(static_cast<int>(m_), k.values[slot].n_accepted)));
   for (size_t i = 0; i < n_draft; ++i) draft.push_back(history[match + n_ + i]);
   drafted_ = true;
   drafted_key_ = static_cast<size_t>(it - keys_.begin());

@@ -31,35 +31,36 @@ class NgramMap {
   void accept(int32_t n_accepted);
 
  private:
-  static constexpr int kValues = 4;              // m-grams counted per n-gram
-  static constexpr uint16_t kMaxCount = 16380;   // counts saturate here
-  static constexpr size_t kHashSize = 262144;    // entries of the hash -> position map
+  static constexpr int kValues = 4;             // m-grams counted per n-gram
+  static constexpr uint16_t kMaxCount = 16380;  // counts saturate here
+  static constexpr size_t kHashSize = 262144;   // entries of the hash -> position map
 
   struct Value {
-    size_t pos = 0;          // where the m-gram starts in the history; 0: unused slot
-    uint16_t count = 0;      // times it followed the n-gram
-    int16_t n_accepted = -1; // tokens the target accepted when it last drafted
+    size_t pos = 0;           // where the m-gram starts in the history; 0: unused slot
+    uint16_t count = 0;       // times it followed the n-gram
+    int16_t n_accepted = -1;  // tokens the target accepted when it last drafted
   };
   struct Key {
-    size_t pos = 0;          // an occurrence of the n-gram in the history
-    size_t stats_end = 0;    // the history was scanned for its m-grams up to here
-    uint16_t count = 0;      // times it was looked up
+    size_t pos = 0;        // an occurrence of the n-gram in the history
+    size_t stats_end = 0;  // the history was scanned for its m-grams up to here
+    uint16_t count = 0;    // times it was looked up
     std::array<Value, kValues> values;
   };
 
   size_t find_match(std::span<const int32_t> history, std::span<const int32_t> key) const;
   void index_new_ngrams(std::span<const int32_t> history);
-  void count_values(std::span<const int32_t> history, std::span<const int32_t> key, Key& k, size_t match) const;
+  void count_values(std::span<const int32_t> history, std::span<const int32_t> key, Key& k,
+                    size_t match) const;
 
   size_t n_, m_;
   bool key_only_;
   uint16_t min_hits_;
   std::vector<Key> keys_;
-  std::vector<uint32_t> hash_;      // hash of an n-gram -> a position where it occurs (0: none)
-  uint32_t hash_end_ = 0;           // positions above this are not indexed yet
-  size_t begin_len_ = 0;            // history length at the last begin()
-  size_t checked_len_ = 0;          // history length at the last draft() or begin()
-  bool drafted_ = false;            // the last draft() made a draft
+  std::vector<uint32_t> hash_;  // hash of an n-gram -> a position where it occurs (0: none)
+  uint32_t hash_end_ = 0;       // positions above this are not indexed yet
+  size_t begin_len_ = 0;        // history length at the last begin()
+  size_t checked_len_ = 0;      // history length at the last draft() or begin()
+  bool drafted_ = false;        // the last draft() made a draft
   size_t drafted_key_ = 0, drafted_value_ = 0;
 };
 

@@ -9,7 +9,8 @@ NgramModTable::NgramModTable(int32_t n, size_t size) : n_(static_cast<size_t>(n)
 // ref: llama.cpp common_ngram_mod::idx: a 64-bit LCG over the tokens, modulo the table size.
 size_t NgramModTable::index(const int32_t* tokens) const {
   uint64_t h = 0;
-  for (size_t i = 0; i < n_; ++i) h = h * 6364136223846793005ull + static_cast<uint64_t>(static_cast<int64_t>(tokens[i]));
+  for (size_t i = 0; i < n_; ++i)
+    h = h * 6364136223846793005ull + static_cast<uint64_t>(static_cast<int64_t>(tokens[i]));
   return static_cast<size_t>(h % entries_.size());
 }
 

@@ -54,7 +54,8 @@ Result<std::vector<DraftSource>> parse_draft_sources(std::string_view list) {
       none = true;
       continue;
     }
-    const auto it = std::find_if(kSources.begin(), kSources.end(), [&](const auto& s) { return s.second == name; });
+    const auto it =
+        std::find_if(kSources.begin(), kSources.end(), [&](const auto& s) { return s.second == name; });
     if (it == kSources.end()) {
       std::string known = "none";
       for (const auto& s : kSources) known += ", " + std::string(s.second);
@@ -70,18 +71,32 @@ Result<std::vector<DraftSource>> parse_draft_sources(std::string_view list) {
   return out;
 }
 
-bool SpeculativeOptions::uses(DraftSource s) const { return std::find(sources.begin(), sources.end(), s) != sources.end(); }
+bool SpeculativeOptions::uses(DraftSource s) const {
+  return std::find(sources.begin(), sources.end(), s) != sources.end();
+}
 
 int32_t SpeculativeOptions::n_max() const {
   int32_t n = 0;
   for (DraftSource s : sources) {
     switch (s) {
-      case DraftSource::DraftSimple: n = std::max(n, draft.n_max); break;
-      case DraftSource::NgramSimple: n = std::max(n, ngram_simple.size_m); break;
-      case DraftSource::NgramMapK: n = std::max(n, ngram_map_k.size_m); break;
-      case DraftSource::NgramMapK4v: n = std::max(n, ngram_map_k4v.size_m); break;
-      case DraftSource::NgramMod: n = std::max(n, ngram_mod.n_max); break;
-      case DraftSource::NgramCache: n = std::max(n, kNgramCacheDraft); break;
+      case DraftSource::DraftSimple:
+        n = std::max(n, draft.n_max);
+        break;
+      case DraftSource::NgramSimple:
+        n = std::max(n, ngram_simple.size_m);
+        break;
+      case DraftSource::NgramMapK:
+        n = std::max(n, ngram_map_k.size_m);
+        break;
+      case DraftSource::NgramMapK4v:
+        n = std::max(n, ngram_map_k4v.size_m);
+        break;
+      case DraftSource::NgramMod:
+        n = std::max(n, ngram_mod.n_max);
+        break;
+      case DraftSource::NgramCache:
+        n = std::max(n, kNgramCacheDraft);
+        break;
     }
   }
   return n;

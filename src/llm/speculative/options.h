@@ -31,9 +31,9 @@ Result<std::vector<DraftSource>> parse_draft_sources(std::string_view list);
 
 // Draft-model settings (--spec-draft-n-max, -n-min, -p-min).
 struct DraftModelLimits {
-  int32_t n_max = 3;    // most tokens drafted per step
-  int32_t n_min = 0;    // a draft shorter than this is dropped
-  float p_min = 0.0f;   // drafting stops at a token whose probability (among the top 10) is lower
+  int32_t n_max = 3;   // most tokens drafted per step
+  int32_t n_min = 0;   // a draft shorter than this is dropped
+  float p_min = 0.0f;  // drafting stops at a token whose probability (among the top 10) is lower
 };
 
 // ngram-simple / ngram-map-k / ngram-map-k4v (--spec-ngram-<source>-size-n, -size-m, -min-hits).

@@ -12,11 +12,13 @@ Result<std::unique_ptr<Speculator>> Speculator::create(const SpeculativeOptions&
                                                        const ContextOptions& draft_context) {
   KILN_TRY(options.validate());
   const bool wants_model = options.uses(DraftSource::DraftSimple);
-  if (wants_model && !draft) return make_error("speculative type draft-simple needs a draft model (-md FILE)");
+  if (wants_model && !draft)
+    return make_error("speculative type draft-simple needs a draft model (-md FILE)");
   if (!wants_model && draft)
-    return make_error("a draft model is given but the speculative types (",
-                      options.sources.empty() ? std::string("none") : std::string(draft_source_name(options.sources[0])),
-                      options.sources.size() > 1 ? ", ..." : "", ") do not include draft-simple");
+    return make_error(
+        "a draft model is given but the speculative types (",
+        options.sources.empty() ? std::string("none") : std::string(draft_source_name(options.sources[0])),
+        options.sources.size() > 1 ? ", ..." : "", ") do not include draft-simple");
   std::unique_ptr<Speculator> s(new Speculator());
   s->options_ = options;
   if (wants_model) {
@@ -37,7 +39,8 @@ int32_t n_draft_budget(int64_t n_ctx, int64_t n_cached, int64_t n_predict, int64
   return static_cast<int32_t>(std::clamp<int64_t>(budget, -1, INT32_MAX));
 }
 
-SequenceDrafter::SequenceDrafter(Speculator& owner, int32_t seq) : limits(owner.options().draft), owner_(&owner) {
+SequenceDrafter::SequenceDrafter(Speculator& owner, int32_t seq)
+    : limits(owner.options().draft), owner_(&owner) {
   const SpeculativeOptions& o = owner.options();
   if (o.uses(DraftSource::NgramMapK))
     map_k_.emplace(o.ngram_map_k.size_n, o.ngram_map_k.size_m, true, o.ngram_map_k.min_hits);
@@ -72,10 +75,18 @@ Result<std::vector<int32_t>> SequenceDrafter::propose(std::span<const int32_t> h
       case DraftSource::NgramSimple:
         draft = ngram_simple_draft(o.ngram_simple.size_n, o.ngram_simple.size_m, history, sampled);
         break;
-      case DraftSource::NgramMapK: map_k_->draft(history, sampled, draft); break;
-      case DraftSource::NgramMapK4v: map_k4v_->draft(history, sampled, draft); break;
-      case DraftSource::NgramMod: draft = mod_->draft(history, sampled); break;
-      case DraftSource::NgramCache: draft = cache_->draft(history, sampled); break;
+      case DraftSource::NgramMapK:
+        map_k_->draft(history, sampled, draft);
+        break;
+      case DraftSource::NgramMapK4v:
+        map_k4v_->draft(history, sampled, draft);
+        break;
+      case DraftSource::NgramMod:
+        draft = mod_->draft(history, sampled);
+        break;
+      case DraftSource::NgramCache:
+        draft = cache_->draft(history, sampled);
+        break;
       case DraftSource::DraftSimple: {
         KILN_ASSIGN_OR_RETURN(draft, model_->draft(history, sampled, budget, limits));
         break;
@@ -96,10 +107,17 @@ void SequenceDrafter::accept(int32_t n_accepted) {
   n_accepted_ += n_accepted;
   if (!last_source_) return;
   switch (*last_source_) {
-    case DraftSource::NgramMapK: map_k_->accept(n_accepted); break;
-    case DraftSource::NgramMapK4v: map_k4v_->accept(n_accepted); break;
-    case DraftSource::NgramMod: mod_->accept(n_accepted); break;
-    default: break;
+    case DraftSource::NgramMapK:
+      map_k_->accept(n_accepted);
+      break;
+    case DraftSource::NgramMapK4v:
+      map_k4v_->accept(n_accepted);
+      break;
+    case DraftSource::NgramMod:
+      mod_->accept(n_accepted);
+      break;
+    default:
+      break;
   }
 }
 

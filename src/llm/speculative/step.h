@@ -21,14 +21,15 @@ namespace kiln {
 // Adds the verification rows of sequence `seq` to `batch`: `sampled` (the token sampled after the
 // sequence's cells) at position `pos`, then the draft at pos + 1.., every row with logits. Returns
 // the batch index of the first row (row i is batch index first + i).
-size_t add_verification_rows(Batch& batch, int32_t seq, int32_t pos, int32_t sampled, std::span<const int32_t> draft);
+size_t add_verification_rows(Batch& batch, int32_t seq, int32_t pos, int32_t sampled,
+                             std::span<const int32_t> draft);
 
 // After the batch holding those rows was decoded: verifies `draft` with the sequence's `sampler`
 // on rows first_row.. (verify_draft), removes the cells of the rejected draft tokens from `seq`
 // (positions from verdict.first_rejected_pos(pos)) and tells `drafter` how many tokens were
 // accepted (when the draft is not empty). `on_token`: as verify_draft's.
-Verdict conclude_verification(Context& ctx, int32_t seq, int32_t pos, size_t first_row, std::span<const int32_t> draft,
-                              Sampler& sampler, SequenceDrafter* drafter,
+Verdict conclude_verification(Context& ctx, int32_t seq, int32_t pos, size_t first_row,
+                              std::span<const int32_t> draft, Sampler& sampler, SequenceDrafter* drafter,
                               const std::function<void(size_t, int32_t)>& on_token = {});
 
 struct SequenceState {
@@ -49,6 +50,7 @@ Result<Verdict> decode_step(Context& ctx, SequenceState& state, int32_t sampled,
 // the last); returns them. The last token is not decoded. For benchmarks and tests (`kiln run`
 // streams and shifts the context in its own loop).
 Result<std::vector<int32_t>> generate_tokens(Context& ctx, SequenceState& state, Sampler& sampler,
-                                             std::span<const float> logits, int64_t n_gen, SequenceDrafter* drafter);
+                                             std::span<const float> logits, int64_t n_gen,
+                                             SequenceDrafter* drafter);
 
 }  // namespace kiln
