@@ -187,8 +187,14 @@ TEST(VerifyDraft, AcceptsWhileTheTargetAgrees) {
 TEST(VerifyDraft, SamplesExactlyAsPlainDecoding) {
   // Same seed: sampling rows one by one, and verifying a draft of those very tokens, draw the same
   // numbers; a wrong draft token changes nothing before it.
-  const SamplerParams p{
-      .seed = 42, .temperature = 1.5f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.3f};
+  const SamplerParams p{.seed = 42,
+                        .temperature = 1.5f,
+                        .top_k = 0,
+                        .top_p = 1.0f,
+                        .min_p = 0.0f,
+                        .repeat_penalty = 1.3f,
+                        .logit_bias = {},
+                        .min_keep = 1};
   std::vector<std::vector<float>> rows;
   for (int i = 0; i < 12; ++i) {
     std::vector<float> l(8);
