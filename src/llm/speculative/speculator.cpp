@@ -14,11 +14,12 @@ Result<std::unique_ptr<Speculator>> Speculator::create(const SpeculativeOptions&
   const bool wants_model = options.uses(DraftSource::DraftSimple);
   if (wants_model && !draft)
     return make_error("speculative type draft-simple needs a draft model (-md FILE)");
-  if (!wants_model && draft)
-    return make_error(
-        "a draft model is given but the speculative types (",
-        options.sources.empty() ? std::string("none") : std::string(draft_source_name(options.sources[0])),
-        options.sources.size() > 1 ? ", ..." : "", ") do not include draft-simple");
+  if (!wants_model && draft) {
+    std::string types;
+    for (DraftSource src : options.sources) types += (types.empty() ? "" : ",") + std::string(draft_source_name(src));
+    return make_error("a draft model is given but the speculative types (", types.empty() ? "none" : types,
+                      ") do not include draft-simple");
+  }
   std::unique_ptr<Speculator> s(new Speculator());
   s->options_ = options;
   if (wants_model) {
