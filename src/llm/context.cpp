@@ -81,7 +81,7 @@ Result<ExecPlan> Context::plan_graph(Graph& g) {
   return arena_->plan(g);
 }
 
-Status Context::decode(const Batch& batch) {
+Status Context::decode(const Batch& batch, const DecodeOptions& options) {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t n = batch.size();
   if (n == 0) return make_error("decode: empty batch");
@@ -110,12 +110,13 @@ Status Context::decode(const Batch& batch) {
   size_t out_index = 0;
   for (size_t begin = 0; begin < n; begin += static_cast<size_t>(opt_.n_ubatch)) {
     const size_t end = std::min(n, begin + static_cast<size_t>(opt_.n_ubatch));
-    KILN_TRY(decode_ubatch(batch, begin, end, out_index));
+    KILN_TRY(decode_ubatch(batch, options, begin, end, out_index));
   }
   return ok_status();
 }
 
-Status Context::decode_ubatch(const Batch& batch, size_t begin, size_t end, size_t& out_index) {
+Status Context::decode_ubatch(const Batch& batch, const DecodeOptions& options, size_t begin, size_t end,
+                              size_t& out_index) {
   const int64_t T = static_cast<int64_t>(end - begin);
   const HParams& hp = model_->hparams();
   const std::span<const int32_t> pos(batch.pos.data() + begin, end - begin);
@@ -137,6 +138,7 @@ Status Context::decode_ubatch(const Batch& batch, size_t begin, size_t end, size
   spec.n_kv = kv_->n_kv();
   spec.attention = attention_;
   spec.output = opt_.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
+  spec.single_row_order = options.single_row_order;
   Graph g;
   KILN_ASSIGN_OR_RETURN(DecoderGraph dg, build_decoder_graph(g, hp, model_->weights(), kv_layers_, spec));
   KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(g));

@@ -40,6 +40,14 @@ struct ContextOptions {
   bool embeddings = false;
 };
 
+struct DecodeOptions {
+  // Every token computed in the float order of a batch of that one token (DecoderGraphSpec's
+  // single_row_order): its logits and K/V are then the bits of the token decoded alone, whatever
+  // the batch holds. Speculative verification decodes with it; kernels whose order does not
+  // depend on the batch size (every weight type but Q4_K today) run at full speed either way.
+  bool single_row_order = false;
+};
+
 class Context {
  public:
   static Result<std::unique_ptr<Context>> create(std::shared_ptr<const Model> model, Backend& backend,
@@ -49,7 +57,7 @@ class Context {
   // token id outside the vocabulary, a negative position, a sequence id outside
   // [0, kMaxSequences); no room in the cache for a micro-batch ("the context is full": earlier
   // micro-batches of the same call stay in the cache).
-  Status decode(const Batch& batch);
+  Status decode(const Batch& batch, const DecodeOptions& options = {});
   // Logits [n_vocab] of batch token i of the last decode(); empty when it was not marked (or
   // the context outputs embeddings).
   std::span<const float> logits(size_t i) const;
@@ -82,7 +90,8 @@ class Context {
 
  private:
   Context() = default;
-  Status decode_ubatch(const Batch& batch, size_t begin, size_t end, size_t& out_index);
+  Status decode_ubatch(const Batch& batch, const DecodeOptions& options, size_t begin, size_t end,
+                       size_t& out_index);
   Status apply_kv_shift();
   Result<ExecPlan> plan_graph(Graph& g);
   // Floats per output row: n_embd with embeddings on, else n_vocab.

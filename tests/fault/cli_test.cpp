@@ -107,6 +107,86 @@ TEST(Cli, BadInputGetsAClearErrorAndExitCode) {
   }
 }
 
+// stdout and stderr of `kiln run` apart: the text, and the lines kiln writes about it.
+struct RunOutput {
+  std::string text;
+  std::string speculative;  // the "kiln run: speculative: ..." line, or ""
+};
+
+RunOutput run_text(const std::string& args) {
+  const CliResult r = run("run --no-display-prompt -t 2 " + args);
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.out;
+  RunOutput o;
+  const size_t timing = r.out.find("\nkiln run: prompt ");
+  EXPECT_NE(timing, std::string::npos) << r.out;
+  o.text = r.out.substr(0, timing);
+  EXPECT_NE(r.out.find("generated ", timing), std::string::npos) << r.out;
+  const size_t spec = r.out.find("kiln run: speculative: drafted ");
+  if (spec != std::string::npos) o.speculative = r.out.substr(spec, r.out.find('\n', spec) - spec);
+  return o;
+}
+
+long long count_after(const std::string& line, const std::string& word) {
+  const size_t at = line.find(word);
+  return at == std::string::npos ? -1 : std::stoll(line.substr(at + word.size()));
+}
+
+TEST(Cli, RunWithADraftModelPrintsTheSameTextAndItsCounts) {
+  const std::string base = "-m " + kModel + " -p 'The quick brown fox' -n 24 ";
+  for (const std::string sampling : {"--temp 0 -s 1", "--temp 0.8 -s 7"}) {
+    const RunOutput plain = run_text(base + sampling);
+    const RunOutput spec = run_text(base + sampling + " -md " + kModel + " --spec-draft-n-max 5");
+    EXPECT_EQ(spec.text, plain.text) << sampling;
+    EXPECT_TRUE(plain.speculative.empty()) << plain.speculative;
+    EXPECT_GT(count_after(spec.speculative, "drafted "), 0) << spec.speculative;
+    EXPECT_GE(count_after(spec.speculative, "accepted "), 0) << spec.speculative;
+  }
+}
+
+TEST(Cli, RunWithNgramDraftsOnTheLoopingDefaultModel) {
+  const std::string base = "-p 'And God said unto Moses,' -n 64 --temp 0 -s 1 ";
+  const RunOutput plain = run_text(base);
+  const RunOutput spec = run_text(base + "--spec-type ngram-simple --spec-ngram-simple-size-n 2");
+  EXPECT_EQ(spec.text, plain.text);
+  EXPECT_GT(count_after(spec.speculative, "accepted "), 0) << spec.speculative;
+}
+
+TEST(Cli, BadSpeculativeFlagsGetAClearError) {
+  const std::string run_hi = "run -m " + kModel + " -p hi -n 2 ";
+  const std::string qwen = kShared + "/fixtures/models/qwen2-e64-Q8_0.gguf";
+  const struct {
+    std::string args;
+    int exit_code;
+    std::string message;
+  } cases[] = {
+      {run_hi + "--spec-type eagle", 2, "unknown speculative type 'eagle'"},
+      {run_hi + "--spec-type draft-simple", 1, "draft-simple needs a draft model"},
+      {run_hi + "-md /nonexistent.gguf", 1, "kiln run: draft model:"},
+      {run_hi + "-md " + qwen, 1, "vocabulary types differ"},
+      {run_hi + "--spec-type ngram-simple -md " + kModel, 1, "do not include draft-simple"},
+      {run_hi + "--spec-type none -md " + kModel, 1, "do not include draft-simple"},
+      {run_hi + "-md " + kModel + " --spec-draft-p-min 2", 1, "--spec-draft-p-min 2 is outside [0, 1]"},
+      {run_hi + "-md " + kModel + " --spec-draft-n-min 9", 1, "--spec-draft-n-min 9 is outside [0, 3]"},
+      {run_hi + "--spec-type ngram-simple --spec-ngram-simple-size-n 0", 1, "--spec-ngram-simple-size-n 0"},
+      {run_hi + "--spec-type ngram-mod --spec-ngram-mod-n-max 2000", 1, "--spec-ngram-mod-n-max 2000"},
+      {"bench -m " + kModel + " -p 0 -n 4 -r 1 --spec-type draft-simple", 1,
+       "draft-simple needs a draft model"},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = run(c.args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+TEST(Cli, BenchMeasuresSpeculationAgainstPlainGeneration) {
+  const CliResult r = run("bench -m " + kModel + " -p 0 -n 16 -r 1 -t 2 -md " + kModel);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("| gen16 spec |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vs gen16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output identical to gen16: yes"), std::string::npos) << r.out;
+}
+
 TEST(Cli, DefaultModelIsEmbedded) {
   const CliResult r = run("run -p 'And God said' -n 4 --temp 0 -s 1 -t 2");  // a given seed is not printed
   ASSERT_EQ(r.exit_code, 0) << r.out;

@@ -311,7 +311,7 @@ class ChatSession {
   ChatOptions options_;
   std::vector<ChatMessage> messages_;
   size_t n_fixed_ = 0;     // leading messages never dropped (the system prompt)
-  CachedSequence cached_;  // what sequence 0 of the KV cache holds
+  SequenceState cached_;   // what sequence 0 of the KV cache holds
   int64_t n_replies_ = 0, n_prompt_ = 0, n_generated_ = 0;
   double prompt_s_ = 0, gen_s_ = 0;
 };
