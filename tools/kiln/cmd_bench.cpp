@@ -16,7 +16,6 @@
 #include <sstream>
 
 #include "command.h"
-#include "llm/cpu_engine.h"
 #include "model_flags.h"
 
 namespace kiln::cli {
@@ -95,6 +94,7 @@ int run_bench(int argc, char** argv) {
            "stream counts of the tg tests (default 1)");
   p.value({"-r", "--repetitions"}, &rounds, "N", "rounds (default 5; at least 1)");
   if (auto code = p.parse(argc, argv)) return *code;
+  if (auto code = mf.list_devices_if_asked("bench")) return *code;
   if (n_prompt < 0 || n_gen < 0 || rounds < 1) {
     std::fprintf(stderr, "kiln bench: -p and -n must be >= 0 and -r >= 1\n");
     return 2;
@@ -105,13 +105,9 @@ int run_bench(int argc, char** argv) {
   int32_t max_streams = *std::max_element(streams.begin(), streams.end());
   ContextOptions co = mf.context;
   if (co.n_ctx == 0) co.n_ctx = std::max<int64_t>({n_prompt, n_gen * max_streams, 16});
-  CpuEngine engine(mf.threads);
-  auto ctx_or = Context::create(model, engine.backend, co);
-  if (!ctx_or.ok()) {
-    std::fprintf(stderr, "kiln bench: %s\n", ctx_or.error().message.c_str());
-    return 1;
-  }
-  Context& ctx = **ctx_or;
+  auto mc = mf.create_context("bench", model, co);
+  if (!mc) return 1;
+  Context& ctx = *mc->context;
   if (n_prompt > ctx.n_ctx() || n_gen * max_streams > ctx.n_ctx()) {
     std::fprintf(stderr, "kiln bench: the tests need %lld cells, the context has %lld (raise -c)\n",
                  static_cast<long long>(std::max(n_prompt, n_gen * max_streams)), static_cast<long long>(ctx.n_ctx()));
@@ -158,8 +154,9 @@ int run_bench(int argc, char** argv) {
     std::fprintf(stderr, "kiln bench: round %d/%d done\n", r + 1, rounds);
   }
 
-  std::printf("model: %s, %lld threads, %d rounds (interleaved), n_batch %lld, n_ubatch %lld\n\n",
-              model->name().c_str(), static_cast<long long>(engine.pool.n_threads()), rounds,
+  std::printf("model: %s, device %s, %lld threads, %d rounds (interleaved), n_batch %lld, n_ubatch %lld\n\n",
+              model->name().c_str(), mc->weights->device().name().c_str(),
+              static_cast<long long>(mc->devices->pool().n_threads()), rounds,
               static_cast<long long>(co.n_batch), static_cast<long long>(co.n_ubatch));
   std::printf("| test | t/s (median) | t/s (min .. max) | vs tg x1 (median ratio) |\n|---|---:|---:|---:|\n");
   auto tokens_per_second = [](const BenchTest& t, size_t r) { return static_cast<double>(t.n_tokens) / t.seconds[r]; };

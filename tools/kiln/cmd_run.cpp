@@ -5,7 +5,6 @@
 
 #include "command.h"
 #include "generation.h"
-#include "llm/cpu_engine.h"
 #include "llm/sampler.h"
 #include "model_flags.h"
 #include "sampler_flags.h"
@@ -35,6 +34,7 @@ int run_run(int argc, char** argv) {
   p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0)");
   sf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
+  if (auto code = mf.list_devices_if_asked("run")) return *code;
   if (!prompt_file.empty()) {
     auto text = read_text_file(prompt_file);
     if (!text.ok()) {
@@ -49,13 +49,9 @@ int run_run(int argc, char** argv) {
   auto sampler = sf.make_sampler(*model, "run");
   if (!sampler) return 1;
 
-  CpuEngine engine(mf.threads);
-  auto ctx_or = Context::create(model, engine.backend, mf.context);
-  if (!ctx_or.ok()) {
-    std::fprintf(stderr, "kiln run: %s\n", ctx_or.error().message.c_str());
-    return 1;
-  }
-  Context& ctx = **ctx_or;
+  auto mc = mf.create_context("run", model, mf.context);
+  if (!mc) return 1;
+  Context& ctx = *mc->context;
   const int64_t n_ctx = ctx.n_ctx();
   std::vector<int32_t> tokens = tok.tokenize(prompt, true, parse_special);
   if (tokens.empty()) {
