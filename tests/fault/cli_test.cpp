@@ -99,6 +99,14 @@ TEST(Cli, BadInputGetsAClearErrorAndExitCode) {
       {"run -m " + kModel + " -c 64 -p " + long_prompt, 1, "more than the context of 64"},
       {"run -m " + kShared + "/fixtures/vocab/ggml-vocab-llama-spm.gguf -p hi", 1, "model:"},
       {"perplexity -m " + kModel + " -f /nonexistent.txt", 1, "cannot read '/nonexistent.txt'"},
+      {"run -m " + kModel + " -p hi --device cuda0", 2, "--device: no device 'cuda0'"},
+      {"run -m " + kModel + " -p hi --device sim0,sim1", 2, "kiln runs a model on one device"},
+      {"run -m " + kModel + " -p hi --sim-capacity sim0=lots", 2, "'lots' is not a number of GiB"},
+      {"run -m " + kModel + " -p hi --sim-capacity gpu=1", 2, "'gpu' is not a sim device name"},
+      {"run -m " + kModel + " -p hi --device sim0 --sim-capacity sim0=0.01", 1,
+       "weights of 'random-llama-2x128' do not fit: sim0: out of memory: cannot allocate"},
+      {"serve -m " + kModel + " --port 0 --device sim0 --sim-capacity sim0=0.01", 1,
+       "do not fit: sim0: out of memory"},
   };
   for (const auto& c : cases) {
     const CliResult r = run(c.args);
@@ -191,6 +199,54 @@ TEST(Cli, DefaultModelIsEmbedded) {
   const CliResult r = run("run -p 'And God said' -n 4 --temp 0 -s 1 -t 2");  // a given seed is not printed
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out.rfind("And God said", 0), 0u) << r.out;
+}
+
+// --device sim0 runs the model in the sim device's memory: the same greedy text as llama.cpp, the
+// same log-probabilities as the CPU (KL divergence against a CPU base), and every command runs.
+TEST(Cli, ModelsRunOnASimDevice) {
+  const auto ref = reference();
+  const auto& c = ref["cases"][0];
+  const CliResult r = run("run -m " + kModel + " -p " + quote(c["text"].get<std::string>()) + " -n " +
+                          std::to_string(c["greedy"].size()) +
+                          " --temp 0 -ctk f32 -ctv f32 -fa off -t 2 --no-display-prompt --device sim0");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(c["greedy_text"].get<std::string>()), std::string::npos) << r.out;
+
+  const std::string text = std::string(KILN_SOURCE_DIR) + "/tests/convert/data/heldout_jude_rev1-3.txt";
+  const std::string base = std::string(KILN_BINARY_DIR) + "/cli_test_sim_base.kld";
+  const std::string ppl =
+      "perplexity -m " + kModel + " -f " + text + " -c 64 --chunks 2 -t 2 --kl-divergence-base " + base;
+  const CliResult on_cpu = run(ppl);
+  ASSERT_EQ(on_cpu.exit_code, 0) << on_cpu.out;
+  const CliResult on_sim = run(ppl + " --kl-divergence --device sim0 --sim-capacity sim0=0.1");
+  ASSERT_EQ(on_sim.exit_code, 0) << on_sim.out;
+  EXPECT_NE(on_sim.out.find("Same top p: 100.000 %"), std::string::npos) << on_sim.out;
+  const auto estimate = [](const std::string& out) { return out.substr(out.find("Final estimate")); };
+  EXPECT_EQ(estimate(on_cpu.out).substr(0, 40), estimate(on_sim.out).substr(0, 40));
+  std::remove(base.c_str());
+
+  const CliResult bench = run("bench -m " + kModel + " -p 8 -n 4 -r 1 -t 2 --device sim0");
+  ASSERT_EQ(bench.exit_code, 0) << bench.out;
+  EXPECT_NE(bench.out.find("device sim0"), std::string::npos) << bench.out;
+  const CliResult chat = run("chat -m " + kModel + " -p hello -st -n 4 -t 2 --device sim1");
+  EXPECT_EQ(chat.exit_code, 0) << chat.out;
+}
+
+TEST(Cli, ListDevicesNamesKindCapacityAndFreeMemory) {
+  const CliResult r = run("run --list-devices --sim-capacity sim0=0.5,sim2=1.25");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("Available devices:\n  cpu: cpu, host RAM (", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("  sim0: sim, simulated accelerator, not host-visible (512 MiB, 512 MiB free)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  sim2: sim, simulated accelerator, not host-visible (1280 MiB, 1280 MiB free)\n"),
+            std::string::npos)
+      << r.out;
+  const CliResult named = run("serve --list-devices --device sim1");
+  ASSERT_EQ(named.exit_code, 0) << named.out;
+  EXPECT_NE(named.out.find("  sim1: sim, simulated accelerator, not host-visible (4096 MiB, 4096 MiB free)"),
+            std::string::npos)
+      << named.out;
 }
 
 }  // namespace

@@ -25,7 +25,6 @@
 
 #include "command.h"
 #include "generation.h"
-#include "llm/cpu_engine.h"
 #include "model_flags.h"
 #include "speculative_flags.h"
 #include "text_file.h"
@@ -146,6 +145,7 @@ int run_bench(int argc, char** argv) {
           "prompt of the gen tests run with speculative decoding flags (default: a fixed sentence)");
   spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
+  if (auto code = mf.list_devices_if_asked("bench")) return *code;
   if (n_prompt < 0 || n_gen < 0 || rounds < 1) {
     std::fprintf(stderr, "kiln bench: -p and -n must be >= 0 and -r >= 1\n");
     return 2;
@@ -165,13 +165,9 @@ int run_bench(int argc, char** argv) {
   ContextOptions co = mf.context;
   const int64_t gen_cells = speculative ? static_cast<int64_t>(gen_prompt.size()) + n_gen + 2 : 0;
   if (co.n_ctx == 0) co.n_ctx = std::max<int64_t>({n_prompt, n_gen * max_streams, gen_cells, 16});
-  CpuEngine engine(mf.threads);
-  auto ctx_or = Context::create(model, engine.backend, co);
-  if (!ctx_or.ok()) {
-    std::fprintf(stderr, "kiln bench: %s\n", ctx_or.error().message.c_str());
-    return 1;
-  }
-  Context& ctx = **ctx_or;
+  auto mc = mf.create_context("bench", model, co);
+  if (!mc) return 1;
+  Context& ctx = *mc->context;
   if (std::max({n_prompt, n_gen * max_streams, gen_cells}) > ctx.n_ctx()) {
     std::fprintf(stderr, "kiln bench: the tests need %lld cells, the context has %lld (raise -c)\n",
                  static_cast<long long>(std::max({n_prompt, n_gen * max_streams, gen_cells})),
@@ -180,7 +176,7 @@ int run_bench(int argc, char** argv) {
   }
   co.n_ctx = ctx.n_ctx();
   bool spec_failed = false;
-  const auto speculator = spf.make(*model, engine.backend, co, "bench", &spec_failed);
+  const auto speculator = spf.make(*model, mc->backend(), co, "bench", &spec_failed);
   if (spec_failed) return 1;
 
   std::vector<BenchTest> tests;
@@ -249,8 +245,9 @@ int run_bench(int argc, char** argv) {
     std::fprintf(stderr, "kiln bench: round %d/%d done\n", r + 1, rounds);
   }
 
-  std::printf("model: %s, %lld threads, %d rounds (interleaved), n_batch %lld, n_ubatch %lld\n\n",
-              model->name().c_str(), static_cast<long long>(engine.pool.n_threads()), rounds,
+  std::printf("model: %s, device %s, %lld threads, %d rounds (interleaved), n_batch %lld, n_ubatch %lld\n\n",
+              model->name().c_str(), mc->weights->device().name().c_str(),
+              static_cast<long long>(mc->devices->pool().n_threads()), rounds,
               static_cast<long long>(co.n_batch), static_cast<long long>(co.n_ubatch));
   std::printf("| test | t/s (median) | t/s (min .. max) | ratio (median) |\n|---|---:|---:|---:|\n");
   auto tokens_per_second = [](const BenchTest& t, size_t r) { return static_cast<double>(t.n_tokens) / t.seconds[r]; };

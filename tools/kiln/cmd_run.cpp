@@ -6,7 +6,6 @@
 
 #include "command.h"
 #include "generation.h"
-#include "llm/cpu_engine.h"
 #include "llm/sampler.h"
 #include "model_flags.h"
 #include "sampler_flags.h"
@@ -39,6 +38,7 @@ int run_run(int argc, char** argv) {
   sf.declare(p);
   spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
+  if (auto code = mf.list_devices_if_asked("run")) return *code;
   if (!read_file_option(prompt_file, "run", &prompt)) return 1;
   auto model = mf.load_model("run");
   if (!model) return 1;
@@ -46,18 +46,14 @@ int run_run(int argc, char** argv) {
   auto sampler = sf.make_sampler(*model, "run");
   if (!sampler) return 1;
 
-  CpuEngine engine(mf.threads);
-  auto ctx_or = Context::create(model, engine.backend, mf.context);
-  if (!ctx_or.ok()) {
-    std::fprintf(stderr, "kiln run: %s\n", ctx_or.error().message.c_str());
-    return 1;
-  }
-  Context& ctx = **ctx_or;
+  auto mc = mf.create_context("run", model, mf.context);
+  if (!mc) return 1;
+  Context& ctx = *mc->context;
   const int64_t n_ctx = ctx.n_ctx();
   ContextOptions target_options = mf.context;
   target_options.n_ctx = n_ctx;
   bool spec_failed = false;
-  const auto speculator = spf.make(*model, engine.backend, target_options, "run", &spec_failed);
+  const auto speculator = spf.make(*model, mc->backend(), target_options, "run", &spec_failed);
   if (spec_failed) return 1;
   std::vector<int32_t> tokens = tok.tokenize(prompt, true, parse_special);
   if (tokens.empty()) {
