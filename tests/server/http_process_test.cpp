@@ -192,7 +192,9 @@ TEST(ServeHttp, SecondSignalExitsAtOnce) {
   EXPECT_TRUE(WIFEXITED(status)) << status;
   // Either the second signal ended it (exit 1), or the shutdown had already finished (exit 0).
   const std::string log = server->log();
-  if (WEXITSTATUS(status) != 0) EXPECT_NE(log.find("SIGINT again, exiting now"), std::string::npos) << log;
+  if (WEXITSTATUS(status) != 0) {
+    EXPECT_NE(log.find("SIGINT again, exiting now"), std::string::npos) << log;
+  }
 }
 
 // The soft open-file limit goes up to the hard one (each connection is a descriptor). Out of
@@ -295,7 +297,7 @@ TEST(ServeHttp, IdleAndSlowConnectionsDoNotDelayRequests) {
 TEST(ServeHttp, UnreadStreamsArePausedThenDropped) {
   std::string error;
   auto server =
-      ServeProcess::start({"-m", kModel, "-c", "4096", "-t", "2", "--parallel", "4", "--timeout", "2"},
+      ServeProcess::start({"-m", kModel, "-c", "4096", "-t", "2", "--parallel", "4", "--timeout", "10"},
                           &error, {"MALLOC_ARENA_MAX=2"});
   ASSERT_NE(server, nullptr) << error;
   const int port = server->port();
@@ -304,7 +306,7 @@ TEST(ServeHttp, UnreadStreamsArePausedThenDropped) {
   {  // the same streams, read to their end: the baseline of memory
     std::vector<std::thread> readers;
     for (int i = 0; i < kStreams; ++i)
-      readers.emplace_back([&] { EXPECT_EQ(request(port, chat_stream(300), 60s).status, 200); });
+      readers.emplace_back([&] { EXPECT_EQ(request(port, chat_stream(200), 60s).status, 200); });
     for (auto& t : readers) t.join();
   }
   std::this_thread::sleep_for(200ms);
@@ -333,9 +335,14 @@ TEST(ServeHttp, UnreadStreamsArePausedThenDropped) {
   EXPECT_GT(now, 0);
   EXPECT_LT(now, kStreams * kSlotTokens / 2) << "paused late";
   EXPECT_EQ(chat(port).status, 200) << "not serving beside paused streams";
-  // Dropped after --timeout 2 without progress: slots free, memory back.
-  EXPECT_TRUE(kiln::test::wait_slots_idle(port, 8s)) << server->log();
-  for (auto& s : unread) EXPECT_TRUE(s->closed_by_peer(2s));
+  // Dropped after --timeout 10 without progress (long enough for a loaded machine to reach the
+  // pause first): slots free, connections closed (once what the kernel still holds for them is
+  // read), memory back.
+  EXPECT_TRUE(kiln::test::wait_slots_idle(port, 20s)) << server->log();
+  for (auto& s : unread) {
+    (void)s->read_all(5s);
+    EXPECT_TRUE(s->closed_by_peer(0ms));
+  }
   std::this_thread::sleep_for(200ms);
   const int64_t rss_after = server->rss_kib();
   std::printf(
