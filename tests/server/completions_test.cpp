@@ -20,6 +20,7 @@
 
 #include "greedy_reference.h"
 #include "http_client.h"
+#include "in_process_server.h"
 #include "serve/server.h"
 
 namespace kiln::serve {
@@ -76,14 +77,8 @@ struct OwnServer {
   }
 };
 
-httplib::Result post_to(int port, const std::string& path, const json& body) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(60);
-  return c.Post(path.c_str(), body.dump(), "application/json");
-}
-
 json post_ok_to(int port, const std::string& path, const json& body) {
-  auto r = post_to(port, path, body);
+  auto r = test::post_json(port, path, body);
   EXPECT_TRUE(r);
   if (!r) return json();
   EXPECT_EQ(r->status, 200) << r->body;
@@ -93,7 +88,7 @@ json post_ok_to(int port, const std::string& path, const json& body) {
 // The SSE events of a streaming request ("[DONE]" as a string).
 std::vector<json> stream_from(int port, const std::string& path, json body) {
   body["stream"] = true;
-  auto r = post_to(port, path, body);
+  auto r = test::post_json(port, path, body);
   EXPECT_TRUE(r);
   if (!r) return {};
   EXPECT_EQ(r->status, 200);
@@ -128,7 +123,7 @@ class CompletionsTest : public ::testing::Test {
     delete server_;
   }
   static httplib::Result post(const std::string& path, const json& body) {
-    return post_to(port_, path, body);
+    return test::post_json(port_, path, body);
   }
   static json post_ok(const std::string& path, const json& body) { return post_ok_to(port_, path, body); }
   static std::vector<json> stream(const std::string& path, json body) {

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "in_process_server.h"
 #include "serve/server.h"
 #include "serve_process.h"
 
@@ -24,16 +25,11 @@ using Clock = std::chrono::steady_clock;
 using test::RawResponse;
 using test::RawSocket;
 
-const char* kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
 constexpr int kHeadTimeoutMs = 600;  // the suite's server: head deadline
 constexpr int kIoTimeoutS = 1;       // body deadline and write timeout
 constexpr size_t kMaxBody = 256 << 10;
 
-std::shared_ptr<const Model> model() {
-  static auto m = Model::load(kModel);
-  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
-  return *m;
-}
+std::shared_ptr<const Model> model() { return test::qwen2_model(); }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -65,15 +61,11 @@ class HttpProtocolTest : public ::testing::Test {
     o.head_timeout_ms = kHeadTimeoutMs;
     o.timeout_seconds = kIoTimeoutS;
     o.max_body = kMaxBody;
-    server_ = new Server(o);
-    auto port = server_->listen("127.0.0.1", 0);
-    ASSERT_TRUE(port.ok()) << port.error().message;
-    port_ = *port;
-    ASSERT_TRUE(server_->attach(model()).ok());
+    server_ = test::start_server(o, model(), &port_).release();
+    ASSERT_NE(server_, nullptr);
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    delete server_;
+    delete server_;  // stops it
   }
 
   // One request on a fresh connection; its response (status 0 when none came).

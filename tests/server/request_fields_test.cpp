@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "http_client.h"
+#include "in_process_server.h"
 #include "serve/server.h"
 #include "serve_process.h"
 
@@ -20,13 +21,7 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const char* kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
-
-std::shared_ptr<const Model> model() {
-  static auto m = Model::load(kModel);
-  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
-  return *m;
-}
+std::shared_ptr<const Model> model() { return test::qwen2_model(); }
 
 class RequestFieldsTest : public ::testing::Test {
  protected:
@@ -35,20 +30,14 @@ class RequestFieldsTest : public ::testing::Test {
     o.n_parallel = 2;
     o.n_threads = 2;
     o.context.n_ctx = 512;
-    server_ = new Server(o);
-    auto port = server_->listen("127.0.0.1", 0);
-    ASSERT_TRUE(port.ok());
-    port_ = *port;
-    ASSERT_TRUE(server_->attach(model()).ok());
+    server_ = test::start_server(o, model(), &port_).release();
+    ASSERT_NE(server_, nullptr);
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    delete server_;
+    delete server_;  // stops it
   }
   static httplib::Result post(const std::string& path, const json& body) {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60);
-    return c.Post(path.c_str(), body.dump(), "application/json");
+    return test::post_json(port_, path, body);
   }
   // The prompt /apply-template renders for `body`; fails the test unless 200.
   static std::string rendered(const json& body) {
