@@ -90,8 +90,13 @@ Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const 
       r.text += *piece;
     }
     ++r.n_generated;
+    r.tokens.push_back(id);
     if (options.n_predict >= 0 && r.n_generated >= options.n_predict) {
       r.stop = StopReason::Length;
+      break;
+    }
+    if (options.reverse_prompts != nullptr && options.reverse_prompts->found(cached.tokens, id)) {
+      r.stop = StopReason::ReversePrompt;
       break;
     }
     auto n_past = static_cast<int64_t>(cached.tokens.size());

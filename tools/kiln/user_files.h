@@ -1,0 +1,18 @@
+// Files the user names on the command line: reading one whole (a prompt, a chat template), and
+// checking an output path before long work starts.
+#pragma once
+
+#include <string>
+
+#include "core/result.h"
+
+namespace kiln::cli {
+
+// The bytes of `path`; an error naming the path when it cannot be read.
+Result<std::string> read_text_file(const std::string& path);
+
+// Whether a file can be created at `path`: its folder exists and is writable, and `path` is not a
+// folder. The error names the path (and the folder).
+Status check_output_path(const std::string& path);
+
+}  // namespace kiln::cli
