@@ -83,8 +83,7 @@ class GgufParser {
       }
       if (p.r_.ran_out()) {
         return make_error("gguf: truncated: the file has ", bytes.size(), " bytes and ends inside its ",
-                          p.section_,
-                          " (an incomplete download?); ", st.error().message);
+                          p.section_, " (an incomplete download?); ", st.error().message);
       }
       return make_error("gguf: ", st.error().message);
     } catch (const std::bad_alloc&) {
@@ -318,7 +317,8 @@ class GgufParser {
     bool overflows = false;
     for (const GgufTensorInfo& t : file_->tensors_) {
       uint64_t end = 0;
-      overflows |= __builtin_add_overflow(file_->data_offset_, t.offset, &end) || __builtin_add_overflow(end, t.size, &end);
+      overflows |= __builtin_add_overflow(file_->data_offset_, t.offset, &end) ||
+                   __builtin_add_overflow(end, t.size, &end);
       needed = std::max(needed, end);
     }
     for (const GgufTensorInfo& t : file_->tensors_) {
@@ -372,7 +372,7 @@ class GgufParser {
   uint64_t n_kv_ = 0;
   uint64_t n_elements_ = 0;  // metadata array elements read so far (all arrays, all depths)
   const char* section_ = "header";  // the part being read, for errors
-  uint64_t data_needed_ = 0;  // set by check_tensor_ranges when the file is too short for the data
+  uint64_t data_needed_ = 0;        // set by check_tensor_ranges when the file is too short for the data
 };
 
 Result<std::unique_ptr<GgufFile>> GgufFile::parse(std::span<const uint8_t> bytes) {

@@ -31,8 +31,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      return make_error("cannot map '", path, "' (", file->size_,
-                        " bytes): ", std::strerror(err));
+      return make_error("cannot map '", path, "' (", file->size_, " bytes): ", std::strerror(err));
     }
     file->data_ = static_cast<const uint8_t*>(p);
   }

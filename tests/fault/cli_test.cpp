@@ -132,7 +132,8 @@ TEST(Cli, NonsenseValuesAreRefusedWithOneLine) {
       {"run -c -5" + m, "kiln run: -c: '-5' must be in 0..2147483647\n"},
       {"run -b 0" + m, "kiln run: -b: '0' must be at least 1\n"},
       {"run -ub 0" + m, "kiln run: -ub: '0' must be at least 1\n"},
-      {"run --top-k 99999999999" + m, "kiln run: --top-k: '99999999999' must be in -2147483648..2147483647\n"},
+      {"run --top-k 99999999999" + m,
+       "kiln run: --top-k: '99999999999' must be in -2147483648..2147483647\n"},
       {"run -n -3" + m, "kiln run: -n: '-3' must be at least -2\n"},
       {"run --keep -2" + m, "kiln run: --keep: '-2' must be at least -1\n"},
       {"run -t 100000" + m, "kiln run: -t: '100000' must be at most 512\n"},
@@ -147,7 +148,8 @@ TEST(Cli, NonsenseValuesAreRefusedWithOneLine) {
       {"perplexity --chunks 0 -m /nonexistent.gguf -f x.txt",
        "kiln perplexity: --chunks: '0' must be -1 or at least 1\n"},
       {"bench -r 0 -m /nonexistent.gguf", "kiln bench: -r: '0' must be at least 1\n"},
-      {"bench --streams 1,0 -m /nonexistent.gguf", "kiln bench: --streams: '0' must be in 1..64 (stream counts)\n"},
+      {"bench --streams 1,0 -m /nonexistent.gguf",
+       "kiln bench: --streams: '0' must be in 1..64 (stream counts)\n"},
       {"quantize in.gguf out.gguf Q4_0 -t x", "kiln quantize: -t: 'x' is not an integer\n"},
   };
   for (const auto& [args, want] : cases) {
@@ -164,8 +166,8 @@ TEST(Cli, LlamaCppSpecialValuesKeepTheirMeaning) {
   const std::string base = "run -p 'And God said' -n 8 -s 3 --no-display-prompt";
   const CliResult greedy = run(base + " --temp 0 -t 2", "2>/dev/null");
   ASSERT_EQ(greedy.exit_code, 0);
-  const CliResult same = run(base + " --temp -1 -t 0 --top-k -5 --top-p 1 --min-p 0 --keep -1 --repeat-last-n -1",
-                             "2>/dev/null");
+  const CliResult same = run(
+      base + " --temp -1 -t 0 --top-k -5 --top-p 1 --min-p 0 --keep -1 --repeat-last-n -1", "2>/dev/null");
   ASSERT_EQ(same.exit_code, 0);
   EXPECT_EQ(same.out, greedy.out);
   const CliResult all_cores = run(base + " --temp 0 -t -1", "2>/dev/null");
@@ -223,15 +225,16 @@ TEST(Cli, ErrorsHaveOneFormat) {
       {"quantize /nonexistent.gguf " + dir + "/out.gguf Q4_0",
        "kiln quantize: cannot open '/nonexistent.gguf': No such file or directory\n"},
       {"quantize " + kShared + "/fixtures/models/llama-spm-e256-Q4_0.gguf " + dir + "/out.gguf Q8_0",
-       "kiln quantize: tensor 'output.weight' is q6_K; converting it to q8_0 is not supported (requantizing is "
-       "refused, as llama.cpp does by default: quantize from F32, F16 or BF16)\n"},
+       "kiln quantize: tensor 'output.weight' is q6_K; converting it to q8_0 is not supported "
+       "(requantizing is refused, as llama.cpp does by default: quantize from F32, F16 or BF16)\n"},
       {"convert " + dir + " " + dir + "/out.gguf", "kiln convert: cannot open '" + dir + "/config.json'\n"},
       {"quantize " + kModel + " /nonexistent/out.gguf Q4_0",
        "kiln quantize: cannot write '/nonexistent/out.gguf': the folder '/nonexistent' does not exist\n"},
       {"perplexity -m " + kModel + " -f " + std::string(KILN_SOURCE_DIR) +
            "/tests/convert/data/heldout_jude_rev1-3.txt -c 64 --kl-divergence-base /nonexistent/base.kld",
        "kiln perplexity: cannot write '/nonexistent/base.kld': the folder '/nonexistent' does not exist\n"},
-      {"convert " + dir, "kiln convert: missing OUT.gguf, the GGUF file to write (see kiln convert --help)\n"},
+      {"convert " + dir,
+       "kiln convert: missing OUT.gguf, the GGUF file to write (see kiln convert --help)\n"},
       {"convert " + dir + " /nonexistent/out.gguf",
        "kiln convert: cannot write '/nonexistent/out.gguf': the folder '/nonexistent' does not exist\n"},
       {"inspect", "kiln inspect: missing FILE, a GGUF file (see kiln inspect --help)\n"},
@@ -256,15 +259,16 @@ TEST(Cli, TruncatedModelSaysSo) {
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(cut_data));
   const CliResult data = run("run -m " + path + " -p hi");
   EXPECT_EQ(data.exit_code, 1);
-  EXPECT_NE(data.out.find("kiln run: gguf: '" + path + "': truncated: the file has " + std::to_string(cut_data) +
-                          " bytes, its tensor data needs " + std::to_string(bytes.size()) +
-                          " (an incomplete download?); tensor '"),
+  EXPECT_NE(data.out.find("kiln run: gguf: '" + path + "': truncated: the file has " +
+                          std::to_string(cut_data) + " bytes, its tensor data needs " +
+                          std::to_string(bytes.size()) + " (an incomplete download?); tensor '"),
             std::string::npos)
       << data.out;
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(cut_metadata));
   const CliResult meta = run("inspect " + path);
   EXPECT_EQ(meta.exit_code, 1);
-  EXPECT_NE(meta.out.find("kiln inspect: gguf: '" + path + "': truncated: the file has 4000 bytes and ends inside "
+  EXPECT_NE(meta.out.find("kiln inspect: gguf: '" + path +
+                          "': truncated: the file has 4000 bytes and ends inside "
                           "its metadata (an incomplete download?); key '"),
             std::string::npos)
       << meta.out;
@@ -274,8 +278,8 @@ TEST(Cli, TruncatedModelSaysSo) {
 TEST(Cli, TokenizeFallsBackToTheEmbeddedModel) {
   const CliResult embedded = run("tokenize -p 'And God said' --ids");
   ASSERT_EQ(embedded.exit_code, 0) << embedded.out;
-  const CliResult file =
-      run("tokenize -m " + std::string(KILN_SOURCE_DIR) + "/models/kjv-llama-q8_0.gguf -p 'And God said' --ids");
+  const CliResult file = run("tokenize -m " + std::string(KILN_SOURCE_DIR) +
+                             "/models/kjv-llama-q8_0.gguf -p 'And God said' --ids");
   ASSERT_EQ(file.exit_code, 0) << file.out;
   EXPECT_EQ(embedded.out, file.out);
   EXPECT_TRUE(embedded.out.starts_with("[1, ")) << embedded.out;
@@ -291,11 +295,13 @@ TEST(Cli, RunStopsAtAReversePrompt) {
   std::string word;
   size_t end = 0;
   for (size_t i = 8; i + 1 < full.out.size() && word.empty(); ++i) {
-    if (!std::isalpha(static_cast<unsigned char>(full.out[i])) || std::isalpha(static_cast<unsigned char>(full.out[i - 1])))
+    if (!std::isalpha(static_cast<unsigned char>(full.out[i])) ||
+        std::isalpha(static_cast<unsigned char>(full.out[i - 1])))
       continue;
     size_t j = i;
     while (j < full.out.size() && std::isalpha(static_cast<unsigned char>(full.out[j]))) ++j;
-    if (j - i >= 3 && j < full.out.size() && full.out[j] == ' ' && full.out.find(full.out.substr(i, j - i)) == i) {
+    if (j - i >= 3 && j < full.out.size() && full.out[j] == ' ' &&
+        full.out.find(full.out.substr(i, j - i)) == i) {
       word = full.out.substr(i, j - i);
       end = j;
     }

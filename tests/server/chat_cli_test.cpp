@@ -65,7 +65,8 @@ std::vector<int32_t> prompt_tokens(const std::vector<ChatMessage>& messages, con
 
 // The prompt tokens of the turn after `before` got the greedy `reply`, as kiln chat builds them:
 // the earlier prompt's tokens, the reply's tokens as sampled, then the rest of the rendering's.
-std::vector<int32_t> next_turn_tokens(const std::vector<ChatMessage>& before, const std::vector<test::GreedyStep>& reply,
+std::vector<int32_t> next_turn_tokens(const std::vector<ChatMessage>& before,
+                                      const std::vector<test::GreedyStep>& reply,
                                       const std::vector<ChatMessage>& messages) {
   const std::string earlier = render_text(before) + test::text_of(reply);
   const std::string text = render_text(messages);
@@ -186,7 +187,8 @@ TEST(ChatCommand, ReversePromptEndsTheReply) {
     reply += piece;
     if (text.ends_with(stop)) break;
   }
-  const ChatRun r = run_chat(greedy_args({"-r", stop, "--reverse-prompt", "never said"}), kUser1 + "\n" + kUser2 + "\n");
+  const ChatRun r =
+      run_chat(greedy_args({"-r", stop, "--reverse-prompt", "never said"}), kUser1 + "\n" + kUser2 + "\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.out.starts_with(reply + "\n")) << "stop '" << stop << "'\n" << r.out;
   EXPECT_NE(r.err.find("kiln chat: 2 replies;"), std::string::npos) << r.err;
@@ -312,7 +314,9 @@ class ChatProcess {
   bool started() const { return pid_ > 0 && log_ != nullptr; }
   pid_t pid() const { return pid_; }
 
-  bool send(const std::string& text) { return write(in_, text.data(), text.size()) == static_cast<ssize_t>(text.size()); }
+  bool send(const std::string& text) {
+    return write(in_, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  }
   // Waits until a reply has started to stream: a byte on stdout after what was there (call it once
   // stderr has shown that the previous reply ended).
   bool reply_started() {
@@ -348,7 +352,8 @@ class ChatProcess {
 };
 
 std::vector<std::string> long_reply_args(std::vector<std::string> more = {}) {
-  std::vector<std::string> a{"-m", kModel, "--temp", "0", "-n", "400", "--ignore-eos", "-t", "1", "-c", "1024", "-s", "1"};
+  std::vector<std::string> a{"-m", kModel, "--temp", "0",    "-n", "400", "--ignore-eos",
+                             "-t", "1",    "-c",     "1024", "-s", "1"};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }
@@ -397,7 +402,8 @@ TEST(ChatCommand, InterruptedReplyStaysCached) {
 // On a terminal the line can be edited (Left, then a typed letter) and Up recalls earlier lines.
 TEST(ChatCommand, TerminalLinesCanBeEditedAndRecalled) {
   const std::string reply = direct_greedy(prompt_tokens({msg("user", "What is a kiln?")}), 8);
-  const std::string out_path = std::string(KILN_BINARY_DIR) + "/chat_cli_test." + std::to_string(getpid()) + ".tty";
+  const std::string out_path =
+      std::string(KILN_BINARY_DIR) + "/chat_cli_test." + std::to_string(getpid()) + ".tty";
   int master = -1;
   const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
   ASSERT_GE(pid, 0);

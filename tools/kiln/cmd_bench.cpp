@@ -90,8 +90,8 @@ int run_bench(int argc, char** argv) {
       "generation with several streams (tg xS), in interleaved rounds; prints medians and ranges.");
   p.value({"-p", "--n-prompt"}, &n_prompt, "N", "prompt tokens of the pp test (default 512; 0: no pp test)",
           IntRange::at_least(0));
-  p.value({"-n", "--n-gen"}, &n_gen, "N", "generated tokens per stream of the tg tests (default 128; 0: none)",
-          IntRange::at_least(0));
+  p.value({"-n", "--n-gen"}, &n_gen, "N",
+          "generated tokens per stream of the tg tests (default 128; 0: none)", IntRange::at_least(0));
   p.custom({"--streams"}, [&](const std::string& v) { return parse_streams(v, &streams); }, "S1,S2,...",
            "stream counts of the tg tests (default 1)");
   p.value({"-r", "--repetitions"}, &rounds, "N", "rounds (default 5)", IntRange::at_least(1));
@@ -116,7 +116,8 @@ int run_bench(int argc, char** argv) {
   if (n_prompt > 0) tests.push_back({"pp" + std::to_string(n_prompt), n_prompt, 0, {}});
   if (n_gen > 0)
     for (int32_t s : streams)
-      tests.push_back({"tg" + std::to_string(n_gen) + (s > 1 ? " x" + std::to_string(s) : ""), n_gen * s, s, {}});
+      tests.push_back(
+          {"tg" + std::to_string(n_gen) + (s > 1 ? " x" + std::to_string(s) : ""), n_gen * s, s, {}});
 
   std::mt19937 rng(1234);
   auto run_once = [&](const BenchTest& t) -> Result<double> {
@@ -131,7 +132,8 @@ int run_bench(int argc, char** argv) {
   // Warm-up: pages the weights in and touches the compute arena.
   {
     ctx.clear();
-    if (const Status st = run_tg(ctx, rng, 2, max_streams); !st.ok()) return fail("bench", st.error().message);
+    if (const Status st = run_tg(ctx, rng, 2, max_streams); !st.ok())
+      return fail("bench", st.error().message);
   }
   for (int32_t r = 0; r < rounds; ++r) {
     for (BenchTest& t : tests) {

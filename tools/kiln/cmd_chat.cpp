@@ -140,7 +140,8 @@ class ChatSession {
     const std::vector<int32_t>& tokens = prompt->tokens;
     // Decode what the cache does not hold yet; at least the last token, whose logits we need.
     size_t keep = 0;
-    while (keep < cached_.tokens.size() && keep < tokens.size() && cached_.tokens[keep] == tokens[keep]) ++keep;
+    while (keep < cached_.tokens.size() && keep < tokens.size() && cached_.tokens[keep] == tokens[keep])
+      ++keep;
     keep = std::min(keep, tokens.size() - 1);
     ctx_.seq_rm(cached_.seq, static_cast<int32_t>(keep), -1);
     cached_.tokens.resize(keep);
@@ -153,12 +154,11 @@ class ChatSession {
 
     const auto t_gen = Clock::now();
     Utf8Stream out(stdout);
-    KILN_ASSIGN_OR_RETURN(const GenerateResult reply,
-                          generate(ctx_, sampler_, ctx_.logits(last), cached_,
-                                   {.n_predict = options_.n_predict,
-                                    .reverse_prompts = &stops_,
-                                    .interrupted = &g_interrupted},
-                                   out));
+    KILN_ASSIGN_OR_RETURN(
+        const GenerateResult reply,
+        generate(ctx_, sampler_, ctx_.logits(last), cached_,
+                 {.n_predict = options_.n_predict, .reverse_prompts = &stops_, .interrupted = &g_interrupted},
+                 out));
     const double gen_s = seconds_since(t_gen);
     std::fputs("\n", stdout);
     std::fflush(stdout);
@@ -342,7 +342,8 @@ int run_chat(int argc, char** argv) {
     auto text = read_text_file(template_file);
     if (!text.ok()) return fail("chat", "--chat-template-file: " + text.error().message);
     template_source = std::move(*text);
-    if (template_source.empty()) return fail("chat", "--chat-template-file: '" + template_file + "' is empty");
+    if (template_source.empty())
+      return fail("chat", "--chat-template-file: '" + template_file + "' is empty");
   }
 
   auto model = mf.load_model("chat");

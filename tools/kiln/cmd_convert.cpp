@@ -21,14 +21,18 @@ int run_convert(int argc, char** argv) {
              "config.json, model.safetensors (or model-*.safetensors with model.safetensors.index.json), "
              "tokenizer.model or tokenizer.json, tokenizer_config.json");
   p.argument(&opts.out_path, "OUT.gguf", "the GGUF file to write");
-  p.custom({"--outtype"}, [&opts](const std::string& v) -> std::string {
-    auto t = convert::parse_out_type(v);
-    if (!t.ok()) return "'" + v + "' is not f32, f16, bf16 or q8_0";
-    opts.out_type = *t;
-    return "";
-  }, "TYPE", "type of the 2-D weights: f32, f16 (default), bf16 or q8_0; 1-D tensors and norms stay f32");
+  p.custom(
+      {"--outtype"},
+      [&opts](const std::string& v) -> std::string {
+        auto t = convert::parse_out_type(v);
+        if (!t.ok()) return "'" + v + "' is not f32, f16, bf16 or q8_0";
+        opts.out_type = *t;
+        return "";
+      },
+      "TYPE", "type of the 2-D weights: f32, f16 (default), bf16 or q8_0; 1-D tensors and norms stay f32");
   if (auto code = p.parse(argc, argv)) return *code;
-  if (const Status st = check_output_path(opts.out_path); !st.ok()) return fail("convert", st.error().message);
+  if (const Status st = check_output_path(opts.out_path); !st.ok())
+    return fail("convert", st.error().message);
   opts.progress = true;
   auto r = convert::convert_hf_checkpoint(opts);
   if (!r.ok()) return fail("convert", r.error().message);

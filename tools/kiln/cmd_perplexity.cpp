@@ -87,7 +87,8 @@ int run_perplexity(int argc, char** argv) {
       "(a base model), and with --kl-divergence compares another model (a quantized one) against them.");
   mf.declare(p);
   p.value({"-f", "--file"}, &text_file, "FILE", "the text to score");
-  p.value({"--chunks"}, &max_chunks, "N", "score at most N chunks (default -1: all)", IntRange::at_least(1).or_also(-1));
+  p.value({"--chunks"}, &max_chunks, "N", "score at most N chunks (default -1: all)",
+          IntRange::at_least(1).or_also(-1));
   p.value({"--kl-divergence-base"}, &kld_base, "FILE", "save the model's log-probabilities to FILE (or read them with --kl-divergence)");
   p.flag({"--kl-divergence"}, &kl_divergence, "compare with the log-probabilities of --kl-divergence-base");
   if (auto code = p.parse(argc, argv)) return *code;

@@ -25,7 +25,8 @@ std::string preset_list() {
   std::string text = "TYPE (case-insensitive):\n";
   for (const quantize::Preset& p : quantize::all_presets()) {
     char line[160];
-    std::snprintf(line, sizeof line, "  %-8s %s\n", std::string(p.name).c_str(), std::string(p.description).c_str());
+    std::snprintf(line, sizeof line, "  %-8s %s\n", std::string(p.name).c_str(),
+                  std::string(p.description).c_str());
     text += line;
   }
   text.pop_back();
@@ -60,17 +61,20 @@ int run_quantize(int argc, char** argv) {
   p.description(
       "Writes the file llama.cpp's llama-quantize writes for the same input and TYPE: the same\n"
       "per-tensor types, tensor order, bytes and metadata.");
-  p.argument(&in_path, "IN.gguf", "the model to quantize: F32, F16 or BF16 weights (tensors already of the "
-                                  "target type are copied)");
+  p.argument(&in_path, "IN.gguf",
+             "the model to quantize: F32, F16 or BF16 weights (tensors already of the "
+             "target type are copied)");
   p.argument(&out_path, "OUT.gguf", "the GGUF file to write");
   p.argument(&type_name, "TYPE", "the preset, e.g. Q4_K_M (list below)");
   declare_threads(p, &n_threads);
-  p.notes("Importance matrices (llama-quantize --imatrix) are not read yet: every type is quantized\n"
-          "without one, as llama-quantize does when none is given.\n\n" +
-          preset_list());
+  p.notes(
+      "Importance matrices (llama-quantize --imatrix) are not read yet: every type is quantized\n"
+      "without one, as llama-quantize does when none is given.\n\n" +
+      preset_list());
   if (auto code = p.parse(argc, argv)) return *code;
   const auto preset = quantize::find_preset(type_name);
-  if (!preset) return fail("quantize", "unknown type '" + type_name + "' (see kiln quantize --help for the list)", 2);
+  if (!preset)
+    return fail("quantize", "unknown type '" + type_name + "' (see kiln quantize --help for the list)", 2);
   std::error_code ec;
   if (std::filesystem::equivalent(in_path, out_path, ec))
     return fail("quantize", "OUT must differ from IN ('" + in_path + "')", 2);
@@ -83,9 +87,9 @@ int run_quantize(int argc, char** argv) {
   auto summary = quantize::quantize_gguf(
       **src, out_path,
       quantize::QuantizeOptions{
-          .preset = *preset, .n_threads = std::max(n_threads, 0), .on_tensor = [tty](const quantize::TensorProgress& p) {
-            report_tensor(p, tty);
-          }});
+          .preset = *preset,
+          .n_threads = std::max(n_threads, 0),
+          .on_tensor = [tty](const quantize::TensorProgress& p) { report_tensor(p, tty); }});
   if (!summary) {
     if (tty) std::fputc('\n', stderr);
     return fail("quantize", summary.error().message);

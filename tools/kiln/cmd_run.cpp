@@ -26,14 +26,16 @@ int run_run(int argc, char** argv) {
   int64_t n_predict = -1, n_keep = 0;
   bool no_display_prompt = false, parse_special = false, context_shift = false, show_special = false;
   OptionParser p("run", "kiln run [-m MODEL.gguf] (-p PROMPT | -f FILE) [-n N] [options]");
-  p.description("Continues a prompt with a model (plain completion): the text streams to stdout, a timing\n"
-                "line to stderr.");
+  p.description(
+      "Continues a prompt with a model (plain completion): the text streams to stdout, a timing\n"
+      "line to stderr.");
   mf.declare(p);
   p.value({"-p", "--prompt"}, &prompt, "TEXT", "the prompt to continue");
   p.value({"-f", "--file"}, &prompt_file, "FILE", "read the prompt from FILE");
-  p.value({"-n", "--n-predict"}, &n_predict, "N",
-          "tokens to generate (default -1: until end of text or context full; -2: until context full, no shift)",
-          IntRange::at_least(kUntilContextFull));
+  p.value(
+      {"-n", "--n-predict"}, &n_predict, "N",
+      "tokens to generate (default -1: until end of text or context full; -2: until context full, no shift)",
+      IntRange::at_least(kUntilContextFull));
   p.value({"-r", "--reverse-prompt"}, &reverse_prompts, "TEXT",
           "stop when the text ends with TEXT (repeatable)");
   p.flag({"--no-display-prompt"}, &no_display_prompt, "do not print the prompt before the continuation");
@@ -46,7 +48,8 @@ int run_run(int argc, char** argv) {
           IntRange::at_least(-1));
   sf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
-  if (!prompt.empty() && !prompt_file.empty()) return fail("run", "give the prompt with -p or -f, not both", 2);
+  if (!prompt.empty() && !prompt_file.empty())
+    return fail("run", "give the prompt with -p or -f, not both", 2);
   if (n_predict == kUntilContextFull) {
     n_predict = -1;
     context_shift = false;
@@ -70,8 +73,9 @@ int run_run(int argc, char** argv) {
   std::vector<int32_t> tokens = tok.tokenize(prompt, true, parse_special);
   if (tokens.empty()) return fail("run", "the prompt is empty (give one with -p or -f)");
   if (static_cast<int64_t>(tokens.size()) >= n_ctx) {
-    return fail("run", "the prompt has " + std::to_string(tokens.size()) + " tokens, more than the context of " +
-                           std::to_string(n_ctx) + " allows (raise -c)");
+    return fail("run", "the prompt has " + std::to_string(tokens.size()) +
+                           " tokens, more than the context of " + std::to_string(n_ctx) +
+                           " allows (raise -c)");
   }
   const auto n_prompt = static_cast<int64_t>(tokens.size());
   n_keep = n_keep < 0 ? n_prompt : std::min(n_keep, n_prompt);

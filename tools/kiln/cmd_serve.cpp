@@ -12,12 +12,12 @@
 
 #include "command.h"
 #include "default_model.h"
+#include "llm/embeddings.h"
 #include "messages.h"
 #include "model_flags.h"
-#include "user_files.h"
-#include "llm/embeddings.h"
 #include "serve/server.h"
 #include "serve/server_state.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 namespace {
@@ -35,7 +35,8 @@ int run_serve(int argc, char** argv) {
   p.value({"-np", "--parallel"}, &parallel, "N",
           "slots: requests generated at once (default 4); they share the context",
           IntRange::between(1, kMaxSequences));
-  p.value({"--queue"}, &queue, "N", "requests that may wait for a slot before 503 (default 64)", IntRange::at_least(0));
+  p.value({"--queue"}, &queue, "N", "requests that may wait for a slot before 503 (default 64)",
+          IntRange::at_least(0));
   p.value({"--api-key"}, &api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
   p.value({"--chat-template-file"}, &template_file, "FILE",
           "Jinja chat template to use instead of the model's");
@@ -47,7 +48,8 @@ int run_serve(int argc, char** argv) {
           IntRange::at_least(-1));
   if (auto code = p.parse(argc, argv)) return *code;
   if (!pooling.empty()) {
-    if (auto pp = parse_pooling(pooling); !pp.ok()) return fail("serve", "--pooling: " + pp.error().message, 2);
+    if (auto pp = parse_pooling(pooling); !pp.ok())
+      return fail("serve", "--pooling: " + pp.error().message, 2);
   }
 
   serve::ServerOptions opt;
@@ -80,11 +82,13 @@ int run_serve(int argc, char** argv) {
   // The same file every time the server wakes (the embedded model when no -m was given).
   // The first load warns when a slot's context exceeds the model's training context.
   const std::string model_path = mf.model_path;
-  serve::ModelLoader loader = [model_path, &opt, warned = false]() mutable -> Result<std::shared_ptr<const Model>> {
+  serve::ModelLoader loader = [model_path, &opt,
+                               warned = false]() mutable -> Result<std::shared_ptr<const Model>> {
     auto model = model_path.empty() ? load_default_model() : Model::load(model_path);
     if (model.ok() && !warned) {  // the first call is attach()'s, on this thread
       warned = true;
-      warn_beyond_training_context("serve", context_size(opt.context, (*model)->hparams()) / opt.n_parallel, **model);
+      warn_beyond_training_context("serve", context_size(opt.context, (*model)->hparams()) / opt.n_parallel,
+                                   **model);
     }
     return model;
   };

@@ -20,12 +20,16 @@ int run_tokenize(int argc, char** argv) {
   bool have_prompt = false, ids_only = false, no_bos = false, parse_special = false;
   OptionParser p("tokenize", "kiln tokenize [-m MODEL.gguf] (-p TEXT | -f FILE) [options]");
   p.description("Prints the tokens of a text, as llama.cpp's llama-tokenize; only the vocabulary is read.");
-  p.value({"-m", "--model"}, &model, "FILE", "GGUF file whose vocabulary to use (default: the model embedded in kiln)");
-  p.custom({"-p", "--prompt"}, [&](const std::string& v) {
-    prompt = v;
-    have_prompt = true;
-    return std::string();
-  }, "TEXT", "text to tokenize");
+  p.value({"-m", "--model"}, &model, "FILE",
+          "GGUF file whose vocabulary to use (default: the model embedded in kiln)");
+  p.custom(
+      {"-p", "--prompt"},
+      [&](const std::string& v) {
+        prompt = v;
+        have_prompt = true;
+        return std::string();
+      },
+      "TEXT", "text to tokenize");
   p.value({"-f", "--file"}, &file, "FILE", "read the text from FILE");
   p.flag({"--ids"}, &ids_only, "print only the ids, as [1, 15043, ...]");
   p.flag({"--no-bos"}, &no_bos, "never add BOS (nor the other special tokens the vocabulary adds)");

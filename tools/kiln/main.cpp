@@ -23,7 +23,8 @@ std::map<std::string, Command, std::less<>>& registry() {
 }
 
 void print_usage(FILE* out) {
-  std::string text = "kiln: run open models on your own machine\n\nusage: kiln COMMAND [options]\n\ncommands:\n";
+  std::string text =
+      "kiln: run open models on your own machine\n\nusage: kiln COMMAND [options]\n\ncommands:\n";
   for (const auto& [name, cmd] : registry()) {
     char line[256];
     std::snprintf(line, sizeof line, "  %-12s %s\n", name.c_str(), cmd.summary.c_str());

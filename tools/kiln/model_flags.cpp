@@ -39,16 +39,21 @@ void ModelFlags::declare(OptionParser& p) {
   const std::string shown_default = !ctx_default.empty() ? ctx_default
                                     : context.n_ctx > 0  ? std::to_string(context.n_ctx)
                                                          : std::string("the model's, at most 4096");
-  p.custom({"-c", "--ctx-size"}, [this](const std::string& v) {
-    int64_t n = 0;
-    std::string err = parse_integer(v, IntRange::between(0, kInt32Max), &n);
-    if (err.empty()) context.n_ctx = n == 0 ? ContextOptions::kTrainingContext : n;
-    return err;
-  }, "N", "context size in tokens (default: " + shown_default + "; 0: the model's training context)");
+  p.custom(
+      {"-c", "--ctx-size"},
+      [this](const std::string& v) {
+        int64_t n = 0;
+        std::string err = parse_integer(v, IntRange::between(0, kInt32Max), &n);
+        if (err.empty()) context.n_ctx = n == 0 ? ContextOptions::kTrainingContext : n;
+        return err;
+      },
+      "N", "context size in tokens (default: " + shown_default + "; 0: the model's training context)");
   p.value({"-b", "--batch-size"}, &context.n_batch, "N",
-          "most tokens per decode call (default " + std::to_string(context.n_batch) + ")", IntRange::at_least(1));
+          "most tokens per decode call (default " + std::to_string(context.n_batch) + ")",
+          IntRange::at_least(1));
   p.value({"-ub", "--ubatch-size"}, &context.n_ubatch, "N",
-          "most tokens per micro-batch (default " + std::to_string(context.n_ubatch) + ")", IntRange::at_least(1));
+          "most tokens per micro-batch (default " + std::to_string(context.n_ubatch) + ")",
+          IntRange::at_least(1));
   p.custom({"-ctk", "--cache-type-k"}, [this](const std::string& v) { return parse_cache_type(v, &context.type_k); },
            "TYPE", "KV cache type of K: f16 (default) or f32");
   p.custom({"-ctv", "--cache-type-v"}, [this](const std::string& v) { return parse_cache_type(v, &context.type_v); },

@@ -35,7 +35,8 @@ std::string describe(const IntRange& r) {
 
 std::string describe(const FloatRange& r) {
   const bool has_min = std::isfinite(r.min), has_max = std::isfinite(r.max);
-  if (has_min && has_max && !r.min_exclusive) return "must be in " + number_text(r.min) + ".." + number_text(r.max);
+  if (has_min && has_max && !r.min_exclusive)
+    return "must be in " + number_text(r.min) + ".." + number_text(r.max);
   std::string s = "must be";
   if (has_min) s += (r.min_exclusive ? " greater than " : " at least ") + number_text(r.min);
   if (has_min && has_max) s += " and";
@@ -51,7 +52,8 @@ std::string parse_integer(const std::string& s, const IntRange& range, int64_t* 
   const long long v = std::strtoll(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0') return "'" + s + "' is not an integer";
   const bool inside = errno != ERANGE && v >= range.min && v <= range.max;
-  if (!inside && !(errno != ERANGE && range.also && v == *range.also)) return "'" + s + "' " + describe(range);
+  if (!inside && !(errno != ERANGE && range.also && v == *range.also))
+    return "'" + s + "' " + describe(range);
   *out = v;
   return "";
 }
@@ -96,34 +98,42 @@ void OptionParser::value(std::vector<std::string> names, std::string* out, std::
 
 void OptionParser::value(std::vector<std::string> names, std::vector<std::string>* out, std::string metavar,
                          std::string help) {
-  custom(std::move(names), [out](const std::string& v) {
-    out->push_back(v);
-    return std::string();
-  }, std::move(metavar), std::move(help));
+  custom(
+      std::move(names),
+      [out](const std::string& v) {
+        out->push_back(v);
+        return std::string();
+      },
+      std::move(metavar), std::move(help));
 }
 
 void OptionParser::value(std::vector<std::string> names, int64_t* out, std::string metavar, std::string help,
                          IntRange range) {
-  custom(std::move(names), [out, range](const std::string& v) { return parse_integer(v, range, out); },
-         std::move(metavar), std::move(help));
+  custom(
+      std::move(names), [out, range](const std::string& v) { return parse_integer(v, range, out); },
+      std::move(metavar), std::move(help));
 }
 
 void OptionParser::value(std::vector<std::string> names, int32_t* out, std::string metavar, std::string help,
                          IntRange range) {
-  custom(std::move(names), [out, range](const std::string& v) {
-    int64_t wide = 0;
-    if (std::string err = parse_integer(v, range, &wide); !err.empty()) return err;
-    constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
-    if (wide < lo || wide > hi) return "'" + v + "' " + describe(IntRange::between(lo, hi));
-    *out = static_cast<int32_t>(wide);
-    return std::string();
-  }, std::move(metavar), std::move(help));
+  custom(
+      std::move(names),
+      [out, range](const std::string& v) {
+        int64_t wide = 0;
+        if (std::string err = parse_integer(v, range, &wide); !err.empty()) return err;
+        constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+        if (wide < lo || wide > hi) return "'" + v + "' " + describe(IntRange::between(lo, hi));
+        *out = static_cast<int32_t>(wide);
+        return std::string();
+      },
+      std::move(metavar), std::move(help));
 }
 
 void OptionParser::value(std::vector<std::string> names, float* out, std::string metavar, std::string help,
                          FloatRange range) {
-  custom(std::move(names), [out, range](const std::string& v) { return parse_float(v, range, out); },
-         std::move(metavar), std::move(help));
+  custom(
+      std::move(names), [out, range](const std::string& v) { return parse_float(v, range, out); },
+      std::move(metavar), std::move(help));
 }
 
 void OptionParser::custom(std::vector<std::string> names, std::function<std::string(const std::string&)> apply,
@@ -153,8 +163,10 @@ std::optional<int> OptionParser::parse(int argc, char** argv) {
     }
     const Option* found = find(arg);
     if (found == nullptr) {
-      if (arg.size() > 1 && arg[0] == '-') return fail(command_, "unknown option '" + arg + "'" + see_help, 2);
-      if (n_arguments == arguments_.size()) return fail(command_, "unexpected argument '" + arg + "'" + see_help, 2);
+      if (arg.size() > 1 && arg[0] == '-')
+        return fail(command_, "unknown option '" + arg + "'" + see_help, 2);
+      if (n_arguments == arguments_.size())
+        return fail(command_, "unexpected argument '" + arg + "'" + see_help, 2);
       *arguments_[n_arguments++].out = arg;
       continue;
     }

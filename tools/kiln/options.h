@@ -76,7 +76,8 @@ class OptionParser {
   void flag(std::vector<std::string> names, bool* out, std::string help);
   void value(std::vector<std::string> names, std::string* out, std::string metavar, std::string help);
   // Every occurrence appends its value (a repeatable option).
-  void value(std::vector<std::string> names, std::vector<std::string>* out, std::string metavar, std::string help);
+  void value(std::vector<std::string> names, std::vector<std::string>* out, std::string metavar,
+             std::string help);
   void value(std::vector<std::string> names, int64_t* out, std::string metavar, std::string help,
              IntRange range = {});
   // As above; values beyond what an int32_t holds are refused too.

@@ -36,17 +36,20 @@ void SamplerFlags::declare(OptionParser& p) {
   p.value({"--top-k"}, &params.top_k, "K", "top-k sampling (default 40; 0 or less: off)");
   p.value({"--top-p"}, &params.top_p, "P", "top-p sampling, 0..1 (default 0.95; 1: off)", kProbability);
   p.value({"--min-p"}, &params.min_p, "P", "min-p sampling, 0..1 (default 0.05; 0: off)", kProbability);
-  p.value({"--typical"}, &params.typical_p, "P", "locally typical sampling, 0..1 (default 1: off)", kProbability);
-  p.value({"--repeat-penalty"}, &params.repeat_penalty, "X", "penalty for repeated tokens, > 0 (default 1: off)",
-          FloatRange::greater_than(0));
-  p.value({"--repeat-last-n"}, &params.penalty_last_n, "N", "tokens the penalties look back on (default 64; -1: all)",
-          IntRange::at_least(-1));
+  p.value({"--typical"}, &params.typical_p, "P", "locally typical sampling, 0..1 (default 1: off)",
+          kProbability);
+  p.value({"--repeat-penalty"}, &params.repeat_penalty, "X",
+          "penalty for repeated tokens, > 0 (default 1: off)", FloatRange::greater_than(0));
+  p.value({"--repeat-last-n"}, &params.penalty_last_n, "N",
+          "tokens the penalties look back on (default 64; -1: all)", IntRange::at_least(-1));
   p.value({"--presence-penalty"}, &params.presence_penalty, "X", "presence penalty (default 0)");
   p.value({"--frequency-penalty"}, &params.frequency_penalty, "X", "frequency penalty (default 0)");
   p.value({"-s", "--seed"}, &seed, "N", "random seed (default -1: random)", IntRange::at_least(-1));
   p.flag({"--ignore-eos"}, &ignore_eos, "keep generating past end-of-generation tokens");
-  p.custom({"-l", "--logit-bias"}, [this](const std::string& v) { return parse_logit_bias(v, &params.logit_bias); },
-           "TOKEN(+|-)BIAS", "add BIAS to TOKEN's logit, e.g. 15043+1 or 2-inf (repeatable)");
+  p.custom(
+      {"-l", "--logit-bias"},
+      [this](const std::string& v) { return parse_logit_bias(v, &params.logit_bias); }, "TOKEN(+|-)BIAS",
+      "add BIAS to TOKEN's logit, e.g. 15043+1 or 2-inf (repeatable)");
 }
 
 std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char* command) const {
@@ -60,8 +63,8 @@ std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char
   const auto n_vocab = static_cast<int32_t>(model.hparams().n_vocab);
   for (const auto& [id, bias] : params.logit_bias) {
     if (id >= n_vocab) {
-      print_error(command, "--logit-bias: token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                               std::to_string(n_vocab - 1) + ")");
+      print_error(command, "--logit-bias: token id " + std::to_string(id) +
+                               " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
       return std::nullopt;
     }
   }
