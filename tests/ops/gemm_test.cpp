@@ -220,7 +220,8 @@ TEST(GemmKernels, PreparingIsAPureFunctionOfThePlainBytes) {
 }
 
 // mul_mat over weights as given, and over a copy in the family's prepared layout (forced, so the
-// scalar kernels of the layouts run on CPUs without AVX2 too): identical bits.
+// scalar kernels of the layouts run on CPUs without AVX2 too): identical bits, in the one-row order
+// (the only one of the Q4_Kx8 kernels; plain Q4_K prompt rows take ggml's prompt order).
 TEST(OpsMulMat, PreparedWeightsGiveThePlainWeightsBits) {
   std::mt19937 rng(5);
   for (const auto& [type, layout, k] : {std::tuple{DType::Q4_0, TensorLayout::Q4_0x8, int64_t{160}},
@@ -234,11 +235,14 @@ TEST(OpsMulMat, PreparedWeightsGiveThePlainWeightsBits) {
       HostTensor a(DType::F32, {k, m, 1, 1});
       a.fill_uniform(rng, -2, 2);
       HostTensor plain_out(DType::F32, {n, m, 1, 1}), prepared_out(DType::F32, {n, m, 1, 1});
-      run_checked(make_call(OpKind::MulMat, plain_out, {&w, &a}), plain_out);
+      OpCall plain_call = make_call(OpKind::MulMat, plain_out, {&w, &a});
+      plain_call.params.single_row_order = true;
+      run_checked(plain_call, plain_out);
       std::vector<uint8_t> prepared(gemm::prepared_bytes(w.view(), layout));
       gemm::prepare(w.view(), layout, prepared.data());
       OpCall call = make_call(OpKind::MulMat, prepared_out, {&w, &a});
       call.src[0] = prepared_view(w.view(), {layout, prepared.size()}, prepared.data());
+      call.params.single_row_order = true;
       run_checked(call, prepared_out);
       for (int64_t j = 0; j < m; ++j)
         ASSERT_EQ(std::memcmp(plain_out.row(j), prepared_out.row(j), static_cast<size_t>(n) * sizeof(float)),
@@ -248,8 +252,8 @@ TEST(OpsMulMat, PreparedWeightsGiveThePlainWeightsBits) {
   }
 }
 
-// A row's outputs are the same bits whether it is multiplied alone, in any sub-batch or in the
-// whole batch: one float order per weight type (what speculative decoding relies on).
+// With single_row_order, a row's outputs are the same bits whether it is multiplied alone, in any
+// sub-batch or in the whole batch (what speculative decoding relies on).
 TEST(OpsMulMat, ARowsResultDoesNotDependOnItsBatch) {
   const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,  DType::Q4_1,
                          DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,  DType::Q3_K,
@@ -276,6 +280,7 @@ TEST(OpsMulMat, ARowsResultDoesNotDependOnItsBatch) {
       HostTensor whole(DType::F32, {n, m, 1, 1});
       OpCall call = make_call(OpKind::MulMat, whole, {&w, &a});
       call.src[0] = wview;
+      call.params.single_row_order = true;
       run_checked(call, whole);
       for (int64_t b = 1; b <= 16; ++b) {
         for (int64_t j0 = 0; j0 < m; j0 += b) {
@@ -285,6 +290,7 @@ TEST(OpsMulMat, ARowsResultDoesNotDependOnItsBatch) {
             std::memcpy(part_a.row(j), a.row(j0 + j), static_cast<size_t>(k) * 4);
           OpCall pc = make_call(OpKind::MulMat, part, {&w, &part_a});
           pc.src[0] = wview;
+          pc.params.single_row_order = true;
           run_checked(pc, part);
           for (int64_t j = 0; j < len; ++j)
             ASSERT_EQ(std::memcmp(part.row(j), whole.row(j0 + j), static_cast<size_t>(n) * 4), 0)

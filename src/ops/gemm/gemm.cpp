@@ -42,8 +42,9 @@ void run_vec_dot(const Tile& t) {
     for (int64_t i = 0; i < t.n_rows; ++i) q->vec_dot(t.k, out_ptr(t, r, i), row_at(t, i), act_at(t, r));
 }
 
-// Plain weights in the rows8 order: one output at a time, or tiles of 8 weight rows x 4 activation
-// rows where the type has such a kernel (Q4_0).
+// Plain weights in the rows8 orders: one output at a time (the prompt kernel's order for the
+// n_gemm_act rows), or tiles of 8 weight rows x 4 activation rows where the type has such a kernel
+// (Q4_0, whose prompt and one-token orders are one).
 void run_rows8(const Tile& t) {
   const QuantTraits* q = quant_traits(t.type);
   int64_t r = 0;
@@ -53,9 +54,10 @@ void run_rows8(const Tile& t) {
         q->vec_dot_rows8_x4_8x4(t.k, out_ptr(t, r, i), t.dst_row_stride, row_at(t, i), t.w_stride,
                                 act_at(t, r), t.act_stride);
   }
-  for (; r < t.n_act; ++r)
-    for (int64_t i = 0; i < t.n_rows; ++i)
-      q->vec_dot_rows8(t.k, out_ptr(t, r, i), row_at(t, i), act_at(t, r));
+  for (; r < t.n_act; ++r) {
+    const VecDotFn dot = r < t.n_gemm_act ? q->vec_dot_rows8_x4 : q->vec_dot_rows8;
+    for (int64_t i = 0; i < t.n_rows; ++i) dot(t.k, out_ptr(t, r, i), row_at(t, i), act_at(t, r));
+  }
 }
 
 // One family per type for the generic paths (their act format is the type's vec_dot_type).
@@ -122,7 +124,8 @@ const Family& family_for(const TensorView& w) {
 TensorLayout preferred_layout(const TensorView& w) {
   if (!quant::cpu_has_avx2() || !is_2d(w) || w.ne[1] % 8 != 0) return TensorLayout::Plain;
   if (w.type == DType::Q4_0) return TensorLayout::Q4_0x8;
-  if (w.type == DType::Q4_K) return TensorLayout::Q4_Kx8;
+  // Not Q4_Kx8: its kernels have only the one-token order, and llama.cpp's prompt order for Q4_K
+  // (vec_dot_rows8_x4) is needed to stay within the conformance tolerance (embeddings: 1e-5).
   return TensorLayout::Plain;
 }
 

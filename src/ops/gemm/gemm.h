@@ -1,15 +1,18 @@
 // The matrix kernels behind mul_mat (internal to src/ops): one family per weight type and layout.
 //
 // mul_mat converts each F32 activation row once into the family's activation format (phase 0),
-// then computes tiles of weight rows x activation rows (phase 1). Every family computes each
-// output with one float order that depends on nothing but the weight row and the activation row:
-// not on the tile, the number of activation rows in the call or the thread split. So a row's
-// result does not depend on the batch it travels in (docs/performance.md, "One order per weight
-// type"), which speculative decoding and "same tokens under load" rely on. The orders:
+// then computes tiles of weight rows x activation rows (phase 1). Each output's float order
+// depends on nothing but the weight row and the activation row (not on the tile or the thread
+// split) and, for one type, on whether ggml sends the row through its prompt kernel
+// (Tile::n_gemm_act). So with params.single_row_order a row's result does not depend on the batch
+// it travels in (docs/performance.md, "Prepared weights"), which speculative decoding relies on.
+// The orders:
 //   Q4_0, IQ4_NL (8k rows)  ggml's repacked 8-row kernels (vec_dot_rows8.cpp), for one token and
 //                           for prompts alike, as llama.cpp on AVX2 CPUs;
-//   Q4_K (8k rows)          ggml's repacked one-token kernel (one FMA per super-block) for every
-//                           batch size (llama.cpp's prompt kernel folds every 64 values instead);
+//   Q4_K (8k rows)          ggml's repacked kernels: the one-token order (one FMA per super-block),
+//                           and for the n_gemm_act rows the prompt kernel's (folds every 64 values);
+//                           the prepared Q4_Kx8 layout has only the one-token order, so it is not
+//                           chosen at load (gemm.cpp preferred_layout);
 //   Q8_0 (AVX2 CPUs)        ggml's AVX2 vec_dot (eight lane sums, reduced at the end), in tiles;
 //   others                  the type's vec_dot (quant.h) for every batch size (F32, F16 and BF16
 //                           too: llama.cpp's tinyBLAS order for their prompts is not followed).
@@ -39,6 +42,10 @@ struct Tile {
   float* dst = nullptr;
   size_t dst_row_stride = 0;  // bytes between activation rows' outputs
   size_t dst_col_stride = 0;  // bytes between consecutive weight rows' outputs
+  // The first n_gemm_act activation rows are among those ggml multiplies with its 4-row prompt
+  // kernels (the first n - n % 4 of a product's n rows; none with params.single_row_order): the
+  // plain rows8 family gives them that kernel's order (quant.h vec_dot_rows8_x4).
+  int64_t n_gemm_act = 0;
 };
 
 struct Family {
