@@ -122,6 +122,13 @@ Status check_kernel(const OpCall& call) {
   KILN_TRY(check_view(call, call.dst, "dst"));
   static const char* const kNames[4] = {"src0", "src1", "src2", "src3"};
   for (int i = 0; i < call.n_src; ++i) KILN_TRY(check_view(call, call.src[i], kNames[i]));
+  // Prepared layouts (ops/weight_prep.h) are read by mul_mat's weight kernels only.
+  for (int i = -1; i < call.n_src; ++i) {
+    const TensorView& v = i < 0 ? call.dst : call.src[i];
+    if (v.layout != TensorLayout::Plain && !(call.kind == OpKind::MulMat && i == 0))
+      return make_error("[", op_name(call.kind), "] ", i < 0 ? "dst" : kNames[i],
+                        " is in a prepared weight layout, which only mul_mat's weights may be");
+  }
   return kernel_of(call.kind).check(call);
 }
 
