@@ -82,7 +82,7 @@ int run_run(int argc, char** argv) {
     std::fprintf(stderr, "\nkiln run: %s\n", last.error().message.c_str());
     return 1;
   }
-  for (int32_t t : tokens) sampler->accept(t);
+  for (int32_t t : tokens) sampler->accept_prompt(t);
   const double prompt_s = seconds_since(t_prompt);
 
   const auto t_gen = Clock::now();
@@ -97,6 +97,7 @@ int run_run(int argc, char** argv) {
     std::fprintf(stderr, "\nkiln run: %s\n", gen.error().message.c_str());
     return 1;
   }
+  if (sampler->grammar_stalled()) std::fprintf(stderr, "\nkiln run: %s\n", sampler->grammar_error().c_str());
   if (gen->stop == StopReason::ContextFull) {
     std::fprintf(stderr,
                  "\nkiln run: the context of %lld tokens is full (raise -c, or allow --context-shift)\n",
