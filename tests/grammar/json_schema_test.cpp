@@ -5,7 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <limits>
+
 #include "text/grammar/gbnf.h"
+#include "text/grammar/grammar_matcher.h"
 #include "text/grammar/json_schema.h"
 #include "text/test_util.h"
 
@@ -15,6 +19,10 @@ namespace {
 using json = nlohmann::ordered_json;
 using text::testing::read_file;
 using text::testing::source_path;
+
+// Schemas whose llama.cpp grammar admits numbers it should not (minimum 100 admits 12; a negative
+// maximum admits a leading zero): kiln writes its own rules there (IntegerBoundsAdmitExactlyTheRange).
+const char* const kKilnFixes[] = {"integer-min", "integer-max", "integer-None--1"};
 
 TEST(JsonSchema, GrammarTextEqualsLlamaCpp) {
   const json refs = json::parse(read_file(source_path("tests/grammar/data/schema_refs.json")));
@@ -26,9 +34,47 @@ TEST(JsonSchema, GrammarTextEqualsLlamaCpp) {
     ASSERT_EQ(refs[i]["name"], name);
     auto gbnf = json_schema_to_gbnf(cases[i]["schema"]);
     ASSERT_TRUE(gbnf.ok()) << name << ": " << gbnf.error().message;
-    EXPECT_EQ(*gbnf, refs[i]["gbnf"].get<std::string>()) << name;
+    const bool fixed = std::find(std::begin(kKilnFixes), std::end(kKilnFixes), name) != std::end(kKilnFixes);
+    if (fixed) {
+      EXPECT_NE(*gbnf, refs[i]["gbnf"].get<std::string>()) << name << ": llama.cpp's grammar is now right; drop the fix";
+    } else {
+      EXPECT_EQ(*gbnf, refs[i]["gbnf"].get<std::string>()) << name;
+    }
     auto g = Grammar::parse(*gbnf);
     EXPECT_TRUE(g.ok()) << name << ": " << (g.ok() ? "" : g.error().message);
+  }
+}
+
+// Whether `text` is a sentence of the grammar `start` is positioned at.
+bool accepts(const GrammarMatcher& start, const std::string& text) {
+  GrammarMatcher m = start;
+  for (char c : text) {
+    if (!m.accept_token(-1, std::string(1, c)).ok()) return false;
+  }
+  return m.complete();
+}
+
+TEST(JsonSchema, IntegerBoundsAdmitExactlyTheRange) {
+  const int64_t kNone = std::numeric_limits<int64_t>::min(), kNoMax = std::numeric_limits<int64_t>::max();
+  const std::pair<int64_t, int64_t> bounds[] = {
+      {100, kNoMax}, {105, kNoMax}, {1000, kNoMax}, {1050, kNoMax}, {20, kNoMax}, {7, kNoMax},  {0, kNoMax},
+      {-5, kNoMax},  {-120, kNoMax}, {kNone, -1},   {kNone, -5},    {kNone, -25}, {kNone, -100}, {kNone, -1050},
+      {kNone, 0},    {kNone, 37},    {3, 27},       {-120, -45},    {99, 1001},   {-7, 7},       {0, 0}};
+  for (const auto& [lo, hi] : bounds) {
+    json schema = {{"type", "integer"}};
+    if (lo != kNone) schema["minimum"] = lo;
+    if (hi != kNoMax) schema["maximum"] = hi;
+    auto gbnf = json_schema_to_gbnf(schema);
+    ASSERT_TRUE(gbnf.ok());
+    auto g = Grammar::parse(*gbnf);
+    ASSERT_TRUE(g.ok());
+    const GrammarMatcher start(std::make_shared<const Grammar>(std::move(*g)));
+    for (int64_t v = -1100; v <= 1100; ++v) {
+      EXPECT_EQ(accepts(start, std::to_string(v)), v >= lo && v <= hi) << schema.dump() << " value " << v;
+    }
+    for (const char* bad : {"00", "01", "-01", "007", "-0012", "1.5", "-", ""}) {
+      EXPECT_FALSE(accepts(start, bad)) << schema.dump() << " accepts '" << bad << "'";
+    }
   }
 }
 

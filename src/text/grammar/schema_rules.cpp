@@ -1,7 +1,6 @@
 #include "text/grammar/schema_rules.h"
 
 #include <algorithm>
-#include <functional>
 #include <stdexcept>
 
 namespace kiln::grammar::schema_rules {
@@ -37,81 +36,94 @@ std::string repeat(std::string_view s, size_t n) {
   return out;
 }
 
+void digit_range(char from, char to, std::string& out) {
+  out += "[";
+  out += from;
+  if (from != to) {
+    out += "-";
+    out += to;
+  }
+  out += "]";
+}
+
+void more_digits(int min_digits, int max_digits, std::string& out) {
+  out += "[0-9]";
+  if (min_digits == max_digits && min_digits == 1) return;
+  out += '{';
+  out += std::to_string(min_digits);
+  if (max_digits != min_digits) {
+    out += ",";
+    if (max_digits != std::numeric_limits<int>::max()) out += std::to_string(max_digits);
+  }
+  out += "}";
+}
+
+// The digit strings of from's length between `from` and `to` (same length), as llama.cpp's
+// uniform_range writes them.
+void uniform_digits(std::string_view from, std::string_view to, std::string& out) {
+  size_t i = 0;
+  while (i < from.size() && i < to.size() && from[i] == to[i]) ++i;
+  if (i > 0) {
+    out += '"';
+    out += from.substr(0, i);
+    out += '"';
+  }
+  if (i < from.size() && i < to.size()) {
+    if (i > 0) out += " ";
+    const size_t sub_len = from.size() - i - 1;
+    if (sub_len > 0) {
+      const std::string_view from_sub = from.substr(i + 1);
+      const std::string_view to_sub = to.substr(i + 1);
+      const std::string sub_zeros = repeat("0", sub_len);
+      const std::string sub_nines = repeat("9", sub_len);
+      bool to_reached = false;
+      out += "(";
+      if (from_sub == sub_zeros) {
+        digit_range(from[i], static_cast<char>(to[i] - 1), out);
+        out += " ";
+        more_digits(static_cast<int>(sub_len), static_cast<int>(sub_len), out);
+      } else {
+        out += "[";
+        out += from[i];
+        out += "] (";
+        uniform_digits(from_sub, sub_nines, out);
+        out += ")";
+        if (from[i] < to[i] - 1) {
+          out += " | ";
+          if (to_sub == sub_nines) {
+            digit_range(static_cast<char>(from[i] + 1), to[i], out);
+            to_reached = true;
+          } else {
+            digit_range(static_cast<char>(from[i] + 1), static_cast<char>(to[i] - 1), out);
+          }
+          out += " ";
+          more_digits(static_cast<int>(sub_len), static_cast<int>(sub_len), out);
+        }
+      }
+      if (!to_reached) {
+        out += " | ";
+        digit_range(to[i], to[i], out);
+        out += " ";
+        uniform_digits(sub_zeros, to_sub, out);
+      }
+      out += ")";
+    } else {
+      out += "[";
+      out += from[i];
+      out += "-";
+      out += to[i];
+      out += "]";
+    }
+  }
+}
+
 // ref: llama.cpp build_min_max_int (same alternation, same text).
 void min_max_int(int64_t min_value, int64_t max_value, std::string& out, int decimals_left = 16, bool top_level = true) {
   const bool has_min = min_value != std::numeric_limits<int64_t>::min();
   const bool has_max = max_value != std::numeric_limits<int64_t>::max();
-  auto digit_range = [&](char from, char to) {
-    out += "[";
-    out += from;
-    if (from != to) {
-      out += "-";
-      out += to;
-    }
-    out += "]";
-  };
-  auto more_digits = [&](int min_digits, int max_digits) {
-    out += "[0-9]";
-    if (min_digits == max_digits && min_digits == 1) return;
-    out += "{" + std::to_string(min_digits);
-    if (max_digits != min_digits) {
-      out += ",";
-      if (max_digits != std::numeric_limits<int>::max()) out += std::to_string(max_digits);
-    }
-    out += "}";
-  };
-  std::function<void(std::string_view, std::string_view)> uniform_range = [&](std::string_view from, std::string_view to) {
-    size_t i = 0;
-    while (i < from.size() && i < to.size() && from[i] == to[i]) ++i;
-    if (i > 0) out += "\"" + std::string(from.substr(0, i)) + "\"";
-    if (i < from.size() && i < to.size()) {
-      if (i > 0) out += " ";
-      const size_t sub_len = from.size() - i - 1;
-      if (sub_len > 0) {
-        const std::string_view from_sub = from.substr(i + 1);
-        const std::string_view to_sub = to.substr(i + 1);
-        const std::string sub_zeros = repeat("0", sub_len);
-        const std::string sub_nines = repeat("9", sub_len);
-        bool to_reached = false;
-        out += "(";
-        if (from_sub == sub_zeros) {
-          digit_range(from[i], static_cast<char>(to[i] - 1));
-          out += " ";
-          more_digits(static_cast<int>(sub_len), static_cast<int>(sub_len));
-        } else {
-          out += "[";
-          out += from[i];
-          out += "] (";
-          uniform_range(from_sub, sub_nines);
-          out += ")";
-          if (from[i] < to[i] - 1) {
-            out += " | ";
-            if (to_sub == sub_nines) {
-              digit_range(static_cast<char>(from[i] + 1), to[i]);
-              to_reached = true;
-            } else {
-              digit_range(static_cast<char>(from[i] + 1), static_cast<char>(to[i] - 1));
-            }
-            out += " ";
-            more_digits(static_cast<int>(sub_len), static_cast<int>(sub_len));
-          }
-        }
-        if (!to_reached) {
-          out += " | ";
-          digit_range(to[i], to[i]);
-          out += " ";
-          uniform_range(sub_zeros, to_sub);
-        }
-        out += ")";
-      } else {
-        out += "[";
-        out += from[i];
-        out += "-";
-        out += to[i];
-        out += "]";
-      }
-    }
-  };
+  auto digit_range = [&](char from, char to) { kiln::grammar::schema_rules::digit_range(from, to, out); };
+  auto more_digits = [&](int min_digits, int max_digits) { kiln::grammar::schema_rules::more_digits(min_digits, max_digits, out); };
+  auto uniform_range = [&](std::string_view from, std::string_view to) { uniform_digits(from, to, out); };
 
   if (has_min && has_max) {
     if (min_value < 0 && max_value < 0) {
@@ -130,7 +142,8 @@ void min_max_int(int64_t min_value, int64_t max_value, std::string& out, int dec
     const std::string max_s = std::to_string(max_value);
     for (size_t digits = min_s.size(); digits < max_s.size(); ++digits) {
       uniform_range(min_s, repeat("9", digits));
-      min_s = "1" + repeat("0", digits);
+      min_s = repeat("0", digits + 1);
+      min_s[0] = '1';
       out += " | ";
     }
     uniform_range(min_s, max_s);
@@ -228,7 +241,40 @@ std::string repetition(const std::string& item, int min_items, int max_items, co
   return result;
 }
 
+namespace {
+
+// Where llama.cpp's recursion goes wrong for "at least m" (m > 0, no maximum): a remainder after
+// the first digit that starts with 0 and has two or more digits loses its length (minimum 100
+// admits 12), and at the start of a number (a negative maximum) it admits a leading 0.
+bool llama_at_least_is_wrong(int64_t m, bool at_number_start) {
+  const std::string s = std::to_string(m);
+  for (size_t k = 1; k + 1 < s.size(); ++k) {
+    if (s[k] == '0') return true;
+  }
+  return at_number_start && (m <= 9 || s[0] > '1');
+}
+
+// The integers >= m (m > 0) of at most 16 digits, no leading zeros: the numbers of m's length
+// from m up, then every longer one.
+std::string at_least(int64_t m) {
+  const std::string s = std::to_string(m);
+  std::string out;
+  uniform_digits(s, repeat("9", s.size()), out);
+  if (s.size() < 16) {
+    out += " | [1-9] ";
+    more_digits(static_cast<int>(s.size()), 15, out);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string integer_range(int64_t min_value, int64_t max_value) {
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::min(), kNoMax = std::numeric_limits<int64_t>::max();
+  // kiln departs from llama.cpp's text only where llama.cpp's grammar admits wrong numbers.
+  if (max_value == kNoMax && min_value >= 10 && llama_at_least_is_wrong(min_value, false)) return at_least(min_value);
+  if (min_value == kNone && max_value < 0 && llama_at_least_is_wrong(-max_value, true))
+    return "\"-\" (" + at_least(-max_value) + ")";
   std::string out;
   min_max_int(min_value, max_value, out);
   return out;
