@@ -22,7 +22,8 @@ std::variant<std::shared_ptr<ChoiceSet>, HttpError> ChoiceSet::submit(Engine& en
     auto sampler = Sampler::create(r.sampler, engine.n_vocab());
     if (!sampler.ok()) return HttpError{400, sampler.error().message};
     if (r.grammar) {
-      auto constraint = grammar::GrammarConstraint::create(*r.grammar, model.grammar_vocab(), &model.tokenizer());
+      auto constraint =
+          grammar::GrammarConstraint::create(*r.grammar, model.grammar_vocab(), &model.tokenizer());
       if (!constraint.ok()) return HttpError{400, "the grammar: " + constraint.error().message};
       sampler->set_grammar(std::move(*constraint));
     }

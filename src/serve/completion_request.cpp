@@ -103,8 +103,7 @@ std::optional<HttpError> read_logit_bias(const json& body, const text::Tokenizer
 
 // llama-server fields kiln does not implement: refused when set to anything but their default.
 std::optional<HttpError> refuse_native_extras(const json& body) {
-  for (const char* key :
-       {"image_data", "lora", "samplers", "response_fields", "id_slot"}) {
+  for (const char* key : {"image_data", "lora", "samplers", "response_fields", "id_slot"}) {
     auto it = body.find(key);
     if (it == body.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty()) ||
         (key == std::string("id_slot") && it->is_number() && it->get<double>() == -1))

@@ -19,9 +19,9 @@
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
 #include "serve/http.h"
-#include "serve/sse_writer.h"
 #include "serve/routes_native.h"
 #include "serve/server_state.h"
+#include "serve/sse_writer.h"
 
 namespace kiln::serve {
 namespace {
@@ -39,7 +39,8 @@ std::string random_call_id() {
 json tool_calls_json(const std::vector<chat::ToolCall>& calls) {
   json out = json::array();
   for (const chat::ToolCall& c : calls)
-    out.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    out.push_back(
+        {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
   return out;
 }
 
@@ -109,8 +110,7 @@ httplib::Server::Handler completion_handler(const RouteContext& rc, bool chat) {
         parsers->push_back(std::make_shared<chat::ChatOutputParser>(plan.parser, random_call_id));
     }
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(res, *e);
-    auto submitted =
-        ChoiceSet::submit(*st->engine, p.gen, p.n, p.seeded);
+    auto submitted = ChoiceSet::submit(*st->engine, p.gen, p.n, p.seeded);
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(res, *e);
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
 
@@ -129,7 +129,8 @@ httplib::Server::Handler completion_handler(const RouteContext& rc, bool chat) {
 
     if (!p.stream) {
       return respond_when_done(
-          res, set, [st, chat, logprobs, envelope, parsers](const ChoiceSet& s, std::vector<ChoiceOutput>& outs) {
+          res, set,
+          [st, chat, logprobs, envelope, parsers](const ChoiceSet& s, std::vector<ChoiceOutput>& outs) {
             json choices = json::array();
             for (size_t i = 0; i < s.size(); ++i) {
               json c = {{"index", i}, {"finish_reason", s.gen(i).finish_reason()}, {"logprobs", nullptr}};

@@ -21,8 +21,8 @@
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
 #include "serve/http.h"
-#include "serve/sse_writer.h"
 #include "serve/server_state.h"
+#include "serve/sse_writer.h"
 
 namespace kiln::serve {
 namespace {
@@ -74,7 +74,8 @@ void add_native_completion_routes(httplib::Server& h, const RouteContext& rc) {
     if (auto e = parse_completion_fields(*body, *st->model, p, CompletionApi::Native))
       return send_error(res, *e);
     OutputFormat format;
-    if (auto e = parse_output_format(ordered_json::parse(req.body), false, format)) return send_error(res, *e);
+    if (auto e = parse_output_format(ordered_json::parse(req.body), false, format))
+      return send_error(res, *e);
     if (auto e = apply_output_format(format, p.gen)) return send_error(res, *e);
     auto it = body->find("prompt");
     if (it == body->end())
@@ -82,8 +83,7 @@ void add_native_completion_routes(httplib::Server& h, const RouteContext& rc) {
     if (auto e = parse_prompt(*it, st->model->tokenizer(), "prompt", p.gen.prompt))
       return send_error(res, *e);
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(res, *e);
-    auto submitted =
-        ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
+    auto submitted = ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(res, *e);
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
     const std::string model_name = st->model->name();

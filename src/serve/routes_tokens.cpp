@@ -1,7 +1,7 @@
 // POST /tokenize, /detokenize, /apply-template (llama-server's shapes). Each needs the model (its
 // tokenizer or chat template): a sleeping server wakes for them.
-#include "serve/chat_request.h"
 #include "serve/api_json.h"
+#include "serve/chat_request.h"
 #include "serve/completion_request.h"
 #include "serve/http.h"
 #include "serve/server_state.h"

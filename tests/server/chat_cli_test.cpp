@@ -15,11 +15,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "greedy_reference.h"
 #include "llm/model.h"
@@ -126,7 +125,9 @@ ChatRun run_kiln(const char* command, const std::vector<std::string>& args, cons
   return r;
 }
 
-ChatRun run_chat(const std::vector<std::string>& args, const std::string& input) { return run_kiln("chat", args, input); }
+ChatRun run_chat(const std::vector<std::string>& args, const std::string& input) {
+  return run_kiln("chat", args, input);
+}
 
 // Greedy, 8 tokens per reply, one thread, the context the reference uses.
 std::vector<std::string> greedy_args(std::vector<std::string> more = {}) {
@@ -505,7 +506,8 @@ TEST(GrammarFlags, RunAndChatFollowTheGrammarOrSchema) {
   EXPECT_TRUE(text.size() == 6 || text.size() == 5) << text;
   EXPECT_TRUE(text.rfind("yes ", 0) == 0 || text.rfind("no ", 0) == 0) << text;
   EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(text[text.size() - 1])) &&
-              std::isdigit(static_cast<unsigned char>(text[text.size() - 2]))) << text;
+              std::isdigit(static_cast<unsigned char>(text[text.size() - 2])))
+      << text;
   const std::string gbnf_path = temp_file("grammar_flags.gbnf", gbnf);
   EXPECT_EQ(constrained("run", {"--grammar-file", gbnf_path}), text);
 
@@ -536,7 +538,8 @@ TEST(GrammarFlags, BadGrammarsAndSchemasAreErrors) {
     return r.err;
   };
   EXPECT_NE(error_of({"--grammar", "root ::= \"a\"", "-j", "{}"}).find("give only one"), std::string::npos);
-  EXPECT_NE(error_of({"-j", R"({"type": "string", "contentEncoding": "base64"})"}).find("contentEncoding"), std::string::npos);
+  EXPECT_NE(error_of({"-j", R"({"type": "string", "contentEncoding": "base64"})"}).find("contentEncoding"),
+            std::string::npos);
   EXPECT_NE(error_of({"-j", "{not json"}).find("--json-schema: not valid JSON"), std::string::npos);
   EXPECT_NE(error_of({"--grammar", "root ::= ("}).find("kiln run: "), std::string::npos);
   EXPECT_NE(error_of({"--grammar-file", "/nonexistent/g.gbnf"}).find("kiln run: "), std::string::npos);

@@ -214,7 +214,8 @@ TEST(StructuredServer, RequiredToolCallsAreWellFormedInEveryFamily) {
     const json js = s.ok("/v1/chat/completions", sampled);
     const json& sc = js["choices"][0]["message"]["tool_calls"];
     ASSERT_TRUE(sc.is_array() && sc.size() == 1) << js.dump();
-    expect_valid_arguments(sc[0]["function"]["name"].get<std::string>(), sc[0]["function"]["arguments"].get<std::string>());
+    expect_valid_arguments(sc[0]["function"]["name"].get<std::string>(),
+                           sc[0]["function"]["arguments"].get<std::string>());
   }
 }
 
@@ -305,7 +306,8 @@ TEST(StructuredServer, GrammarsAndSchemasShapeTheOutput) {
     json c = base;
     c["messages"] = {user("Give me JSON.")};
     c["response_format"] = b["response_format"];
-    check_schema_output(s.ok("/v1/chat/completions", c)["choices"][0]["message"]["content"].get<std::string>());
+    check_schema_output(
+        s.ok("/v1/chat/completions", c)["choices"][0]["message"]["content"].get<std::string>());
     c["response_format"] = {{"type", "json_object"}};
     const json obj =
         json::parse(s.ok("/v1/chat/completions", c)["choices"][0]["message"]["content"].get<std::string>(),

@@ -62,8 +62,10 @@ void SamplerFlags::declare(OptionParser& p) {
 }
 
 Result<std::string> SamplerFlags::grammar_text() const {
-  const int given = !grammar.empty() + !grammar_file.empty() + !json_schema.empty() + !json_schema_file.empty();
-  if (given > 1) return make_error("give only one of --grammar, --grammar-file, --json-schema, --json-schema-file");
+  const int given =
+      !grammar.empty() + !grammar_file.empty() + !json_schema.empty() + !json_schema_file.empty();
+  if (given > 1)
+    return make_error("give only one of --grammar, --grammar-file, --json-schema, --json-schema-file");
   if (!grammar.empty()) return grammar;
   if (!grammar_file.empty()) return read_text_file(grammar_file);
   if (json_schema.empty() && json_schema_file.empty()) return std::string();
@@ -109,7 +111,8 @@ std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char
     return std::nullopt;
   }
   if (!gbnf->empty()) {
-    auto constraint = grammar::GrammarConstraint::create({.gbnf = *gbnf, .lazy = false, .triggers = {}}, model.grammar_vocab(), &model.tokenizer());
+    auto constraint = grammar::GrammarConstraint::create({.gbnf = *gbnf, .lazy = false, .triggers = {}},
+                                                         model.grammar_vocab(), &model.tokenizer());
     if (!constraint.ok()) {
       print_error(command, constraint.error().message);
       return std::nullopt;
