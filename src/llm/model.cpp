@@ -1,5 +1,7 @@
 #include "llm/model.h"
 
+#include "text/grammar/grammar_vocab.h"
+
 namespace kiln {
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
@@ -36,6 +38,11 @@ size_t Model::weight_bytes() const {
   size_t total = 0;
   for (const auto& t : file_->tensors()) total += t.size;
   return total;
+}
+
+std::shared_ptr<const grammar::GrammarVocab> Model::grammar_vocab() const {
+  std::call_once(grammar_vocab_once_, [this] { grammar_vocab_ = grammar::GrammarVocab::build(*tokenizer_); });
+  return grammar_vocab_;
 }
 
 }  // namespace kiln

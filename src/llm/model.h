@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 
@@ -13,6 +14,10 @@
 #include "models/hparams.h"
 #include "models/modules.h"
 #include "text/tokenizer.h"
+
+namespace kiln::grammar {
+class GrammarVocab;
+}
 
 namespace kiln {
 
@@ -33,6 +38,9 @@ class Model {
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   // Bytes of tensor data in the file.
   size_t weight_bytes() const;
+  // The vocabulary as grammar-constrained sampling sees it: built on first use (a walk over
+  // every token's piece), then shared. Thread-safe.
+  std::shared_ptr<const grammar::GrammarVocab> grammar_vocab() const;
 
  private:
   Model() = default;
@@ -42,6 +50,8 @@ class Model {
   HParams hp_;
   DecoderWeights weights_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
+  mutable std::once_flag grammar_vocab_once_;
+  mutable std::shared_ptr<const grammar::GrammarVocab> grammar_vocab_;
 };
 
 }  // namespace kiln

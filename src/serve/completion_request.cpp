@@ -103,8 +103,7 @@ std::optional<HttpError> read_logit_bias(const json& body, const text::Tokenizer
 
 // llama-server fields kiln does not implement: refused when set to anything but their default.
 std::optional<HttpError> refuse_native_extras(const json& body) {
-  for (const char* key :
-       {"grammar", "json_schema", "image_data", "lora", "samplers", "response_fields", "id_slot"}) {
+  for (const char* key : {"image_data", "lora", "samplers", "response_fields", "id_slot"}) {
     auto it = body.find(key);
     if (it == body.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty()) ||
         (key == std::string("id_slot") && it->is_number() && it->get<double>() == -1))
@@ -130,12 +129,13 @@ std::optional<HttpError> refuse_native_extras(const json& body) {
 std::optional<HttpError> parse_completion_fields(const json& body, const Model& model, CompletionRequest& p,
                                                  CompletionApi api) {
   const auto& tok = model.tokenizer();
-  // Refused: features this server does not implement.
-  if (auto it = body.find("tools"); it != body.end() && !it->is_null() && !(it->is_array() && it->empty()))
-    return HttpError{400, "field 'tools': tool calls are not supported"};
-  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-    if (!it->is_object() || it->value("type", std::string()) != "text")
-      return HttpError{400, "field 'response_format': only {\"type\": \"text\"} is supported"};
+  // Tool calls belong to the chat route (chat_request.cpp reads them there).
+  if (api != CompletionApi::Chat) {
+    for (const char* key : {"tools", "tool_choice"}) {
+      auto it = body.find(key);
+      if (it != body.end() && !it->is_null() && !(it->is_array() && it->empty()))
+        return HttpError{400, field_msg(key, "is only supported on /v1/chat/completions")};
+    }
   }
   if (api == CompletionApi::Native) {
     if (auto e = refuse_native_extras(body)) return e;
@@ -258,37 +258,6 @@ std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& 
     }
     first = false;
   }
-  return std::nullopt;
-}
-
-std::optional<HttpError> render_chat(const ServerState& st, const json& body, std::string& text) {
-  auto it = body.find("messages");
-  if (it == body.end() || !it->is_array() || it->empty())
-    return HttpError{400, "field 'messages' must be a non-empty list of messages"};
-  auto messages = chat_messages_from_json(ordered_json::parse(it->dump()));
-  if (!messages.ok()) return HttpError{400, "field 'messages': " + messages.error().message};
-  // Text parts become one string content, joined with "\n" (as llama-server does for templates
-  // that expect strings); other part types are refused.
-  for (ChatMessage& m : *messages) {
-    if (m.parts.empty()) continue;
-    std::string joined;
-    for (const ChatContentPart& part : m.parts) {
-      if (part.type != "text")
-        return HttpError{400,
-                         "field 'messages': content parts of type '" + part.type + "' are not supported"};
-      joined += (joined.empty() ? "" : "\n") + part.text;
-    }
-    m.content = std::move(joined);
-    m.parts.clear();
-  }
-  ChatRenderOptions ro;
-  ro.messages = std::move(*messages);
-  ro.add_generation_prompt = true;
-  ro.bos_token = st.bos_text;
-  ro.eos_token = st.eos_text;
-  auto rendered = st.chat_template->render(ro);
-  if (!rendered.ok()) return HttpError{400, "the chat template: " + rendered.error().message};
-  text = std::move(*rendered);
   return std::nullopt;
 }
 

@@ -1,7 +1,7 @@
 // Turning a completion request's JSON into GenerationRequests: OpenAI's fields (chat and legacy
 // completions: sampling, limits, n, logprobs) and llama-server's native /completion fields,
-// refusals of fields kiln does not implement, prompts (text, token ids, or both mixed), the chat
-// prompt through the model's template. Every bad value is a 400 naming the field.
+// refusals of fields kiln does not implement, prompts (text, token ids, or both mixed). The chat
+// side (messages, tools, output formats) is chat_request.h. Every bad value is a 400 naming the field.
 #pragma once
 
 #include <optional>
@@ -44,9 +44,6 @@ std::optional<HttpError> parse_completion_fields(const json& body, const Model& 
 // errors. A list of lists (several prompts) is refused.
 std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& tok, const char* field,
                                       std::vector<int32_t>& out);
-
-// Renders body["messages"] with the state's chat template (generation prompt added) into `text`.
-std::optional<HttpError> render_chat(const ServerState& st, const json& body, std::string& text);
 
 // The tokens of a rendered chat: special tokens parsed, BOS added when the vocabulary wants it,
 // a doubled BOS (template text + vocabulary) collapsed to one, as llama-server does.

@@ -256,7 +256,7 @@ void Engine::assign(std::shared_ptr<Generation> gen) {
   best->pending = -1;
   gen->n_cached_ = static_cast<int32_t>(best_common);
   gen->t_start_ = Generation::Clock::now();
-  for (int32_t t : prompt) gen->sampler_.accept(t);
+  for (int32_t t : prompt) gen->sampler_.accept_prompt(t);
   best->gen = std::move(gen);
 }
 
@@ -358,8 +358,9 @@ void Engine::on_token(Slot& s, int32_t token, std::span<const float> logits) {
   const auto& tok = ctx_.model().tokenizer();
   if (tok.is_eog(token)) return release(s, StopType::Eos, "");
   ++g.n_generated_;
+  const auto& preserved = g.request_.preserved_tokens;
   auto piece_of = [&](int32_t id) {
-    auto p = tok.token_to_piece(id, false);
+    auto p = tok.token_to_piece(id, std::find(preserved.begin(), preserved.end(), id) != preserved.end());
     return p.ok() ? std::move(*p) : std::string();
   };
   TokenOutput out;

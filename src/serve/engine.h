@@ -31,6 +31,7 @@
 #include "llm/sampler.h"
 #include "serve/stop_text.h"
 #include "serve/token_probs.h"
+#include "text/grammar/grammar_constraint.h"
 
 namespace kiln::serve {
 
@@ -47,6 +48,12 @@ struct GenerationRequest {
   bool cache_prompt = true;
   bool logprobs = false;     // compute each token's log-probability
   int32_t top_logprobs = 0;  // and the most likely alternatives (>= 0; needs logprobs)
+  // The grammar the output must follow (GBNF, from a request's grammar, JSON schema or tools);
+  // each choice gets its own constraint (ChoiceSet::submit).
+  std::optional<grammar::GrammarSpec> grammar;
+  // Control tokens whose text the output keeps (tool-call markers the chat parser reads:
+  // llama.cpp's preserved_tokens); other control tokens print as nothing.
+  std::vector<int32_t> preserved_tokens;
 };
 
 // Why a generation ended (llama-server's stop_type).
@@ -177,6 +184,8 @@ class Engine {
 
   // Tokens one slot may hold (prompt + generated).
   int32_t n_ctx_slot() const { return n_ctx_slot_; }
+  const Model& model() const { return ctx_.model(); }
+  int32_t n_vocab() const { return static_cast<int32_t>(ctx_.n_vocab()); }
   // Queues a request; an Error when the queue is full or the engine stopped. `notifier`: shared
   // with other generations of the same client (null: the generation's own).
   Result<std::shared_ptr<Generation>> submit(GenerationRequest request, Sampler sampler,

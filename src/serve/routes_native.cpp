@@ -2,8 +2,9 @@
 // defaults): prompt (a string, or a list of token ids and strings), n_predict (-1; 0 only caches
 // the prompt), temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, typical_p, repeat_penalty,
 // repeat_last_n, presence_penalty, frequency_penalty, stop, seed, stream, n_probs (0..100),
-// cache_prompt, logit_bias ({"id": bias} or [[id or text, bias], ...], false bans), return_tokens.
-// Fields that would change the output and that kiln lacks (grammar, json_schema, mirostat, dry_*,
+// cache_prompt, logit_bias ({"id": bias} or [[id or text, bias], ...], false bans), return_tokens,
+// grammar (GBNF) or json_schema (one of them).
+// Fields that would change the output and that kiln lacks (mirostat, dry_*,
 // xtc_*, samplers, lora, post_sampling_probs, ignore_eos, ...) are refused with a 400.
 //
 // Response: content, tokens (with return_tokens), stop: true, stop_type ("eos", "limit", "word";
@@ -14,13 +15,14 @@
 #include "serve/routes_native.h"
 
 #include "serve/api_json.h"
+#include "serve/chat_request.h"
 #include "serve/choice_set.h"
 #include "serve/completion_json.h"
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
 #include "serve/http.h"
-#include "serve/sse_writer.h"
 #include "serve/server_state.h"
+#include "serve/sse_writer.h"
 
 namespace kiln::serve {
 namespace {
@@ -71,14 +73,17 @@ void add_native_completion_routes(httplib::Server& h, const RouteContext& rc) {
     CompletionRequest p;
     if (auto e = parse_completion_fields(*body, *st->model, p, CompletionApi::Native))
       return send_error(res, *e);
+    OutputFormat format;
+    if (auto e = parse_output_format(ordered_json::parse(req.body), false, format))
+      return send_error(res, *e);
+    if (auto e = apply_output_format(format, p.gen)) return send_error(res, *e);
     auto it = body->find("prompt");
     if (it == body->end())
       return send_error(res, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
     if (auto e = parse_prompt(*it, st->model->tokenizer(), "prompt", p.gen.prompt))
       return send_error(res, *e);
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(res, *e);
-    auto submitted =
-        ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded, static_cast<int32_t>(st->ctx->n_vocab()));
+    auto submitted = ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(res, *e);
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
     const std::string model_name = st->model->name();

@@ -1,6 +1,7 @@
 // POST /tokenize, /detokenize, /apply-template (llama-server's shapes). Each needs the model (its
 // tokenizer or chat template): a sleeping server wakes for them.
 #include "serve/api_json.h"
+#include "serve/chat_request.h"
 #include "serve/completion_request.h"
 #include "serve/http.h"
 #include "serve/server_state.h"
@@ -73,7 +74,7 @@ void add_token_routes(httplib::Server& h, const RouteContext& rc) {
     auto st = rc.ready(res);
     if (!st) return;
     std::string prompt;
-    if (auto e = render_chat(*st, *body, prompt)) return send_error(res, *e);
+    if (auto e = render_chat(*st, ordered_json::parse(req.body), prompt)) return send_error(res, *e);
     send_json(res, {{"prompt", prompt}});
   });
 }

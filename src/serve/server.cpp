@@ -29,6 +29,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   if (!chat.ok()) return make_error("serve: ", chat.error().message);
   st->chat_template = std::move(chat->chat_template);
   st->chat_template_source = std::move(chat->source);
+  st->chat_syntax = chat::detect_chat_syntax(*st->chat_template);
   st->bos_text = std::move(chat->bos_text);
   st->eos_text = std::move(chat->eos_text);
   KILN_ASSIGN_OR_RETURN(st->devices,

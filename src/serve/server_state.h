@@ -19,6 +19,7 @@
 #include "llm/model.h"
 #include "serve/engine.h"
 #include "serve/server.h"
+#include "text/chat/chat_syntax.h"
 #include "text/chat_template.h"
 
 namespace httplib {
@@ -32,6 +33,7 @@ struct ServerState {
   std::shared_ptr<const Model> model;
   std::optional<ChatTemplate> chat_template;
   std::string chat_template_source;  // the Jinja source of chat_template
+  chat::ChatSyntax chat_syntax;      // how its assistant turns write reasoning and tool calls
   std::string bos_text, eos_text;    // the vocabulary's BOS/EOS texts, for templates
   std::unique_ptr<DeviceRegistry> devices;  // the thread pool and devices; options.device computes
   std::shared_ptr<DeviceWeights> weights;   // the model on that device, shared with the embedder

@@ -464,7 +464,7 @@ TEST_F(CompletionsTest, FieldErrorsNameTheField) {
   check(post("/completion", {{"prompt", {1, -5}}}), "'prompt'");
   check(post("/completion", {{"prompt", {{1, 2}, {3}}}}), "'prompt'");
   check(post("/completion", {{"n_predict", 3}}), "'prompt'");
-  check(post("/completion", {{"prompt", "x"}, {"grammar", "root ::= \"a\""}}), "'grammar'");
+  check(post("/completion", {{"prompt", "x"}, {"grammar", 5}}), "'grammar'");
   check(post("/completion", {{"prompt", "x"}, {"mirostat", 2}}), "'mirostat'");
   check(post("/completion", {{"prompt", "x"}, {"logit_bias", {{"x", 1, 2}}}}), "'logit_bias'");
   // llama-server's list form of logit_bias, with false banning a token.

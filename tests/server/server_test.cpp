@@ -329,7 +329,7 @@ TEST_F(ServerTest, ErrorsHaveOpenAiShape) {
   check(post("/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"-3", 1}}}}), 400, "logit_bias");
   check(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", {{{"type", "function"}}}}}), 400, "tools");
   check(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"n", 17}}), 400, "'n'");
-  check(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"response_format", {{"type", "json_object"}}}}), 400, "response_format");
+  check(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"response_format", {{"type", "xml"}}}}), 400, "response_format");
   std::string long_prompt;
   for (int i = 0; i < 300; ++i) long_prompt += " word";
   check(post("/v1/completions", {{"prompt", long_prompt}}), 400, "context");

@@ -149,7 +149,7 @@ class ChatSession {
                           decode_tokens(ctx_, std::span(tokens).subspan(keep), cached_, options_.n_batch));
     const double prompt_s = seconds_since(t_prompt);
     sampler_.reset_history();
-    for (int32_t t : tokens) sampler_.accept(t);
+    for (int32_t t : tokens) sampler_.accept_prompt(t);
 
     const auto t_gen = Clock::now();
     Utf8Stream out(stdout);
@@ -162,6 +162,7 @@ class ChatSession {
     std::fputs("\n", stdout);
     std::fflush(stdout);
     clear_interrupt();  // a Ctrl-C from now on is one at the prompt
+    if (sampler_.grammar_stalled()) print_error("chat", sampler_.grammar_error());
     if (reply.stop == StopReason::ContextFull) {
       print_error("chat", "the context of " + std::to_string(ctx_.n_ctx()) +
                               " tokens is full: the reply stops here (the oldest turns make room with your "

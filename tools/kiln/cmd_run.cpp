@@ -97,7 +97,7 @@ int run_run(int argc, char** argv) {
     std::fputc('\n', stderr);
     return fail("run", last.error().message);
   }
-  for (int32_t t : tokens) sampler->accept(t);
+  for (int32_t t : tokens) sampler->accept_prompt(t);
   const auto drafter = speculator ? speculator->drafter(cached.seq) : nullptr;
   if (drafter) {
     if (const Status st = drafter->begin(cached.tokens); !st.ok()) {
@@ -120,6 +120,10 @@ int run_run(int argc, char** argv) {
   if (!gen.ok()) {
     std::fputc('\n', stderr);
     return fail("run", gen.error().message);
+  }
+  if (sampler->grammar_stalled()) {
+    std::fputc('\n', stderr);
+    print_error("run", sampler->grammar_error());
   }
   if (gen->stop == StopReason::ContextFull) {
     std::fputc('\n', stderr);

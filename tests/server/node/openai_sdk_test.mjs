@@ -1,5 +1,6 @@
 // The official OpenAI Node SDK (package.json pins the version) against a real `kiln serve`:
-// chat completions (plain and streamed), completions, embeddings and errors, checked field by field.
+// chat completions (plain and streamed), completions, embeddings, tool calls (a round trip),
+// response_format json_schema (validated with ajv) and errors, checked field by field.
 //
 // Usage: node openai_sdk_test.mjs KILN_BINARY [SHARED_DIR]
 //   KILN_BINARY  the `kiln` executable (or env KILN_BIN)
@@ -327,6 +328,70 @@ test('embeddings.create: float, base64 and the SDK default decode to the same ve
   });
 });
 
+const kWeatherTool = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'Weather in a city',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', enum: ['Paris', 'Oslo'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+      required: ['city', 'days'],
+      additionalProperties: false,
+    },
+  },
+};
+
+test('tool calls: a required call, streamed alike, its result sent back, then an answer', async () => {
+  const { default: Ajv } = await import('ajv');
+  const validate = new Ajv({ strict: false }).compile(kWeatherTool.function.parameters);
+  const messages = [{ role: 'user', content: 'What is the weather in Oslo?' }];
+  const request = { model: 'x', messages, tools: [kWeatherTool], tool_choice: 'required', temperature: 0, max_tokens: 200 };
+  const r = await client.chat.completions.create(request);
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls');
+  assert.equal(c.message.tool_calls.length, 1);
+  const call = c.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'get_weather');
+  assert.ok(typeof call.id === 'string' && call.id.length > 0);
+  const args = JSON.parse(call.function.arguments);
+  assert.ok(validate(args), `${call.function.arguments}: ${JSON.stringify(validate.errors)}`);
+
+  // Streamed: the SDK puts the deltas together into the same call.
+  const stream = client.chat.completions.stream(request);
+  const streamed = await stream.finalChatCompletion();
+  assert.equal(streamed.choices[0].finish_reason, 'tool_calls');
+  const sc = streamed.choices[0].message.tool_calls;
+  assert.equal(sc.length, 1);
+  assert.equal(sc[0].function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(sc[0].function.arguments), args);
+
+  // The call and its result in the conversation; the model answers in text.
+  const followUp = await client.chat.completions.create({
+    model: 'x', temperature: 0, max_tokens: 12, tools: [kWeatherTool], tool_choice: 'none',
+    messages: [...messages, c.message, { role: 'tool', tool_call_id: call.id, content: 'Rain, 4 degrees.' }],
+  });
+  const answer = followUp.choices[0];
+  assert.equal(typeof answer.message.content, 'string');
+  assert.ok(!answer.message.tool_calls || answer.message.tool_calls.length === 0);
+  assert.ok(['stop', 'length'].includes(answer.finish_reason), `finish_reason ${answer.finish_reason}`);
+});
+
+test('response_format json_schema: the content validates', async () => {
+  const { default: Ajv } = await import('ajv');
+  const schema = kWeatherTool.function.parameters;
+  const validate = new Ajv({ strict: false }).compile(schema);
+  for (const temperature of [0, 1]) {
+    const r = await client.chat.completions.create({
+      model: 'x', messages: kMessages, temperature, seed: 5, max_tokens: 200,
+      response_format: { type: 'json_schema', json_schema: { name: 'weather', schema } },
+    });
+    const value = JSON.parse(r.choices[0].message.content);
+    assert.ok(validate(value), `${r.choices[0].message.content}: ${JSON.stringify(validate.errors)}`);
+  }
+});
+
 test('a 400 surfaces as BadRequestError with the server message', async () => {
   const cases = [
     [{ model: 'x', messages: kMessages, max_tokens: 0 }, /max_tokens/],
@@ -334,7 +399,7 @@ test('a 400 surfaces as BadRequestError with the server message', async () => {
     [{ model: 'x', messages: kMessages, response_format: { type: 'json_schema', json_schema: { name: 's' } } },
      /response_format/],
     [{ model: 'x', messages: [] }, /messages/],
-    [{ model: 'x', messages: kMessages, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] },
+    [{ model: 'x', messages: kMessages, tools: [{ type: 'retrieval' }] },
      /tools/],
     [{ model: 'x', messages: [{ role: 'user', content: 'word '.repeat(4000) }] }, /prompt/],
   ];
