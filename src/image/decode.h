@@ -7,12 +7,14 @@
 // channels: alpha dropped (not composited), grey replicated, palettes expanded, 16-bit samples cut
 // to their high byte; gamma and colour profiles are ignored.
 //
-// Libraries: Debian's libpng and libjpeg-turbo (maintained and fuzzed decoders for hostile input).
-// PNG pixels equal llama.cpp's; JPEG pixels may differ from stb_image's by a few levels (another
-// IDCT, chroma upsampling and colour conversion rounding).
+// Libraries: Debian's libpng and libjpeg-turbo (maintained and fuzzed parsers for hostile input).
+// Pixels equal llama.cpp's (which decodes with stb_image): PNG samples are exact either way; JPEG
+// coefficients come from libjpeg-turbo and become pixels with stb_image's arithmetic
+// (image/jpeg_pixels.h), since libjpeg's own IDCT, upsampling and colour rounding differ.
 //
 // Errors read "image: what went wrong", naming the format and the problem: a format kiln does
-// not read (SVG, GIF, WebP, BMP, ...), a truncated or corrupt file, a size over the limits.
+// not read (SVG, GIF, WebP, BMP, ...), a truncated or corrupt file, a size over the limits,
+// 12-bit or fractionally subsampled JPEGs.
 // Thread-safety: decode_image is reentrant.
 #pragma once
 

@@ -127,8 +127,7 @@ void jpeg_source_rgb(int width, int height, int x, int y, uint8_t rgb[3]) {
 
 namespace {
 
-std::vector<uint8_t> compress(int width, int height, J_COLOR_SPACE in_space, int components, bool progressive,
-                              bool cmyk) {
+std::vector<uint8_t> compress(int width, int height, J_COLOR_SPACE in_space, int components, bool progressive) {
   jpeg_compress_struct cinfo{};
   jpeg_error_mgr jerr{};
   cinfo.err = jpeg_std_error(&jerr);
@@ -141,7 +140,6 @@ std::vector<uint8_t> compress(int width, int height, J_COLOR_SPACE in_space, int
   cinfo.input_components = components;
   cinfo.in_color_space = in_space;
   jpeg_set_defaults(&cinfo);
-  if (cmyk) jpeg_set_colorspace(&cinfo, JCS_CMYK);
   jpeg_set_quality(&cinfo, 95, TRUE);
   if (progressive) jpeg_simple_progression(&cinfo);
   jpeg_start_compress(&cinfo, TRUE);
@@ -151,7 +149,7 @@ std::vector<uint8_t> compress(int width, int height, J_COLOR_SPACE in_space, int
     for (int x = 0; x < width; ++x) {
       uint8_t rgb[3];
       jpeg_source_rgb(width, height, x, y, rgb);
-      for (int c = 0; c < components; ++c) row[static_cast<size_t>(x * components + c)] = c < 3 ? rgb[c] : 40;
+      for (int c = 0; c < components; ++c) row[static_cast<size_t>(x * components + c)] = rgb[c];
     }
     JSAMPROW p = row.data();
     jpeg_write_scanlines(&cinfo, &p, 1);
@@ -166,10 +164,9 @@ std::vector<uint8_t> compress(int width, int height, J_COLOR_SPACE in_space, int
 }  // namespace
 
 std::vector<uint8_t> write_jpeg(int width, int height, bool grey, bool progressive) {
-  return compress(width, height, grey ? JCS_GRAYSCALE : JCS_RGB, grey ? 1 : 3, progressive, false);
+  return compress(width, height, grey ? JCS_GRAYSCALE : JCS_RGB, grey ? 1 : 3, progressive);
 }
 
-std::vector<uint8_t> write_cmyk_jpeg(int width, int height) { return compress(width, height, JCS_CMYK, 4, false, true); }
 
 size_t png_chunk_offset(const std::vector<uint8_t>& png, const char* tag) {
   size_t off = 8;

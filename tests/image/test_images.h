@@ -26,8 +26,6 @@ void expected_rgb(const PngSpec& spec, int x, int y, uint8_t rgb[3]);
 
 // A JPEG of smooth gradients (quality 95): greyscale or YCbCr 4:2:0, baseline or progressive.
 std::vector<uint8_t> write_jpeg(int width, int height, bool grey, bool progressive);
-// A CMYK (Adobe) JPEG.
-std::vector<uint8_t> write_cmyk_jpeg(int width, int height);
 // The gradient the JPEG writer encodes at (x, y).
 void jpeg_source_rgb(int width, int height, int x, int y, uint8_t rgb[3]);
 
