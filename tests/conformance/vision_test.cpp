@@ -128,7 +128,13 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, VisionConformance,
                          ::testing::Values(VisionCase{"gemma3-test-224", "mmproj-gemma3.gguf", false},
                                            VisionCase{"gemma3-test-224-fa", "mmproj-gemma3.gguf", true},
                                            VisionCase{"mlp-test-224", "mmproj-mlp.gguf", false},
-                                           VisionCase{"mlp-test-224-fa", "mmproj-mlp.gguf", true}),
+                                           VisionCase{"mlp-test-224-fa", "mmproj-mlp.gguf", true},
+                                           // Resize and padding paths, F16 weights, pooling by 2, a
+                                           // JPEG, an image first in the prompt (make_refs.sh).
+                                           VisionCase{"gemma3-300x200", "mmproj-gemma3.gguf", false},
+                                           VisionCase{"mlp-100x150", "mmproj-mlp.gguf", false},
+                                           VisionCase{"gemma3-f16-photo", "mmproj-gemma3-f16.gguf", false},
+                                           VisionCase{"mlp-f16-300x200-fa", "mmproj-mlp-f16.gguf", true}),
                          [](const auto& info) {
                            std::string n = info.param.ref;
                            for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
