@@ -34,6 +34,15 @@ void MediaPrompt::append_text(std::span<const int32_t> tokens) {
   chunks.back().tokens.insert(chunks.back().tokens.end(), tokens.begin(), tokens.end());
 }
 
+std::string with_media_markers(std::string_view text, size_t n_images) {
+  std::string out;
+  if (text.find(kMediaMarker) == std::string_view::npos) {
+    for (size_t i = 0; i < n_images; ++i) out += kMediaMarker;
+  }
+  out += text;
+  return out;
+}
+
 Result<MediaPrompt> tokenize_media_prompt(const text::Tokenizer& tok, const VisionModel* vision, std::string_view text,
                                           std::span<const std::shared_ptr<const PreparedImage>> images,
                                           const MediaTokenizeOptions& options) {
@@ -66,7 +75,8 @@ Result<MediaPrompt> tokenize_media_prompt(const text::Tokenizer& tok, const Visi
   if (options.add_special && tok.add_bos()) {
     const int32_t bos = tok.bos();
     if (!prompt.chunks.empty() && !prompt.chunks.front().image) {
-      prompt.chunks.front().tokens.insert(prompt.chunks.front().tokens.begin(), bos);
+      std::vector<int32_t>& first = prompt.chunks.front().tokens;
+      if (!(options.collapse_bos && first.front() == bos)) first.insert(first.begin(), bos);
     } else {
       PromptChunk chunk;
       chunk.tokens.push_back(bos);
@@ -115,11 +125,16 @@ Result<size_t> decode_media_prompt(Context& ctx, VisionEncoder* encoder, const M
       if (pos < from) return make_error("prompt: decoding cannot start inside an image (position ", from, ")");
       if (encoder == nullptr) return make_error("prompt: images need a vision encoder (--mmproj)");
       KILN_ASSIGN_OR_RETURN(const auto embd, encoder->encode(*chunk.image));
-      batch.clear();
-      batch.causal = !embd->non_causal;
-      for (int64_t t = 0; t < embd->n_tokens; ++t)
-        batch.add_embedding(embd->row(t), static_cast<int32_t>(pos + t), options.seq, pos + t + 1 == total);
-      KILN_TRY(ctx.decode(batch));
+      // ref: mtmd_helper_decode_image_chunk: batches of n_batch; an image whose tokens see each
+      // other both ways goes in one (the context refuses it when it exceeds n_batch or n_ubatch).
+      const int64_t step = embd->non_causal ? embd->n_tokens : options.n_batch;
+      for (int64_t t0 = 0; t0 < embd->n_tokens; t0 += step) {
+        batch.clear();
+        batch.causal = !embd->non_causal;
+        for (int64_t t = t0; t < std::min(embd->n_tokens, t0 + step); ++t)
+          batch.add_embedding(embd->row(t), static_cast<int32_t>(pos + t), options.seq, pos + t + 1 == total);
+        KILN_TRY(ctx.decode(batch));
+      }
     } else {
       for (int64_t i = std::max<int64_t>(0, from - pos); i < n; i += options.n_batch) {
         const int64_t end = std::min(n, i + options.n_batch);

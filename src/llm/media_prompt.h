@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -53,9 +54,16 @@ struct MediaPrompt {
   void append_text(std::span<const int32_t> tokens);
 };
 
+// `text` with one marker per image in front when it has none (images before the text, as
+// llama-mtmd-cli places them), else unchanged.
+std::string with_media_markers(std::string_view text, size_t n_images);
+
 struct MediaTokenizeOptions {
   bool add_special = true;     // BOS / EOS as the vocabulary wants
   bool parse_special = false;  // control tokens written in the text become their ids
+  // A BOS the text starts with (written by a chat template) and the one add_special adds become
+  // one, as kiln tokenizes chat prompts (serve's tokenize_chat).
+  bool collapse_bos = false;
 };
 
 // Tokenizes `text` with `images` in marker order. `vision` may be null when there are no images

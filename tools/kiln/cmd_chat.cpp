@@ -11,6 +11,10 @@
 // line on stderr says how many messages went. A message that does not fit even alone is refused
 // and the chat goes on. Ctrl-C stops a reply (the text so far stays in the conversation); at the
 // prompt it ends the chat with exit code 130.
+//
+// With --mmproj, `/image FILE` (or --image FILE, for the first message) attaches an image to the
+// next message, placed before its text as llama-mtmd-cli does; images stay with their message
+// (each encoded once: the encoder caches by content) until their turn is dropped.
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -21,11 +25,14 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "command.h"
 #include "generation.h"
 #include "llm/cpu_engine.h"
+#include "llm/media_prompt.h"
+#include "media_flags.h"
 #include "serve/model_chat_template.h"
 #include "model_flags.h"
 #include "sampler_flags.h"
@@ -146,43 +153,58 @@ struct ChatOptions {
   bool verbose = false;    // timings after every reply
 };
 
+using ImageList = std::vector<std::shared_ptr<const PreparedImage>>;
+
 // A conversation with one model through its chat template, in sequence 0 of a Context.
-// Not thread-safe. The Context, Sampler and template must outlive it.
+// Not thread-safe. The Context, Sampler, template and the vision encoder (null without --mmproj)
+// must outlive it.
 class ChatSession {
  public:
-  ChatSession(Context& ctx, Sampler& sampler, const ModelChatTemplate& chat, const std::string& system_prompt,
-              ChatOptions options)
-      : ctx_(ctx), sampler_(sampler), chat_(chat), options_(options) {
-    if (!system_prompt.empty()) messages_.push_back(chat_message("system", system_prompt));
+  ChatSession(Context& ctx, Sampler& sampler, const ModelChatTemplate& chat, VisionEncoder* encoder,
+              const std::string& system_prompt, ChatOptions options)
+      : ctx_(ctx), sampler_(sampler), chat_(chat), encoder_(encoder), options_(options) {
+    if (!system_prompt.empty()) add_message("system", system_prompt, {});
     n_fixed_ = messages_.size();
   }
 
   // A new conversation: only the system prompt stays (its tokens stay cached too).
-  void reset() { messages_.resize(n_fixed_); }
+  void reset() {
+    messages_.resize(n_fixed_);
+    images_.resize(n_fixed_);
+  }
 
-  // The user's message and the model's reply, streamed to stdout. Problems with the message (a
-  // template error, no room) are reported on stderr and leave the conversation as it was; the
-  // error returned is a failed decode, after which the chat cannot go on.
-  Status turn(const std::string& user_message) {
-    messages_.push_back(chat_message("user", user_message));
-    auto tokens = fit_conversation();
-    if (!tokens) {
+  // The user's message (with its images, placed before its text) and the model's reply, streamed
+  // to stdout. Problems with the message (a template error, no room) are reported on stderr and
+  // leave the conversation as it was; the error returned is a failed decode, after which the chat
+  // cannot go on.
+  Status turn(const std::string& user_message, ImageList images) {
+    std::string content = with_media_markers(user_message, images.size());
+    add_message("user", std::move(content), std::move(images));
+    auto prompt = fit_conversation();
+    if (!prompt) {
       messages_.pop_back();
+      images_.pop_back();
       return {};
     }
-    // Decode what the cache does not hold yet; at least the last token, whose logits we need.
-    size_t keep = 0;
-    while (keep < cached_.tokens.size() && keep < tokens->size() && cached_.tokens[keep] == (*tokens)[keep])
-      ++keep;
-    keep = std::min(keep, tokens->size() - 1);
+    // Decode what the cache does not hold yet; at least the last position, whose logits we need
+    // (an image only whole).
+    const int64_t n = prompt->n_positions();
+    int64_t keep = common_prefix(cached_prompt_, *prompt);
+    if (keep == n) {
+      const PromptChunk& last_chunk = prompt->chunks.back();
+      keep = last_chunk.image ? n - last_chunk.n_positions() : n - 1;
+    }
     ctx_.seq_rm(cached_.seq, static_cast<int32_t>(keep), -1);
-    cached_.tokens.resize(keep);
     const auto t_prompt = Clock::now();
-    KILN_ASSIGN_OR_RETURN(const size_t last,
-                          decode_tokens(ctx_, std::span(*tokens).subspan(keep), cached_, options_.n_batch));
+    KILN_ASSIGN_OR_RETURN(const size_t last, decode_media_prompt(ctx_, encoder_, *prompt, keep,
+                                                                 {.seq = cached_.seq, .n_batch = options_.n_batch}));
     const double prompt_s = seconds_since(t_prompt);
+    cached_.tokens = prompt->flat_tokens();
+    cached_prompt_ = *prompt;
     sampler_.reset_history();
-    for (int32_t t : *tokens) sampler_.accept(t);
+    for (int32_t t : cached_.tokens) {
+      if (t != kMediaToken) sampler_.accept(t);
+    }
 
     const auto t_gen = Clock::now();
     Utf8Stream out(stdout);
@@ -190,6 +212,7 @@ class ChatSession {
                           generate(ctx_, sampler_, ctx_.logits(last), cached_,
                                    {.n_predict = options_.n_predict, .interrupted = &g_interrupted}, out));
     const double gen_s = seconds_since(t_gen);
+    cached_prompt_.append_text(std::span(cached_.tokens).subspan(static_cast<size_t>(n)));
     std::fputs("\n", stdout);
     std::fflush(stdout);
     clear_interrupt();  // a Ctrl-C from now on is one at the prompt
@@ -203,11 +226,12 @@ class ChatSession {
     }
     if (reply.stop == StopReason::Interrupted && reply.text.empty()) {
       messages_.pop_back();  // nothing was said: the turn did not happen
+      images_.pop_back();
     } else {
-      messages_.push_back(chat_message("assistant", reply.text));
+      add_message("assistant", reply.text, {});
     }
 
-    const size_t n_new = tokens->size() - keep;
+    const auto n_new = static_cast<size_t>(n - keep);
     ++n_replies_;
     n_prompt_ += static_cast<int64_t>(n_new);
     n_generated_ += reply.n_generated;
@@ -215,9 +239,9 @@ class ChatSession {
     gen_s_ += gen_s;
     if (options_.verbose) {
       std::fprintf(stderr,
-                   "kiln chat: prompt %zu new tokens (%zu cached) in %.2f s (%.1f t/s), reply %lld tokens in "
+                   "kiln chat: prompt %zu new tokens (%lld cached) in %.2f s (%.1f t/s), reply %lld tokens in "
                    "%.2f s (%.1f t/s)\n",
-                   n_new, keep, prompt_s, static_cast<double>(n_new) / std::max(prompt_s, 1e-9),
+                   n_new, static_cast<long long>(keep), prompt_s, static_cast<double>(n_new) / std::max(prompt_s, 1e-9),
                    static_cast<long long>(reply.n_generated), gen_s,
                    static_cast<double>(reply.n_generated) / std::max(gen_s, 1e-9));
     }
@@ -235,15 +259,28 @@ class ChatSession {
   }
 
  private:
-  // The conversation's tokens, with the generation prompt.
-  Result<std::vector<int32_t>> render(const std::vector<ChatMessage>& messages) const {
+  void add_message(std::string role, std::string content, ImageList images) {
+    messages_.push_back(chat_message(std::move(role), std::move(content)));
+    images_.push_back(std::move(images));
+  }
+
+  // The conversation's tokens and images, with the generation prompt.
+  Result<MediaPrompt> render(const std::vector<ChatMessage>& messages, const std::vector<ImageList>& images) const {
     ChatRenderOptions ro;
     ro.messages = messages;
     ro.add_generation_prompt = true;
     ro.bos_token = chat_.bos_text;
     ro.eos_token = chat_.eos_text;
     KILN_ASSIGN_OR_RETURN(const std::string text, chat_.chat_template.render(ro));
-    return serve::tokenize_chat(ctx_.model().tokenizer(), text);
+    if (encoder_ == nullptr) {
+      MediaPrompt p;
+      p.append_text(serve::tokenize_chat(ctx_.model().tokenizer(), text));
+      return p;
+    }
+    ImageList all;
+    for (const ImageList& l : images) all.insert(all.end(), l.begin(), l.end());
+    return tokenize_media_prompt(ctx_.model().tokenizer(), &encoder_->model(), text, all,
+                                 {.add_special = true, .parse_special = true, .collapse_bos = true});
   }
 
   // Tokens the reply may need: -n, or a quarter of the context when -n is -1; at least 1, at most
@@ -254,76 +291,85 @@ class ChatSession {
     return std::max<int64_t>(1, std::min(want, n_ctx / 2));
   }
 
-  // The tokens of the conversation, after dropping its oldest turns (never the system prompt nor
-  // the last message) until they leave reply_room() free. Nullopt, with the reason on stderr, when
+  // The prompt of the conversation, after dropping its oldest turns (never the system prompt nor
+  // the last message) until it leaves reply_room() free. Nullopt, with the reason on stderr, when
   // the template fails or the last message does not fit even alone; the conversation is then as it
   // was.
-  std::optional<std::vector<int32_t>> fit_conversation() {
+  std::optional<MediaPrompt> fit_conversation() {
     const int64_t limit = ctx_.n_ctx() - reply_room();
-    auto tokens = render(messages_);
-    if (!tokens.ok()) {
-      std::fprintf(stderr, "kiln chat: %s\n", tokens.error().message.c_str());
+    auto prompt = render(messages_, images_);
+    if (!prompt.ok()) {
+      std::fprintf(stderr, "kiln chat: %s\n", prompt.error().message.c_str());
       return std::nullopt;
     }
-    if (static_cast<int64_t>(tokens->size()) <= limit) return std::move(*tokens);
-    std::vector<ChatMessage> alone(messages_.begin(),
-                                   messages_.begin() + static_cast<std::ptrdiff_t>(n_fixed_));
+    if (prompt->n_positions() <= limit) return std::move(*prompt);
+    const auto n_fixed = static_cast<std::ptrdiff_t>(n_fixed_);
+    std::vector<ChatMessage> alone(messages_.begin(), messages_.begin() + n_fixed);
+    std::vector<ImageList> alone_images(images_.begin(), images_.begin() + n_fixed);
     alone.push_back(messages_.back());
-    auto alone_tokens = render(alone);
-    if (!alone_tokens.ok() || static_cast<int64_t>(alone_tokens->size()) > limit) {
-      if (!alone_tokens.ok()) {
-        std::fprintf(stderr, "kiln chat: %s\n", alone_tokens.error().message.c_str());
+    alone_images.push_back(images_.back());
+    auto alone_prompt = render(alone, alone_images);
+    if (!alone_prompt.ok() || alone_prompt->n_positions() > limit) {
+      if (!alone_prompt.ok()) {
+        std::fprintf(stderr, "kiln chat: %s\n", alone_prompt.error().message.c_str());
       } else {
         std::fprintf(stderr,
-                     "kiln chat: this message makes a prompt of %zu tokens%s, which leaves no room for a "
+                     "kiln chat: this message makes a prompt of %lld tokens%s, which leaves no room for a "
                      "reply of %lld tokens in the context of %lld (raise -c, or send a shorter message)\n",
-                     alone_tokens->size(), n_fixed_ > 0 ? " with the system prompt" : "",
+                     static_cast<long long>(alone_prompt->n_positions()), n_fixed_ > 0 ? " with the system prompt" : "",
                      static_cast<long long>(reply_room()), static_cast<long long>(ctx_.n_ctx()));
       }
       return std::nullopt;
     }
     // Drop whole turns: from the first message after the system prompt up to the next user message.
     std::vector<ChatMessage> kept = messages_;
+    std::vector<ImageList> kept_images = images_;
     size_t n_dropped = 0;
-    while (static_cast<int64_t>(tokens->size()) > limit) {
-      auto first = kept.begin() + static_cast<std::ptrdiff_t>(n_fixed_);
+    while (prompt->n_positions() > limit) {
       do {
-        first = kept.erase(first);
+        kept.erase(kept.begin() + n_fixed);
+        kept_images.erase(kept_images.begin() + n_fixed);
         ++n_dropped;
-      } while (first + 1 != kept.end() && first->role != "user");
-      tokens = render(kept);
-      if (!tokens.ok()) {
-        std::fprintf(stderr, "kiln chat: %s\n", tokens.error().message.c_str());
+      } while (kept.begin() + n_fixed + 1 != kept.end() && kept[n_fixed_].role != "user");
+      prompt = render(kept, kept_images);
+      if (!prompt.ok()) {
+        std::fprintf(stderr, "kiln chat: %s\n", prompt.error().message.c_str());
         return std::nullopt;
       }
     }
     messages_ = std::move(kept);
+    images_ = std::move(kept_images);
     std::fprintf(stderr,
                  "kiln chat: the conversation no longer fits the context of %lld tokens: dropped the %zu "
                  "oldest messages (the system prompt stays; /reset starts over)\n",
                  static_cast<long long>(ctx_.n_ctx()), n_dropped);
-    return std::move(*tokens);
+    return std::move(*prompt);
   }
 
   Context& ctx_;
   Sampler& sampler_;
   const ModelChatTemplate& chat_;
+  VisionEncoder* encoder_;  // null without --mmproj
   ChatOptions options_;
   std::vector<ChatMessage> messages_;
-  size_t n_fixed_ = 0;     // leading messages never dropped (the system prompt)
-  CachedSequence cached_;  // what sequence 0 of the KV cache holds
+  std::vector<ImageList> images_;  // per message, in marker order
+  size_t n_fixed_ = 0;             // leading messages never dropped (the system prompt)
+  CachedSequence cached_;          // what sequence 0 of the KV cache holds (kMediaToken at image positions)
+  MediaPrompt cached_prompt_;      // the same as a prompt, images whole
   int64_t n_replies_ = 0, n_prompt_ = 0, n_generated_ = 0;
   double prompt_s_ = 0, gen_s_ = 0;
 };
 
 constexpr const char* kHelp =
-    "  /exit    end the chat (also Ctrl-D, or Ctrl-C at the prompt)\n"
-    "  /reset   start a new conversation (the system prompt stays)\n"
-    "  /help    this list\n"
+    "  /exit        end the chat (also Ctrl-D, or Ctrl-C at the prompt)\n"
+    "  /reset       start a new conversation (the system prompt stays)\n"
+    "  /image FILE  attach a PNG or JPEG image to your next message (needs --mmproj)\n"
+    "  /help        this list\n"
     "  A line ending in '\\' continues the message on the next line. Ctrl-C stops a reply.\n";
 
 int run_chat(int argc, char** argv) {
   ModelFlags mf;
+  MediaFlags media;
   SamplerFlags sf;
   std::string system_prompt, prompt, template_file;
   ChatOptions co;
@@ -338,6 +384,7 @@ int run_chat(int argc, char** argv) {
   p.value({"--chat-template-file"}, &template_file, "FILE",
           "Jinja chat template to use instead of the model's (default: the model's, else ChatML)");
   p.flag({"-v", "--verbose"}, &co.verbose, "print the template's origin and timings after every reply");
+  media.declare(p);
   sf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   co.n_batch = mf.context.n_batch;
@@ -365,24 +412,50 @@ int run_chat(int argc, char** argv) {
   if (co.verbose) std::fprintf(stderr, "kiln chat: chat template: %s\n", chat->origin.c_str());
   auto sampler = sf.make_sampler(*model, "chat");
   if (!sampler) return 1;
+  auto vision = media.load_vision(*model);
+  if (!vision.ok()) {
+    std::fprintf(stderr, "kiln chat: %s\n", vision.error().message.c_str());
+    return 1;
+  }
   CpuEngine engine(mf.threads);
+  ComputeArena arena(engine.device, model->name());  // taken in turns by the decoder and the encoder
+  mf.context.arena = &arena;
+  mf.context.input_embeddings = *vision != nullptr;
   auto ctx = Context::create(model, engine.backend, mf.context);
   if (!ctx.ok()) {
     std::fprintf(stderr, "kiln chat: %s\n", ctx.error().message.c_str());
     return 1;
+  }
+  std::unique_ptr<VisionEncoder> encoder;
+  ImageList pending;  // images for the next message
+  if (*vision) {
+    auto enc = make_encoder(*vision, engine.backend, mf.context);
+    if (!enc.ok()) {
+      std::fprintf(stderr, "kiln chat: %s\n", enc.error().message.c_str());
+      return 1;
+    }
+    encoder = std::move(*enc);
+    for (const std::string& path : media.images) {
+      auto img = read_image(**vision, path);
+      if (!img.ok()) {
+        std::fprintf(stderr, "kiln chat: --image: %s\n", img.error().message.c_str());
+        return 1;
+      }
+      pending.push_back(*img);
+    }
   }
   if (!install_interrupt_handler()) {
     std::fprintf(stderr, "kiln chat: cannot install the Ctrl-C handler: %s\n", std::strerror(errno));
     return 1;
   }
 
-  ChatSession session(**ctx, *sampler, *chat, system_prompt, co);
+  ChatSession session(**ctx, *sampler, *chat, encoder.get(), system_prompt, co);
   const bool tty = isatty(STDIN_FILENO) != 0;
   if (tty) std::fprintf(stderr, "kiln chat: /help lists the commands; /exit or Ctrl-D ends the chat\n");
   StdinLines in;
   int exit_code = 0;
   auto reply = [&](const std::string& message) {
-    const Status st = session.turn(message);
+    const Status st = session.turn(message, std::exchange(pending, {}));
     if (st.ok()) return true;
     std::fprintf(stderr, "kiln chat: %s\n", st.error().message.c_str());
     exit_code = 1;
@@ -408,7 +481,26 @@ int run_chat(int argc, char** argv) {
     if (message == "/exit") break;
     if (message == "/reset") {
       session.reset();
+      pending.clear();
       std::fprintf(stderr, "kiln chat: new conversation\n");
+      continue;
+    }
+    if (message == "/image" || message.rfind("/image ", 0) == 0) {
+      std::string path = message.size() > 7 ? message.substr(7) : "";
+      path.erase(0, path.find_first_not_of(" \t"));
+      path.erase(path.find_last_not_of(" \t") + 1);
+      if (!encoder) {
+        std::fprintf(stderr, "kiln chat: /image needs --mmproj FILE (the model's vision projector)\n");
+      } else if (path.empty()) {
+        std::fprintf(stderr, "kiln chat: /image needs a file name\n");
+      } else if (auto img = read_image(encoder->model(), path); !img.ok()) {
+        std::fprintf(stderr, "kiln chat: /image: %s\n", img.error().message.c_str());
+      } else {
+        pending.push_back(*img);
+        std::fprintf(stderr, "kiln chat: image '%s' (%d x %d, %lld tokens) goes with your next message\n",
+                     path.c_str(), (*img)->source_width, (*img)->source_height,
+                     static_cast<long long>((*img)->n_tokens));
+      }
       continue;
     }
     if (message == "/help") {

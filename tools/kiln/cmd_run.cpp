@@ -1,12 +1,16 @@
 // `kiln run`: plain text completion, streamed to stdout, with llama.cpp's flag names.
 //   kiln run [-m MODEL.gguf] -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] ...
+//   kiln run -m MODEL.gguf --mmproj MMPROJ.gguf --image A.png [--image B.jpg] -p "...<__media__>..."
+// With images, the prompt is tokenized and decoded as llama-mtmd-cli does (llm/media_prompt.h).
 #include <algorithm>
 #include <cstdio>
 
 #include "command.h"
 #include "generation.h"
 #include "llm/cpu_engine.h"
+#include "llm/media_prompt.h"
 #include "llm/sampler.h"
+#include "media_flags.h"
 #include "model_flags.h"
 #include "sampler_flags.h"
 #include "text_file.h"
@@ -14,8 +18,18 @@
 namespace kiln::cli {
 namespace {
 
+// " (N images, M of their tokens)" for a prompt with images, else "".
+std::string image_note(const MediaPrompt& p) {
+  int64_t n = 0;
+  for (const PromptChunk& c : p.chunks) n += c.image ? c.n_positions() : 0;
+  if (p.n_images() == 0) return "";
+  return " (" + std::to_string(p.n_images()) + (p.n_images() == 1 ? " image, " : " images, ") + std::to_string(n) +
+         " of their tokens)";
+}
+
 int run_run(int argc, char** argv) {
   ModelFlags mf;
+  MediaFlags media;
   SamplerFlags sf;
   std::string prompt, prompt_file;
   int64_t n_predict = -1, n_keep = 0;
@@ -33,8 +47,13 @@ int run_run(int argc, char** argv) {
   p.flag({"--context-shift"}, &context_shift,
          "when the context is full, drop the older half of the text (after --keep) and go on");
   p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0)");
+  media.declare(p);
   sf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
+  if (context_shift && !media.images.empty()) {
+    std::fprintf(stderr, "kiln run: --context-shift is not supported with images (as in llama.cpp)\n");
+    return 1;
+  }
   if (!prompt_file.empty()) {
     auto text = read_text_file(prompt_file);
     if (!text.ok()) {
@@ -49,7 +68,17 @@ int run_run(int argc, char** argv) {
   auto sampler = sf.make_sampler(*model, "run");
   if (!sampler) return 1;
 
+  auto vision = media.load_vision(*model);
+  if (!vision.ok()) {
+    std::fprintf(stderr, "kiln run: %s\n", vision.error().message.c_str());
+    return 1;
+  }
+
   CpuEngine engine(mf.threads);
+  // One compute arena for the decoder and the vision encoder: they take turns.
+  ComputeArena arena(engine.device, model->name());
+  mf.context.arena = &arena;
+  mf.context.input_embeddings = *vision != nullptr;
   auto ctx_or = Context::create(model, engine.backend, mf.context);
   if (!ctx_or.ok()) {
     std::fprintf(stderr, "kiln run: %s\n", ctx_or.error().message.c_str());
@@ -57,7 +86,35 @@ int run_run(int argc, char** argv) {
   }
   Context& ctx = **ctx_or;
   const int64_t n_ctx = ctx.n_ctx();
-  std::vector<int32_t> tokens = tok.tokenize(prompt, true, parse_special);
+  std::unique_ptr<VisionEncoder> encoder;
+  MediaPrompt media_prompt;
+  if (*vision) {
+    auto enc = make_encoder(*vision, engine.backend, mf.context);
+    if (!enc.ok()) {
+      std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
+      return 1;
+    }
+    encoder = std::move(*enc);
+    std::vector<std::shared_ptr<const PreparedImage>> images;
+    for (const std::string& path : media.images) {
+      auto img = read_image(**vision, path);
+      if (!img.ok()) {
+        std::fprintf(stderr, "kiln run: --image: %s\n", img.error().message.c_str());
+        return 1;
+      }
+      images.push_back(*img);
+    }
+    auto mp = tokenize_media_prompt(tok, vision->get(), with_media_markers(prompt, images.size()), images,
+                                    {.add_special = true, .parse_special = parse_special});
+    if (!mp.ok()) {
+      std::fprintf(stderr, "kiln run: %s\n", mp.error().message.c_str());
+      return 1;
+    }
+    media_prompt = std::move(*mp);
+  } else {
+    media_prompt.append_text(tok.tokenize(prompt, true, parse_special));
+  }
+  const std::vector<int32_t> tokens = media_prompt.flat_tokens();  // kMediaToken at image positions
   if (tokens.empty()) {
     std::fprintf(stderr, "kiln run: the prompt is empty (give one with -p or -f)\n");
     return 1;
@@ -77,12 +134,15 @@ int run_run(int argc, char** argv) {
   // Prompt, in batches of n_batch tokens; logits only for the last token.
   const auto t_prompt = Clock::now();
   CachedSequence cached;
-  auto last = decode_tokens(ctx, tokens, cached, mf.context.n_batch);
+  auto last = decode_media_prompt(ctx, encoder.get(), media_prompt, 0, {.seq = 0, .n_batch = mf.context.n_batch});
   if (!last.ok()) {
     std::fprintf(stderr, "\nkiln run: %s\n", last.error().message.c_str());
     return 1;
   }
-  for (int32_t t : tokens) sampler->accept(t);
+  cached.tokens = tokens;
+  for (int32_t t : tokens) {
+    if (t != kMediaToken) sampler->accept(t);
+  }
   const double prompt_s = seconds_since(t_prompt);
 
   const auto t_gen = Clock::now();
@@ -107,8 +167,8 @@ int run_run(int argc, char** argv) {
   std::printf("\n");
   std::fprintf(
       stderr,
-      "\nkiln run: prompt %zu tokens in %.2f s (%.1f t/s), generated %lld tokens in %.2f s (%.1f t/s)\n",
-      tokens.size(), prompt_s, static_cast<double>(tokens.size()) / std::max(prompt_s, 1e-9),
+      "\nkiln run: prompt %zu tokens%s in %.2f s (%.1f t/s), generated %lld tokens in %.2f s (%.1f t/s)\n",
+      tokens.size(), image_note(media_prompt).c_str(), prompt_s, static_cast<double>(tokens.size()) / std::max(prompt_s, 1e-9),
       static_cast<long long>(n_generated), gen_s, static_cast<double>(n_generated) / std::max(gen_s, 1e-9));
   return 0;
 }

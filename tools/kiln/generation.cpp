@@ -46,24 +46,6 @@ void Utf8Stream::finish() {
   pending_.clear();
 }
 
-Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, CachedSequence& cached,
-                             int64_t n_batch) {
-  KILN_ASSERT(!tokens.empty() && n_batch > 0, "decode_tokens: no tokens, or n_batch < 1");
-  Batch batch;
-  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(n_batch)) {
-    const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(n_batch));
-    batch.clear();
-    for (size_t i = begin; i < end; ++i) {
-      batch.add(tokens[i], static_cast<int32_t>(cached.tokens.size() + (i - begin)), cached.seq,
-                i + 1 == tokens.size());
-    }
-    KILN_TRY(ctx.decode(batch));
-    cached.tokens.insert(cached.tokens.end(), tokens.begin() + static_cast<std::ptrdiff_t>(begin),
-                         tokens.begin() + static_cast<std::ptrdiff_t>(end));
-  }
-  return batch.size() - 1;
-}
-
 Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const float> logits,
                                 CachedSequence& cached, const GenerateOptions& options, Utf8Stream& out) {
   const auto& tok = ctx.model().tokenizer();

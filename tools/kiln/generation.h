@@ -1,7 +1,6 @@
-// The decode → sample → stream loop that `kiln run` and `kiln chat` share: prompt tokens decoded
-// in batches after what a sequence already holds, then tokens sampled one at a time, their text
-// streamed UTF-8-safely, until an end-of-generation token, the length limit, a full context or an
-// interrupt.
+// The sample → stream loop that `kiln run` and `kiln chat` share, after their prompt is decoded
+// (llm/media_prompt.h): tokens sampled one at a time, their text streamed UTF-8-safely, until an
+// end-of-generation token, the length limit, a full context or an interrupt.
 #pragma once
 
 #include <chrono>
@@ -41,18 +40,12 @@ class Utf8Stream {
   std::string pending_;
 };
 
-// The tokens of one sequence in a Context's KV cache, at positions 0..tokens.size()-1.
+// The tokens of one sequence in a Context's KV cache, at positions 0..tokens.size()-1
+// (kMediaToken where an image's embeddings are).
 struct CachedSequence {
   int32_t seq = 0;
   std::vector<int32_t> tokens;
 };
-
-// Decodes `tokens` into `cached.seq` at the positions after cached.tokens, in batches of at most
-// `n_batch`, with logits for the last token only (read them with ctx.logits(last_batch_index)).
-// Appends the tokens to cached.tokens as they are decoded; returns the batch index of the last
-// token's logits. `tokens` must not be empty.
-Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, CachedSequence& cached,
-                             int64_t n_batch);
 
 enum class StopReason { EndOfGeneration, Length, ContextFull, Interrupted };
 
