@@ -36,6 +36,10 @@ struct DecoderGraphSpec {
   // The micro-batch enters as embeddings (F32 [n_embd, n_tokens], e.g. an image's) instead of
   // token ids looked up in the token embedding.
   bool embeddings_input = false;
+  // Every row computed in the float order of a micro-batch of that one token (OpParams
+  // single_row_order on the matrix products and attention): its outputs and K/V are then the
+  // bits of the token decoded alone.
+  bool single_row_order = false;
 };
 
 // Inputs the caller binds before each execution, and the output it reads.

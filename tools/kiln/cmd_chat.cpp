@@ -30,13 +30,12 @@
 
 #include "command.h"
 #include "generation.h"
-#include "llm/cpu_engine.h"
 #include "llm/media_prompt.h"
 #include "media_flags.h"
-#include "serve/model_chat_template.h"
 #include "model_flags.h"
 #include "sampler_flags.h"
 #include "serve/completion_request.h"
+#include "serve/model_chat_template.h"
 #include "text_file.h"
 
 namespace kiln::cli {
@@ -354,7 +353,7 @@ class ChatSession {
   std::vector<ChatMessage> messages_;
   std::vector<ImageList> images_;  // per message, in marker order
   size_t n_fixed_ = 0;             // leading messages never dropped (the system prompt)
-  CachedSequence cached_;          // what sequence 0 of the KV cache holds (kMediaToken at image positions)
+  SequenceState cached_;           // what sequence 0 of the KV cache holds (kMediaToken at image positions)
   MediaPrompt cached_prompt_;      // the same as a prompt, images whole
   int64_t n_replies_ = 0, n_prompt_ = 0, n_generated_ = 0;
   double prompt_s_ = 0, gen_s_ = 0;
@@ -387,6 +386,7 @@ int run_chat(int argc, char** argv) {
   media.declare(p);
   sf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
+  if (auto code = mf.list_devices_if_asked("chat")) return *code;
   co.n_batch = mf.context.n_batch;
   std::string template_source;
   if (!template_file.empty()) {
@@ -417,19 +417,14 @@ int run_chat(int argc, char** argv) {
     std::fprintf(stderr, "kiln chat: %s\n", vision.error().message.c_str());
     return 1;
   }
-  CpuEngine engine(mf.threads);
-  ComputeArena arena(engine.device, model->name());  // taken in turns by the decoder and the encoder
-  mf.context.arena = &arena;
   mf.context.input_embeddings = *vision != nullptr;
-  auto ctx = Context::create(model, engine.backend, mf.context);
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "kiln chat: %s\n", ctx.error().message.c_str());
-    return 1;
-  }
+  // The decoder and the vision encoder take turns on the context's compute arena.
+  auto mc = mf.create_context("chat", model, mf.context);
+  if (!mc) return 1;
   std::unique_ptr<VisionEncoder> encoder;
   ImageList pending;  // images for the next message
   if (*vision) {
-    auto enc = make_encoder(*vision, engine.backend, mf.context);
+    auto enc = make_encoder(*vision, *mc, mf.context);
     if (!enc.ok()) {
       std::fprintf(stderr, "kiln chat: %s\n", enc.error().message.c_str());
       return 1;
@@ -449,7 +444,7 @@ int run_chat(int argc, char** argv) {
     return 1;
   }
 
-  ChatSession session(**ctx, *sampler, *chat, encoder.get(), system_prompt, co);
+  ChatSession session(*mc->context, *sampler, *chat, encoder.get(), system_prompt, co);
   const bool tty = isatty(STDIN_FILENO) != 0;
   if (tty) std::fprintf(stderr, "kiln chat: /help lists the commands; /exit or Ctrl-D ends the chat\n");
   StdinLines in;

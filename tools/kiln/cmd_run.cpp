@@ -1,5 +1,6 @@
 // `kiln run`: plain text completion, streamed to stdout, with llama.cpp's flag names.
 //   kiln run [-m MODEL.gguf] -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] ...
+//            [--spec-type TYPES] [-md DRAFT.gguf] ...   (speculative decoding: same output, faster)
 //   kiln run -m MODEL.gguf --mmproj MMPROJ.gguf --image A.png [--image B.jpg] -p "...<__media__>..."
 // With images, the prompt is tokenized and decoded as llama-mtmd-cli does (llm/media_prompt.h).
 #include <algorithm>
@@ -7,12 +8,12 @@
 
 #include "command.h"
 #include "generation.h"
-#include "llm/cpu_engine.h"
 #include "llm/media_prompt.h"
 #include "llm/sampler.h"
 #include "media_flags.h"
 #include "model_flags.h"
 #include "sampler_flags.h"
+#include "speculative_flags.h"
 #include "text_file.h"
 
 namespace kiln::cli {
@@ -31,6 +32,7 @@ int run_run(int argc, char** argv) {
   ModelFlags mf;
   MediaFlags media;
   SamplerFlags sf;
+  SpeculativeFlags spf;
   std::string prompt, prompt_file;
   int64_t n_predict = -1, n_keep = 0;
   bool no_display_prompt = false, parse_special = false, context_shift = false, show_special = false;
@@ -49,19 +51,18 @@ int run_run(int argc, char** argv) {
   p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0)");
   media.declare(p);
   sf.declare(p);
+  spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
+  if (auto code = mf.list_devices_if_asked("run")) return *code;
   if (context_shift && !media.images.empty()) {
     std::fprintf(stderr, "kiln run: --context-shift is not supported with images (as in llama.cpp)\n");
     return 1;
   }
-  if (!prompt_file.empty()) {
-    auto text = read_text_file(prompt_file);
-    if (!text.ok()) {
-      std::fprintf(stderr, "kiln run: %s\n", text.error().message.c_str());
-      return 1;
-    }
-    prompt = std::move(*text);
+  if (spf.requested() && !media.images.empty()) {
+    std::fprintf(stderr, "kiln run: speculative decoding is not supported with images\n");
+    return 1;
   }
+  if (!read_file_option(prompt_file, "run", &prompt)) return 1;
   auto model = mf.load_model("run");
   if (!model) return 1;
   const auto& tok = model->tokenizer();
@@ -73,23 +74,21 @@ int run_run(int argc, char** argv) {
     std::fprintf(stderr, "kiln run: %s\n", vision.error().message.c_str());
     return 1;
   }
-
-  CpuEngine engine(mf.threads);
-  // One compute arena for the decoder and the vision encoder: they take turns.
-  ComputeArena arena(engine.device, model->name());
-  mf.context.arena = &arena;
   mf.context.input_embeddings = *vision != nullptr;
-  auto ctx_or = Context::create(model, engine.backend, mf.context);
-  if (!ctx_or.ok()) {
-    std::fprintf(stderr, "kiln run: %s\n", ctx_or.error().message.c_str());
-    return 1;
-  }
-  Context& ctx = **ctx_or;
+  // The decoder and the vision encoder take turns on the context's compute arena.
+  auto mc = mf.create_context("run", model, mf.context);
+  if (!mc) return 1;
+  Context& ctx = *mc->context;
   const int64_t n_ctx = ctx.n_ctx();
+  ContextOptions target_options = mf.context;
+  target_options.n_ctx = n_ctx;
+  bool spec_failed = false;
+  const auto speculator = spf.make(*model, mc->backend(), target_options, "run", &spec_failed);
+  if (spec_failed) return 1;
   std::unique_ptr<VisionEncoder> encoder;
   MediaPrompt media_prompt;
   if (*vision) {
-    auto enc = make_encoder(*vision, engine.backend, mf.context);
+    auto enc = make_encoder(*vision, *mc, mf.context);
     if (!enc.ok()) {
       std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
       return 1;
@@ -133,7 +132,7 @@ int run_run(int argc, char** argv) {
 
   // Prompt, in batches of n_batch tokens; logits only for the last token.
   const auto t_prompt = Clock::now();
-  CachedSequence cached;
+  SequenceState cached;
   auto last = decode_media_prompt(ctx, encoder.get(), media_prompt, 0, {.seq = 0, .n_batch = mf.context.n_batch});
   if (!last.ok()) {
     std::fprintf(stderr, "\nkiln run: %s\n", last.error().message.c_str());
@@ -143,6 +142,13 @@ int run_run(int argc, char** argv) {
   for (int32_t t : tokens) {
     if (t != kMediaToken) sampler->accept(t);
   }
+  const auto drafter = speculator ? speculator->drafter(cached.seq) : nullptr;
+  if (drafter) {
+    if (const Status st = drafter->begin(cached.tokens); !st.ok()) {
+      std::fprintf(stderr, "\nkiln run: draft model: %s\n", st.error().message.c_str());
+      return 1;
+    }
+  }
   const double prompt_s = seconds_since(t_prompt);
 
   const auto t_gen = Clock::now();
@@ -151,7 +157,8 @@ int run_run(int argc, char** argv) {
                       {.n_predict = n_predict,
                        .show_special = show_special,
                        .context_shift = context_shift,
-                       .n_keep = n_keep},
+                       .n_keep = n_keep,
+                       .drafter = drafter.get()},
                       out);
   if (!gen.ok()) {
     std::fprintf(stderr, "\nkiln run: %s\n", gen.error().message.c_str());
@@ -170,6 +177,10 @@ int run_run(int argc, char** argv) {
       "\nkiln run: prompt %zu tokens%s in %.2f s (%.1f t/s), generated %lld tokens in %.2f s (%.1f t/s)\n",
       tokens.size(), image_note(media_prompt).c_str(), prompt_s, static_cast<double>(tokens.size()) / std::max(prompt_s, 1e-9),
       static_cast<long long>(n_generated), gen_s, static_cast<double>(n_generated) / std::max(gen_s, 1e-9));
+  if (drafter) {
+    std::fprintf(stderr, "kiln run: speculative: drafted %lld, accepted %lld\n",
+                 static_cast<long long>(drafter->n_drafted()), static_cast<long long>(drafter->n_accepted()));
+  }
   return 0;
 }
 

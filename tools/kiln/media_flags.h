@@ -9,6 +9,7 @@
 #include "core/result.h"
 #include "llm/context.h"
 #include "llm/vision_encoder.h"
+#include "model_flags.h"
 #include "options.h"
 
 namespace kiln::cli {
@@ -24,9 +25,9 @@ struct MediaFlags {
   Result<std::shared_ptr<const VisionModel>> load_vision(const Model& model) const;
 };
 
-// The encoder of `vision` for a context made with `context` (sharing its compute arena, with its
-// attention path).
-Result<std::unique_ptr<VisionEncoder>> make_encoder(std::shared_ptr<const VisionModel> vision, Backend& backend,
+// The encoder of `vision` for the context of `mc`, made with `context`: on its device and backend,
+// planning in its compute arena, with its attention path. `mc` must outlive the encoder.
+Result<std::unique_ptr<VisionEncoder>> make_encoder(std::shared_ptr<const VisionModel> vision, const ModelContext& mc,
                                                     const ContextOptions& context);
 
 // The image file at `path`, prepared for `vision`; errors name the file ("'cat.svg': image: SVG is
