@@ -1,11 +1,15 @@
 // `kiln bench`: prompt processing and generation speed of a model, as llama-bench measures them,
 // plus batched generation with several streams (what `kiln serve` does with concurrent clients).
 //   kiln bench [-m MODEL.gguf] [-p 512] [-n 128] [--streams 1,8] [-r 5] [model flags]
+//              [--mmproj MMPROJ.gguf --image IMG]
 // Tests, each on an emptied KV cache, with random token ids (fixed seed):
 //   pp P    one sequence, P prompt tokens decoded in n_batch-sized calls, logits for the last only
 //   tg N    one sequence, N tokens decoded one call each (a batch of 1)
 //   tg N xS S sequences generating together: N calls, each a batch of S tokens (one per stream);
 //           reported as aggregate tokens/s (S*N tokens / time)
+//   img WxH with --mmproj and --image: the image encoded (the encoder graph on the prepared image,
+//           no embedding cache) in the compute arena the decoder shares; t/s are image tokens/s,
+//           and the ratio column gives the median milliseconds per image
 // With speculative decoding flags (--spec-type, -md, ...), two more:
 //   gen N       N tokens generated greedily after a prompt (-f FILE, else a fixed sentence), one
 //               decode per token (end-of-generation tokens banned, so every run makes N)
@@ -25,17 +29,17 @@
 
 #include "command.h"
 #include "generation.h"
-#include "messages.h"
+#include "media_flags.h"
 #include "model_flags.h"
 #include "speculative_flags.h"
-#include "user_files.h"
+#include "text_file.h"
 
 namespace kiln::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class TestKind { Prompt, Generation, Greedy, GreedySpeculative };
+enum class TestKind { Prompt, Generation, Greedy, GreedySpeculative, Image };
 
 struct BenchTest {
   std::string name;
@@ -113,10 +117,16 @@ std::string parse_streams(const std::string& v, std::vector<int32_t>* out) {
   std::stringstream ss(v);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    int64_t s = 0;
-    if (std::string err = parse_integer(item, IntRange::between(1, kMaxSequences), &s); !err.empty())
-      return err + " (stream counts)";
-    out->push_back(static_cast<int32_t>(s));
+    int32_t s = 0;
+    try {
+      size_t used = 0;
+      s = std::stoi(item, &used);
+      if (used != item.size()) s = 0;
+    } catch (...) {
+      s = 0;
+    }
+    if (s < 1 || s > kMaxSequences) return "'" + item + "' is not a stream count in 1.." + std::to_string(kMaxSequences);
+    out->push_back(s);
   }
   if (out->empty()) return "give at least one stream count";
   return "";
@@ -125,36 +135,51 @@ std::string parse_streams(const std::string& v, std::vector<int32_t>* out) {
 int run_bench(int argc, char** argv) {
   ModelFlags mf;
   SpeculativeFlags spf;
-  mf.ctx_default = "what the tests need";
+  MediaFlags media;
   int64_t n_prompt = 512, n_gen = 128;
   int32_t rounds = 5;
   std::vector<int32_t> streams = {1};
   std::string prompt_file;
   OptionParser p("bench", "kiln bench [-m MODEL.gguf] [-p N] [-n N] [--streams 1,8] [-r N] [options]");
   mf.declare(p);
-  p.description(
-      "Measures prompt processing (pp) and generation (tg) speed as llama-bench does, plus batched\n"
-      "generation with several streams (tg xS), in interleaved rounds; prints medians and ranges.");
-  p.value({"-p", "--n-prompt"}, &n_prompt, "N", "prompt tokens of the pp test (default 512; 0: no pp test)",
-          IntRange::at_least(0));
-  p.value({"-n", "--n-gen"}, &n_gen, "N",
-          "generated tokens per stream of the tg tests (default 128; 0: none)", IntRange::at_least(0));
+  p.value({"-p", "--n-prompt"}, &n_prompt, "N", "prompt tokens of the pp test (default 512; 0: no pp test)");
+  p.value({"-n", "--n-gen"}, &n_gen, "N", "generated tokens per stream of the tg tests (default 128; 0: none)");
   p.custom({"--streams"}, [&](const std::string& v) { return parse_streams(v, &streams); }, "S1,S2,...",
            "stream counts of the tg tests (default 1)");
-  p.value({"-r", "--repetitions"}, &rounds, "N", "rounds (default 5)", IntRange::at_least(1));
+  p.value({"-r", "--repetitions"}, &rounds, "N", "rounds (default 5; at least 1)");
   p.value({"-f", "--file"}, &prompt_file, "FILE",
           "prompt of the gen tests run with speculative decoding flags (default: a fixed sentence)");
   spf.declare(p);
+  media.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("bench")) return *code;
-  if (n_prompt == 0 && n_gen == 0) return fail("bench", "nothing to run (-p 0 and -n 0)", 2);
+  if (n_prompt < 0 || n_gen < 0 || rounds < 1) {
+    std::fprintf(stderr, "kiln bench: -p and -n must be >= 0 and -r >= 1\n");
+    return 2;
+  }
+  if (media.images.size() > 1) {
+    std::fprintf(stderr, "kiln bench: give one --image\n");
+    return 2;
+  }
   auto model = mf.load_model("bench");
   if (!model) return 1;
+  auto vision = media.load_vision(*model);
+  if (!vision.ok()) {
+    std::fprintf(stderr, "kiln bench: %s\n", vision.error().message.c_str());
+    return 1;
+  }
+  if (*vision && media.images.empty()) {
+    std::fprintf(stderr, "kiln bench: --mmproj needs an --image to encode\n");
+    return 2;
+  }
   std::string prompt_text = "The quick brown fox jumps over the lazy dog.";
   if (!read_file_option(prompt_file, "bench", &prompt_text)) return 1;
   const std::vector<int32_t> gen_prompt = model->tokenizer().tokenize(prompt_text, true, false);
   const bool speculative = spf.requested();
-  if (speculative && gen_prompt.empty()) return fail("bench", "the prompt of the gen tests is empty");
+  if (speculative && gen_prompt.empty()) {
+    std::fprintf(stderr, "kiln bench: the prompt of the gen tests is empty\n");
+    return 1;
+  }
 
   int32_t max_streams = *std::max_element(streams.begin(), streams.end());
   ContextOptions co = mf.context;
@@ -163,16 +188,38 @@ int run_bench(int argc, char** argv) {
   auto mc = mf.create_context("bench", model, co);
   if (!mc) return 1;
   Context& ctx = *mc->context;
-  if (const int64_t need = std::max({n_prompt, n_gen * max_streams, gen_cells}); need > ctx.n_ctx()) {
-    return fail("bench", "the tests need " + std::to_string(need) + " cells, the context has " +
-                             std::to_string(ctx.n_ctx()) + " (raise -c)");
+  if (std::max({n_prompt, n_gen * max_streams, gen_cells}) > ctx.n_ctx()) {
+    std::fprintf(stderr, "kiln bench: the tests need %lld cells, the context has %lld (raise -c)\n",
+                 static_cast<long long>(std::max({n_prompt, n_gen * max_streams, gen_cells})),
+                 static_cast<long long>(ctx.n_ctx()));
+    return 1;
   }
   co.n_ctx = ctx.n_ctx();
   bool spec_failed = false;
   const auto speculator = spf.make(*model, mc->backend(), co, "bench", &spec_failed);
   if (spec_failed) return 1;
+  std::unique_ptr<VisionEncoder> encoder;
+  std::shared_ptr<const PreparedImage> image;
+  if (*vision) {
+    auto enc = VisionEncoder::create(*vision, mc->backend(),
+                                     {.flash_attention = co.flash_attention, .arena = mc->arena.get(), .cache_images = 0});
+    if (!enc.ok()) {
+      std::fprintf(stderr, "kiln bench: %s\n", enc.error().message.c_str());
+      return 1;
+    }
+    auto img = read_image(**vision, media.images[0]);
+    if (!img.ok()) {
+      std::fprintf(stderr, "kiln bench: --image: %s\n", img.error().message.c_str());
+      return 1;
+    }
+    encoder = std::move(*enc);
+    image = *img;
+  }
 
   std::vector<BenchTest> tests;
+  if (image)
+    tests.push_back({"img " + std::to_string(image->pixels.width) + "x" + std::to_string(image->pixels.height),
+                     image->n_tokens, TestKind::Image, 0, {}});
   if (n_prompt > 0) tests.push_back({"pp" + std::to_string(n_prompt), n_prompt, TestKind::Prompt, 0, {}});
   if (n_gen > 0) {
     for (int32_t s : streams)
@@ -185,6 +232,10 @@ int run_bench(int argc, char** argv) {
       tests.push_back({"gen" + std::to_string(n_gen), n_gen, TestKind::Greedy, 1, {}});
       tests.push_back({"gen" + std::to_string(n_gen) + " spec", n_gen, TestKind::GreedySpeculative, 1, {}});
     }
+  }
+  if (tests.empty()) {
+    std::fprintf(stderr, "kiln bench: nothing to run (-p 0 and -n 0, no --image)\n");
+    return 2;
   }
 
   std::mt19937 rng(1234);
@@ -204,7 +255,9 @@ int run_bench(int argc, char** argv) {
     }
     ctx.clear();
     const auto t0 = Clock::now();
-    if (t.kind == TestKind::Prompt)
+    if (t.kind == TestKind::Image)
+      KILN_TRY(encoder->encode(*image));
+    else if (t.kind == TestKind::Prompt)
       KILN_TRY(run_pp(ctx, rng, n_prompt, static_cast<size_t>(co.n_batch)));
     else
       KILN_TRY(run_tg(ctx, rng, n_gen, t.n_streams));
@@ -213,17 +266,28 @@ int run_bench(int argc, char** argv) {
   // Warm-up: pages the weights in and touches the compute arena.
   {
     ctx.clear();
-    if (const Status st = run_tg(ctx, rng, 2, max_streams); !st.ok())
-      return fail("bench", st.error().message);
+    Status st = run_tg(ctx, rng, 2, max_streams);
+    if (encoder && st.ok()) {
+      if (auto e = encoder->encode(*image); !e.ok()) st = e.error();
+    }
+    if (!st.ok()) {
+      std::fprintf(stderr, "kiln bench: %s\n", st.error().message.c_str());
+      return 1;
+    }
   }
   for (int32_t r = 0; r < rounds; ++r) {
     for (BenchTest& t : tests) {
       auto s = run_once(t);
-      if (!s.ok()) return fail("bench", t.name + ": " + s.error().message);
+      if (!s.ok()) {
+        std::fprintf(stderr, "kiln bench: %s: %s\n", t.name.c_str(), s.error().message.c_str());
+        return 1;
+      }
       t.seconds.push_back(*s);
     }
-    if (speculator && spec_tokens != plain_tokens)
-      return fail("bench", "speculative decoding changed the output (a bug: please report it)");
+    if (speculator && spec_tokens != plain_tokens) {
+      std::fprintf(stderr, "kiln bench: speculative decoding changed the output (a bug: please report it)\n");
+      return 1;
+    }
     std::fprintf(stderr, "kiln bench: round %d/%d done\n", r + 1, rounds);
   }
 
@@ -251,7 +315,11 @@ int run_bench(int argc, char** argv) {
       if (base != nullptr) ratios.push_back(tps.back() / tokens_per_second(*base, r));
     }
     std::string ratio;
-    if (!ratios.empty()) {
+    if (t.kind == TestKind::Image) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f ms per image", median(t.seconds) * 1e3);
+      ratio = buf;
+    } else if (!ratios.empty()) {
       char buf[48];
       std::snprintf(buf, sizeof buf, "%.2fx vs %s", median(ratios), base->name.c_str());
       ratio = buf;
