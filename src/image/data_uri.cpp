@@ -1,16 +1,19 @@
 #include "image/data_uri.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 
 namespace kiln {
 namespace {
 
+constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
 constexpr std::array<int8_t, 256> kBase64Values = [] {
   std::array<int8_t, 256> v{};
   v.fill(-1);
-  constexpr std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  for (size_t i = 0; i < alphabet.size(); ++i) v[static_cast<unsigned char>(alphabet[i])] = static_cast<int8_t>(i);
+  for (size_t i = 0; i < kAlphabet.size(); ++i)
+    v[static_cast<unsigned char>(kAlphabet[i])] = static_cast<int8_t>(i);
   return v;
 }();
 
@@ -24,6 +27,22 @@ std::string shown(char c) {
 }
 
 }  // namespace
+
+std::string encode_base64(std::span<const uint8_t> bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t group = static_cast<uint32_t>(bytes[i]) << 16;
+    if (n > 1) group |= static_cast<uint32_t>(bytes[i + 1]) << 8;
+    if (n > 2) group |= bytes[i + 2];
+    out.push_back(kAlphabet[(group >> 18) & 63]);
+    out.push_back(kAlphabet[(group >> 12) & 63]);
+    out.push_back(n > 1 ? kAlphabet[(group >> 6) & 63] : '=');
+    out.push_back(n > 2 ? kAlphabet[group & 63] : '=');
+  }
+  return out;
+}
 
 Result<std::vector<uint8_t>> decode_base64(std::string_view text) {
   std::vector<uint8_t> out;

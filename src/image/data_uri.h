@@ -5,12 +5,17 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/result.h"
 
 namespace kiln {
+
+// Encodes bytes as base64 text (padded).
+std::string encode_base64(std::span<const uint8_t> bytes);
 
 // Decodes base64 text. Padding ('=') is optional but, when present, must be right; ASCII white
 // space (line breaks of MIME-wrapped text) is skipped; anything else outside the alphabet is an

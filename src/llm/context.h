@@ -99,6 +99,7 @@ class Context {
   const DeviceWeights& weights() const { return *weights_; }
   int64_t n_ctx() const { return kv_->size(); }
   int64_t n_batch() const { return opt_.n_batch; }
+  int64_t n_ubatch() const { return opt_.n_ubatch; }
   int64_t n_vocab() const { return model().hparams().n_vocab; }
   int64_t n_embd() const { return model().hparams().n_embd; }
   AttentionPath attention_path() const { return attention_; }

@@ -4,6 +4,8 @@
 #include <limits>
 #include <random>
 
+#include "llm/media_prompt.h"
+
 namespace kiln::serve {
 namespace {
 
@@ -261,22 +263,36 @@ std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& 
   return std::nullopt;
 }
 
-std::optional<HttpError> render_chat(const ServerState& st, const json& body, std::string& text) {
+std::optional<HttpError> render_chat(const ServerState& st, const json& body, std::string& text,
+                                     std::vector<std::string>* image_urls) {
   auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty())
     return HttpError{400, "field 'messages' must be a non-empty list of messages"};
   auto messages = chat_messages_from_json(ordered_json::parse(it->dump()));
   if (!messages.ok()) return HttpError{400, "field 'messages': " + messages.error().message};
-  // Text parts become one string content, joined with "\n" (as llama-server does for templates
-  // that expect strings); other part types are refused.
+  // Parts become one string content (as llama-server does for templates that expect strings).
   for (ChatMessage& m : *messages) {
     if (m.parts.empty()) continue;
     std::string joined;
+    bool after_marker = false;
     for (const ChatContentPart& part : m.parts) {
+      if (part.type == "image_url") {
+        const auto url = part.extra.find("image_url");
+        const bool ok =
+            url != part.extra.end() && url->is_object() && url->contains("url") && (*url)["url"].is_string();
+        if (!ok)
+          return HttpError{
+              400, "field 'messages': an image_url part needs {\"image_url\": {\"url\": \"data:...\"}}"};
+        if (image_urls) image_urls->push_back((*url)["url"].get<std::string>());
+        joined += kMediaMarker;
+        after_marker = true;
+        continue;
+      }
       if (part.type != "text")
         return HttpError{400,
                          "field 'messages': content parts of type '" + part.type + "' are not supported"};
-      joined += (joined.empty() ? "" : "\n") + part.text;
+      joined += (joined.empty() || after_marker ? "" : "\n") + part.text;
+      after_marker = false;
     }
     m.content = std::move(joined);
     m.parts.clear();

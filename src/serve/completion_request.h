@@ -46,7 +46,11 @@ std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& 
                                       std::vector<int32_t>& out);
 
 // Renders body["messages"] with the state's chat template (generation prompt added) into `text`.
-std::optional<HttpError> render_chat(const ServerState& st, const json& body, std::string& text);
+// Content parts: text parts are joined with "\n", and each image_url part becomes a media marker
+// (llm/media_prompt.h) with no line break around it, as llama-server joins them; the parts' urls
+// go to `image_urls` in order (null: ignored). Other part types are refused.
+std::optional<HttpError> render_chat(const ServerState& st, const json& body, std::string& text,
+                                     std::vector<std::string>* image_urls = nullptr);
 
 // The tokens of a rendered chat: special tokens parsed, BOS added when the vocabulary wants it,
 // a doubled BOS (template text + vocabulary) collapsed to one, as llama-server does.

@@ -11,9 +11,10 @@
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
 #include "serve/http.h"
-#include "serve/sse_writer.h"
+#include "serve/media_request.h"
 #include "serve/routes_native.h"
 #include "serve/server_state.h"
+#include "serve/sse_writer.h"
 
 namespace kiln::serve {
 namespace {
@@ -32,13 +33,25 @@ httplib::Server::Handler completion_handler(const RouteContext& rc, bool chat) {
     const auto& tok = st->model->tokenizer();
     if (chat) {
       std::string text;
-      if (auto e = render_chat(*st, *body, text)) return send_error(res, *e);
-      p.gen.prompt = tokenize_chat(tok, text);
+      std::vector<std::string> image_urls;
+      if (auto e = render_chat(*st, *body, text, &image_urls)) return send_error(res, *e);
+      if (image_urls.empty()) {
+        p.gen.prompt = tokenize_chat(tok, text);
+      } else {
+        std::vector<std::shared_ptr<const PreparedImage>> images(image_urls.size());
+        for (size_t i = 0; i < images.size(); ++i)
+          if (auto e = read_image_url(*st, image_urls[i], i, images[i])) return send_error(res, *e);
+        if (auto e = media_prompt_request(*st, text, images, /*collapse_bos=*/true, p.gen))
+          return send_error(res, *e);
+      }
     } else {
       auto it = body->find("prompt");
       if (it == body->end())
         return send_error(res, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
-      if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(res, *e);
+      bool handled = false;
+      if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(res, *e);
+      if (!handled)
+        if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(res, *e);
     }
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(res, *e);
     auto submitted =

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "image/png_header.h"
 #include "llm/cpu_engine.h"
 #include "llm/media_prompt.h"
 
@@ -121,22 +122,12 @@ TEST(ImageCli, ChatImageGoesBeforeTheNextMessage) {
   EXPECT_NE(first.out.find(want), std::string::npos) << "direct: '" << want << "'\nkiln chat: " << first.out;
 }
 
-// A PNG signature and an IHDR claiming 30000 x 30000 pixels.
-std::string huge_png_header() {
-  std::string b = "\x89PNG\r\n\x1a\n";
-  b += std::string("\0\0\0\x0dIHDR", 8);
-  for (uint32_t v : {30000u, 30000u})
-    for (int s = 24; s >= 0; s -= 8) b += static_cast<char>(v >> s);
-  b += std::string("\x08\x02\0\0\0\0\0\0\0", 9);
-  return b;
-}
-
 TEST(ImageCli, BadImagesAndFlagsGetAMessage) {
   const std::vector<uint8_t> bytes = read_file(kMtmd + "test-224.png");
   const std::string png(bytes.begin(), bytes.end());
   const std::string truncated = write_file("truncated.png", png.substr(0, png.size() / 2));
   const std::string svg = write_file("image.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\"/>");
-  const std::string huge = write_file("huge.png", huge_png_header());
+  const std::string huge = write_file("huge.png", test::png_header_only(30000, 30000));
   const std::string base = "run -m " + kModel + " --mmproj " + kMtmd + "mmproj-mlp.gguf -n 1 -p 'Hi'";
   struct Case {
     std::string args, message;

@@ -41,6 +41,26 @@ TEST(ImageBase64, RefusesMalformedText) {
   expect("Zh==", "bits set past the data");
 }
 
+// RFC 4648's test vectors, and every length over every byte value back through decode_base64.
+TEST(ImageDataUri, EncodesBase64) {
+  const std::pair<std::string, std::string> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
+  for (const auto& [in, out] : vectors)
+    EXPECT_EQ(encode_base64(std::span(reinterpret_cast<const uint8_t*>(in.data()), in.size())), out) << in;
+  std::vector<uint8_t> bytes;
+  for (int i = 0; i < 259; ++i) {
+    auto back = decode_base64(encode_base64(bytes));
+    ASSERT_TRUE(back.ok()) << i;
+    EXPECT_EQ(*back, bytes) << i;
+    bytes.push_back(static_cast<uint8_t>(i * 7 + 3));
+  }
+}
+
 TEST(ImageDataUri, ParsesBase64DataUris) {
   auto d = parse_data_uri("data:image/png;base64,iVBORw0KGgo=");
   ASSERT_TRUE(d.ok()) << d.error().message;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "image/decode.h"
+#include "image/png_header.h"
 #include "test_images.h"
 
 namespace kiln::test {
@@ -150,19 +151,16 @@ TEST(ImageDecode, TruncatedAndCorruptFilesAreRefused) {
 }
 
 // A PNG signature and an IHDR chunk claiming width x height, and nothing else.
-std::vector<uint8_t> png_header_only(uint32_t width, uint32_t height) {
-  std::vector<uint8_t> b = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
-  for (uint32_t v : {width, height}) {
-    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
-  }
-  for (uint8_t v : {8, 2, 0, 0, 0, 0, 0, 0, 0}) b.push_back(v);  // depth, colour, methods, CRC
-  return b;
+std::vector<uint8_t> png_header_bytes(uint32_t width, uint32_t height) {
+  const std::string b = png_header_only(width, height);
+  return {b.begin(), b.end()};
 }
 
 TEST(ImageDecode, HugeHeadersAreRefusedBeforeDecoding) {
-  expect_error(decode_image(png_header_only(30000, 30000)), "30000 x 30000 pixels exceeds the limit of 16384");
-  expect_error(decode_image(png_header_only(16000, 16000)), "exceeds the limit of 67108864 pixels");
-  expect_error(decode_image(png_header_only(0, 5)), "empty size");
+  expect_error(decode_image(png_header_bytes(30000, 30000)),
+               "30000 x 30000 pixels exceeds the limit of 16384");
+  expect_error(decode_image(png_header_bytes(16000, 16000)), "exceeds the limit of 67108864 pixels");
+  expect_error(decode_image(png_header_bytes(0, 5)), "empty size");
   // Limits are the caller's to choose.
   const std::vector<uint8_t> png = write_png({.width = 40, .height = 30});
   EXPECT_TRUE(decode_image(png).ok());
