@@ -1,22 +1,26 @@
 // `kiln chat`: a conversation in the terminal through the model's chat template.
 //   kiln chat [-m MODEL.gguf] [-sys TEXT] [-p TEXT [-st]] [-n N] [--chat-template-file F] [options]
 //
-// Each turn renders the whole conversation with the template (generation prompt added), tokenizes
-// it as `kiln serve` does, and decodes only the tokens after the longest prefix it shares with what
-// the KV cache holds, so a turn costs its new tokens. The reply streams to stdout, one reply per
-// turn followed by a newline; prompts, messages and timings go to stderr.
+// Each turn renders the whole conversation with the template (generation prompt added). When the
+// rendering begins with the text of the previous turn's prompt and reply, only the text after it
+// is tokenized, appended to those turns' tokens (the reply's as the model sampled them, which a
+// re-tokenization of its text often does not give back: llama.cpp's chat does the same); else the
+// whole rendering is tokenized as `kiln serve` does. Then only the tokens after the longest prefix
+// shared with what the KV cache holds are decoded, so a turn costs its new tokens, after a
+// finished, cut (-n), stopped (-r) or interrupted reply alike. The reply streams to stdout, one
+// reply per turn followed by a newline; prompts, messages and timings go to stderr.
 //
 // A conversation that no longer leaves room for a reply (-n tokens, or a quarter of the context
 // when -n is -1; at most half the context) loses its oldest turns, the system prompt kept, and a
 // line on stderr says how many messages went. A message that does not fit even alone is refused
 // and the chat goes on. Ctrl-C stops a reply (the text so far stays in the conversation); at the
-// prompt it ends the chat with exit code 130.
+// prompt it ends the chat with exit code 130. On a terminal, lines are edited with libedit
+// (line_input.h); piped input is read line by line.
 //
 // With --mmproj, `/image FILE` (or --image FILE, for the first message) attaches an image to the
 // next message, placed before its text as llama-mtmd-cli does; images stay with their message
 // (each encoded once: the encoder caches by content) until their turn is dropped.
 #include <fcntl.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,19 +34,22 @@
 
 #include "command.h"
 #include "generation.h"
+#include "line_input.h"
 #include "llm/media_prompt.h"
 #include "media_flags.h"
+#include "messages.h"
 #include "model_flags.h"
+#include "reverse_prompt.h"
 #include "sampler_flags.h"
 #include "serve/completion_request.h"
 #include "serve/model_chat_template.h"
-#include "text_file.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 namespace {
 
 // Ctrl-C: the handler (on whichever thread the signal lands) raises the flag, which a reply
-// checks before each token, and writes a byte into a pipe, which wakes the prompt's poll(2).
+// checks before each token, and writes a byte into a pipe, which wakes the wait for a line (line_input.h).
 volatile std::sig_atomic_t g_interrupted = 0;
 int g_interrupt_pipe[2] = {-1, -1};
 
@@ -70,63 +77,17 @@ bool install_interrupt_handler() {
   return sigaction(SIGINT, &sa, nullptr) == 0;
 }
 
-enum class Input { Line, End, Interrupted };
-
-// Lines of standard input; a Ctrl-C while waiting for one ends the wait.
-class StdinLines {
- public:
-  // The next line, without its line break; End when the input is exhausted.
-  Input next(std::string& line) {
-    while (true) {
-      if (const size_t nl = buf_.find('\n'); nl != std::string::npos) {
-        line.assign(buf_, 0, nl);
-        buf_.erase(0, nl + 1);
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        return Input::Line;
-      }
-      if (eof_) {
-        if (buf_.empty()) return Input::End;
-        line = std::move(buf_);
-        buf_.clear();
-        return Input::Line;
-      }
-      pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {g_interrupt_pipe[0], POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        eof_ = true;
-        continue;
-      }
-      if (fds[1].revents != 0) return Input::Interrupted;
-      char chunk[4096];
-      const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
-      if (n > 0) {
-        buf_.append(chunk, static_cast<size_t>(n));
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else {
-        eof_ = true;  // end of input, or a read error: nothing more will come
-      }
-    }
-  }
-
- private:
-  std::string buf_;
-  bool eof_ = false;
-};
-
 // One user message: a line, continued onto the next while it ends in '\'.
-Input read_message(StdinLines& in, bool tty, std::string& message) {
+Input read_message(LineInput& in, std::string& message) {
   message.clear();
-  if (tty) std::fputs("> ", stderr);
   std::string line;
   while (true) {
-    const Input r = in.next(line);
+    const Input r = in.next(message.empty() ? "> " : ". ", line);
     if (r == Input::End && !message.empty()) return Input::Line;  // the input ended inside a continuation
     if (r != Input::Line) return r;
     if (!line.empty() && line.back() == '\\') {
       line.back() = '\n';
       message += line;
-      if (tty) std::fputs(". ", stderr);
       continue;
     }
     message += line;
@@ -155,13 +116,13 @@ struct ChatOptions {
 using ImageList = std::vector<std::shared_ptr<const PreparedImage>>;
 
 // A conversation with one model through its chat template, in sequence 0 of a Context.
-// Not thread-safe. The Context, Sampler, template and the vision encoder (null without --mmproj)
-// must outlive it.
+// Not thread-safe. The Context, Sampler, template, reverse prompts and the vision encoder (null
+// without --mmproj) must outlive it.
 class ChatSession {
  public:
-  ChatSession(Context& ctx, Sampler& sampler, const ModelChatTemplate& chat, VisionEncoder* encoder,
-              const std::string& system_prompt, ChatOptions options)
-      : ctx_(ctx), sampler_(sampler), chat_(chat), encoder_(encoder), options_(options) {
+  ChatSession(Context& ctx, Sampler& sampler, const ModelChatTemplate& chat, const ReversePrompts& stops,
+              VisionEncoder* encoder, const std::string& system_prompt, ChatOptions options)
+      : ctx_(ctx), sampler_(sampler), chat_(chat), stops_(stops), encoder_(encoder), options_(options) {
     if (!system_prompt.empty()) add_message("system", system_prompt, {});
     n_fixed_ = messages_.size();
   }
@@ -207,21 +168,22 @@ class ChatSession {
 
     const auto t_gen = Clock::now();
     Utf8Stream out(stdout);
-    KILN_ASSIGN_OR_RETURN(const GenerateResult reply,
-                          generate(ctx_, sampler_, ctx_.logits(last), cached_,
-                                   {.n_predict = options_.n_predict, .interrupted = &g_interrupted}, out));
+    KILN_ASSIGN_OR_RETURN(
+        const GenerateResult reply,
+        generate(ctx_, sampler_, ctx_.logits(last), cached_,
+                 {.n_predict = options_.n_predict, .reverse_prompts = &stops_, .interrupted = &g_interrupted},
+                 out));
     const double gen_s = seconds_since(t_gen);
     cached_prompt_.append_text(std::span(cached_.tokens).subspan(static_cast<size_t>(n)));
     std::fputs("\n", stdout);
     std::fflush(stdout);
     clear_interrupt();  // a Ctrl-C from now on is one at the prompt
     if (reply.stop == StopReason::ContextFull) {
-      std::fprintf(stderr,
-                   "kiln chat: the context of %lld tokens is full: the reply stops here (the oldest turns "
-                   "make room with your next message; /reset starts over)\n",
-                   static_cast<long long>(ctx_.n_ctx()));
+      print_error("chat", "the context of " + std::to_string(ctx_.n_ctx()) +
+                              " tokens is full: the reply stops here (the oldest turns make room with your "
+                              "next message; /reset starts over)");
     } else if (reply.stop == StopReason::Interrupted) {
-      std::fprintf(stderr, "kiln chat: reply interrupted\n");
+      print_error("chat", "reply interrupted");
     }
     if (reply.stop == StopReason::Interrupted && reply.text.empty()) {
       messages_.pop_back();  // nothing was said: the turn did not happen
@@ -348,6 +310,7 @@ class ChatSession {
   Context& ctx_;
   Sampler& sampler_;
   const ModelChatTemplate& chat_;
+  const ReversePrompts& stops_;
   VisionEncoder* encoder_;  // null without --mmproj
   ChatOptions options_;
   std::vector<ChatMessage> messages_;
@@ -371,15 +334,25 @@ int run_chat(int argc, char** argv) {
   MediaFlags media;
   SamplerFlags sf;
   std::string system_prompt, prompt, template_file;
+  std::vector<std::string> reverse_prompts;
   ChatOptions co;
   bool single_turn = false;
   OptionParser p("chat", "kiln chat [-m MODEL.gguf] [-sys TEXT] [-p TEXT [-st]] [-n N] [options]");
+  p.description(
+      "Talks with a model through its chat template. Type a message and press Enter; a line ending in\n"
+      "'\\' continues on the next. On a terminal, lines can be edited and Up/Down recall this session's\n"
+      "lines. Replies stream to stdout; the prompt, notices and timings go to stderr. Messages can be\n"
+      "piped into stdin, one per line. Commands: /exit (or Ctrl-D), /reset, /help. Ctrl-C stops a reply;\n"
+      "at the prompt it ends the chat (exit code 130).");
   mf.declare(p);
   p.value({"-sys", "--system-prompt"}, &system_prompt, "TEXT", "the system message of the conversation");
   p.value({"-p", "--prompt"}, &prompt, "TEXT",
           "the first user message (then the chat goes on, unless --single-turn)");
   p.flag({"-st", "--single-turn"}, &single_turn, "answer one message (-p, or the first line read) and exit");
-  p.value({"-n", "--n-predict"}, &co.n_predict, "N", "most tokens per reply (default -1: until end of text)");
+  p.value({"-n", "--n-predict"}, &co.n_predict, "N", "most tokens per reply (default -1: until end of text)",
+          IntRange::at_least(-1));
+  p.value({"-r", "--reverse-prompt"}, &reverse_prompts, "TEXT",
+          "end the reply when it ends with TEXT and return to the prompt (repeatable)");
   p.value({"--chat-template-file"}, &template_file, "FILE",
           "Jinja chat template to use instead of the model's (default: the model's, else ChatML)");
   p.flag({"-v", "--verbose"}, &co.verbose, "print the template's origin and timings after every reply");
@@ -391,24 +364,16 @@ int run_chat(int argc, char** argv) {
   std::string template_source;
   if (!template_file.empty()) {
     auto text = read_text_file(template_file);
-    if (!text.ok()) {
-      std::fprintf(stderr, "kiln chat: --chat-template-file: %s\n", text.error().message.c_str());
-      return 1;
-    }
+    if (!text.ok()) return fail("chat", "--chat-template-file: " + text.error().message);
     template_source = std::move(*text);
-    if (template_source.empty()) {
-      std::fprintf(stderr, "kiln chat: --chat-template-file: '%s' is empty\n", template_file.c_str());
-      return 1;
-    }
+    if (template_source.empty())
+      return fail("chat", "--chat-template-file: '" + template_file + "' is empty");
   }
 
   auto model = mf.load_model("chat");
   if (!model) return 1;
   auto chat = choose_chat_template(*model, template_source);
-  if (!chat.ok()) {
-    std::fprintf(stderr, "kiln chat: %s\n", chat.error().message.c_str());
-    return 1;
-  }
+  if (!chat.ok()) return fail("chat", chat.error().message);
   if (co.verbose) std::fprintf(stderr, "kiln chat: chat template: %s\n", chat->origin.c_str());
   auto sampler = sf.make_sampler(*model, "chat");
   if (!sampler) return 1;
@@ -425,34 +390,27 @@ int run_chat(int argc, char** argv) {
   ImageList pending;  // images for the next message
   if (*vision) {
     auto enc = make_encoder(*vision, *mc, mf.context);
-    if (!enc.ok()) {
-      std::fprintf(stderr, "kiln chat: %s\n", enc.error().message.c_str());
-      return 1;
-    }
+    if (!enc.ok()) return fail("chat", enc.error().message);
     encoder = std::move(*enc);
     for (const std::string& path : media.images) {
       auto img = read_image(**vision, path);
-      if (!img.ok()) {
-        std::fprintf(stderr, "kiln chat: --image: %s\n", img.error().message.c_str());
-        return 1;
-      }
+      if (!img.ok()) return fail("chat", "--image: " + img.error().message);
       pending.push_back(*img);
     }
   }
-  if (!install_interrupt_handler()) {
-    std::fprintf(stderr, "kiln chat: cannot install the Ctrl-C handler: %s\n", std::strerror(errno));
-    return 1;
-  }
+  if (!install_interrupt_handler())
+    return fail("chat", std::string("cannot install the Ctrl-C handler: ") + std::strerror(errno));
 
-  ChatSession session(*mc->context, *sampler, *chat, encoder.get(), system_prompt, co);
-  const bool tty = isatty(STDIN_FILENO) != 0;
+  const ReversePrompts stops(model->tokenizer(), reverse_prompts, /*slack=*/0);
+  ChatSession session(*mc->context, *sampler, *chat, stops, encoder.get(), system_prompt, co);
+  const std::unique_ptr<LineInput> in = LineInput::open(g_interrupt_pipe[0]);
+  const bool tty = in->is_terminal();
   if (tty) std::fprintf(stderr, "kiln chat: /help lists the commands; /exit or Ctrl-D ends the chat\n");
-  StdinLines in;
   int exit_code = 0;
   auto reply = [&](const std::string& message) {
     const Status st = session.turn(message, std::exchange(pending, {}));
     if (st.ok()) return true;
-    std::fprintf(stderr, "kiln chat: %s\n", st.error().message.c_str());
+    print_error("chat", st.error().message);
     exit_code = 1;
     return false;
   };
@@ -463,7 +421,7 @@ int run_chat(int argc, char** argv) {
   }
   std::string message;
   while (go_on) {
-    const Input r = read_message(in, tty, message);
+    const Input r = read_message(*in, message);
     if (r == Input::Interrupted) {
       if (tty) std::fputs("\n", stderr);
       exit_code = 130;

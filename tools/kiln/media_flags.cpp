@@ -1,6 +1,6 @@
 #include "media_flags.h"
 
-#include "text_file.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 
