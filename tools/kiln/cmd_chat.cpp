@@ -140,7 +140,8 @@ class ChatSession {
   Status turn(const std::string& user_message, ImageList images) {
     std::string content = with_media_markers(user_message, images.size());
     add_message("user", std::move(content), std::move(images));
-    auto prompt = fit_conversation();
+    std::string text;  // the rendered conversation
+    auto prompt = fit_conversation(text);
     if (!prompt) {
       messages_.pop_back();
       images_.pop_back();
@@ -190,6 +191,9 @@ class ChatSession {
       images_.pop_back();
     } else {
       add_message("assistant", reply.text, {});
+      transcript_text_ = text + reply.text;
+      transcript_ = *prompt;
+      transcript_.append_text(reply.tokens);
     }
 
     const auto n_new = static_cast<size_t>(n - keep);
@@ -226,22 +230,44 @@ class ChatSession {
   }
 
   // The conversation's tokens and images, with the generation prompt.
-  Result<MediaPrompt> render(const std::vector<ChatMessage>& messages, const std::vector<ImageList>& images) const {
+  // When the rendering begins with the transcript's text, its tokens are the transcript's followed
+  // by those of the rest of the text (so a reply's sampled tokens stay as they were), else the
+  // whole rendering's. `text` (optional) gets the rendered text.
+  Result<MediaPrompt> render(const std::vector<ChatMessage>& messages, const std::vector<ImageList>& images,
+                             std::string* text = nullptr) const {
     ChatRenderOptions ro;
     ro.messages = messages;
     ro.add_generation_prompt = true;
     ro.bos_token = chat_.bos_text;
     ro.eos_token = chat_.eos_text;
-    KILN_ASSIGN_OR_RETURN(const std::string text, chat_.chat_template.render(ro));
-    if (encoder_ == nullptr) {
-      MediaPrompt p;
-      p.append_text(serve::tokenize_chat(ctx_.model().tokenizer(), text));
-      return p;
-    }
+    KILN_ASSIGN_OR_RETURN(const std::string rendered, chat_.chat_template.render(ro));
+    if (text) *text = rendered;
+    const auto& tok = ctx_.model().tokenizer();
     ImageList all;
     for (const ImageList& l : images) all.insert(all.end(), l.begin(), l.end());
-    return tokenize_media_prompt(ctx_.model().tokenizer(), &encoder_->model(), text, all,
-                                 {.add_special = true, .parse_special = true, .collapse_bos = true});
+    const bool continues = !transcript_text_.empty() && rendered.starts_with(transcript_text_) &&
+                           transcript_.n_images() <= all.size();
+    const std::string_view rest =
+        continues ? std::string_view(rendered).substr(transcript_text_.size()) : rendered;
+    MediaPrompt p = continues ? transcript_ : MediaPrompt();
+    if (encoder_ == nullptr) {
+      p.append_text(continues ? tok.tokenize(rest, /*add_special=*/false, /*parse_special=*/true)
+                              : serve::tokenize_chat(tok, rendered));
+      return p;
+    }
+    const std::span<const std::shared_ptr<const PreparedImage>> rest_images =
+        std::span(all).subspan(continues ? transcript_.n_images() : 0);
+    KILN_ASSIGN_OR_RETURN(MediaPrompt more, tokenize_media_prompt(tok, &encoder_->model(), rest, rest_images,
+                                                                  {.add_special = !continues,
+                                                                   .parse_special = true,
+                                                                   .collapse_bos = !continues}));
+    for (PromptChunk& c : more.chunks) {
+      if (c.image)
+        p.chunks.push_back(std::move(c));
+      else
+        p.append_text(c.tokens);
+    }
+    return p;
   }
 
   // Tokens the reply may need: -n, or a quarter of the context when -n is -1; at least 1, at most
@@ -256,9 +282,9 @@ class ChatSession {
   // the last message) until it leaves reply_room() free. Nullopt, with the reason on stderr, when
   // the template fails or the last message does not fit even alone; the conversation is then as it
   // was.
-  std::optional<MediaPrompt> fit_conversation() {
+  std::optional<MediaPrompt> fit_conversation(std::string& text) {
     const int64_t limit = ctx_.n_ctx() - reply_room();
-    auto prompt = render(messages_, images_);
+    auto prompt = render(messages_, images_, &text);
     if (!prompt.ok()) {
       std::fprintf(stderr, "kiln chat: %s\n", prompt.error().message.c_str());
       return std::nullopt;
@@ -292,7 +318,7 @@ class ChatSession {
         kept_images.erase(kept_images.begin() + n_fixed);
         ++n_dropped;
       } while (kept.begin() + n_fixed + 1 != kept.end() && kept[n_fixed_].role != "user");
-      prompt = render(kept, kept_images);
+      prompt = render(kept, kept_images, &text);
       if (!prompt.ok()) {
         std::fprintf(stderr, "kiln chat: %s\n", prompt.error().message.c_str());
         return std::nullopt;
@@ -318,6 +344,10 @@ class ChatSession {
   size_t n_fixed_ = 0;             // leading messages never dropped (the system prompt)
   SequenceState cached_;           // what sequence 0 of the KV cache holds (kMediaToken at image positions)
   MediaPrompt cached_prompt_;      // the same as a prompt, images whole
+  // The last turn's prompt and reply: their text as rendered and streamed, their tokens as decoded
+  // and sampled (the reply's last token may not be in the cache yet).
+  std::string transcript_text_;
+  MediaPrompt transcript_;
   int64_t n_replies_ = 0, n_prompt_ = 0, n_generated_ = 0;
   double prompt_s_ = 0, gen_s_ = 0;
 };
