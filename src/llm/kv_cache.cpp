@@ -133,7 +133,7 @@ void KvCache::update_used_end() {
 }
 
 void KvCache::fill_mask(std::span<float> mask, int64_t n_kv_pad, std::span<const int32_t> pos,
-                        std::span<const int32_t> seq) const {
+                        std::span<const int32_t> seq, bool causal) const {
   KILN_ASSERT(mask.size() >= static_cast<size_t>(n_kv_pad) * pos.size(), "kv cache: mask too small");
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (size_t t = 0; t < pos.size(); ++t) {
@@ -142,7 +142,7 @@ void KvCache::fill_mask(std::span<float> mask, int64_t n_kv_pad, std::span<const
       bool visible = false;
       if (c < used_end_) {
         const KvCell& cell = cells_[static_cast<size_t>(c)];
-        visible = cell.has(seq[t]) && cell.pos <= pos[t];
+        visible = cell.has(seq[t]) && (!causal || cell.pos <= pos[t]);
       }
       row[c] = visible ? 0.0f : neg_inf;
     }

@@ -65,10 +65,10 @@ class KvCache {
   const KvCell& cell(int64_t i) const { return cells_[static_cast<size_t>(i)]; }
 
   // Writes the attention mask of a micro-batch: mask[t * n_kv_pad + c] = 0 when cell c is visible to
-  // token t (same sequence, position <= the token's), -inf otherwise (and for c >= n_kv()).
-  // [n_kv_pad, n_tokens] row-major by token.
+  // token t (same sequence and, when `causal`, position <= the token's), -inf otherwise (and for
+  // c >= n_kv()). [n_kv_pad, n_tokens] row-major by token. ref: llama_kv_cache::set_input_kq_mask.
   void fill_mask(std::span<float> mask, int64_t n_kv_pad, std::span<const int32_t> pos,
-                 std::span<const int32_t> seq) const;
+                 std::span<const int32_t> seq, bool causal = true) const;
 
   // Sequence operations over positions [p0, p1) (p1 < 0: to the end), as llama.cpp's
   // llama_memory_seq_*: remove, copy to another sequence (cells become shared), keep only one

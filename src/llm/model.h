@@ -21,6 +21,9 @@ class GrammarVocab;
 
 namespace kiln {
 
+// general.name of a GGUF file, else the file name of `path` without its folder.
+std::string gguf_display_name(const GgufFile& file, const std::string& path);
+
 class Model {
  public:
   static Result<std::shared_ptr<const Model>> load(const std::string& path);

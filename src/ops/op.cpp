@@ -43,6 +43,10 @@ const ops::KernelFns& kernel_of(OpKind k) {
       return ops::kArgMaxKernel;
     case OpKind::Attention:
       return ops::kAttentionKernel;
+    case OpKind::GeluQuick:
+      return ops::kGeluQuickKernel;
+    case OpKind::AvgPool2d:
+      return ops::kAvgPool2dKernel;
   }
   KILN_ASSERT(false, "kernel_of: unknown OpKind");
 }
@@ -108,12 +112,16 @@ const char* op_name(OpKind k) {
       return "argmax";
     case OpKind::Attention:
       return "attention";
+    case OpKind::GeluQuick:
+      return "gelu_quick";
+    case OpKind::AvgPool2d:
+      return "avg_pool_2d";
   }
   return "unknown";
 }
 
 Status check_kernel(const OpCall& call) {
-  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::Attention)) {
+  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::AvgPool2d)) {
     return make_error("[op] unknown op kind ", static_cast<int>(call.kind));
   }
   if (call.n_src < 0 || call.n_src > 4) {

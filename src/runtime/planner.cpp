@@ -17,6 +17,7 @@ int inplace_sources(OpKind kind) {
     case OpKind::Scale:
     case OpKind::Silu:
     case OpKind::Gelu:
+    case OpKind::GeluQuick:
       return 1;
     case OpKind::SwiGlu:
       return 2;

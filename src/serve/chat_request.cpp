@@ -1,5 +1,7 @@
 #include "serve/chat_request.h"
 
+#include "llm/media_prompt.h"
+#include "serve/media_request.h"
 #include "text/grammar/json_schema.h"
 
 namespace kiln::serve {
@@ -10,9 +12,12 @@ bool given(const ordered_json& body, const char* key) {
   return it != body.end() && !it->is_null();
 }
 
-// The messages, text parts joined into one string with "\n" (as llama-server does for templates
-// that expect strings); other part types are refused.
-std::optional<HttpError> read_messages(const ordered_json& body, std::vector<ChatMessage>& out) {
+// The messages, parts joined into one string content (as llama-server does for templates that
+// expect strings): text parts with "\n" between them, each image_url part as a media marker with
+// no line break around it; the parts' urls go to `image_urls` in order (null: ignored). Other
+// part types are refused.
+std::optional<HttpError> read_messages(const ordered_json& body, std::vector<ChatMessage>& out,
+                                       std::vector<std::string>* image_urls) {
   auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty())
     return HttpError{400, "field 'messages' must be a non-empty list of messages"};
@@ -21,11 +26,25 @@ std::optional<HttpError> read_messages(const ordered_json& body, std::vector<Cha
   for (ChatMessage& m : *messages) {
     if (m.parts.empty()) continue;
     std::string joined;
+    bool after_marker = false;
     for (const ChatContentPart& part : m.parts) {
+      if (part.type == "image_url") {
+        const auto url = part.extra.find("image_url");
+        const bool ok =
+            url != part.extra.end() && url->is_object() && url->contains("url") && (*url)["url"].is_string();
+        if (!ok)
+          return HttpError{
+              400, "field 'messages': an image_url part needs {\"image_url\": {\"url\": \"data:...\"}}"};
+        if (image_urls) image_urls->push_back((*url)["url"].get<std::string>());
+        joined += kMediaMarker;
+        after_marker = true;
+        continue;
+      }
       if (part.type != "text")
         return HttpError{400,
                          "field 'messages': content parts of type '" + part.type + "' are not supported"};
-      joined += (joined.empty() ? "" : "\n") + part.text;
+      joined += (joined.empty() || after_marker ? "" : "\n") + part.text;
+      after_marker = false;
     }
     m.content = std::move(joined);
     m.parts.clear();
@@ -111,9 +130,10 @@ std::optional<HttpError> apply_output_format(const OutputFormat& format, Generat
 
 namespace {
 
-std::optional<HttpError> make_plan(const ServerState& st, const ordered_json& body, chat::ChatPlan& plan) {
+std::optional<HttpError> make_plan(const ServerState& st, const ordered_json& body, chat::ChatPlan& plan,
+                                   std::vector<std::string>* image_urls) {
   chat::ChatRequest r;
-  if (auto e = read_messages(body, r.messages)) return e;
+  if (auto e = read_messages(body, r.messages, image_urls)) return e;
   if (auto e = read_tools(body, r)) return e;
   OutputFormat format;
   if (auto e = parse_output_format(body, true, format)) return e;
@@ -136,16 +156,24 @@ std::optional<HttpError> make_plan(const ServerState& st, const ordered_json& bo
 
 std::optional<HttpError> render_chat(const ServerState& st, const ordered_json& body, std::string& text) {
   chat::ChatPlan plan;
-  if (auto e = make_plan(st, body, plan)) return e;
+  if (auto e = make_plan(st, body, plan, nullptr)) return e;
   text = std::move(plan.prompt);
   return std::nullopt;
 }
 
 std::optional<HttpError> plan_chat_request(const ServerState& st, const ordered_json& body,
                                            CompletionRequest& p, chat::ChatPlan& plan) {
-  if (auto e = make_plan(st, body, plan)) return e;
+  std::vector<std::string> image_urls;
+  if (auto e = make_plan(st, body, plan, &image_urls)) return e;
   const auto& tok = st.model->tokenizer();
-  p.gen.prompt = tokenize_chat(tok, plan.prompt);
+  if (image_urls.empty()) {
+    p.gen.prompt = tokenize_chat(tok, plan.prompt);
+  } else {
+    std::vector<std::shared_ptr<const PreparedImage>> images(image_urls.size());
+    for (size_t i = 0; i < images.size(); ++i)
+      if (auto e = read_image_url(st, image_urls[i], i, images[i])) return e;
+    if (auto e = media_prompt_request(st, plan.prompt, images, /*collapse_bos=*/true, p.gen)) return e;
+  }
   p.gen.grammar = plan.grammar;
   for (const std::string& text : plan.preserved_tokens) {
     const auto ids = tok.tokenize(text, false, true);

@@ -29,13 +29,15 @@ std::optional<HttpError> parse_output_format(const ordered_json& body, bool read
 // The grammar of a completion (not chat) request's output format, into request.grammar.
 std::optional<HttpError> apply_output_format(const OutputFormat& format, GenerationRequest& request);
 
-// Plans the chat of `body` with the state's template and syntax and puts the prompt tokens, the
-// grammar and the preserved tokens into p.gen. Whether the output must go through the chat
+// Plans the chat of `body` with the state's template and syntax and puts the prompt tokens (with
+// the images of image_url parts: serve/media_request.h), the grammar and the preserved tokens
+// into p.gen. Whether the output must go through the chat
 // parser: plan.parser.parse_tool_calls, or parse_reasoning below.
 std::optional<HttpError> plan_chat_request(const ServerState& st, const ordered_json& body,
                                            CompletionRequest& p, chat::ChatPlan& plan);
 
-// Renders body["messages"] (with tools) as plan_chat_request would, into `text` (/apply-template).
+// Renders body["messages"] (with tools) as plan_chat_request would, into `text` (/apply-template;
+// image_url parts become media markers).
 std::optional<HttpError> render_chat(const ServerState& st, const ordered_json& body, std::string& text);
 
 // Whether a plan's output is split by the parser: tool calls, or a structured answer (JSON

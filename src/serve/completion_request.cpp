@@ -4,6 +4,7 @@
 #include <limits>
 #include <random>
 
+
 namespace kiln::serve {
 namespace {
 

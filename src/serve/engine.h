@@ -5,6 +5,12 @@
 // a new request reuses the longest common prefix (unless it asks cache_prompt false). Requests
 // beyond the slots wait in a bounded queue.
 //
+// Images: a prompt may hold images' embeddings (GenerationRequest::images, encoded by the client
+// thread before submit). A step that reaches an image decodes it alone, as one batch of embeddings
+// (non-causal when the projector wants it), so text chunks stop before images. A cached image is
+// reused only whole and only when the new prompt holds the same image (content id) at the same
+// position.
+//
 // Output: a Generation hands its client thread text and the tokens behind it (id, piece and, when
 // asked, log-probabilities from the raw logits). Text that may begin a stop string is held back
 // (StopText); a token is handed over once all of its text has been released, and a token whose
@@ -29,6 +35,7 @@
 
 #include "llm/context.h"
 #include "llm/sampler.h"
+#include "llm/vision_encoder.h"
 #include "serve/stop_text.h"
 #include "serve/token_probs.h"
 #include "text/grammar/grammar_constraint.h"
@@ -39,8 +46,18 @@ namespace kiln::serve {
 // between the token steps of the streams already running.
 inline constexpr size_t kPromptChunk = 512;
 
+// An image of a prompt: its embedding rows fill prompt positions [pos, pos + embd->n_tokens),
+// which hold kMediaToken (llm/media_prompt.h).
+struct PromptImage {
+  int32_t pos = 0;
+  std::shared_ptr<const ImageEmbeddings> embd;
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // non-empty; shorter than the slot context
+  // The images in `prompt`, by position; each fits one micro-batch of the context (the caller
+  // checks). The prompt does not end inside an image unless the image ends it.
+  std::vector<PromptImage> images;
   SamplerParams sampler;
   int32_t max_tokens = -1;  // < 0: until end of text or the slot's context is full; 0: the
                             // prompt is only cached (llama-server's n_predict 0)
@@ -199,6 +216,7 @@ class Engine {
   struct Slot {
     int32_t id = 0;
     std::vector<int32_t> cache;  // tokens of sequence `id` in the KV cache, positions 0..
+    std::vector<PromptImage> images;  // the images among them (kMediaToken in `cache`)
     std::shared_ptr<Generation> gen;
     size_t n_prompt_done = 0;  // prompt tokens in the cache
     int32_t pending = -1;      // sampled token not yet decoded
@@ -207,6 +225,9 @@ class Engine {
   void loop();
   void assign(std::shared_ptr<Generation> gen);                          // under mutex_
   bool step();                                                           // false: nothing to do
+  // Adds to `batch` (empty) the next image of the first slot whose prompt continues with one
+  // (setting its batch_index when the image ends the prompt); that slot, or null when none does.
+  Slot* add_image(Batch& batch);
   void release(Slot& s, StopType type, std::string error);               // under mutex_
   void on_token(Slot& s, int32_t token, std::span<const float> logits);  // under mutex_
   void publish();  // copies slot states for slots(), under mutex_

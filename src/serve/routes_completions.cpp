@@ -19,6 +19,7 @@
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
 #include "serve/http.h"
+#include "serve/media_request.h"
 #include "serve/routes_native.h"
 #include "serve/server_state.h"
 #include "serve/sse_writer.h"
@@ -100,7 +101,10 @@ httplib::Server::Handler completion_handler(const RouteContext& rc, bool chat) {
       auto it = body->find("prompt");
       if (it == body->end())
         return send_error(res, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
-      if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(res, *e);
+      bool handled = false;
+      if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(res, *e);
+      if (!handled)
+        if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(res, *e);
     }
     // One output parser per choice when the chat's answer is split (tool calls, reasoning).
     using Parsers = std::vector<std::shared_ptr<chat::ChatOutputParser>>;

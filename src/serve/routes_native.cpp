@@ -1,5 +1,6 @@
 // POST /completion: llama-server's native completion route. Fields (llama-server's names and
-// defaults): prompt (a string, or a list of token ids and strings), n_predict (-1; 0 only caches
+// defaults): prompt (a string, a list of token ids and strings, or {"prompt_string",
+// "multimodal_data": [base64 images]} with --mmproj: serve/media_request.h), n_predict (-1; 0 only caches
 // the prompt), temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, typical_p, repeat_penalty,
 // repeat_last_n, presence_penalty, frequency_penalty, stop, seed, stream, n_probs (0..100),
 // cache_prompt, logit_bias ({"id": bias} or [[id or text, bias], ...], false bans), return_tokens,
@@ -21,6 +22,7 @@
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
 #include "serve/http.h"
+#include "serve/media_request.h"
 #include "serve/server_state.h"
 #include "serve/sse_writer.h"
 
@@ -80,8 +82,11 @@ void add_native_completion_routes(httplib::Server& h, const RouteContext& rc) {
     auto it = body->find("prompt");
     if (it == body->end())
       return send_error(res, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
-    if (auto e = parse_prompt(*it, st->model->tokenizer(), "prompt", p.gen.prompt))
-      return send_error(res, *e);
+    bool handled = false;
+    if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(res, *e);
+    if (!handled)
+      if (auto e = parse_prompt(*it, st->model->tokenizer(), "prompt", p.gen.prompt))
+        return send_error(res, *e);
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(res, *e);
     auto submitted = ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(res, *e);

@@ -69,6 +69,8 @@ struct ServerOptions {
   std::vector<SimDeviceOptions> sim_devices;  // sim devices to create (--sim-capacity)
   ContextOptions context;            // n_ctx is shared by the slots
   bool embeddings = false;           // serve POST /v1/embeddings (--embeddings)
+  std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
+                                     // Loaded with the model, released with it when asleep.
   std::string pooling;               // none|mean|cls|last; empty: the model's, else mean (--pooling)
   int32_t sleep_idle_seconds = 0;    // > 0: release the model after this many idle seconds
   // Lifecycle events for the operator ("sleeping: ...", "awake: ..."), from any thread; empty:

@@ -1,6 +1,6 @@
 // `kiln serve`: the OpenAI-compatible HTTP server (src/serve/server.h).
 //   kiln serve [-m MODEL.gguf] [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key K]
-//              [--chat-template-file F] [--sleep-idle-seconds N] [model flags]
+//              [--chat-template-file F] [--sleep-idle-seconds N] [--mmproj MMPROJ.gguf] [model flags]
 // It listens first (GET /health answers 503 while the model loads), then serves until SIGINT or
 // SIGTERM: in-flight generations are cancelled and it exits 0 (at once when asleep; a reload in
 // progress finishes first). With --sleep-idle-seconds the model is released when idle and loaded
@@ -24,7 +24,7 @@ namespace {
 
 int run_serve(int argc, char** argv) {
   ModelFlags mf;
-  std::string host = "127.0.0.1", api_key, template_file, pooling;
+  std::string host = "127.0.0.1", api_key, template_file, pooling, mmproj;
   int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0;
   bool embeddings = false;
   OptionParser p("serve", "kiln serve [-m MODEL.gguf] [--host H] [--port P] [--parallel N] [options]");
@@ -40,6 +40,8 @@ int run_serve(int argc, char** argv) {
   p.value({"--api-key"}, &api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
   p.value({"--chat-template-file"}, &template_file, "FILE",
           "Jinja chat template to use instead of the model's");
+  p.value({"--mmproj"}, &mmproj, "FILE",
+          "the model's vision encoder and projector (llama.cpp's mmproj GGUF): requests may carry images");
   p.flag({"--embeddings"}, &embeddings, "serve POST /v1/embeddings and /embeddings");
   p.value({"--pooling"}, &pooling, "none|mean|cls|last",
           "embedding pooling (default: the model's, else mean)");
@@ -63,6 +65,7 @@ int run_serve(int argc, char** argv) {
   opt.context = mf.context;
   opt.embeddings = embeddings;
   opt.pooling = pooling;
+  opt.mmproj = mmproj;
   opt.sleep_idle_seconds = sleep_idle;
   opt.log = [](const std::string& message) { std::fprintf(stderr, "kiln serve: %s\n", message.c_str()); };
   if (!template_file.empty()) {
@@ -98,8 +101,8 @@ int run_serve(int argc, char** argv) {
   if (const Status st = server.attach(std::move(loader)); !st.ok()) return fail("serve", st.error().message);
   const std::string sleeps =
       sleep_idle > 0 ? ", sleeping after " + std::to_string(sleep_idle) + " s idle" : "";
-  std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s\n", server.info()->name.c_str(), parallel,
-               sleeps.c_str());
+  std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s%s\n", server.info()->name.c_str(), parallel,
+               server.info()->vision ? ", vision (--mmproj)" : "", sleeps.c_str());
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "kiln serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

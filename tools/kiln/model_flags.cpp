@@ -173,7 +173,10 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
   auto weights = DeviceWeights::create(std::move(model), **dev);
   if (!weights.ok()) return fail(weights.error().message);
   mc.weights = std::move(*weights);
-  auto ctx = Context::create(mc.weights, mc.devices->backend(**dev), options);
+  mc.arena = std::make_unique<ComputeArena>(**dev, mc.weights->model().name());
+  ContextOptions in_arena = options;
+  in_arena.arena = mc.arena.get();
+  auto ctx = Context::create(mc.weights, mc.devices->backend(**dev), in_arena);
   if (!ctx.ok()) return fail(ctx.error().message);
   mc.context = std::move(*ctx);
   warn_beyond_training_context(command, mc.context->n_ctx(), m);

@@ -10,7 +10,7 @@
 // when it ends, on failure too.
 import { spawn } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -33,14 +33,15 @@ const kModel = path.join(sharedDir, 'fixtures/models/qwen2-e64-Q8_0.gguf');
 const kEmbd = 64;
 const kStartTimeoutMs = 60_000;
 
-let server = null;  // the child process
+const servers = [];  // the child processes
 let baseURL = '';
 let client = null;
 let servedModel = '';  // the id /v1/models reports: every response must name it
 let serverLog = '';
 
 function killServer() {
-  if (server && server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
+  for (const server of servers)
+    if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
 }
 process.on('exit', killServer);
 for (const sig of ['SIGINT', 'SIGTERM']) {
@@ -50,17 +51,19 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
   });
 }
 
-// Starts `kiln serve --port 0`, reads the bound port from its log, then waits for /health 200.
-async function startServer() {
-  server = spawn(kilnBin, ['serve', '-m', kModel, '--port', '0', '-c', '1024', '-t', '2', '--parallel', '2',
-                           '--embeddings'], { stdio: ['ignore', 'ignore', 'pipe'] });
+// Starts `kiln serve --port 0 ARGS`, reads the bound port from its log, then waits for /health 200.
+async function startServer(args) {
+  const server = spawn(kilnBin, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  servers.push(server);
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`kiln serve printed no port in time:\n${serverLog}`)),
                              kStartTimeoutMs);
     server.stderr.setEncoding('utf8');
+    let log = '';  // this server's own output: its port
     server.stderr.on('data', (text) => {
       serverLog += text;
-      const m = serverLog.match(/http:\/\/127\.0\.0\.1:(\d+)/);
+      log += text;
+      const m = log.match(/http:\/\/127\.0\.0\.1:(\d+)/);
       if (m) {
         clearTimeout(timer);
         resolve(Number(m[1]));
@@ -81,7 +84,7 @@ async function startServer() {
 }
 
 before(async () => {
-  const origin = await startServer();
+  const origin = await startServer(['-m', kModel, '-c', '1024', '-t', '2', '--parallel', '2', '--embeddings']);
   baseURL = `${origin}/v1`;
   // No retries: every answer the server gives must be the one the test sees.
   client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
@@ -417,6 +420,31 @@ test('a 400 surfaces as BadRequestError with the server message', async () => {
   await assert.rejects(client.completions.create({ model: 'x', prompt: 'hi', temperature: 'hot' }), (err) => {
     assert.ok(err instanceof OpenAI.BadRequestError, `${err?.constructor?.name}: ${err?.message}`);
     assert.match(err.message, /temperature/);
+    return true;
+  });
+});
+
+test('an image_url content part (data: URL) gets an answer from a server with --mmproj', async () => {
+  // The llama fixture with the gemma3 projector of tests/conformance/data/mtmd (embedding width 128).
+  const mtmd = path.resolve(here, '../../conformance/data/mtmd');
+  const origin = await startServer(['-m', path.join(sharedDir, 'fixtures/models/llama-spm-e128-f32.gguf'),
+                                    '--mmproj', path.join(mtmd, 'mmproj-gemma3.gguf'), '-c', '512', '-t', '2',
+                                    '--parallel', '1']);
+  const vision = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+  const png = readFileSync(path.join(mtmd, 'test-224.png')).toString('base64');
+  const content = [{ type: 'text', text: 'What is in this image?' },
+                   { type: 'image_url', image_url: { url: `data:image/png;base64,${png}` } }];
+  const r = await vision.chat.completions.create({ model: 'x', messages: [{ role: 'user', content }], max_tokens: 6,
+                                                   temperature: 0 });
+  assert.ok(r.choices[0].message.content.length > 0);
+  assertUsage(r.usage, 6);
+  assert.ok(r.usage.prompt_tokens > 16, `the image's 16 positions count: ${r.usage.prompt_tokens}`);
+  await assert.rejects(vision.chat.completions.create({
+    model: 'x', max_tokens: 4, messages: [{ role: 'user', content: [
+      { type: 'image_url', image_url: { url: 'data:image/png;base64,aGVsbG8=' } }] }],
+  }), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, `${err?.constructor?.name}: ${err?.message}`);
+    assert.match(err.message, /image 0: image:/);
     return true;
   });
 });
