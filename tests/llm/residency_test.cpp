@@ -155,14 +155,14 @@ size_t footprint(const std::shared_ptr<const Model>& model) {
   return sim_of(*devices).peak_used();
 }
 
-// One request: the cache cleared, a prompt of `seed`-dependent tokens, 4 greedy steps; its logits.
+// One request: the cache cleared, a prompt of 4 `seed`-dependent tokens, 2 greedy steps; its logits.
 std::vector<float> request(Context& c, int seed) {
   c.clear();
   std::vector<int32_t> prompt;
-  for (int i = 0; i < 6; ++i) prompt.push_back(static_cast<int32_t>((seed * 131 + i * 7919 + 3) % c.n_vocab()));
+  for (int i = 0; i < 4; ++i) prompt.push_back(static_cast<int32_t>((seed * 131 + i * 7919 + 3) % c.n_vocab()));
   std::vector<float> out;
   decode(c, prompt, 0, 0, false, out);
-  for (int32_t pos = 6; pos < 10; ++pos) decode(c, {argmax({out.end() - c.n_vocab(), out.end()})}, pos, 0, false, out);
+  for (int32_t pos = 4; pos < 6; ++pos) decode(c, {argmax({out.end() - c.n_vocab(), out.end()})}, pos, 0, false, out);
   return out;
 }
 
