@@ -32,39 +32,11 @@ std::vector<std::string> all_models() {
   return paths;
 }
 
-std::unique_ptr<DeviceRegistry> make_devices(size_t sim_capacity) {
-  auto r = DeviceRegistry::create({.n_threads = 2, .sim = {{.name = "sim0", .capacity = sim_capacity}}});
-  EXPECT_TRUE(r.ok()) << r.error().message;
-  return r.ok() ? std::move(*r) : nullptr;
-}
-
-SimDevice& sim_of(DeviceRegistry& r) { return static_cast<SimDevice&>(**r.find("sim0")); }
-
 size_t allocated(const Device& d) {
   size_t total = 0;
   for (MemoryKind k : {MemoryKind::Weights, MemoryKind::Kv, MemoryKind::Compute, MemoryKind::Scratch})
     total += d.allocated_bytes(k);
   return total;
-}
-
-// A model placed on one device of `devices`, with a context there.
-struct OnDevice {
-  std::shared_ptr<DeviceWeights> weights;
-  std::unique_ptr<Context> ctx;
-};
-
-OnDevice place(DeviceRegistry& devices, const std::string& device, std::shared_ptr<const Model> model,
-               const ContextOptions& opt) {
-  OnDevice o;
-  Device& dev = **devices.find(device);
-  auto w = DeviceWeights::create(std::move(model), dev);
-  EXPECT_TRUE(w.ok()) << w.error().message;
-  if (!w.ok()) return o;
-  o.weights = *w;
-  auto c = Context::create(o.weights, devices.backend(dev), opt);
-  EXPECT_TRUE(c.ok()) << c.error().message;
-  if (c.ok()) o.ctx = std::move(*c);
-  return o;
 }
 
 // Logits of a prompt (every position, in micro-batches of 8) and of 8 greedy steps after it.

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/device_registry.h"
 #include "llm/context.h"
+#include "llm/device_weights.h"
 
 namespace kiln::test {
 
@@ -51,6 +53,36 @@ inline std::vector<int32_t> spread_tokens(const Context& c, size_t n) {
   std::vector<int32_t> t;
   for (size_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 7919 + 11) % static_cast<size_t>(c.n_vocab())));
   return t;
+}
+
+// A registry with the CPU and a sim0 of `sim_capacity` bytes, two threads, and `budgets`.
+inline std::unique_ptr<DeviceRegistry> make_devices(size_t sim_capacity, std::vector<DeviceBudget> budgets = {}) {
+  auto r = DeviceRegistry::create(
+      {.n_threads = 2, .sim = {{.name = "sim0", .capacity = sim_capacity}}, .budgets = std::move(budgets)});
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+inline SimDevice& sim_of(DeviceRegistry& r) { return static_cast<SimDevice&>(**r.find("sim0")); }
+
+// A model placed on one device of `devices`, with a context there.
+struct OnDevice {
+  std::shared_ptr<DeviceWeights> weights;
+  std::unique_ptr<Context> ctx;
+};
+
+inline OnDevice place(DeviceRegistry& devices, const std::string& device, std::shared_ptr<const Model> model,
+                      const ContextOptions& opt) {
+  OnDevice o;
+  Device& dev = **devices.find(device);
+  auto w = DeviceWeights::create(std::move(model), dev);
+  EXPECT_TRUE(w.ok()) << w.error().message;
+  if (!w.ok()) return o;
+  o.weights = *w;
+  auto c = Context::create(o.weights, devices.backend(dev), opt);
+  EXPECT_TRUE(c.ok()) << c.error().message;
+  if (c.ok()) o.ctx = std::move(*c);
+  return o;
 }
 
 }  // namespace kiln::test

@@ -17,34 +17,6 @@ using namespace kiln::test;
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-std::unique_ptr<DeviceRegistry> make_devices(size_t sim_capacity, std::vector<DeviceBudget> budgets = {}) {
-  auto r = DeviceRegistry::create(
-      {.n_threads = 2, .sim = {{.name = "sim0", .capacity = sim_capacity}}, .budgets = std::move(budgets)});
-  EXPECT_TRUE(r.ok()) << r.error().message;
-  return r.ok() ? std::move(*r) : nullptr;
-}
-
-SimDevice& sim_of(DeviceRegistry& r) { return static_cast<SimDevice&>(**r.find("sim0")); }
-
-struct OnDevice {
-  std::shared_ptr<DeviceWeights> weights;
-  std::unique_ptr<Context> ctx;
-};
-
-OnDevice place(DeviceRegistry& devices, const std::string& device, std::shared_ptr<const Model> model,
-               const ContextOptions& opt) {
-  OnDevice o;
-  Device& dev = **devices.find(device);
-  auto w = DeviceWeights::create(std::move(model), dev);
-  EXPECT_TRUE(w.ok()) << w.error().message;
-  if (!w.ok()) return o;
-  o.weights = *w;
-  auto c = Context::create(o.weights, devices.backend(dev), opt);
-  EXPECT_TRUE(c.ok()) << c.error().message;
-  if (c.ok()) o.ctx = std::move(*c);
-  return o;
-}
-
 const ContextOptions kOpt{.n_ctx = 96, .n_batch = 64, .n_ubatch = 16};
 constexpr int kSteps = 50;
 
@@ -63,16 +35,17 @@ std::vector<float> generate(Context& c, Between between) {
   return out;
 }
 
+// generate() on `device` of a registry of its own, uninterrupted.
+std::vector<float> uninterrupted(const std::shared_ptr<const Model>& model, const std::string& device) {
+  auto devices = make_devices(64 * kMiB);
+  OnDevice o = place(*devices, device, model, kOpt);
+  return o.ctx ? generate(*o.ctx, [](int) {}) : std::vector<float>{};
+}
+
 TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) {
   auto model = load(kModels + "llama-spm-e256-Q4_0.gguf");
   ASSERT_TRUE(model);
-  std::vector<float> reference;
-  {
-    auto devices = make_devices(64 * kMiB);
-    OnDevice o = place(*devices, "sim0", model, kOpt);
-    ASSERT_TRUE(o.ctx);
-    reference = generate(*o.ctx, [](int) {});
-  }
+  const std::vector<float> reference = uninterrupted(model, "sim0");
   auto devices = make_devices(64 * kMiB);
   SimDevice& sim = sim_of(*devices);
   ResidencyManager& manager = devices->residency(sim);
@@ -113,13 +86,7 @@ TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) {
 TEST(Residency, FiftyEvictRestoreCyclesOnTheCpuGiveIdenticalLogits) {
   auto model = load(kModels + "llama-spm-e256-Q4_0.gguf");
   ASSERT_TRUE(model);
-  std::vector<float> reference;
-  {
-    auto devices = make_devices(4 * kMiB);
-    OnDevice o = place(*devices, "cpu", model, kOpt);
-    ASSERT_TRUE(o.ctx);
-    reference = generate(*o.ctx, [](int) {});
-  }
+  const std::vector<float> reference = uninterrupted(model, "cpu");
   auto devices = make_devices(4 * kMiB);
   Device& cpu = devices->cpu();
   ResidencyManager& manager = devices->residency(cpu);

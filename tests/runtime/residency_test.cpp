@@ -148,7 +148,7 @@ TEST(ResidencyManager, BudgetsResolveAgainstTheDeviceTotal) {
   auto none = budget_bytes({.device = "cpu", .gib = -5}, 4 * kGiB);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().message.find("leaves no memory"), std::string::npos) << none.error().message;
-  auto unknown = DeviceRegistry::create({.n_threads = 1, .budgets = {{.device = "sim3", .gib = 1}}});
+  auto unknown = DeviceRegistry::create({.n_threads = 1, .sim = {}, .budgets = {{.device = "sim3", .gib = 1}}});
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message.find("--max-mem: device 'sim3' does not exist"), std::string::npos)
       << unknown.error().message;
