@@ -47,12 +47,16 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   if (&weights->device() != &backend.device())
     return make_error("context: the weights of '", weights->model().name(), "' are on device '",
                       weights->device().name(), "', the backend computes on '", backend.device().name(), "'");
-  if (!weights->resident())
-    return make_error("context: the weights of '", weights->model().name(), "' on ", weights->device().name(),
-                      " are released: rebuild them first");
   std::unique_ptr<Context> c(new Context());
   const HParams& hp = weights->model().hparams();
   const std::string& owner = weights->model().name();
+  ResidencyManager::Pin pin;  // the owner's memory stays while the context is made
+  if (ResidencyManager* m = weights->device().residency()) {
+    KILN_ASSIGN_OR_RETURN(pin, m->pin(weights->owner()));
+  }
+  if (!weights->resident())
+    return make_error("context: the weights of '", weights->model().name(), "' on ", weights->device().name(),
+                      " are released: rebuild them first");
   c->opt_ = options;
   c->opt_.n_ctx = context_size(options, hp);
   if (c->opt_.n_ubatch <= 0 || c->opt_.n_batch <= 0)
@@ -64,7 +68,9 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   c->backend_ = &backend;
   Device& dev = backend.device();
   KILN_ASSIGN_OR_RETURN(c->kv_,
-                        KvCache::create(dev, hp, c->opt_.n_ctx, options.type_k, options.type_v, owner));
+                        KvCache::create(dev, hp, c->opt_.n_ctx, options.type_k, options.type_v,
+                                        c->weights_->owner(), owner));
+  c->kv_generation_ = c->kv_->generation();
   // Zeroed cells: attention reads masked cells too, and their contents must be finite.
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     for (const TensorView* v : {&c->kv_->k(il), &c->kv_->v(il)}) {
@@ -74,17 +80,20 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
     c->kv_layers_.push_back({c->kv_->k(il), c->kv_->v(il)});
   }
   const InputLayout layout = InputLayout::of(c->opt_, hp);
-  KILN_ASSIGN_OR_RETURN(c->inputs_, dev.allocate({layout.total, MemoryKind::Compute, owner + ":inputs"}));
+  c->compute_resident_.attach(dev, c->weights_->owner(), owner, MemoryKind::Compute, "re-planned", c.get());
+  KILN_ASSIGN_OR_RETURN(c->inputs_,
+                        c->compute_resident_.allocate({layout.total, MemoryKind::Compute, owner + ":inputs"}));
 
   // Reserve the arena for the largest micro-batch over the whole cache, allocate it once and
-  // prepare the backend's scratch for it.
+  // prepare the backend's scratch for it. An arena of the context's own is counted with its
+  // compute resident; a shared one belongs to whoever made it (it is not released on eviction).
   if (options.arena != nullptr) {
     if (&options.arena->device() != &dev)
       return make_error("context: the shared compute arena '", options.arena->owner(), "' is on device '",
                         options.arena->device().name(), "', the backend on '", dev.name(), "'");
     c->arena_ = options.arena;
   } else {
-    c->own_arena_ = std::make_unique<ComputeArena>(dev, owner);
+    c->own_arena_ = std::make_unique<ComputeArena>(dev, owner, &c->compute_resident_);
     c->arena_ = c->own_arena_.get();
   }
   const auto turn = c->arena_->take_turn();
@@ -102,6 +111,37 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   return c;
 }
 
+Result<ResidencyManager::Pin> Context::hold_memory() {
+  ResidencyManager::Pin pin;
+  if (ResidencyManager* m = backend_->device().residency()) {
+    KILN_ASSIGN_OR_RETURN(pin, m->pin(weights_->owner()));
+  }
+  if (kv_->generation() != kv_generation_) {
+    for (size_t il = 0; il < kv_layers_.size(); ++il) {
+      kv_layers_[il] = {kv_->k(static_cast<int64_t>(il)), kv_->v(static_cast<int64_t>(il))};
+    }
+    kv_generation_ = kv_->generation();
+  }
+  return pin;
+}
+
+Status Context::evict() {
+  if (own_arena_) own_arena_->release();
+  inputs_.reset();
+  return ok_status();
+}
+
+Status Context::restore() {
+  const InputLayout layout = InputLayout::of(opt_, model().hparams());
+  KILN_ASSIGN_OR_RETURN(
+      inputs_, compute_resident_.allocate({layout.total, MemoryKind::Compute, model().name() + ":inputs"}));
+  if (const Status st = own_arena_ ? own_arena_->allocate() : ok_status(); !st.ok()) {
+    inputs_.reset();
+    return st;
+  }
+  return ok_status();
+}
+
 Result<ExecPlan> Context::plan_graph(Graph& g) {
   KILN_TRY(arena_->reserve(g));
   KILN_TRY(arena_->allocate());  // allocates only when the reservation grew
@@ -116,6 +156,7 @@ Status Context::decode(const Batch& batch, const DecodeOptions& options) {
     return make_error("decode: batch arrays differ in length");
   if (static_cast<int64_t>(n) > opt_.n_batch)
     return make_error("decode: batch of ", n, " tokens exceeds n_batch ", opt_.n_batch);
+  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, hold_memory());
   if (!weights_->resident())
     return make_error("decode: the weights of '", model().name(), "' on ", weights_->device().name(),
                       " are released: rebuild them first");
@@ -315,9 +356,10 @@ struct SeqHeader {
 
 }  // namespace
 
-Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path) const {
+Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
+  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, hold_memory());
   std::vector<int64_t> cells;
   std::vector<int32_t> positions;
   for (int64_t c = 0; c < kv_->size(); ++c) {
@@ -351,6 +393,7 @@ Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, cons
 Result<std::vector<int32_t>> Context::load_sequence(int32_t seq, const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
+  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, hold_memory());
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("state: cannot read '", path, "'");
   SeqHeader h{};

@@ -18,6 +18,14 @@
 // written for compaction and state files), so a device that is not host-visible (sim) runs any
 // model.
 //
+// Residency: on a device with a residency manager the context's memory belongs to the weights'
+// owner: the KV cache is one resident, the compute arena and input buffer another ("re-planned":
+// every graph is planned when it runs, so nothing keeps their old addresses). Every method that
+// computes or reads K/V pins the owner for its length, restoring whatever was evicted first (an
+// Error with the manager's numbers when there is no room), and rebuilds the KV views it captured
+// when the cache came back elsewhere (KvCache::generation()). A shared compute arena
+// (ContextOptions::arena) is not the context's: it stays allocated while the context is evicted.
+//
 // Ownership: shares the DeviceWeights (and through them the Model); the Backend (and a shared
 // arena) must outlive the Context.
 // Thread-safety: every public method takes the context's mutex (one pass at a time), and the
@@ -73,7 +81,7 @@ struct DecodeOptions {
 // The KV cells a context created with `options` for a model with `hparams` has (n_ctx resolved).
 int64_t context_size(const ContextOptions& options, const HParams& hparams);
 
-class Context {
+class Context : private Evictable {
  public:
   // A context over `weights`, which must be resident on backend.device(). Errors: weights on
   // another device or released, bad options, no room on the device (nothing stays allocated).
@@ -123,11 +131,17 @@ class Context {
   // Saves sequence `seq` (its tokens, given by the caller, and its cached K/V) to a file, and
   // restores it into sequence `seq` (which is cleared first); bit-exact. The file records the
   // model's shape and cache types and is refused by a context that differs.
-  Status save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path) const;
+  Status save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path);
   Result<std::vector<int32_t>> load_sequence(int32_t seq, const std::string& path);
 
  private:
   Context() = default;
+  // Pins the owner's memory on the device for one pass (restoring what was evicted) and refreshes
+  // kv_layers_ when the cache moved; an empty pin on a device without a residency manager.
+  Result<ResidencyManager::Pin> hold_memory();
+  // Evictable (the compute resident): frees the arena and the input buffer / allocates them again.
+  Status evict() override;
+  Status restore() override;
   Status decode_ubatch(const Batch& batch, const DecodeOptions& options, size_t begin, size_t end,
                        size_t& out_index);
   Status apply_kv_shift();
@@ -141,7 +155,9 @@ class Context {
   ContextOptions opt_;
   AttentionPath attention_ = AttentionPath::Flash;
   std::unique_ptr<KvCache> kv_;
-  std::vector<KvLayerMemory> kv_layers_;
+  std::vector<KvLayerMemory> kv_layers_;  // views of kv_ at kv_generation_
+  uint64_t kv_generation_ = 0;
+  Resident compute_resident_;  // before the arena and inputs_: outlives their buffers
   std::unique_ptr<ComputeArena> own_arena_;  // null when sharing options.arena
   ComputeArena* arena_ = nullptr;
   std::unique_ptr<Buffer> inputs_;  // device memory for a micro-batch's inputs (worst case)

@@ -9,12 +9,21 @@ constexpr int64_t kChunksPerThread = 8;
 
 }  // namespace
 
+HostKernelBackend::HostKernelBackend(Device& device, ThreadPool& pool) : device_(&device), pool_(&pool) {
+  scratch_resident_.attach(device, new_owner_id(), device.name() + " scratch", MemoryKind::Scratch,
+                           "allocated again by prepare()", this);
+}
+
+Status HostKernelBackend::evict() {
+  return make_error(device_->name(), ": backend scratch is not evictable");
+}
+
 Status HostKernelBackend::prepare(const ExecPlan& plan) {
   const size_t need = plan.memory().scratch_bytes;
   if (need == 0 || scratch_bytes() >= need) return ok_status();
   scratch_.reset();
   KILN_ASSIGN_OR_RETURN(
-      scratch_, device_->allocate(BufferDesc{need, MemoryKind::Scratch, device_->name() + " scratch"}));
+      scratch_, scratch_resident_.allocate(BufferDesc{need, MemoryKind::Scratch, device_->name() + " scratch"}));
   return ok_status();
 }
 

@@ -36,6 +36,7 @@
 #include "ops/op.h"
 #include "runtime/device.h"
 #include "runtime/graph.h"
+#include "runtime/residency.h"
 
 namespace kiln {
 
@@ -111,7 +112,10 @@ class ExecPlan {
 // while they reserve, allocate, plan or execute in it.
 class ComputeArena {
  public:
-  ComputeArena(Device& device, std::string owner) : device_(&device), owner_(std::move(owner)) {}
+  // resident: allocates through it (counted by the device's residency manager), else directly
+  // from the device; non-owning, must outlive the arena's buffer.
+  ComputeArena(Device& device, std::string owner, Resident* resident = nullptr)
+      : device_(&device), owner_(std::move(owner)), resident_(resident) {}
 
   Device& device() const { return *device_; }
   const std::string& owner() const { return owner_; }
@@ -138,6 +142,7 @@ class ComputeArena {
   PlannerOptions options() const;
   Device* device_;
   std::string owner_;
+  Resident* resident_;
   size_t reserved_ = 0;
   std::unique_ptr<Buffer> buffer_;
   std::mutex turn_;

@@ -34,7 +34,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   st->bos_text = std::move(chat->bos_text);
   st->eos_text = std::move(chat->eos_text);
   KILN_ASSIGN_OR_RETURN(st->devices,
-                        DeviceRegistry::create({.n_threads = opt.n_threads, .sim = opt.sim_devices}));
+                        DeviceRegistry::create({.n_threads = opt.n_threads, .sim = opt.sim_devices, .budgets = opt.budgets}));
   KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt.device));
   KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device));
   Backend& backend = st->devices->backend(*device);

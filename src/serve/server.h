@@ -67,6 +67,7 @@ struct ServerOptions {
   int32_t n_threads = 0;             // compute threads; 0: every hardware thread
   std::string device = "cpu";        // the device the model runs on (a DeviceRegistry name)
   std::vector<SimDeviceOptions> sim_devices;  // sim devices to create (--sim-capacity)
+  std::vector<DeviceBudget> budgets;          // residency budgets per device (--max-mem)
   ContextOptions context;            // n_ctx is shared by the slots
   bool embeddings = false;           // serve POST /v1/embeddings (--embeddings)
   std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.

@@ -41,6 +41,7 @@ int run_run(int argc, char** argv) {
   std::vector<std::string> reverse_prompts;
   int64_t n_predict = -1, n_keep = 0;
   bool no_display_prompt = false, parse_special = false, context_shift = false, show_special = false;
+  bool verbose = false;
   OptionParser p("run", "kiln run [-m MODEL.gguf] (-p PROMPT | -f FILE) [-n N] [options]");
   p.description(
       "Continues a prompt with a model (plain completion): the text streams to stdout, a timing\n"
@@ -63,6 +64,7 @@ int run_run(int argc, char** argv) {
   p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0; -1: all)",
           IntRange::at_least(-1));
   media.declare(p);
+  p.flag({"-v", "--verbose"}, &verbose, "print the memory breakdown (per device and model) at exit");
   sf.declare(p);
   spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
@@ -199,6 +201,7 @@ int run_run(int argc, char** argv) {
     std::fprintf(stderr, "kiln run: speculative: drafted %lld, accepted %lld\n",
                  static_cast<long long>(drafter->n_drafted()), static_cast<long long>(drafter->n_accepted()));
   }
+  if (verbose) std::fputs(format_memory_breakdown(mc->devices->memory_breakdown()).c_str(), stderr);
   return 0;
 }
 

@@ -62,6 +62,7 @@ int run_serve(int argc, char** argv) {
   opt.n_threads = mf.threads;
   opt.device = mf.device;
   opt.sim_devices = mf.device_options().sim;
+  opt.budgets = mf.budgets;
   opt.context = mf.context;
   opt.embeddings = embeddings;
   opt.pooling = pooling;
