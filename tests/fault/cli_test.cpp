@@ -9,11 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "test_data.h"
+
 namespace {
 
 const std::string kKiln = std::string(KILN_BINARY_DIR) + "/kiln";
-const std::string kShared = KILN_SHARED_DIR;
-const std::string kModel = kShared + "/fixtures/models/llama-spm-e128-f32.gguf";
+const std::string kModel = kiln::test_data::path("models/llama-spm-e128-f32.gguf");
 
 struct CliResult {
   int exit_code;
@@ -39,7 +40,7 @@ std::string quote(const std::string& s) {
 }
 
 nlohmann::json reference() {
-  std::ifstream in(kShared + "/fixtures/reference/llama-spm-e128-f32.json");
+  std::ifstream in(kiln::test_data::path("reference/llama-spm-e128-f32.json"));
   return nlohmann::json::parse(in);
 }
 
@@ -73,7 +74,7 @@ TEST(Cli, PerplexityAndKlDivergenceAgainstItself) {
                       " --kl-divergence");
   ASSERT_EQ(cmp.exit_code, 0) << cmp.out;
   EXPECT_NE(cmp.out.find("Same top p: 100.000 %"), std::string::npos) << cmp.out;
-  const CliResult other = run("perplexity -m " + kShared + "/fixtures/models/qwen3-e64-Q8_0.gguf -f " + text +
+  const CliResult other = run("perplexity -m " + kiln::test_data::path("models/qwen3-e64-Q8_0.gguf") + " -f " + text +
                         " -c 64 --chunks 3 --kl-divergence-base " + base + " --kl-divergence");
   EXPECT_EQ(other.exit_code, 1) << other.out;
   EXPECT_NE(other.out.find("another vocabulary"), std::string::npos) << other.out;
@@ -97,7 +98,7 @@ TEST(Cli, BadInputGetsAClearErrorAndExitCode) {
       {"run -m " + kModel + " -p hi -fa maybe", 2, "'maybe' is not on, off or auto"},
       {"run -m " + kModel + " -p hi --logit-bias 99999999+1", 1, "logit_bias token id 99999999"},
       {"run -m " + kModel + " -c 64 -p " + long_prompt, 1, "more than the context of 64"},
-      {"run -m " + kShared + "/fixtures/vocab/ggml-vocab-llama-spm.gguf -p hi", 1, "model:"},
+      {"run -m " + kiln::test_data::path("vocab/ggml-vocab-llama-spm.gguf") + " -p hi", 1, "model:"},
       {"perplexity -m " + kModel + " -f /nonexistent.txt", 1, "cannot read '/nonexistent.txt'"},
   };
   for (const auto& c : cases) {

@@ -7,6 +7,7 @@
 
 #include "core/gguf.h"
 #include "malformed_cases.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
@@ -124,7 +125,7 @@ TEST(GgufMalformed, OpenNamesThePath) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("'/nonexistent/kiln/model.gguf'"), std::string::npos);
   EXPECT_NE(missing.error().message.find("No such file"), std::string::npos);
-  auto dir = GgufFile::open(KILN_SHARED_DIR);
+  auto dir = GgufFile::open(test_data::committed_dir().string());
   ASSERT_FALSE(dir.ok());
   EXPECT_NE(dir.error().message.find("not a regular file"), std::string::npos);
 

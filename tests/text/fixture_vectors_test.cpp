@@ -1,4 +1,4 @@
-// llama.cpp's own tokenizer test vectors (fixtures/vocab/*.inp|.out, from test-tokenizer-0):
+// llama.cpp's own tokenizer test vectors (tests/data/vocab/*.inp|.out, from test-tokenizer-0):
 // every input must tokenize to exactly the listed ids (no special tokens added), and detokenize
 // back to the input wherever llama.cpp's test expects a round trip.
 #include <gtest/gtest.h>
@@ -12,7 +12,6 @@ namespace {
 
 using testing::fixture_tokenizer;
 using testing::read_file;
-using testing::shared_path;
 
 struct Case {
   std::string text;
@@ -20,9 +19,9 @@ struct Case {
 };
 
 std::vector<Case> load_cases(const std::string& name) {
-  const std::string base = shared_path("fixtures/vocab/ggml-vocab-" + name + ".gguf");
-  const std::string inp = read_file(base + ".inp");
-  const std::string out = read_file(base + ".out");
+  const std::string base = "vocab/ggml-vocab-" + name + ".gguf";
+  const std::string inp = read_file(test_data::path(base + ".inp"));
+  const std::string out = read_file(test_data::path(base + ".out"));
   std::vector<std::string> texts;
   const std::string sep = "\n__ggml_vocab_test__\n";
   for (size_t pos = 0;;) {

@@ -10,11 +10,11 @@
 #include <string>
 
 #include "core/gguf.h"
+#include "test_data.h"
 #include "text/tokenizer.h"
 
 namespace kiln::text::testing {
 
-inline std::string shared_path(const std::string& rel) { return std::string(KILN_SHARED_DIR) + "/" + rel; }
 inline std::string source_path(const std::string& rel) { return std::string(KILN_SOURCE_DIR) + "/" + rel; }
 
 inline std::string read_file(const std::string& path) {
@@ -25,12 +25,12 @@ inline std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// One loaded tokenizer per fixture vocabulary ("llama-spm", "qwen2", ...), kept for the whole run.
+// One loaded tokenizer per llama.cpp vocabulary ("llama-spm", "qwen2", ...), kept for the whole run.
 inline const Tokenizer& fixture_tokenizer(const std::string& name) {
   static std::map<std::string, std::pair<std::unique_ptr<GgufFile>, std::unique_ptr<Tokenizer>>> cache;
   auto it = cache.find(name);
   if (it == cache.end()) {
-    const std::string path = shared_path("fixtures/vocab/ggml-vocab-" + name + ".gguf");
+    const std::string path = test_data::path("vocab/ggml-vocab-" + name + ".gguf");
     auto file = GgufFile::open(path);
     KILN_ASSERT(file.ok(), file.ok() ? "" : file.error().message);
     auto tok = Tokenizer::from_gguf(**file);

@@ -1,9 +1,10 @@
 // The official OpenAI Node SDK (package.json pins the version) against a real `kiln serve`:
 // chat completions (plain and streamed), completions, embeddings and errors, checked field by field.
 //
-// Usage: node openai_sdk_test.mjs KILN_BINARY [SHARED_DIR]
+// Usage: node openai_sdk_test.mjs KILN_BINARY [MODEL]
 //   KILN_BINARY  the `kiln` executable (or env KILN_BIN)
-//   SHARED_DIR   the shared fixtures folder (or env KILN_SHARED_DIR; default ../shared beside the repo)
+//   MODEL        the qwen2 test model (default: build/test-data/models/qwen2-e64-Q8_0.gguf of this
+//                checkout, made by tools/fixtures/make_test_data.py)
 // Registered with ctest (label server) by CMakeLists.txt; its packages come from `npm ci` in this
 // folder (scripts/test.sh runs it). The script starts the server itself on a free port and kills it
 // when it ends, on failure too.
@@ -22,13 +23,12 @@ if (!existsSync(path.join(here, 'node_modules', 'openai'))) {
 const { default: OpenAI } = await import('openai');
 
 const kilnBin = process.argv[2] ?? process.env.KILN_BIN;
-const sharedDir = process.argv[3] ?? process.env.KILN_SHARED_DIR ?? path.resolve(here, '../../../../shared');
 if (!kilnBin || !existsSync(kilnBin)) {
   console.error(`openai_sdk_test: no kiln binary (got '${kilnBin ?? ''}'): pass it as the first argument`);
   process.exit(1);
 }
 // qwen2 fixture: a random-weight model with the real Qwen2 vocabulary; its embedding width is 64.
-const kModel = path.join(sharedDir, 'fixtures/models/qwen2-e64-Q8_0.gguf');
+const kModel = process.argv[3] ?? path.resolve(here, '../../../build/test-data/models/qwen2-e64-Q8_0.gguf');
 const kEmbd = 64;
 const kStartTimeoutMs = 60_000;
 
