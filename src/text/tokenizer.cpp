@@ -73,10 +73,20 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
     KILN_ASSIGN_OR_RETURN(PreTokenizer pre, PreTokenizer::create(vocab.pre().regexes));
     t.pre_ = std::make_shared<const PreTokenizer>(std::move(pre));
   }
+  if (vocab.type() == VocabType::kUgm) t.ugm_ = std::make_shared<const UgmTokenizer>(vocab);
   t.vocab_ = std::make_shared<const Vocab>(std::move(vocab));
   auto pieces = std::make_shared<std::vector<std::string>>(t.vocab_->n_tokens());
   for (int32_t id = 0; id < t.vocab_->n_tokens(); ++id) (*pieces)[id] = t.render(id);
   t.pieces_ = std::move(pieces);
+  // ref: llama.cpp llama_vocab::impl::load, linefeed_id
+  const Vocab& v = *t.vocab_;
+  if (v.type() == VocabType::kSpm) {
+    t.nl_ = v.byte_to_token('\n');
+  } else if (v.type() == VocabType::kBpe || v.type() == VocabType::kUgm) {
+    const std::vector<int32_t> ids = t.tokenize("\n", /*add_special=*/false, /*parse_special=*/false);
+    if (!ids.empty()) t.nl_ = ids.front();
+  }
+  if (t.nl_ == kTokenNull) t.nl_ = v.default_pad();
   return t;
 }
 
@@ -85,7 +95,7 @@ std::string Tokenizer::render(int32_t id) const {
   const TokenData& t = vocab_->token(id);
   if (t.attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return t.text;
   if (t.attr & kAttrNormal) {
-    if (vocab_->type() == VocabType::kBpe) return decode_bpe_text(t.text);
+    if (vocab_->type() == VocabType::kBpe && !vocab_->escape_whitespaces()) return decode_bpe_text(t.text);
     std::string s = t.text;
     replace_all(s, kEscapedSpace, " ");
     return s;
@@ -168,8 +178,24 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special
       for (const Fragment& f : frags) {
         if (f.token != kTokenNull) {
           out.push_back(f.token);
+        } else if (v.escape_whitespaces()) {
+          std::string piece(text.substr(f.offset, f.length));
+          replace_all(piece, " ", kEscapedSpace);
+          bpe_tokenize(v, *pre_, piece, out);
         } else {
           bpe_tokenize(v, *pre_, text.substr(f.offset, f.length), out);
+        }
+      }
+      if (add_special && v.add_eos()) out.push_back(v.eos());
+      break;
+    }
+    case VocabType::kUgm: {
+      if (add_special && v.add_bos()) out.push_back(v.bos());
+      for (const Fragment& f : frags) {
+        if (f.token != kTokenNull) {
+          out.push_back(f.token);
+        } else {
+          ugm_->tokenize(v, text.substr(f.offset, f.length), out);
         }
       }
       if (add_special && v.add_eos()) out.push_back(v.eos());

@@ -124,6 +124,11 @@ std::string encode_utf8(uint32_t cpt) {
   return s;
 }
 
+std::string byte_token_text(uint8_t byte) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  return {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>'};
+}
+
 namespace {
 
 // byte -> codepoint of GPT-2's mapping: printable Latin-1 bytes map to themselves, the other 68
