@@ -11,19 +11,6 @@ namespace {
 
 bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(s.size());
-  size_t pos = 0;
-  for (size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
-    out.append(s, pos, hit - pos).append(to);
-  }
-  out.append(s, pos, std::string::npos);
-  s = std::move(out);
-}
-
-constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581
-
 // A BPE token's text back to bytes through GPT-2's byte mapping (ref: llama.cpp llama_decode_text,
 // including its "[UNK_BYTE_0x..]" rendering of codepoints outside the mapping).
 std::string decode_bpe_text(const std::string& text) {
@@ -96,9 +83,7 @@ std::string Tokenizer::render(int32_t id) const {
   if (t.attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return t.text;
   if (t.attr & kAttrNormal) {
     if (vocab_->type() == VocabType::kBpe && !vocab_->escape_whitespaces()) return decode_bpe_text(t.text);
-    std::string s = t.text;
-    replace_all(s, kEscapedSpace, " ");
-    return s;
+    return unescape_spaces(t.text);
   }
   if ((t.attr & kAttrByte) && vocab_->type() != VocabType::kWpm) return std::string(1, byte_of_token(t.text));
   return {};
@@ -166,8 +151,7 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special
         std::string piece;
         if (v.add_space_prefix() && prev_special) piece = " ";
         piece.append(text.substr(f.offset, f.length));
-        replace_all(piece, " ", kEscapedSpace);
-        spm_tokenize(v, piece, out);
+        spm_tokenize(v, escape_spaces(piece), out);
         prev_special = false;
       }
       if (add_special && v.add_eos()) out.push_back(v.eos());
@@ -179,9 +163,7 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special
         if (f.token != kTokenNull) {
           out.push_back(f.token);
         } else if (v.escape_whitespaces()) {
-          std::string piece(text.substr(f.offset, f.length));
-          replace_all(piece, " ", kEscapedSpace);
-          bpe_tokenize(v, *pre_, piece, out);
+          bpe_tokenize(v, *pre_, escape_spaces(text.substr(f.offset, f.length)), out);
         } else {
           bpe_tokenize(v, *pre_, text.substr(f.offset, f.length), out);
         }

@@ -10,7 +10,6 @@ namespace kiln::text {
 
 namespace {
 
-constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";   // U+FFFD
 
 // XCDA unit fields (ref: llama.cpp xcda_array_view; Kanda 2018).
