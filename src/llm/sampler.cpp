@@ -100,7 +100,7 @@ void temperature(std::vector<Candidate>& c, float t) {
   if (t <= 0.0f) {
     // Greedy: only the best candidate survives.
     sort_by_logit(c);
-    if (!c.empty()) c.resize(1);
+    if (c.size() > 1) c.erase(c.begin() + 1, c.end());
     return;
   }
   for (auto& x : c) x.logit /= t;
