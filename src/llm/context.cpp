@@ -30,11 +30,21 @@ struct InputLayout {
 
 Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> model, Backend& backend,
                                                  const ContextOptions& options) {
-  if (!backend.device().is_host())
-    return make_error("context: models compute on host devices for now (device '", backend.device().name(),
-                      "' is not host-visible; placing weights on devices comes with residency)");
+  KILN_ASSIGN_OR_RETURN(auto weights, DeviceWeights::create(std::move(model), backend.device()));
+  return create(std::move(weights), backend, options);
+}
+
+Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWeights> weights,
+                                                 Backend& backend, const ContextOptions& options) {
+  if (&weights->device() != &backend.device())
+    return make_error("context: the weights of '", weights->model().name(), "' are on device '",
+                      weights->device().name(), "', the backend computes on '", backend.device().name(), "'");
+  if (!weights->resident())
+    return make_error("context: the weights of '", weights->model().name(), "' on ", weights->device().name(),
+                      " are released: rebuild them first");
   std::unique_ptr<Context> c(new Context());
-  const HParams& hp = model->hparams();
+  const HParams& hp = weights->model().hparams();
+  const std::string& owner = weights->model().name();
   c->opt_ = options;
   if (c->opt_.n_ctx <= 0) c->opt_.n_ctx = std::min<int64_t>(hp.n_ctx_train, 4096);
   if (c->opt_.n_ubatch <= 0 || c->opt_.n_batch <= 0)
@@ -42,11 +52,11 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> mo
                       c->opt_.n_ubatch, ")");
   c->opt_.n_ubatch = std::min({c->opt_.n_ubatch, c->opt_.n_batch, c->opt_.n_ctx});
   c->attention_ = options.flash_attention == FlashAttention::Off ? AttentionPath::Plain : AttentionPath::Flash;
-  c->model_ = std::move(model);
+  c->weights_ = std::move(weights);
   c->backend_ = &backend;
   Device& dev = backend.device();
-  KILN_ASSIGN_OR_RETURN(c->kv_, KvCache::create(dev, hp, c->opt_.n_ctx, options.type_k, options.type_v,
-                                                c->model_->name()));
+  KILN_ASSIGN_OR_RETURN(c->kv_,
+                        KvCache::create(dev, hp, c->opt_.n_ctx, options.type_k, options.type_v, owner));
   // Zeroed cells: attention reads masked cells too, and their contents must be finite.
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     for (const TensorView* v : {&c->kv_->k(il), &c->kv_->v(il)}) {
@@ -56,11 +66,11 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> mo
     c->kv_layers_.push_back({c->kv_->k(il), c->kv_->v(il)});
   }
   const InputLayout layout = InputLayout::of(c->opt_.n_ubatch, c->opt_.n_ctx);
-  KILN_ASSIGN_OR_RETURN(c->inputs_, dev.allocate({layout.total, MemoryKind::Compute, c->model_->name() + ":inputs"}));
+  KILN_ASSIGN_OR_RETURN(c->inputs_, dev.allocate({layout.total, MemoryKind::Compute, owner + ":inputs"}));
 
   // Reserve the arena for the largest micro-batch over the whole cache, allocate it once and
   // prepare the backend's scratch for it.
-  c->arena_ = std::make_unique<ComputeArena>(dev, c->model_->name());
+  c->arena_ = std::make_unique<ComputeArena>(dev, owner);
   Graph worst;
   DecoderGraphSpec spec;
   spec.n_tokens = c->opt_.n_ubatch;
@@ -69,7 +79,7 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> mo
   spec.n_kv = c->opt_.n_ctx;
   spec.attention = c->attention_;
   spec.output = options.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
-  KILN_TRY(build_decoder_graph(worst, hp, c->model_->weights(), c->kv_layers_, spec));
+  KILN_TRY(build_decoder_graph(worst, hp, c->weights_->weights(), c->kv_layers_, spec));
   KILN_ASSIGN_OR_RETURN(ExecPlan plan, c->plan_graph(worst));
   KILN_TRY(backend.prepare(plan));
   return c;
@@ -81,7 +91,7 @@ Result<ExecPlan> Context::plan_graph(Graph& g) {
   return arena_->plan(g);
 }
 
-Status Context::decode(const Batch& batch) {
+Status Context::decode(const Batch& batch, const DecodeOptions& options) {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t n = batch.size();
   if (n == 0) return make_error("decode: empty batch");
@@ -89,7 +99,10 @@ Status Context::decode(const Batch& batch) {
     return make_error("decode: batch arrays differ in length");
   if (static_cast<int64_t>(n) > opt_.n_batch)
     return make_error("decode: batch of ", n, " tokens exceeds n_batch ", opt_.n_batch);
-  const int64_t n_vocab = model_->hparams().n_vocab;
+  if (!weights_->resident())
+    return make_error("decode: the weights of '", model().name(), "' on ", weights_->device().name(),
+                      " are released: rebuild them first");
+  const int64_t n_vocab = model().hparams().n_vocab;
   size_t n_outputs = 0;
   for (size_t i = 0; i < n; ++i) {
     if (batch.tokens[i] < 0 || batch.tokens[i] >= n_vocab)
@@ -110,14 +123,15 @@ Status Context::decode(const Batch& batch) {
   size_t out_index = 0;
   for (size_t begin = 0; begin < n; begin += static_cast<size_t>(opt_.n_ubatch)) {
     const size_t end = std::min(n, begin + static_cast<size_t>(opt_.n_ubatch));
-    KILN_TRY(decode_ubatch(batch, begin, end, out_index));
+    KILN_TRY(decode_ubatch(batch, options, begin, end, out_index));
   }
   return ok_status();
 }
 
-Status Context::decode_ubatch(const Batch& batch, size_t begin, size_t end, size_t& out_index) {
+Status Context::decode_ubatch(const Batch& batch, const DecodeOptions& options, size_t begin, size_t end,
+                              size_t& out_index) {
   const int64_t T = static_cast<int64_t>(end - begin);
-  const HParams& hp = model_->hparams();
+  const HParams& hp = model().hparams();
   const std::span<const int32_t> pos(batch.pos.data() + begin, end - begin);
   const std::span<const int32_t> seq(batch.seq.data() + begin, end - begin);
   KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->place(seq));
@@ -137,8 +151,9 @@ Status Context::decode_ubatch(const Batch& batch, size_t begin, size_t end, size
   spec.n_kv = kv_->n_kv();
   spec.attention = attention_;
   spec.output = opt_.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
+  spec.single_row_order = options.single_row_order;
   Graph g;
-  KILN_ASSIGN_OR_RETURN(DecoderGraph dg, build_decoder_graph(g, hp, model_->weights(), kv_layers_, spec));
+  KILN_ASSIGN_OR_RETURN(DecoderGraph dg, build_decoder_graph(g, hp, weights_->weights(), kv_layers_, spec));
   KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(g));
   KILN_TRY(backend_->prepare(plan));
 
@@ -171,7 +186,7 @@ Status Context::decode_ubatch(const Batch& batch, size_t begin, size_t end, size
 }
 
 size_t Context::output_width() const {
-  return static_cast<size_t>(opt_.embeddings ? model_->hparams().n_embd : model_->hparams().n_vocab);
+  return static_cast<size_t>(opt_.embeddings ? model().hparams().n_embd : model().hparams().n_vocab);
 }
 
 std::span<const float> Context::output_row(size_t i) const {
@@ -191,11 +206,12 @@ std::span<const float> Context::embeddings(size_t i) const {
 }
 
 Status Context::apply_kv_shift() {
-  const HParams& hp = model_->hparams();
+  const HParams& hp = model().hparams();
   const int64_t n_ctx = kv_->size();
   Graph g;
   const Tensor shift = g.input("k_shift", DType::I32, {n_ctx, 1, 1, 1});
-  const Tensor ff = model_->weights().rope_freqs ? g.external("rope_freqs", model_->weights().rope_freqs.view) : Tensor{};
+  const Weight& freqs = weights_->weights().rope_freqs;
+  const Tensor ff = freqs ? g.external("rope_freqs", freqs.view) : Tensor{};
   Tensor last;
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const Tensor k_cache = g.external("k_cache", kv_->k(il));
@@ -275,7 +291,7 @@ Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, cons
   }
   std::vector<uint8_t> bytes;
   KILN_TRY(kv_->read_cells(cells, bytes));
-  const HParams& hp = model_->hparams();
+  const HParams& hp = model().hparams();
   SeqHeader h{};
   std::memcpy(h.magic, kSeqMagic, sizeof kSeqMagic);
   h.n_layer = static_cast<uint32_t>(hp.n_layer);
@@ -304,7 +320,7 @@ Result<std::vector<int32_t>> Context::load_sequence(int32_t seq, const std::stri
   in.read(reinterpret_cast<char*>(&h), sizeof h);
   if (!in || std::memcmp(h.magic, kSeqMagic, sizeof kSeqMagic) != 0)
     return make_error("state: '", path, "' is not a kiln sequence state file");
-  const HParams& hp = model_->hparams();
+  const HParams& hp = model().hparams();
   if (h.n_layer != hp.n_layer || h.n_embd_k != hp.n_embd_k_gqa() || h.n_embd_v != hp.n_embd_v_gqa() ||
       h.type_k != static_cast<uint32_t>(kv_->type_k()) || h.type_v != static_cast<uint32_t>(kv_->type_v()))
     return make_error("state: '", path, "' was saved by a context of another model shape or cache type");

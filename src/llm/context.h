@@ -7,7 +7,15 @@
 // inputs and runs. The outputs of tokens marked for output are kept until the next decode():
 // logits, or, in a context created with embeddings on, hidden states (see ContextOptions).
 //
-// Ownership: shares the Model; the Backend must outlive the Context.
+// Memory: the weights are a DeviceWeights on the backend's device (shared with the other
+// contexts of the model there); the KV cache, the micro-batch inputs and the compute arena are
+// buffers on that device too, and the backend's kernel scratch. Data crosses between host and
+// device only through explicit copies (inputs uploaded, outputs downloaded, KV rows read and
+// written for compaction and state files), so a device that is not host-visible (sim) runs any
+// model.
+//
+// Ownership: shares the DeviceWeights (and through them the Model); the Backend must outlive the
+// Context.
 // Thread-safety: every public method takes the context's mutex (one pass at a time).
 #pragma once
 
@@ -18,6 +26,7 @@
 #include <vector>
 
 #include "llm/batch.h"
+#include "llm/device_weights.h"
 #include "llm/kv_cache.h"
 #include "llm/model.h"
 #include "models/decoder_graph.h"
@@ -40,16 +49,31 @@ struct ContextOptions {
   bool embeddings = false;
 };
 
+struct DecodeOptions {
+  // Every token computed in the float order of a batch of that one token (DecoderGraphSpec's
+  // single_row_order): its logits and K/V are then the bits of the token decoded alone, whatever
+  // the batch holds. Speculative verification decodes with it; kernels whose order does not
+  // depend on the batch size (every weight type but Q4_K today) run at full speed either way.
+  bool single_row_order = false;
+};
+
 class Context {
  public:
+  // A context over `weights`, which must be resident on backend.device(). Errors: weights on
+  // another device or released, bad options, no room on the device (nothing stays allocated).
+  static Result<std::unique_ptr<Context>> create(std::shared_ptr<const DeviceWeights> weights,
+                                                 Backend& backend, const ContextOptions& options);
+  // A context with weights of its own: places `model` on backend.device() first (free on the CPU
+  // when no tensor is prepared; several contexts of one model on one device share one
+  // DeviceWeights through the overload above instead).
   static Result<std::unique_ptr<Context>> create(std::shared_ptr<const Model> model, Backend& backend,
                                                  const ContextOptions& options);
 
   // Decodes `batch`. Errors (nothing computed, cache unchanged): an empty or oversized batch, a
   // token id outside the vocabulary, a negative position, a sequence id outside
-  // [0, kMaxSequences); no room in the cache for a micro-batch ("the context is full": earlier
-  // micro-batches of the same call stay in the cache).
-  Status decode(const Batch& batch);
+  // [0, kMaxSequences), weights released (DeviceWeights::release); no room in the cache for a
+  // micro-batch ("the context is full": earlier micro-batches of the same call stay in the cache).
+  Status decode(const Batch& batch, const DecodeOptions& options = {});
   // Logits [n_vocab] of batch token i of the last decode(); empty when it was not marked (or
   // the context outputs embeddings).
   std::span<const float> logits(size_t i) const;
@@ -58,11 +82,12 @@ class Context {
   std::span<const float> embeddings(size_t i) const;
   bool outputs_embeddings() const { return opt_.embeddings; }
 
-  const Model& model() const { return *model_; }
+  const Model& model() const { return weights_->model(); }
+  const DeviceWeights& weights() const { return *weights_; }
   int64_t n_ctx() const { return kv_->size(); }
   int64_t n_batch() const { return opt_.n_batch; }
-  int64_t n_vocab() const { return model_->hparams().n_vocab; }
-  int64_t n_embd() const { return model_->hparams().n_embd; }
+  int64_t n_vocab() const { return model().hparams().n_vocab; }
+  int64_t n_embd() const { return model().hparams().n_embd; }
   AttentionPath attention_path() const { return attention_; }
 
   // Sequence edits (see KvCache); seq_add re-ropes the cached keys before the next decode.
@@ -82,14 +107,15 @@ class Context {
 
  private:
   Context() = default;
-  Status decode_ubatch(const Batch& batch, size_t begin, size_t end, size_t& out_index);
+  Status decode_ubatch(const Batch& batch, const DecodeOptions& options, size_t begin, size_t end,
+                       size_t& out_index);
   Status apply_kv_shift();
   Result<ExecPlan> plan_graph(Graph& g);
   // Floats per output row: n_embd with embeddings on, else n_vocab.
   size_t output_width() const;
   std::span<const float> output_row(size_t i) const;  // under mutex_
 
-  std::shared_ptr<const Model> model_;
+  std::shared_ptr<const DeviceWeights> weights_;
   Backend* backend_ = nullptr;
   ContextOptions opt_;
   AttentionPath attention_ = AttentionPath::Flash;

@@ -1,6 +1,7 @@
 // CpuEngine: the host device, a persistent thread pool and the CPU backend, bundled for callers
-// that run models on the CPU (the CLI, the server, tests). Not copyable or movable: contexts keep
-// references into it, so it must outlive them.
+// that run models on the CPU alone (tests, oracles). The commands and the server choose among
+// devices through backends/device_registry.h. Not copyable or movable: contexts keep references
+// into it, so it must outlive them.
 #pragma once
 
 #include "backends/cpu/cpu_backend.h"

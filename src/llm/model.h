@@ -1,6 +1,7 @@
 // Model: a loaded GGUF language model: its mapping, hyperparameters, bound weights and tokenizer.
-// Weights stay in the mmap'd file (loading copies nothing); contexts compute straight from it on
-// host devices.
+// Loading copies nothing: weights() are plain views into the mmap'd file, the source every
+// placement on a device is prepared from (llm/device_weights.h); contexts compute with a
+// DeviceWeights, never with these views directly.
 // Thread-safety: immutable after load; shared by any number of contexts (shared_ptr).
 #pragma once
 
@@ -27,6 +28,7 @@ class Model {
   const std::string& name() const { return name_; }
   const GgufFile& file() const { return *file_; }
   const HParams& hparams() const { return hp_; }
+  // Plain views into the mapping (host memory).
   const DecoderWeights& weights() const { return weights_; }
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   // Bytes of tensor data in the file.

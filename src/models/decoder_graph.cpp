@@ -7,8 +7,8 @@ namespace kiln {
 namespace {
 
 // y = W x (+ b)
-Tensor linear(Graph& g, Tensor w, Tensor b, Tensor x, const std::string& name) {
-  Tensor y = g.mul_mat(w, x, name);
+Tensor linear(Graph& g, Tensor w, Tensor b, Tensor x, const OpParams& params, const std::string& name) {
+  Tensor y = g.mul_mat(w, x, params, name);
   return b.valid() ? g.add(y, b, name + "+b") : y;
 }
 
@@ -34,7 +34,9 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
   out.out_rows = g.input("out_rows", DType::I32, {spec.n_outputs, 1, 1, 1});
   const Tensor freq_factors = weight(g, w.rope_freqs);
 
-  OpParams attn_params;
+  OpParams mm_params;
+  mm_params.single_row_order = spec.single_row_order;
+  OpParams attn_params = mm_params;
   attn_params.scale = 1.0f / std::sqrt(static_cast<float>(hd_k));
   attn_params.attn_path = spec.attention;
 
@@ -44,9 +46,9 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
     const std::string p = std::string("l").append(std::to_string(il)).append(".");
     Tensor cur = g.mul(g.rms_norm(x, hp.rms_eps, p + "attn_norm"), weight(g, blk.attn_norm));
 
-    Tensor q = linear(g, weight(g, blk.attn.wq), weight(g, blk.attn.bq), cur, p + "q");
-    Tensor k = linear(g, weight(g, blk.attn.wk), weight(g, blk.attn.bk), cur, p + "k");
-    Tensor v = linear(g, weight(g, blk.attn.wv), weight(g, blk.attn.bv), cur, p + "v");
+    Tensor q = linear(g, weight(g, blk.attn.wq), weight(g, blk.attn.bq), cur, mm_params, p + "q");
+    Tensor k = linear(g, weight(g, blk.attn.wk), weight(g, blk.attn.bk), cur, mm_params, p + "k");
+    Tensor v = linear(g, weight(g, blk.attn.wv), weight(g, blk.attn.bv), cur, mm_params, p + "v");
     q = g.reshape(q, {hd_k, n_head, T, 1});
     k = g.reshape(k, {hd_k, n_head_kv, T, 1});
     if (blk.attn.q_norm) {
@@ -86,12 +88,13 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
                        {hd_v, T, n_head, 1}, p + "attn");
     attn = g.cast(g.permute(attn, {0, 2, 1, 3}), DType::F32, p + "attn_merge");  // [hd_v, n_head, T]
     attn = g.reshape(attn, {hd_v * n_head, T, 1, 1});
-    x = g.add(x, g.mul_mat(weight(g, blk.attn.wo), attn, p + "attn_out"), p + "attn_res");
+    x = g.add(x, g.mul_mat(weight(g, blk.attn.wo), attn, mm_params, p + "attn_out"), p + "attn_res");
 
     cur = g.mul(g.rms_norm(x, hp.rms_eps, p + "ffn_norm"), weight(g, blk.ffn_norm));
-    Tensor gate = g.mul_mat(weight(g, blk.mlp.gate), cur, p + "ffn_gate");
-    Tensor up = g.mul_mat(weight(g, blk.mlp.up), cur, p + "ffn_up");
-    Tensor down = g.mul_mat(weight(g, blk.mlp.down), g.swiglu(gate, up, p + "ffn_act"), p + "ffn_down");
+    Tensor gate = g.mul_mat(weight(g, blk.mlp.gate), cur, mm_params, p + "ffn_gate");
+    Tensor up = g.mul_mat(weight(g, blk.mlp.up), cur, mm_params, p + "ffn_up");
+    Tensor down =
+        g.mul_mat(weight(g, blk.mlp.down), g.swiglu(gate, up, p + "ffn_act"), mm_params, p + "ffn_down");
     x = g.add(x, down, p + "ffn_res");
   }
   // Only the rows whose outputs are wanted go through the output norm and head.
@@ -101,7 +104,7 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
     out.embeddings = x;
     g.mark_output(out.embeddings);
   } else {
-    out.logits = g.mul_mat(weight(g, w.output), x, "logits");
+    out.logits = g.mul_mat(weight(g, w.output), x, mm_params, "logits");
     g.mark_output(out.logits);
   }
   KILN_TRY(g.status());

@@ -33,6 +33,10 @@ struct DecoderGraphSpec {
   int64_t n_kv = 1;       // cells attention reads: [0, n_kv), covering kv_head + n_tokens
   AttentionPath attention = AttentionPath::Plain;
   DecoderOutput output = DecoderOutput::Logits;
+  // Every row computed in the float order of a micro-batch of that one token (OpParams
+  // single_row_order on the matrix products and attention): its outputs and K/V are then the
+  // bits of the token decoded alone.
+  bool single_row_order = false;
 };
 
 // Inputs the caller binds before each execution, and the output it reads.

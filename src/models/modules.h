@@ -54,4 +54,33 @@ struct DecoderWeights {
 // Binds every tensor the architecture needs; an Error names a missing or misshaped tensor.
 Result<DecoderWeights> bind_decoder_weights(const GgufFile& file, const HParams& hp);
 
+// How the decoder graph reads a weight, which decides the layouts it may be prepared in
+// (ops/weight_prep.h).
+enum class WeightUse : uint8_t {
+  MatMul,       // the weight operand of mul_mat: the layout its kernels prefer
+  Rows,         // rows picked by get_rows (the token embedding): plain
+  Elementwise,  // norms, biases, rope frequency factors: plain
+};
+
+// Calls fn(weight, use) for every present weight of `w` (DecoderWeights, const or not) in a fixed
+// order. A tied output is visited as well as the token embedding whose tensor it shares.
+template <class Weights, class Fn>
+void for_each_weight(Weights& w, Fn&& fn) {
+  auto visit = [&fn](auto& weight, WeightUse use) {
+    if (weight) fn(weight, use);
+  };
+  visit(w.tok_embd, WeightUse::Rows);
+  visit(w.rope_freqs, WeightUse::Elementwise);
+  for (auto& blk : w.blocks) {
+    visit(blk.attn_norm, WeightUse::Elementwise);
+    for (auto* m : {&blk.attn.wq, &blk.attn.wk, &blk.attn.wv, &blk.attn.wo}) visit(*m, WeightUse::MatMul);
+    for (auto* v : {&blk.attn.bq, &blk.attn.bk, &blk.attn.bv, &blk.attn.q_norm, &blk.attn.k_norm})
+      visit(*v, WeightUse::Elementwise);
+    visit(blk.ffn_norm, WeightUse::Elementwise);
+    for (auto* m : {&blk.mlp.gate, &blk.mlp.up, &blk.mlp.down}) visit(*m, WeightUse::MatMul);
+  }
+  visit(w.output_norm, WeightUse::Elementwise);
+  visit(w.output, WeightUse::MatMul);
+}
+
 }  // namespace kiln

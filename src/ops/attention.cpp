@@ -18,7 +18,8 @@
 //  ggml_vec_soft_max_f32 (ggml_v_expf in chunks of 16) and the kqv mul_mat as llamafile's tinyBLAS
 //  (16 lanes, batches of >= 2 queries) or ggml_vec_dot_f32 (one query) computes it; on the flash
 //  path with F16/F32 K and V of one type and >= kFaTileQ queries, ggml's tiled kernel
-//  (ggml_compute_forward_flash_attn_ext_tiled: F32 q, tiles of kFaTileKv keys).
+//  (ggml_compute_forward_flash_attn_ext_tiled: F32 q, tiles of kFaTileKv keys). With
+//  params.single_row_order every query takes the arithmetic of a batch of one query.
 // K may be any type with a vec_dot (F32, F16, Q8_0...); V is F32 or F16 on the plain path and any
 // type with a to_float on the flash path. q rows and K/V rows must be contiguous.
 // One work unit is one query row of one head; its scratch (converted q, scores, accumulators)
@@ -163,8 +164,10 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
   const float scale = call.params.scale;
   const bool flash = call.params.attn_path == AttentionPath::Flash;
   // ref: ggml_compute_forward_flash_attn_ext_f16's choice of the tiled kernel.
-  const bool tiled = flash && (k.type == DType::F16 || k.type == DType::F32) && v.type == k.type &&
-                     q.ne[1] >= kFaTileQ && dv % kLanes == 0;
+  // params.single_row_order: the arithmetic of a batch of one query row (never tiled).
+  const bool one_row = call.params.single_row_order || q.ne[1] == 1;
+  const bool tiled = flash && !one_row && (k.type == DType::F16 || k.type == DType::F32) &&
+                     v.type == k.type && q.ne[1] >= kFaTileQ && dv % kLanes == 0;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t iq1 = u % q.ne[1];
     const int64_t iq2 = (u / q.ne[1]) % q.ne[2];
@@ -214,7 +217,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         // by FMA. ref: llamafile_sgemm's tinyBLAS<16> (one accumulator; ggml uses it for >= 2 queries)
         // or ggml_vec_dot_f32 (four accumulators, GGML_F32_STEP 64; one query). Keys past n_kv are
         // ggml's padding: probability 0, no effect.
-        const int64_t n_acc = q.ne[1] >= 2 ? 1 : 4;
+        const int64_t n_acc = one_row ? 4 : 1;
         float* lanes = reinterpret_cast<float*>(base + l.lanes);  // [dv][n_acc][16]
         std::fill(lanes, lanes + dv * n_acc * kLanes, 0.0f);
         for (int64_t j = 0; j < n_kv; ++j) {

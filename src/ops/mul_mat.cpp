@@ -8,8 +8,9 @@
 // Q8_K blocks, F16, BF16 or F32) into scratch, one unit per src1 row. Phase 1 computes dot products
 // with vec_dot (4 activation rows per call where the type has vec_dot_x4, a tile of 8 weight rows
 // x 4 activation rows where it has vec_dot_rows8_x4_8x4), one unit
-// per tile of kTileRows weight rows x kTileCols activation rows of one
+// per tile of kTileRows weight rows x kTileCols activation rows (all rows of a small batch) of one
 // (A, B) plane; units are numbered rows-fastest so a range of units reuses the same activations.
+// params.single_row_order: every activation row in the float order of a batch of one row.
 // Requirements: src0 rows whole blocks (nb[0] = block bytes), src1 rows contiguous (nb[0] = 4);
 // other strides are free.
 #include <algorithm>
@@ -22,7 +23,16 @@ namespace kiln::ops {
 namespace {
 
 constexpr int64_t kTileRows = 16;  // weight rows per phase-1 unit
-constexpr int64_t kTileCols = 16;  // activation rows per phase-1 unit
+constexpr int64_t kTileCols = 16;  // activation rows per phase-1 unit, for batches over kSmallBatch
+// Batches of up to this many activation rows (batched decode, speculative verification) are one
+// column of units: each unit then holds every row, so threads, which take contiguous ranges of
+// units, get equal work whatever the row count (17 rows in units of 16 + 1 gave one thread all
+// the 16-row work), and each weight tile is read once.
+constexpr int64_t kSmallBatch = 64;
+
+int64_t tile_cols(const TensorView& dst) {
+  return dst.ne[1] <= kSmallBatch ? std::max<int64_t>(dst.ne[1], 1) : kTileCols;
+}
 
 Status check_mul_mat(const OpCall& call) {
   KILN_TRY(check_arity(call, 2, 2));
@@ -61,7 +71,7 @@ KernelPlan plan_mul_mat(const OpCall& call) {
   KernelPlan p;
   p.n_phases = 2;
   p.units[0] = a.nrows();
-  p.units[1] = ceil_div(d.ne[0], kTileRows) * ceil_div(d.ne[1], kTileCols) * d.ne[2] * d.ne[3];
+  p.units[1] = ceil_div(d.ne[0], kTileRows) * ceil_div(d.ne[1], tile_cols(d)) * d.ne[2] * d.ne[3];
   p.scratch_bytes = static_cast<size_t>(a.nrows()) * act_stride(call);
   return p;
 }
@@ -82,14 +92,17 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
   }
   KILN_ASSERT(phase == 1, "mul_mat has two phases");
   const int64_t n_tr = ceil_div(d.ne[0], kTileRows);
-  const int64_t n_tc = ceil_div(d.ne[1], kTileCols);
+  const int64_t cols = tile_cols(d);
+  const int64_t n_tc = ceil_div(d.ne[1], cols);
   const int64_t r2 = a.ne[2] / w.ne[2];
   const int64_t r3 = a.ne[3] / w.ne[3];
   // ggml multiplies 2-D weights with a multiple of 8 rows of some types with its repacked kernels,
   // whose float order differs from vec_dot's (quant.h vec_dot_rows8).
-  // Of n activation rows, ggml sends the first n - n % 4 through its 4-row gemm kernels.
+  // Of n activation rows, ggml sends the first n - n % 4 through its 4-row gemm kernels; with
+  // single_row_order, only where their order is the one-row kernel's (the same function).
   const bool rows8 = t->vec_dot_rows8 != nullptr && w.ne[1] % 8 == 0 && w.ne[2] == 1 && w.ne[3] == 1;
-  const int64_t gemm_rows = a.ne[1] - a.ne[1] % 4;
+  const bool gemm_keeps_order = t->vec_dot_rows8_x4 == t->vec_dot_rows8;
+  const int64_t gemm_rows = call.params.single_row_order && !gemm_keeps_order ? 0 : a.ne[1] - a.ne[1] % 4;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t tr = u % n_tr;
     const int64_t tc = (u / n_tr) % n_tc;
@@ -97,7 +110,7 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
     const int64_t i2 = plane % d.ne[2];
     const int64_t i3 = plane / d.ne[2];
     const int64_t row0 = tr * kTileRows, row1 = std::min(row0 + kTileRows, d.ne[0]);
-    const int64_t col0 = tc * kTileCols, col1 = std::min(col0 + kTileCols, d.ne[1]);
+    const int64_t col0 = tc * cols, col1 = std::min(col0 + cols, d.ne[1]);
     int64_t j = col0;
     // Tiles of 8 weight rows x 4 activation rows where a kernel computes them at once (the tile's
     // rows are whole groups of 8: row0 is a multiple of 16 and rows8 weights have 8k rows).

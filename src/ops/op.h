@@ -98,6 +98,11 @@ struct OpParams {
   bool causal = true;
   int32_t q_pos0 = 0;
   AttentionPath attn_path = AttentionPath::Plain;  // Attention
+  // MulMat, Attention: every activation / query row is computed in the float order it would have
+  // in a batch of that one row, whatever the batch size (kernels that change order with the
+  // number of rows fall back to their one-row order). Speculative verification relies on it: a
+  // verified row must give the bits of the same token decoded alone.
+  bool single_row_order = false;
 };
 
 struct OpCall {

@@ -136,11 +136,13 @@ Tensor Graph::get_rows(Tensor table, Tensor ids, std::string_view name) {
   return add_op(OpKind::GetRows, {table, ids}, {}, DType::F32, {a.ne[0], b.ne[0], b.ne[1], b.ne[2]}, name);
 }
 
-Tensor Graph::mul_mat(Tensor w, Tensor x, std::string_view name) {
+Tensor Graph::mul_mat(Tensor w, Tensor x, std::string_view name) { return mul_mat(w, x, OpParams{}, name); }
+
+Tensor Graph::mul_mat(Tensor w, Tensor x, const OpParams& params, std::string_view name) {
   if (!usable({w, x})) return Tensor{};
   const TensorView& a = tensor(w).view;
   const TensorView& b = tensor(x).view;
-  return add_op(OpKind::MulMat, {w, x}, {}, DType::F32, {a.ne[1], b.ne[1], b.ne[2], b.ne[3]}, name);
+  return add_op(OpKind::MulMat, {w, x}, params, DType::F32, {a.ne[1], b.ne[1], b.ne[2], b.ne[3]}, name);
 }
 
 Tensor Graph::add(Tensor a, Tensor b, std::string_view name) {

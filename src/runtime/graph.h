@@ -69,6 +69,8 @@ class Graph {
   Tensor get_rows(Tensor table, Tensor ids,
                   std::string_view name = {});                     // [table.ne0, ids.ne0, ids.ne1, ids.ne2]
   Tensor mul_mat(Tensor w, Tensor x, std::string_view name = {});  // [w.ne1, x.ne1, x.ne2, x.ne3]
+  Tensor mul_mat(Tensor w, Tensor x, const OpParams& params,
+                 std::string_view name = {});  // e.g. single_row_order
   Tensor add(Tensor a, Tensor b, std::string_view name = {});
   Tensor mul(Tensor a, Tensor b, std::string_view name = {});
   Tensor scale(Tensor a, float s, std::string_view name = {});

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "backends/cpu/cpu_backend.h"
-
 namespace kiln::serve {
 
 Result<Pooling> server_pooling(const ServerOptions& options, const Model& model) {
@@ -27,8 +25,8 @@ Result<std::vector<std::vector<float>>> Embedder::embed(const ServerState& st,
   opt.n_ubatch = std::min(base.n_ubatch > 0 ? base.n_ubatch : ContextOptions{}.n_ubatch, opt.n_ctx);
   opt.embeddings = true;
   // A backend of our own (its scratch is per backend) over the server's device and thread pool.
-  CpuBackend backend(st.cpu->device, st.cpu->pool);
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, Context::create(st.model, backend, opt));
+  const std::unique_ptr<Backend> backend = st.devices->new_backend(st.weights->device());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, Context::create(st.weights, *backend, opt));
   std::vector<std::vector<float>> out;
   out.reserve(inputs.size());
   for (const auto& in : inputs) {

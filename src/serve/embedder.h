@@ -3,7 +3,7 @@
 //
 // Why not the completion Engine's Context: that one holds the slots' KV cache and outputs logits,
 // and its engine thread owns it; an embedding pass needs hidden states (no LM head) and would evict
-// the slots' cached prompts. The Embedder's context shares the Model (weights stay in the mmap)
+// the slots' cached prompts. The Embedder's context shares the model's DeviceWeights
 // and the server's thread pool (graph runs serialize there, so embedding and generation take
 // turns instead of oversubscribing the cores), and lives for one request only: its KV cache and
 // compute arena are sized to that request's longest input, which the routes bound by a slot's

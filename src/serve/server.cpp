@@ -31,8 +31,11 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   st->chat_template_source = std::move(chat->source);
   st->bos_text = std::move(chat->bos_text);
   st->eos_text = std::move(chat->eos_text);
-  st->cpu = std::make_unique<CpuEngine>(opt.n_threads);
-  KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(model, st->cpu->backend, opt.context));
+  KILN_ASSIGN_OR_RETURN(st->devices,
+                        DeviceRegistry::create({.n_threads = opt.n_threads, .sim = opt.sim_devices}));
+  KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt.device));
+  KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device));
+  KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(st->weights, st->devices->backend(*device), opt.context));
   if (st->ctx->n_ctx() / opt.n_parallel < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,
                       " slots");

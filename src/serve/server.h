@@ -20,8 +20,9 @@
 //
 // Idle sleep (options.sleep_idle_seconds > 0, a server attached with a ModelLoader): after that
 // many seconds with no request holding the state (see acquire()) and no generation in the engine,
-// the state is released: engine, context (KV cache, compute arena), thread pool and the model
-// (its file unmapped, unless someone else still holds the Model), then free heap memory is given
+// the state is released: engine, context (KV cache, compute arena), the model's weights on its
+// device, the devices with their thread pool (a sim device with its pool) and the model (its file
+// unmapped, unless someone else still holds the Model), then free heap memory is given
 // back to the OS. The next request that needs the model (acquire()) reloads it through the same
 // loader with the same options; requests arriving meanwhile wait for that reload. A reload that
 // fails answers those requests with its error (503) and the next request tries again. Routes that
@@ -41,6 +42,7 @@
 #include <string>
 #include <thread>
 
+#include "backends/sim/sim_device.h"
 #include "core/result.h"
 #include "llm/context.h"
 #include "llm/model.h"
@@ -63,6 +65,8 @@ struct ServerOptions {
   std::string api_key;               // empty: no authentication
   std::string chat_template_source;  // empty: the model's tokenizer.chat_template, else ChatML
   int32_t n_threads = 0;             // compute threads; 0: every hardware thread
+  std::string device = "cpu";        // the device the model runs on (a DeviceRegistry name)
+  std::vector<SimDeviceOptions> sim_devices;  // sim devices to create (--sim-capacity)
   ContextOptions context;            // n_ctx is shared by the slots
   bool embeddings = false;           // serve POST /v1/embeddings (--embeddings)
   std::string pooling;               // none|mean|cls|last; empty: the model's, else mean (--pooling)

@@ -1,7 +1,7 @@
 // What the route handlers share: the server's options and, once a model is attached, the model
-// with its chat template, context and engine (ServerState), plus what is known of the model even
-// while the server sleeps (ModelInfo). Route files (routes_*.cpp) register handlers on the HTTP
-// server through the add_*_routes functions below.
+// with its chat template, devices, weights, context and engine (ServerState), plus what is known
+// of the model even while the server sleeps (ModelInfo). Route files (routes_*.cpp) register
+// handlers on the HTTP server through the add_*_routes functions below.
 // Thread-safety: a ServerState and a ModelInfo are immutable once published (the Engine inside is
 // thread-safe); handlers hold a shared_ptr to the state for the length of a request.
 #pragma once
@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/device_registry.h"
 #include "llm/context.h"
-#include "llm/cpu_engine.h"
+#include "llm/device_weights.h"
 #include "llm/model.h"
 #include "serve/engine.h"
 #include "serve/server.h"
@@ -32,7 +33,8 @@ struct ServerState {
   std::optional<ChatTemplate> chat_template;
   std::string chat_template_source;  // the Jinja source of chat_template
   std::string bos_text, eos_text;    // the vocabulary's BOS/EOS texts, for templates
-  std::unique_ptr<CpuEngine> cpu;
+  std::unique_ptr<DeviceRegistry> devices;  // the thread pool and devices; options.device computes
+  std::shared_ptr<DeviceWeights> weights;   // the model on that device, shared with the embedder
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Engine> engine;
   ~ServerState() {

@@ -180,6 +180,49 @@ TEST(SimDevice, FragmentationIsReportedAndCoalescingUndoesIt) {
   EXPECT_TRUE(sim->allocate({.bytes = 700 << 10, .owner = "big"}).ok());
 }
 
+// Freed memory is poisoned: a buffer that takes the place of a freed one reads the pattern, never
+// the old bytes (a restore that forgot a copy would otherwise compute right by luck), and so does
+// memory never used before. Reading a freed block through a stale address sees it too.
+TEST(SimDevice, FreedAndFreshMemoryReadsAsPoison) {
+  auto sim = make_sim(1 << 20);
+  const std::vector<uint8_t> poison(4096, SimDevice::kPoisonByte);
+  std::vector<uint8_t> bytes(4096);
+  auto fresh = sim->allocate({.bytes = 4096, .kind = MemoryKind::Weights, .owner = "fresh"});
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE((*fresh)->read(0, bytes.data(), bytes.size()).ok());
+  EXPECT_EQ(bytes, poison);
+
+  const std::vector<uint8_t> data(4096, 0x3C);
+  ASSERT_TRUE((*fresh)->write(0, data.data(), data.size()).ok());
+  void* address = (*fresh)->base();
+  fresh->reset();
+  EXPECT_EQ(std::memcmp(sim->host_address(address, 4096), poison.data(), 4096), 0);  // a stale read
+  auto again = sim->allocate({.bytes = 4096, .kind = MemoryKind::Weights, .owner = "again"});
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ((*again)->base(), address);  // best fit: the same block
+  ASSERT_TRUE((*again)->read(0, bytes.data(), bytes.size()).ok());
+  EXPECT_EQ(bytes, poison);
+  float f = 0;
+  std::memcpy(&f, bytes.data(), sizeof f);
+  EXPECT_TRUE(std::isnan(f));  // poisoned floats are NaN
+}
+
+TEST(SimDevice, PeakUsedCountsTheHighestUseUntilReset) {
+  auto sim = make_sim(1 << 20);
+  EXPECT_EQ(sim->peak_used(), 0u);
+  auto a = sim->allocate({.bytes = 1000, .owner = "a"});  // one block of 1024
+  auto b = sim->allocate({.bytes = 3000, .owner = "b"});  // 3072
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(sim->peak_used(), 4096u);
+  b->reset();
+  EXPECT_EQ(sim->peak_used(), 4096u);
+  sim->reset_peak_used();
+  EXPECT_EQ(sim->peak_used(), 1024u);
+  auto c = sim->allocate({.bytes = 256, .owner = "c"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(sim->peak_used(), 1280u);
+}
+
 TEST(SimDevice, ArenaThatDoesNotFitIsAnError) {
   auto sim = make_sim(64 << 10);
   auto rg = test::make_random_graph(*sim, {.seed = 1, .n_ops = 80, .row_counts = {1, 64, 128}});

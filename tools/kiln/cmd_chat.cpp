@@ -25,11 +25,10 @@
 
 #include "command.h"
 #include "generation.h"
-#include "llm/cpu_engine.h"
-#include "serve/model_chat_template.h"
 #include "model_flags.h"
 #include "sampler_flags.h"
 #include "serve/completion_request.h"
+#include "serve/model_chat_template.h"
 #include "text_file.h"
 
 namespace kiln::cli {
@@ -311,7 +310,7 @@ class ChatSession {
   ChatOptions options_;
   std::vector<ChatMessage> messages_;
   size_t n_fixed_ = 0;     // leading messages never dropped (the system prompt)
-  CachedSequence cached_;  // what sequence 0 of the KV cache holds
+  SequenceState cached_;   // what sequence 0 of the KV cache holds
   int64_t n_replies_ = 0, n_prompt_ = 0, n_generated_ = 0;
   double prompt_s_ = 0, gen_s_ = 0;
 };
@@ -340,6 +339,7 @@ int run_chat(int argc, char** argv) {
   p.flag({"-v", "--verbose"}, &co.verbose, "print the template's origin and timings after every reply");
   sf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
+  if (auto code = mf.list_devices_if_asked("chat")) return *code;
   co.n_batch = mf.context.n_batch;
   std::string template_source;
   if (!template_file.empty()) {
@@ -365,18 +365,14 @@ int run_chat(int argc, char** argv) {
   if (co.verbose) std::fprintf(stderr, "kiln chat: chat template: %s\n", chat->origin.c_str());
   auto sampler = sf.make_sampler(*model, "chat");
   if (!sampler) return 1;
-  CpuEngine engine(mf.threads);
-  auto ctx = Context::create(model, engine.backend, mf.context);
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "kiln chat: %s\n", ctx.error().message.c_str());
-    return 1;
-  }
+  auto mc = mf.create_context("chat", model, mf.context);
+  if (!mc) return 1;
   if (!install_interrupt_handler()) {
     std::fprintf(stderr, "kiln chat: cannot install the Ctrl-C handler: %s\n", std::strerror(errno));
     return 1;
   }
 
-  ChatSession session(**ctx, *sampler, *chat, system_prompt, co);
+  ChatSession session(*mc->context, *sampler, *chat, system_prompt, co);
   const bool tty = isatty(STDIN_FILENO) != 0;
   if (tty) std::fprintf(stderr, "kiln chat: /help lists the commands; /exit or Ctrl-D ends the chat\n");
   StdinLines in;

@@ -11,7 +11,6 @@
 
 #include "command.h"
 #include "core/half.h"
-#include "llm/cpu_engine.h"
 #include "llm/perplexity.h"
 #include "model_flags.h"
 
@@ -84,6 +83,7 @@ int run_perplexity(int argc, char** argv) {
   p.value({"--kl-divergence-base"}, &kld_base, "FILE", "save the model's log-probabilities to FILE (or read them with --kl-divergence)");
   p.flag({"--kl-divergence"}, &kl_divergence, "compare with the log-probabilities of --kl-divergence-base");
   if (auto code = p.parse(argc, argv)) return *code;
+  if (auto code = mf.list_devices_if_asked("perplexity")) return *code;
   const auto fail = [](const std::string& msg) {
     std::fprintf(stderr, "kiln perplexity: %s\n", msg.c_str());
     return 1;
@@ -105,10 +105,9 @@ int run_perplexity(int argc, char** argv) {
   mf.context.n_batch = std::max(mf.context.n_batch, scoring.n_ctx);
   const int64_t n_chunks = chunk_count(static_cast<int64_t>(tokens.size()), scoring);
 
-  CpuEngine engine(mf.threads);
-  auto ctx_or = Context::create(model, engine.backend, mf.context);
-  if (!ctx_or.ok()) return fail(ctx_or.error().message);
-  Context& ctx = **ctx_or;
+  auto mc = mf.create_context("perplexity", model, mf.context);
+  if (!mc) return 1;
+  Context& ctx = *mc->context;
   const int64_t n_vocab = ctx.n_vocab();
   KldFile kld;
   const KldHeader header{{'K', 'I', 'L', 'N', 'K', 'L', 'D', '1'}, static_cast<uint32_t>(n_vocab),

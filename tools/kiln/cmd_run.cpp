@@ -1,14 +1,15 @@
 // `kiln run`: plain text completion, streamed to stdout, with llama.cpp's flag names.
 //   kiln run [-m MODEL.gguf] -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] ...
+//            [--spec-type TYPES] [-md DRAFT.gguf] ...   (speculative decoding: same output, faster)
 #include <algorithm>
 #include <cstdio>
 
 #include "command.h"
 #include "generation.h"
-#include "llm/cpu_engine.h"
 #include "llm/sampler.h"
 #include "model_flags.h"
 #include "sampler_flags.h"
+#include "speculative_flags.h"
 #include "text_file.h"
 
 namespace kiln::cli {
@@ -17,6 +18,7 @@ namespace {
 int run_run(int argc, char** argv) {
   ModelFlags mf;
   SamplerFlags sf;
+  SpeculativeFlags spf;
   std::string prompt, prompt_file;
   int64_t n_predict = -1, n_keep = 0;
   bool no_display_prompt = false, parse_special = false, context_shift = false, show_special = false;
@@ -34,29 +36,25 @@ int run_run(int argc, char** argv) {
          "when the context is full, drop the older half of the text (after --keep) and go on");
   p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0)");
   sf.declare(p);
+  spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
-  if (!prompt_file.empty()) {
-    auto text = read_text_file(prompt_file);
-    if (!text.ok()) {
-      std::fprintf(stderr, "kiln run: %s\n", text.error().message.c_str());
-      return 1;
-    }
-    prompt = std::move(*text);
-  }
+  if (auto code = mf.list_devices_if_asked("run")) return *code;
+  if (!read_file_option(prompt_file, "run", &prompt)) return 1;
   auto model = mf.load_model("run");
   if (!model) return 1;
   const auto& tok = model->tokenizer();
   auto sampler = sf.make_sampler(*model, "run");
   if (!sampler) return 1;
 
-  CpuEngine engine(mf.threads);
-  auto ctx_or = Context::create(model, engine.backend, mf.context);
-  if (!ctx_or.ok()) {
-    std::fprintf(stderr, "kiln run: %s\n", ctx_or.error().message.c_str());
-    return 1;
-  }
-  Context& ctx = **ctx_or;
+  auto mc = mf.create_context("run", model, mf.context);
+  if (!mc) return 1;
+  Context& ctx = *mc->context;
   const int64_t n_ctx = ctx.n_ctx();
+  ContextOptions target_options = mf.context;
+  target_options.n_ctx = n_ctx;
+  bool spec_failed = false;
+  const auto speculator = spf.make(*model, mc->backend(), target_options, "run", &spec_failed);
+  if (spec_failed) return 1;
   std::vector<int32_t> tokens = tok.tokenize(prompt, true, parse_special);
   if (tokens.empty()) {
     std::fprintf(stderr, "kiln run: the prompt is empty (give one with -p or -f)\n");
@@ -76,13 +74,20 @@ int run_run(int argc, char** argv) {
 
   // Prompt, in batches of n_batch tokens; logits only for the last token.
   const auto t_prompt = Clock::now();
-  CachedSequence cached;
+  SequenceState cached;
   auto last = decode_tokens(ctx, tokens, cached, mf.context.n_batch);
   if (!last.ok()) {
     std::fprintf(stderr, "\nkiln run: %s\n", last.error().message.c_str());
     return 1;
   }
   for (int32_t t : tokens) sampler->accept(t);
+  const auto drafter = speculator ? speculator->drafter(cached.seq) : nullptr;
+  if (drafter) {
+    if (const Status st = drafter->begin(cached.tokens); !st.ok()) {
+      std::fprintf(stderr, "\nkiln run: draft model: %s\n", st.error().message.c_str());
+      return 1;
+    }
+  }
   const double prompt_s = seconds_since(t_prompt);
 
   const auto t_gen = Clock::now();
@@ -91,7 +96,8 @@ int run_run(int argc, char** argv) {
                       {.n_predict = n_predict,
                        .show_special = show_special,
                        .context_shift = context_shift,
-                       .n_keep = n_keep},
+                       .n_keep = n_keep,
+                       .drafter = drafter.get()},
                       out);
   if (!gen.ok()) {
     std::fprintf(stderr, "\nkiln run: %s\n", gen.error().message.c_str());
@@ -110,6 +116,10 @@ int run_run(int argc, char** argv) {
       "\nkiln run: prompt %zu tokens in %.2f s (%.1f t/s), generated %lld tokens in %.2f s (%.1f t/s)\n",
       tokens.size(), prompt_s, static_cast<double>(tokens.size()) / std::max(prompt_s, 1e-9),
       static_cast<long long>(n_generated), gen_s, static_cast<double>(n_generated) / std::max(gen_s, 1e-9));
+  if (drafter) {
+    std::fprintf(stderr, "kiln run: speculative: drafted %lld, accepted %lld\n",
+                 static_cast<long long>(drafter->n_drafted()), static_cast<long long>(drafter->n_accepted()));
+  }
   return 0;
 }
 

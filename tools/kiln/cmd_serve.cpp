@@ -43,6 +43,7 @@ int run_serve(int argc, char** argv) {
   p.value({"--sleep-idle-seconds"}, &sleep_idle, "N",
           "release the model after N idle seconds; reload on the next request (0 or -1: never)");
   if (auto code = p.parse(argc, argv)) return *code;
+  if (auto code = mf.list_devices_if_asked("serve")) return *code;
   if (!pooling.empty()) {
     if (auto pp = parse_pooling(pooling); !pp.ok()) {
       std::fprintf(stderr, "kiln serve: --pooling: %s\n", pp.error().message.c_str());
@@ -59,6 +60,8 @@ int run_serve(int argc, char** argv) {
   opt.queue_limit = queue;
   opt.api_key = api_key;
   opt.n_threads = mf.threads;
+  opt.device = mf.device;
+  opt.sim_devices = mf.device_options().sim;
   opt.context = mf.context;
   opt.embeddings = embeddings;
   opt.pooling = pooling;

@@ -46,7 +46,7 @@ void Utf8Stream::finish() {
   pending_.clear();
 }
 
-Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, CachedSequence& cached,
+Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, SequenceState& cached,
                              int64_t n_batch) {
   KILN_ASSERT(!tokens.empty() && n_batch > 0, "decode_tokens: no tokens, or n_batch < 1");
   Batch batch;
@@ -65,41 +65,33 @@ Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, Cach
 }
 
 Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const float> logits,
-                                CachedSequence& cached, const GenerateOptions& options, Utf8Stream& out) {
+                                SequenceState& cached, const GenerateOptions& options, Utf8Stream& out) {
   const auto& tok = ctx.model().tokenizer();
   const int64_t n_ctx = ctx.n_ctx();
   GenerateResult r;
-  Batch batch;
+  auto done = [&](StopReason why) {
+    r.stop = why;
+    out.finish();
+    return r;
+  };
+  if (options.n_predict == 0) return done(StopReason::Length);
+  // The tokens sampled by the last step, in order: one, or accepted draft tokens and one more.
+  std::vector<int32_t> next{sampler.sample(logits)};
+  sampler.accept(next[0]);
   while (true) {
-    if (options.n_predict >= 0 && r.n_generated >= options.n_predict) {
-      r.stop = StopReason::Length;
-      break;
-    }
-    if (options.interrupted != nullptr && *options.interrupted != 0) {
-      r.stop = StopReason::Interrupted;
-      break;
-    }
-    const int32_t id = sampler.sample(logits);
-    sampler.accept(id);
-    if (tok.is_eog(id)) {
-      r.stop = StopReason::EndOfGeneration;
-      break;
-    }
-    if (auto piece = tok.token_to_piece(id, options.show_special); piece.ok()) {
-      out.write(*piece);
-      r.text += *piece;
-    }
-    ++r.n_generated;
-    if (options.n_predict >= 0 && r.n_generated >= options.n_predict) {
-      r.stop = StopReason::Length;
-      break;
+    for (const int32_t id : next) {
+      if (options.interrupted != nullptr && *options.interrupted != 0) return done(StopReason::Interrupted);
+      if (tok.is_eog(id)) return done(StopReason::EndOfGeneration);
+      if (auto piece = tok.token_to_piece(id, options.show_special); piece.ok()) {
+        out.write(*piece);
+        r.text += *piece;
+      }
+      ++r.n_generated;
+      if (options.n_predict >= 0 && r.n_generated >= options.n_predict) return done(StopReason::Length);
     }
     auto n_past = static_cast<int64_t>(cached.tokens.size());
     if (n_past >= n_ctx) {
-      if (!options.context_shift) {
-        r.stop = StopReason::ContextFull;
-        break;
-      }
+      if (!options.context_shift) return done(StopReason::ContextFull);
       // ref: llama.cpp's context shift: keep n_keep tokens, drop half of the rest, slide the remainder.
       const int64_t n_keep = std::clamp<int64_t>(options.n_keep, 0, n_past);
       const int64_t n_discard = (n_past - n_keep) / 2;
@@ -107,15 +99,12 @@ Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const 
       KILN_TRY(ctx.seq_add(cached.seq, static_cast<int32_t>(n_keep + n_discard), static_cast<int32_t>(n_past),
                            static_cast<int32_t>(-n_discard)));
       cached.tokens.erase(cached.tokens.begin() + n_keep, cached.tokens.begin() + n_keep + n_discard);
+      n_past = static_cast<int64_t>(cached.tokens.size());
     }
-    batch.clear();
-    batch.add(id, static_cast<int32_t>(cached.tokens.size()), cached.seq, true);
-    KILN_TRY(ctx.decode(batch));
-    cached.tokens.push_back(id);
-    logits = ctx.logits(0);
+    const int32_t budget = n_draft_budget(n_ctx, n_past, options.n_predict, r.n_generated);
+    KILN_ASSIGN_OR_RETURN(Verdict v, decode_step(ctx, cached, next.back(), sampler, options.drafter, budget));
+    next = std::move(v.tokens);
   }
-  out.finish();
-  return r;
 }
 
 }  // namespace kiln::cli

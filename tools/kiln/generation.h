@@ -16,6 +16,7 @@
 #include "core/result.h"
 #include "llm/context.h"
 #include "llm/sampler.h"
+#include "llm/speculative/step.h"
 
 namespace kiln::cli {
 
@@ -41,17 +42,11 @@ class Utf8Stream {
   std::string pending_;
 };
 
-// The tokens of one sequence in a Context's KV cache, at positions 0..tokens.size()-1.
-struct CachedSequence {
-  int32_t seq = 0;
-  std::vector<int32_t> tokens;
-};
-
 // Decodes `tokens` into `cached.seq` at the positions after cached.tokens, in batches of at most
 // `n_batch`, with logits for the last token only (read them with ctx.logits(last_batch_index)).
 // Appends the tokens to cached.tokens as they are decoded; returns the batch index of the last
 // token's logits. `tokens` must not be empty.
-Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, CachedSequence& cached,
+Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, SequenceState& cached,
                              int64_t n_batch);
 
 enum class StopReason { EndOfGeneration, Length, ContextFull, Interrupted };
@@ -63,6 +58,9 @@ struct GenerateOptions {
   int64_t n_keep = 0;          // tokens a context shift keeps at the start
   // Checked before each token; when non-zero the reply stops (StopReason::Interrupted).
   const volatile std::sig_atomic_t* interrupted = nullptr;
+  // Speculative decoding: drafts from here are verified in one batch per step (the output is the
+  // same tokens as without). The caller has called drafter->begin() with the prompt.
+  SequenceDrafter* drafter = nullptr;
 };
 
 struct GenerateResult {
@@ -73,8 +71,9 @@ struct GenerateResult {
 
 // Samples from `logits` (of the last token of `cached`), streams each token's text to `out`,
 // accepts it into `sampler` and decodes it into `cached` (all but the last sampled token, whose
-// logits nobody reads). End-of-generation tokens stop the loop and are neither streamed nor decoded.
+// logits nobody reads; with speculation, accepted draft tokens past the end of the reply too).
+// End-of-generation tokens stop the loop and are not streamed.
 Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const float> logits,
-                                CachedSequence& cached, const GenerateOptions& options, Utf8Stream& out);
+                                SequenceState& cached, const GenerateOptions& options, Utf8Stream& out);
 
 }  // namespace kiln::cli

@@ -1,6 +1,9 @@
 #include "model_flags.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "default_model.h"
 
@@ -12,6 +15,45 @@ std::string parse_cache_type(const std::string& v, DType* out) {
   if (!t || (*t != DType::F32 && *t != DType::F16)) return "cache type '" + v + "' is not supported (f32, f16)";
   *out = *t;
   return "";
+}
+
+std::string parse_device(const std::string& v, std::string* out) {
+  if (v.find(',') != std::string::npos) return "kiln runs a model on one device; '" + v + "' names several";
+  if (v == "none" || v == "cpu") {
+    *out = "cpu";
+  } else if (is_sim_device_name(v)) {
+    *out = v;
+  } else {
+    return "no device '" + v + "' (cpu, or a sim device: sim0, sim1, ...; --list-devices shows them)";
+  }
+  return "";
+}
+
+// "sim0=4,sim1=0.5": capacities in GiB, decimals allowed.
+std::string parse_sim_capacities(const std::string& v, std::vector<SimDeviceOptions>* out) {
+  size_t begin = 0;
+  for (;;) {
+    const size_t comma = v.find(',', begin);
+    const std::string item = v.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return "'" + item + "' is not DEVICE=GiB (e.g. sim0=2)";
+    const std::string name = item.substr(0, eq), gib_text = item.substr(eq + 1);
+    if (!is_sim_device_name(name)) return "'" + name + "' is not a sim device name (sim0, sim1, ...)";
+    for (const SimDeviceOptions& o : *out) {
+      if (o.name == name) return "'" + name + "' is given twice";
+    }
+    errno = 0;
+    char* end = nullptr;
+    const double gib = std::strtod(gib_text.c_str(), &end);
+    if (gib_text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(gib))
+      return "'" + gib_text + "' is not a number of GiB";
+    if (gib <= 0 || gib > 65536)
+      return "the capacity of " + name + " must be in (0, 65536] GiB, not " + gib_text;
+    out->push_back(
+        {.name = name, .capacity = static_cast<size_t>(gib * static_cast<double>(size_t{1} << 30))});
+    if (comma == std::string::npos) return "";
+    begin = comma + 1;
+  }
 }
 
 }  // namespace
@@ -38,6 +80,37 @@ void ModelFlags::declare(OptionParser& p) {
     }
     return "";
   }, "on|off|auto", "fused flash-attention path (default auto: on)");
+  p.custom(
+      {"-dev", "--device"}, [this](const std::string& v) { return parse_device(v, &device); }, "NAME",
+      "device the model runs on: cpu (default) or a sim device (sim0, sim1, ...)");
+  p.custom(
+      {"--sim-capacity"}, [this](const std::string& v) { return parse_sim_capacities(v, &sim_devices); },
+      "SIM=GiB,...", "capacity of sim devices, e.g. sim0=0.5 (default 4 GiB each)");
+  p.flag({"--list-devices"}, &list_devices, "print the devices (name, kind, capacity, free memory) and exit");
+}
+
+DeviceRegistryOptions ModelFlags::device_options() const {
+  DeviceRegistryOptions o{.n_threads = threads, .sim = sim_devices};
+  bool named = device == "cpu";
+  for (const SimDeviceOptions& s : sim_devices) named = named || s.name == device;
+  if (!named) o.sim.push_back({.name = device, .capacity = kDefaultSimCapacity});
+  return o;
+}
+
+std::optional<int> ModelFlags::list_devices_if_asked(const char* command) const {
+  if (!list_devices) return std::nullopt;
+  auto devices = DeviceRegistry::create(device_options());
+  if (!devices.ok()) {
+    std::fprintf(stderr, "kiln %s: %s\n", command, devices.error().message.c_str());
+    return 1;
+  }
+  constexpr size_t kMiB = size_t{1} << 20;
+  std::printf("Available devices:\n");
+  for (const DeviceDescription& d : (*devices)->describe()) {
+    std::printf("  %s: %s, %s (%zu MiB, %zu MiB free)\n", d.name.c_str(), d.kind.c_str(),
+                d.description.c_str(), d.memory.total / kMiB, d.memory.free / kMiB);
+  }
+  return 0;
 }
 
 std::shared_ptr<const Model> ModelFlags::load_model(const char* command) const {
@@ -47,6 +120,30 @@ std::shared_ptr<const Model> ModelFlags::load_model(const char* command) const {
     return nullptr;
   }
   return *m;
+}
+
+std::optional<ModelContext> ModelFlags::create_context(const char* command,
+                                                       std::shared_ptr<const Model> model,
+                                                       const ContextOptions& options) const {
+  auto fail = [&](const std::string& message) -> std::optional<ModelContext> {
+    const bool sim = is_sim_device_name(device) && message.find("out of memory") != std::string::npos;
+    std::fprintf(stderr, "kiln %s: %s%s\n", command, message.c_str(),
+                 sim ? (" (--sim-capacity " + device + "=GiB sets its capacity)").c_str() : "");
+    return std::nullopt;
+  };
+  ModelContext mc;
+  auto devices = DeviceRegistry::create(device_options());
+  if (!devices.ok()) return fail(devices.error().message);
+  mc.devices = std::move(*devices);
+  auto dev = mc.devices->find(device);
+  if (!dev.ok()) return fail(dev.error().message);
+  auto weights = DeviceWeights::create(std::move(model), **dev);
+  if (!weights.ok()) return fail(weights.error().message);
+  mc.weights = std::move(*weights);
+  auto ctx = Context::create(mc.weights, mc.devices->backend(**dev), options);
+  if (!ctx.ok()) return fail(ctx.error().message);
+  mc.context = std::move(*ctx);
+  return mc;
 }
 
 }  // namespace kiln::cli

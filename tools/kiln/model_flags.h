@@ -1,26 +1,53 @@
-// Options shared by the subcommands that run a model (run, perplexity, bench, serve): model path,
-// threads, context and batch sizes, KV cache types and the attention path, with llama.cpp's flag
-// names. The model defaults to the one embedded in the kiln binary.
+// Options shared by the subcommands that run a model (run, chat, perplexity, bench, serve): model
+// path, threads, context and batch sizes, KV cache types, the attention path, and the device the
+// model runs on (--device, --sim-capacity, --list-devices), with llama.cpp's flag names. The
+// model defaults to the one embedded in the kiln binary.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "backends/device_registry.h"
 #include "llm/context.h"
 #include "llm/model.h"
 #include "options.h"
 
 namespace kiln::cli {
 
+// What run, chat, perplexity and bench compute with: the process's devices, the model's weights
+// on the device --device names, and a context there (members are destroyed context first).
+struct ModelContext {
+  std::unique_ptr<DeviceRegistry> devices;
+  std::shared_ptr<DeviceWeights> weights;
+  std::unique_ptr<Context> context;
+  // The backend `context` runs on (the registry's, for the weights' device).
+  Backend& backend() const { return devices->backend(weights->device()); }
+};
+
 struct ModelFlags {
   std::string model_path;  // empty: the embedded default model
   int32_t threads = 0;     // 0: every hardware thread
   ContextOptions context;
+  std::string device = "cpu";                 // --device: where the model runs
+  std::vector<SimDeviceOptions> sim_devices;  // --sim-capacity, in the order named
+  bool list_devices = false;                  // --list-devices
 
-  // Declares -m, -t, -c, -b, -ub, -ctk, -ctv, -fa on `p`.
+  // Declares -m, -t, -c, -b, -ub, -ctk, -ctv, -fa, --device, --sim-capacity, --list-devices on `p`.
   void declare(OptionParser& p);
+  // With --list-devices: prints every device (name, kind, capacity, free memory) to stdout and
+  // returns the exit code; else nullopt.
+  std::optional<int> list_devices_if_asked(const char* command) const;
+  // The devices these flags name: the CPU, and sim devices named by --sim-capacity or --device
+  // (4 GiB unless --sim-capacity sizes them).
+  DeviceRegistryOptions device_options() const;
   // Loads the model named by -m (or the embedded default); prints the error and returns null.
   std::shared_ptr<const Model> load_model(const char* command) const;
+  // Opens the devices, places `model` on the --device one and creates a context with `options`;
+  // prints the error ("kiln COMMAND: ...") and returns nullopt.
+  std::optional<ModelContext> create_context(const char* command, std::shared_ptr<const Model> model,
+                                             const ContextOptions& options) const;
 };
 
 }  // namespace kiln::cli

@@ -10,4 +10,8 @@ namespace kiln::cli {
 // The bytes of `path`; an error naming the path when it cannot be read.
 Result<std::string> read_text_file(const std::string& path);
 
+// For a -f/--file option: replaces *text with the bytes of `path` when `path` is not empty; on an
+// error prints "kiln COMMAND: ..." and returns false.
+bool read_file_option(const std::string& path, const char* command, std::string* text);
+
 }  // namespace kiln::cli

@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 namespace kiln {
 
@@ -65,8 +67,19 @@ size_t SimDevice::largest_free_block() const {
   return alloc_->largest_free();
 }
 
+size_t SimDevice::peak_used() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_used_;
+}
+
+void SimDevice::reset_peak_used() {
+  std::lock_guard<std::mutex> lock(mu_);
+  peak_used_ = alloc_->used();
+}
+
 Result<std::unique_ptr<Buffer>> SimDevice::allocate(const BufferDesc& desc) {
   std::optional<size_t> offset;
+  size_t block = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     offset = alloc_->allocate(desc.bytes);
@@ -76,12 +89,16 @@ Result<std::unique_ptr<Buffer>> SimDevice::allocate(const BufferDesc& desc) {
                         " bytes free of capacity ", capacity_, ", largest free block ",
                         alloc_->largest_free());
     }
+    block = alloc_->block_size(desc.bytes);
+    peak_used_ = std::max(peak_used_, alloc_->used());
   }
+  std::memset(pool_ + *offset, kPoisonByte, block);  // the block is ours alone now
   note_allocated(desc.kind, desc.bytes);
   return std::unique_ptr<Buffer>(new SimBuffer(*this, *offset, desc.bytes, desc.kind, desc.owner));
 }
 
 void SimDevice::release(size_t offset, size_t bytes, MemoryKind kind) {
+  std::memset(pool_ + offset, kPoisonByte, alloc_->block_size(bytes));  // still ours: freed below
   {
     std::lock_guard<std::mutex> lock(mu_);
     alloc_->free(offset, bytes);

@@ -4,6 +4,10 @@
 // through Device::upload / download and Buffer::write / read, like a GPU's. Allocation is best
 // fit over a coalescing free list (runtime/block_allocator.h); a request that does not fit gets
 // an Error naming the bytes requested, free, the capacity and the largest free block.
+// Memory is poisoned: every block is filled with kPoisonByte when it is allocated and again when
+// it is freed (0xFF bytes read as NaN floats), so code that reads memory it never wrote, or keeps
+// using an address after its buffer went (a restore that forgot a copy, a plan over an evicted
+// buffer), computes visibly wrong numbers instead of finding the old bytes by luck.
 // The sim backend computes on it with the host kernels (backends/sim/sim_backend.h).
 // Thread-safe.
 #pragma once
@@ -38,6 +42,12 @@ class SimDevice : public Device {
   void* host_address(const void* addr, size_t n) const override;
 
   size_t largest_free_block() const;
+  // The most bytes in use at once since creation or the last reset_peak_used() (for tests that
+  // check a budget was never passed), and a reset to what is in use now.
+  size_t peak_used() const;
+  void reset_peak_used();
+
+  static constexpr unsigned char kPoisonByte = 0xFF;
 
  private:
   class SimBuffer;
@@ -51,6 +61,7 @@ class SimDevice : public Device {
   char* pool_ = nullptr;         // the host memory behind it
   mutable std::mutex mu_;
   std::unique_ptr<BlockAllocator> alloc_;  // guarded by mu_
+  size_t peak_used_ = 0;                   // guarded by mu_
 };
 
 }  // namespace kiln

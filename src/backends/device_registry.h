@@ -1,0 +1,78 @@
+// DeviceRegistry: the devices a process computes on, each with its backend, over one thread pool.
+//
+// The CPU ("cpu", host RAM) is always there. Sim devices ("sim0", "sim1", ...: a pool that is not
+// host-visible, see backends/sim/sim_device.h) exist when the options name them, each with its
+// capacity. Every device has one backend, created with it; new_backend() makes another one over the
+// same device and pool for a second context that computes at the same time (its kernel scratch is
+// its own).
+//
+// Ownership: owns the pool, the devices and their backends; everything allocated from a device
+// (weights, KV caches, contexts) must be gone before the registry is destroyed.
+// Thread-safety: immutable after create(); devices and backends are as thread-safe as they say.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/cpu/cpu_device.h"
+#include "backends/sim/sim_device.h"
+#include "core/result.h"
+#include "runtime/backend.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln {
+
+// Capacity of a sim device whose size the options do not give (4 GiB).
+inline constexpr size_t kDefaultSimCapacity = size_t{4} << 30;
+
+struct DeviceRegistryOptions {
+  int32_t n_threads = 0;              // threads of the shared pool; 0: every hardware thread
+  std::vector<SimDeviceOptions> sim;  // sim devices to create, names "sim<N>", each at most once
+};
+
+// What --list-devices prints of a device.
+struct DeviceDescription {
+  std::string name;         // "cpu", "sim0"
+  std::string kind;         // "cpu", "sim"
+  std::string description;  // "host RAM", "simulated accelerator (not host-visible)"
+  MemoryInfo memory;        // total (capacity) and free bytes now
+};
+
+// Whether `name` is a sim device's: "sim" then a decimal number without leading zeros.
+bool is_sim_device_name(std::string_view name);
+
+class DeviceRegistry {
+ public:
+  // An Error for a sim device name that is not sim<N>, a name given twice, or a capacity the
+  // device refuses (SimDevice::create's message).
+  static Result<std::unique_ptr<DeviceRegistry>> create(const DeviceRegistryOptions& options);
+  ~DeviceRegistry();
+  DeviceRegistry(const DeviceRegistry&) = delete;
+  DeviceRegistry& operator=(const DeviceRegistry&) = delete;
+
+  ThreadPool& pool() const { return *pool_; }
+  CpuDevice& cpu() const { return *cpu_; }
+  // The device named `name` ("none" is llama.cpp's name for no offload: the CPU), or an Error
+  // that lists the devices there are.
+  Result<Device*> find(std::string_view name) const;
+  // The backend of `device`, which must be one of this registry's.
+  Backend& backend(const Device& device) const;
+  // Another backend over `device` (one of this registry's) and the same pool.
+  std::unique_ptr<Backend> new_backend(Device& device) const;
+  // Every device: the CPU first, then the sim devices in the order of the options.
+  std::vector<DeviceDescription> describe() const;
+
+ private:
+  struct Entry;
+  DeviceRegistry() = default;
+  const Entry& entry(const Device& device) const;
+
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<CpuDevice> cpu_;
+  std::vector<std::unique_ptr<SimDevice>> sims_;
+  std::vector<Entry> entries_;  // the CPU first
+};
+
+}  // namespace kiln

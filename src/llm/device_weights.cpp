@@ -1,0 +1,111 @@
+#include "llm/device_weights.h"
+
+#include <algorithm>
+
+namespace kiln {
+namespace {
+
+// Offsets of copied tensors are multiples of this and of the device's alignment (kernels load
+// prepared weights with aligned vector loads).
+constexpr size_t kWeightAlign = 64;
+
+WeightPlacement placement_for(const TensorView& source, WeightUse use) {
+  if (use == WeightUse::MatMul) return choose_weight_layout(source);
+  return {TensorLayout::Plain, source.span_bytes()};
+}
+
+}  // namespace
+
+DeviceWeights::~DeviceWeights() = default;
+
+Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<const Model> model,
+                                                             Device& device) {
+  std::shared_ptr<DeviceWeights> dw(new DeviceWeights());
+  dw->model_ = std::move(model);
+  dw->device_ = &device;
+  dw->weights_ = dw->model_->weights();
+  const size_t align = std::max(kWeightAlign, device.alignment());
+  const bool host = device.is_host();
+  size_t end = 0;
+  for_each_weight(dw->weights_, [&](const Weight& w, WeightUse use) {
+    const WeightPlacement p = placement_for(w.view, use);
+    auto same = std::find_if(dw->placements_.begin(), dw->placements_.end(), [&](const Placement& q) {
+      return q.info == w.info && q.prepared.layout == p.layout;
+    });
+    if (same == dw->placements_.end()) {
+      Placement q{w.info, p, kMapped};
+      if (host && p.layout == TensorLayout::Plain) {
+        dw->mapped_bytes_ += p.bytes;
+      } else {
+        q.offset = (end + align - 1) / align * align;
+        end = q.offset + p.bytes;
+      }
+      dw->placements_.push_back(q);
+      same = dw->placements_.end() - 1;
+    }
+    dw->placement_of_.push_back(static_cast<size_t>(same - dw->placements_.begin()));
+  });
+  dw->buffer_bytes_ = end;
+  if (dw->buffer_bytes_ == 0) {
+    dw->resident_ = true;  // every tensor is read from the mapping
+    return dw;
+  }
+  KILN_TRY(dw->rebuild());
+  return dw;
+}
+
+void DeviceWeights::release() {
+  if (!resident_ || buffer_bytes_ == 0) return;
+  buffer_.reset();
+  resident_ = false;
+  bind_views();
+}
+
+Status DeviceWeights::rebuild() {
+  if (resident_) return ok_status();
+  const BufferDesc desc{buffer_bytes_, MemoryKind::Weights, model_->name()};
+  auto buf = device_->allocate(desc);
+  if (!buf.ok()) return make_error("the weights of '", model_->name(), "' do not fit: ", buf.error().message);
+  std::unique_ptr<Buffer> buffer = std::move(*buf);
+  std::vector<uint8_t> staging;  // one prepared tensor at a time, for devices that are not host-visible
+  for (const Placement& p : placements_) {
+    if (p.offset == kMapped) continue;
+    const TensorView source = model_->file().tensor_view(*p.info);
+    void* dst = nullptr;
+    if (buffer->host_visible()) {
+      dst = static_cast<char*>(buffer->base()) + p.offset;
+    } else {
+      staging.resize(p.prepared.bytes);
+      dst = staging.data();
+    }
+    if (const Status st = prepare_weight(source, p.prepared, dst); !st.ok())
+      return make_error("the weights of '", model_->name(), "': tensor '", p.info->name,
+                        "': ", st.error().message);
+    if (!buffer->host_visible()) {
+      KILN_ASSIGN_OR_RETURN(
+          TensorView bytes,
+          buffer->view(DType::I8, {static_cast<int64_t>(p.prepared.bytes), 1, 1, 1}, p.offset));
+      KILN_TRY(device_->upload(bytes, staging.data(), staging.size()));
+    }
+  }
+  buffer_ = std::move(buffer);
+  resident_ = true;
+  bind_views();
+  return ok_status();
+}
+
+void DeviceWeights::bind_views() {
+  size_t visit = 0;
+  for_each_weight(weights_, [&](Weight& w, WeightUse) {
+    const Placement& p = placements_[placement_of_[visit++]];
+    const TensorView source = model_->file().tensor_view(*p.info);
+    if (p.offset == kMapped) {
+      w.view = source;
+    } else {
+      void* data = buffer_ ? static_cast<char*>(buffer_->base()) + p.offset : nullptr;
+      w.view = prepared_view(source, p.prepared, data);
+    }
+  });
+}
+
+}  // namespace kiln

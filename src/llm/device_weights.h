@@ -1,0 +1,102 @@
+// DeviceWeights: a Model's weights placed on one Device, in the layouts that device's kernels read.
+// One object per (model, device); every Context of that model on that device shares it.
+//
+// Placement (create()): each weight tensor goes through ops/weight_prep.h. Matrices the graph
+// multiplies (attention and MLP projections, the LM head) take choose_weight_layout()'s layout;
+// every other tensor is plain: the token embedding (get_rows reads plain rows), norms, biases and
+// rope frequency factors. A tied LM head shares the token embedding's bytes when its layout is
+// plain, else it gets a prepared copy of its own.
+//
+// States, and the memory each holds:
+//   resident  after create() or rebuild(). One buffer (MemoryKind::Weights, owner: the model's
+//             name) holds every tensor that is copied, each at an offset aligned for the device
+//             and its kernels, buffer_bytes() in all; weights() views point into it.
+//             - On a device that is not host-visible every tensor is copied: prepared in host
+//               staging (one tensor at a time: the largest prepared tensor's bytes), then uploaded.
+//             - On a host device a tensor whose layout is plain is not copied: its view stays in
+//               the model's mapped file (mapped_bytes() in all); the others are prepared in place in
+//               the buffer. When every layout is plain there is no buffer (buffer_bytes() == 0):
+//               loading copies nothing, as before devices.
+//   released  after release(). No buffer: the device holds nothing for these weights. Views of
+//             copied tensors are null (decoding with them is refused); views into the mapping stay
+//             (the mapping is the Model's; its pages are the residency manager's to drop).
+// Preparing is a pure function of the mapped bytes, so rebuild() puts the same bytes back
+// (bit-identical results), possibly at another device address: contexts read weights() at every
+// decode and keep no weight address from one decode to the next. The mapped file is the shadow of
+// the copies: releasing needs no copy out.
+//
+// Ownership: shares the Model; the Device must outlive the object.
+// Thread-safety: const methods may run concurrently with each other. release() and rebuild() must
+// not run while any context decodes with these weights (callers serialize: the residency manager
+// pins weights for the length of a request).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/result.h"
+#include "llm/model.h"
+#include "models/modules.h"
+#include "ops/weight_prep.h"
+#include "runtime/device.h"
+
+namespace kiln {
+
+class DeviceWeights {
+ public:
+  // Where one tensor of the model's file sits on the device.
+  struct Placement {
+    const GgufTensorInfo* info = nullptr;  // the tensor in the model's file
+    WeightPlacement prepared;              // its layout there and the bytes it takes
+    size_t offset = 0;                     // byte offset in the buffer, or kMapped
+  };
+  static constexpr size_t kMapped = SIZE_MAX;  // read in place from the mapped file (host devices)
+
+  // Places every weight of `model` on `device` (resident state). An Error, with nothing left
+  // allocated, when the device cannot hold them (the device's message with the bytes needed) or a
+  // tensor cannot be prepared.
+  static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const Model> model, Device& device);
+  ~DeviceWeights();
+  DeviceWeights(const DeviceWeights&) = delete;
+  DeviceWeights& operator=(const DeviceWeights&) = delete;
+
+  const Model& model() const { return *model_; }
+  Device& device() const { return *device_; }
+  // The model's weights as views on device(): shapes of Model::weights(), layouts and addresses of
+  // this placement. Copied tensors' views are null while released.
+  const DecoderWeights& weights() const { return weights_; }
+  bool resident() const { return resident_; }
+  // Bytes of the buffer while resident (the same after every rebuild; 0: nothing is copied).
+  size_t buffer_bytes() const { return buffer_bytes_; }
+  // Bytes of the tensors read in place from the mapped file (host devices only).
+  size_t mapped_bytes() const { return mapped_bytes_; }
+  // One entry per distinct (tensor, layout), in placement order.
+  const std::vector<Placement>& placements() const { return placements_; }
+  // The buffer (null when released or when nothing is copied); read it with Buffer::read.
+  const Buffer* buffer() const { return buffer_.get(); }
+
+  // Frees the buffer (released state). Nothing to do when already released or nothing is copied.
+  void release();
+  // Allocates the buffer again and prepares every copied tensor from the mapped file (resident
+  // state, the same bytes as before). Nothing to do when resident. An Error when the device has
+  // no room: the object then stays released with nothing allocated.
+  Status rebuild();
+
+ private:
+  DeviceWeights() = default;
+  // Points the views of copied tensors at the buffer (or at null when released).
+  void bind_views();
+
+  std::shared_ptr<const Model> model_;
+  Device* device_ = nullptr;
+  DecoderWeights weights_;
+  std::vector<Placement> placements_;
+  std::vector<size_t> placement_of_;  // per weight in for_each_weight order: its placements_ index
+  size_t buffer_bytes_ = 0, mapped_bytes_ = 0;
+  std::unique_ptr<Buffer> buffer_;
+  bool resident_ = false;
+};
+
+}  // namespace kiln

@@ -1,0 +1,125 @@
+#include "llm/speculative/speculator.h"
+
+#include <algorithm>
+
+#include "llm/kv_cache.h"
+#include "llm/speculative/ngram_simple.h"
+
+namespace kiln {
+
+Result<std::unique_ptr<Speculator>> Speculator::create(const SpeculativeOptions& options, const Model& target,
+                                                       std::shared_ptr<const Model> draft, Backend& backend,
+                                                       const ContextOptions& draft_context) {
+  KILN_TRY(options.validate());
+  const bool wants_model = options.uses(DraftSource::DraftSimple);
+  if (wants_model && !draft)
+    return make_error("speculative type draft-simple needs a draft model (-md FILE)");
+  if (!wants_model && draft) {
+    std::string types;
+    for (DraftSource src : options.sources) types += (types.empty() ? "" : ",") + std::string(draft_source_name(src));
+    return make_error("a draft model is given but the speculative types (", types.empty() ? "none" : types,
+                      ") do not include draft-simple");
+  }
+  std::unique_ptr<Speculator> s(new Speculator());
+  s->options_ = options;
+  if (wants_model) {
+    KILN_ASSIGN_OR_RETURN(s->draft_, DraftModel::create(std::move(draft), target, backend, draft_context));
+  }
+  if (options.uses(DraftSource::NgramMod)) s->ngram_mod_.emplace(options.ngram_mod.n_match);
+  return s;
+}
+
+std::unique_ptr<SequenceDrafter> Speculator::drafter(int32_t seq) {
+  KILN_ASSERT(seq >= 0 && seq < kMaxSequences, "speculator: sequence id out of range");
+  return std::unique_ptr<SequenceDrafter>(new SequenceDrafter(*this, seq));
+}
+
+int32_t n_draft_budget(int64_t n_ctx, int64_t n_cached, int64_t n_predict, int64_t n_generated) {
+  int64_t budget = n_ctx - n_cached - 2;
+  if (n_predict >= 0) budget = std::min(budget, n_predict - n_generated - 1);
+  return static_cast<int32_t>(std::clamp<int64_t>(budget, -1, INT32_MAX));
+}
+
+SequenceDrafter::SequenceDrafter(Speculator& owner, int32_t seq)
+    : limits(owner.options().draft), owner_(&owner) {
+  const SpeculativeOptions& o = owner.options();
+  if (o.uses(DraftSource::NgramMapK))
+    map_k_.emplace(o.ngram_map_k.size_n, o.ngram_map_k.size_m, true, o.ngram_map_k.min_hits);
+  if (o.uses(DraftSource::NgramMapK4v))
+    map_k4v_.emplace(o.ngram_map_k4v.size_n, o.ngram_map_k4v.size_m, false, o.ngram_map_k4v.min_hits);
+  if (o.uses(DraftSource::NgramMod)) mod_.emplace(*owner.ngram_mod_, o.ngram_mod);
+  if (o.uses(DraftSource::NgramCache)) cache_.emplace();
+  if (owner.draft_) model_.emplace(*owner.draft_, seq);
+}
+
+// ref: llama.cpp common_speculative_begin (and a fresh ngram-cache per generation: llama.cpp's
+// server keeps a slot's counts from earlier requests).
+Status SequenceDrafter::begin(std::span<const int32_t> prompt) {
+  if (map_k_) map_k_->begin(prompt);
+  if (map_k4v_) map_k4v_->begin(prompt);
+  if (mod_) mod_->begin(prompt);
+  if (cache_) cache_.emplace();
+  last_source_.reset();
+  n_drafted_ = n_accepted_ = 0;
+  return model_ ? model_->prefill(prompt) : ok_status();
+}
+
+// ref: llama.cpp common_speculative_draft: the sources in order until one drafts; its draft is
+// cut to the budget afterwards (the source's own statistics see the uncut draft).
+Result<std::vector<int32_t>> SequenceDrafter::propose(std::span<const int32_t> history, int32_t sampled,
+                                                      int32_t budget) {
+  std::vector<int32_t> draft;
+  if (budget <= 0) return draft;
+  const SpeculativeOptions& o = owner_->options();
+  for (DraftSource source : o.sources) {
+    switch (source) {
+      case DraftSource::NgramSimple:
+        draft = ngram_simple_draft(o.ngram_simple.size_n, o.ngram_simple.size_m, history, sampled);
+        break;
+      case DraftSource::NgramMapK:
+        map_k_->draft(history, sampled, draft);
+        break;
+      case DraftSource::NgramMapK4v:
+        map_k4v_->draft(history, sampled, draft);
+        break;
+      case DraftSource::NgramMod:
+        draft = mod_->draft(history, sampled);
+        break;
+      case DraftSource::NgramCache:
+        draft = cache_->draft(history, sampled);
+        break;
+      case DraftSource::DraftSimple: {
+        KILN_ASSIGN_OR_RETURN(draft, model_->draft(history, sampled, budget, limits));
+        break;
+      }
+    }
+    if (!draft.empty()) {
+      if (static_cast<int32_t>(draft.size()) > budget) draft.resize(static_cast<size_t>(budget));
+      last_source_ = source;
+      n_drafted_ += static_cast<int64_t>(draft.size());
+      break;
+    }
+  }
+  return draft;
+}
+
+// ref: llama.cpp common_speculative_accept: only the source that drafted learns the outcome.
+void SequenceDrafter::accept(int32_t n_accepted) {
+  n_accepted_ += n_accepted;
+  if (!last_source_) return;
+  switch (*last_source_) {
+    case DraftSource::NgramMapK:
+      map_k_->accept(n_accepted);
+      break;
+    case DraftSource::NgramMapK4v:
+      map_k4v_->accept(n_accepted);
+      break;
+    case DraftSource::NgramMod:
+      mod_->accept(n_accepted);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace kiln

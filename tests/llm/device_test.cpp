@@ -1,0 +1,348 @@
+// Models on a device that is not the host (the sim device): logits equal the CPU's bit for bit
+// on every path (prompt, generation, KV compaction and shift, state files, embeddings), weights
+// that are released and rebuilt give the same bytes, and a model that does not fit is refused with
+// nothing left allocated.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "backends/device_registry.h"
+#include "llm/context.h"
+#include "llm/device_weights.h"
+#include "llm/embeddings.h"
+#include "test_data.h"
+
+namespace kiln {
+namespace {
+
+std::string model_path(const std::string& name) { return test_data::path("models/" + name); }
+
+// Every test model, and kiln's rope-variant models (frequency factors, YaRN).
+std::vector<std::string> all_models() {
+  std::vector<std::string> paths;
+  for (const auto& p : test_data::files("models", ".gguf")) paths.push_back(p.string());
+  for (const char* m : {"llama-ropefreqs", "qwen2-yarn"})
+    paths.push_back(std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/" + m + ".gguf");
+  return paths;
+}
+
+std::shared_ptr<const Model> load(const std::string& path) {
+  auto m = Model::load(path);
+  EXPECT_TRUE(m.ok()) << m.error().message;
+  return m.ok() ? *m : nullptr;
+}
+
+std::unique_ptr<DeviceRegistry> make_devices(size_t sim_capacity) {
+  auto r = DeviceRegistry::create({.n_threads = 2, .sim = {{.name = "sim0", .capacity = sim_capacity}}});
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+SimDevice& sim_of(DeviceRegistry& r) { return static_cast<SimDevice&>(**r.find("sim0")); }
+
+size_t allocated(const Device& d) {
+  size_t total = 0;
+  for (MemoryKind k : {MemoryKind::Weights, MemoryKind::Kv, MemoryKind::Compute, MemoryKind::Scratch})
+    total += d.allocated_bytes(k);
+  return total;
+}
+
+// A model placed on one device of `devices`, with a context there.
+struct OnDevice {
+  std::shared_ptr<DeviceWeights> weights;
+  std::unique_ptr<Context> ctx;
+};
+
+OnDevice place(DeviceRegistry& devices, const std::string& device, std::shared_ptr<const Model> model,
+               const ContextOptions& opt) {
+  OnDevice o;
+  Device& dev = **devices.find(device);
+  auto w = DeviceWeights::create(std::move(model), dev);
+  EXPECT_TRUE(w.ok()) << w.error().message;
+  if (!w.ok()) return o;
+  o.weights = *w;
+  auto c = Context::create(o.weights, devices.backend(dev), opt);
+  EXPECT_TRUE(c.ok()) << c.error().message;
+  if (c.ok()) o.ctx = std::move(*c);
+  return o;
+}
+
+// Decodes `toks` of sequence `seq` from position pos0 and appends the logits of the marked tokens
+// (every token, or the last) to `out`.
+void decode(Context& c, const std::vector<int32_t>& toks, int32_t pos0, int32_t seq, bool all,
+            std::vector<float>& out) {
+  Batch b;
+  for (size_t i = 0; i < toks.size(); ++i)
+    b.add(toks[i], pos0 + static_cast<int32_t>(i), seq, all || i + 1 == toks.size());
+  const Status st = c.decode(b);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  for (size_t i = 0; i < toks.size(); ++i) {
+    const auto l = c.logits(i);
+    out.insert(out.end(), l.begin(), l.end());
+  }
+}
+
+int32_t argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// `n` token ids spread over the vocabulary (the same for any tokenizer).
+std::vector<int32_t> spread_tokens(const Context& c, size_t n) {
+  std::vector<int32_t> t;
+  for (size_t i = 0; i < n; ++i)
+    t.push_back(static_cast<int32_t>((i * 7919 + 11) % static_cast<size_t>(c.n_vocab())));
+  return t;
+}
+
+// Logits of a prompt (every position, in micro-batches of 8) and of 8 greedy steps after it.
+std::vector<float> prompt_and_generation(Context& c) {
+  std::vector<float> out;
+  const auto toks = spread_tokens(c, 20);
+  decode(c, toks, 0, 0, true, out);
+  int32_t pos = static_cast<int32_t>(toks.size());
+  for (int step = 0; step < 8; ++step)
+    decode(c, {argmax({out.end() - c.n_vocab(), out.end()})}, pos++, 0, true, out);
+  return out;
+}
+
+struct Variant {
+  DType kv;
+  FlashAttention fa;
+};
+
+class SimMatchesCpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SimMatchesCpu, LogitsAreBitIdentical) {
+  auto model = load(GetParam());
+  ASSERT_TRUE(model);
+  auto devices = make_devices(size_t{256} << 20);
+  ASSERT_TRUE(devices);
+  for (const Variant v :
+       {Variant{DType::F32, FlashAttention::Off}, Variant{DType::F32, FlashAttention::On},
+        Variant{DType::F16, FlashAttention::Off}, Variant{DType::F16, FlashAttention::On}}) {
+    const ContextOptions opt{
+        .n_ctx = 64, .n_batch = 64, .n_ubatch = 8, .type_k = v.kv, .type_v = v.kv, .flash_attention = v.fa};
+    const std::string what =
+        "kv " + std::string(dtype_name(v.kv)) + (v.fa == FlashAttention::On ? ", flash" : "");
+    OnDevice cpu = place(*devices, "cpu", model, opt);
+    OnDevice sim = place(*devices, "sim0", model, opt);
+    ASSERT_TRUE(cpu.ctx && sim.ctx) << what;
+    EXPECT_EQ(cpu.weights->buffer_bytes(), 0u) << "plain weights on the CPU are read from the mapping";
+    EXPECT_GE(sim.weights->buffer_bytes(), model->weight_bytes());
+    EXPECT_GT(sim_of(*devices).allocated_bytes(MemoryKind::Weights), 0u);
+    const auto want = prompt_and_generation(*cpu.ctx);
+    const auto got = prompt_and_generation(*sim.ctx);
+    EXPECT_TRUE(same_bits(want, got)) << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SimMatchesCpu, ::testing::ValuesIn(all_models()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = std::filesystem::path(info.param).stem().string();
+                           for (char& c : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return n;
+                         });
+
+// Sequence edits that move KV rows or rewrite keys: a hole, compaction at the cache's end, a
+// context shift (re-roped keys, with frequency factors on this model), and a saved sequence
+// loaded into another one. Returns every logit the context output.
+std::vector<float> edits_and_state(Context& c, const std::string& state_path) {
+  std::vector<float> out;
+  const auto toks = spread_tokens(c, 9);
+  const int32_t n = static_cast<int32_t>(toks.size());
+  decode(c, std::vector<int32_t>(8, toks.front()), 0, 3, false, out);  // cells 0..7
+  decode(c, toks, 0, 0, true, out);
+  c.seq_rm(3, -1, -1);  // a hole in front of the prompt
+  EXPECT_TRUE(c.save_sequence(0, toks, state_path).ok());
+  int32_t pos = n;
+  for (; pos < 24; ++pos) decode(c, {argmax({out.end() - c.n_vocab(), out.end()})}, pos, 0, false, out);
+  c.seq_rm(0, 0, 8);  // drop the oldest 8 positions and shift the rest down
+  EXPECT_TRUE(c.seq_add(0, 8, -1, -8).ok());
+  decode(c, {toks.back()}, pos - 8, 0, false, out);
+  auto restored = c.load_sequence(2, state_path);
+  EXPECT_TRUE(restored.ok()) << restored.error().message;
+  decode(c, {toks.back()}, n, 2, false, out);
+  return out;
+}
+
+TEST(SimDevice, EditsStateFilesAndShiftsMatchTheCpu) {
+  auto model = load(std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/llama-ropefreqs.gguf");
+  ASSERT_TRUE(model && model->weights().rope_freqs);
+  auto devices = make_devices(size_t{256} << 20);
+  ASSERT_TRUE(devices);
+  for (const DType kv : {DType::F32, DType::F16}) {
+    const ContextOptions opt{.n_ctx = 40, .n_ubatch = 8, .type_k = kv, .type_v = kv};
+    OnDevice cpu = place(*devices, "cpu", model, opt);
+    OnDevice sim = place(*devices, "sim0", model, opt);
+    ASSERT_TRUE(cpu.ctx && sim.ctx);
+    const std::string path = std::string(KILN_BINARY_DIR) + "/device_test_state.bin";
+    const auto want = edits_and_state(*cpu.ctx, path);
+    const auto got = edits_and_state(*sim.ctx, path);
+    std::remove(path.c_str());
+    EXPECT_TRUE(same_bits(want, got)) << dtype_name(kv);
+  }
+}
+
+TEST(SimDevice, EmbeddingsMatchTheCpu) {
+  auto model = load(model_path("qwen3-e64-Q8_0.gguf"));
+  ASSERT_TRUE(model);
+  auto devices = make_devices(size_t{256} << 20);
+  ASSERT_TRUE(devices);
+  const ContextOptions opt{.n_ctx = 32, .n_ubatch = 8, .embeddings = true};
+  OnDevice cpu = place(*devices, "cpu", model, opt);
+  OnDevice sim = place(*devices, "sim0", model, opt);
+  ASSERT_TRUE(cpu.ctx && sim.ctx);
+  const auto toks = spread_tokens(*cpu.ctx, 20);
+  for (Pooling p : {Pooling::None, Pooling::Mean, Pooling::Last}) {
+    auto want = embed_tokens(*cpu.ctx, toks, p);
+    auto got = embed_tokens(*sim.ctx, toks, p);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_TRUE(same_bits(*want, *got)) << pooling_name(p);
+  }
+}
+
+// The bytes of every placed tensor on the device, read back through explicit copies.
+std::vector<std::vector<uint8_t>> device_bytes(const DeviceWeights& w) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const DeviceWeights::Placement& p : w.placements()) {
+    std::vector<uint8_t> bytes(p.prepared.bytes);
+    EXPECT_TRUE(w.buffer()->read(p.offset, bytes.data(), bytes.size()).ok());
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+TEST(DeviceWeights, EveryTensorIsPlacedAsPreparedFromTheFile) {
+  auto devices = make_devices(size_t{256} << 20);
+  ASSERT_TRUE(devices);
+  for (const std::string& path : all_models()) {
+    auto model = load(path);
+    ASSERT_TRUE(model);
+    auto w = DeviceWeights::create(model, **devices->find("sim0"));
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    std::set<const GgufTensorInfo*> placed;
+    for (const auto& p : (*w)->placements()) placed.insert(p.info);
+    EXPECT_EQ(placed.size(), model->file().tensors().size()) << path;  // the fixtures use every tensor
+    const auto bytes = device_bytes(**w);
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      const DeviceWeights::Placement& p = (*w)->placements()[i];
+      std::vector<uint8_t> want(p.prepared.bytes);
+      ASSERT_TRUE(prepare_weight(model->file().tensor_view(*p.info), p.prepared, want.data()).ok());
+      EXPECT_EQ(bytes[i], want) << path << ": " << p.info->name;
+    }
+    // Views point into the device buffer; the token embedding stays plain for get_rows.
+    const DecoderWeights& dw = (*w)->weights();
+    EXPECT_EQ(dw.tok_embd.view.layout, TensorLayout::Plain);
+    EXPECT_NE(sim_of(*devices).host_address(dw.tok_embd.view.data, dw.tok_embd.view.span_bytes()), nullptr);
+    EXPECT_NE(sim_of(*devices).host_address(dw.output.view.data, 1), nullptr);
+  }
+}
+
+// Released and rebuilt in the middle of a generation, with a spacer allocation in the way so the
+// weights come back at another address: the same bytes, the same logits at every step.
+TEST(DeviceWeights, ReleaseAndRebuildMidGenerationGiveIdenticalLogits) {
+  auto model = load(model_path("llama-spm-e256-Q4_K_M.gguf"));
+  ASSERT_TRUE(model);
+  auto devices = make_devices(size_t{256} << 20);
+  ASSERT_TRUE(devices);
+  SimDevice& sim = sim_of(*devices);
+  const ContextOptions opt{.n_ctx = 64, .n_ubatch = 8};
+  OnDevice steady = place(*devices, "sim0", model, opt);
+  OnDevice moved = place(*devices, "sim0", model, opt);
+  ASSERT_TRUE(steady.ctx && moved.ctx);
+  const auto before = device_bytes(*moved.weights);
+  const size_t weight_bytes = moved.weights->buffer_bytes();
+
+  const auto toks = spread_tokens(*steady.ctx, 20);
+  std::vector<float> want, got;
+  decode(*steady.ctx, toks, 0, 0, false, want);
+  decode(*moved.ctx, toks, 0, 0, false, got);
+  int32_t pos = static_cast<int32_t>(toks.size());
+  std::vector<std::unique_ptr<Buffer>> spacers;
+  for (int step = 0; step < 6; ++step, ++pos) {
+    ASSERT_TRUE(same_bits(want, got)) << "step " << step;
+    const void* old_base = moved.weights->buffer()->base();
+    moved.weights->release();
+    EXPECT_FALSE(moved.weights->resident());
+    EXPECT_EQ(moved.weights->buffer(), nullptr);
+    EXPECT_EQ(sim.allocated_bytes(MemoryKind::Weights), steady.weights->buffer_bytes());
+    Batch b;
+    b.add(toks.front(), pos, 0, true);
+    const Status refused = moved.ctx->decode(b);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("released"), std::string::npos) << refused.error().message;
+
+    auto spacer = sim.allocate({.bytes = weight_bytes, .kind = MemoryKind::Scratch, .owner = "spacer"});
+    ASSERT_TRUE(spacer.ok()) << spacer.error().message;
+    spacers.push_back(std::move(*spacer));
+    const Status rebuilt = moved.weights->rebuild();
+    ASSERT_TRUE(rebuilt.ok()) << rebuilt.error().message;
+    EXPECT_NE(moved.weights->buffer()->base(), old_base);
+    EXPECT_EQ(device_bytes(*moved.weights), before) << "step " << step;
+
+    const int32_t next = argmax({want.end() - model->hparams().n_vocab, want.end()});
+    want.clear();
+    got.clear();
+    decode(*steady.ctx, {next}, pos, 0, true, want);
+    decode(*moved.ctx, {next}, pos, 0, true, got);
+  }
+  EXPECT_TRUE(same_bits(want, got));
+}
+
+TEST(DeviceWeights, ReleaseOnTheCpuKeepsMappedViews) {
+  auto model = load(model_path("llama-spm-e128-f32.gguf"));
+  ASSERT_TRUE(model);
+  auto devices = make_devices(size_t{1} << 20);
+  ASSERT_TRUE(devices);
+  auto w = DeviceWeights::create(model, devices->cpu());
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  EXPECT_EQ((*w)->buffer_bytes(), 0u);
+  EXPECT_EQ((*w)->mapped_bytes(), model->weight_bytes());
+  EXPECT_EQ((*w)->weights().tok_embd.view.data, model->weights().tok_embd.view.data);  // zero copy
+  (*w)->release();                                                                     // nothing to free
+  EXPECT_TRUE((*w)->resident());
+  EXPECT_EQ((*w)->weights().blocks[0].attn.wq.view.data, model->weights().blocks[0].attn.wq.view.data);
+  EXPECT_EQ(allocated(devices->cpu()), 0u);
+}
+
+TEST(DeviceWeights, AModelThatDoesNotFitIsRefusedWithNothingAllocated) {
+  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
+  ASSERT_TRUE(model);
+  auto devices = make_devices(size_t{4} << 20);  // below the model's 12 MiB of weights
+  ASSERT_TRUE(devices);
+  SimDevice& sim = sim_of(*devices);
+  auto w = DeviceWeights::create(model, sim);
+  ASSERT_FALSE(w.ok());
+  const std::string& msg = w.error().message;
+  EXPECT_NE(msg.find("weights of 'random-llama-2x256' do not fit: sim0: out of memory"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("capacity 4194304"), std::string::npos) << msg;
+  EXPECT_EQ(allocated(sim), 0u);
+  EXPECT_EQ(sim.memory_info().free, sim.memory_info().total);
+
+  // Weights that fit with no room left for the context: the context is refused, only the weights
+  // stay, and they go with their last holder.
+  auto roomy = make_devices(size_t{14} << 20);
+  ASSERT_TRUE(roomy);
+  SimDevice& sim14 = sim_of(*roomy);
+  auto fits = DeviceWeights::create(model, sim14);
+  ASSERT_TRUE(fits.ok()) << fits.error().message;
+  auto ctx = Context::create(*fits, roomy->backend(sim14), {.n_ctx = 4096});
+  ASSERT_FALSE(ctx.ok());
+  EXPECT_NE(ctx.error().message.find("sim0: out of memory"), std::string::npos) << ctx.error().message;
+  EXPECT_EQ(allocated(sim14), (*fits)->buffer_bytes());
+  fits->reset();
+  EXPECT_EQ(allocated(sim14), 0u);
+}
+
+}  // namespace
+}  // namespace kiln

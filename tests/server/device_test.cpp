@@ -1,0 +1,95 @@
+// A server whose model runs on a sim device (ServerOptions::device, as `kiln serve --device sim0`)
+// answers exactly what the same server on the CPU answers: completions with log-probabilities
+// (several slots decoding together) and embeddings (the embedder's own context and backend on the
+// device); a model that does not fit the device is refused at attach with the numbers.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "serve/http.h"
+#include "serve/server.h"
+#include "test_data.h"
+
+namespace kiln::serve {
+namespace {
+
+using nlohmann::json;
+
+// The qwen2 fixture (its weights take 15 MiB).
+Result<std::shared_ptr<const Model>> load_model() {
+  return Model::load(test_data::path("models/qwen2-e64-Q8_0.gguf"));
+}
+
+ServerOptions options(const std::string& device, size_t sim_capacity = size_t{256} << 20) {
+  ServerOptions o;
+  o.n_parallel = 2;
+  o.n_threads = 2;
+  o.context.n_ctx = 256;
+  o.embeddings = true;
+  o.device = device;
+  o.sim_devices = {{.name = "sim0", .capacity = sim_capacity}};
+  return o;
+}
+
+json post(int port, const std::string& path, const json& body) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60);
+  auto r = c.Post(path.c_str(), body.dump(), "application/json");
+  EXPECT_TRUE(r);
+  if (!r) return json();
+  EXPECT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  j.erase("id");
+  j.erase("created");
+  j.erase("timings");
+  j.erase("usage");  // cached_tokens depends on which slot a request lands in
+  return j;
+}
+
+TEST(ServerOnSimDevice, AnswersAsTheCpuDoes) {
+  const auto model = load_model();
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  std::vector<std::unique_ptr<Server>> servers;
+  std::vector<int> ports;
+  for (const char* device : {"cpu", "sim0"}) {
+    servers.push_back(std::make_unique<Server>(options(device)));
+    auto port = servers.back()->listen("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok());
+    ASSERT_TRUE(servers.back()->attach(*model).ok()) << device;
+    ports.push_back(*port);
+  }
+  const json completion = {
+      {"prompt", "The capital of France"}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 3}};
+  const json embedding = {{"input", {"first input", "and a second, longer input"}}};
+  for (int port : ports) EXPECT_FALSE(post(port, "/v1/completions", completion).empty());
+  std::vector<json> answers[2];
+  for (size_t s = 0; s < 2; ++s) {
+    // Two requests at once: the slots decode together in one batch.
+    json a, b;
+    std::thread other([&] { b = post(ports[s], "/v1/completions", completion); });
+    a = post(ports[s], "/v1/completions", completion);
+    other.join();
+    answers[s] = {a, b, post(ports[s], "/v1/embeddings", embedding)};
+  }
+  ASSERT_EQ(answers[0].size(), answers[1].size());
+  for (size_t i = 0; i < answers[0].size(); ++i)
+    EXPECT_EQ(answers[0][i], answers[1][i])
+        << "answer " << i << ": " << json::diff(answers[0][i], answers[1][i]).dump();
+  EXPECT_EQ(answers[1][0]["choices"][0]["text"], answers[1][1]["choices"][0]["text"]);
+  for (auto& s : servers) s->stop();
+}
+
+TEST(ServerOnSimDevice, AModelThatDoesNotFitIsRefusedAtAttach) {
+  const auto model = load_model();
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  Server server(options("sim0", size_t{8} << 20));
+  const Status st = server.attach(*model);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("do not fit: sim0: out of memory"), std::string::npos)
+      << st.error().message;
+  server.stop();
+}
+
+}  // namespace
+}  // namespace kiln::serve
