@@ -43,6 +43,8 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
   Tensor x = g.get_rows(weight(g, w.tok_embd), out.tokens, "inp_embd");  // [n_embd, T]
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const Block& blk = w.blocks[static_cast<size_t>(il)];
+    // append, not "l" + std::to_string(il): GCC 12 reports a false -Wrestrict on
+    // operator+(const char*, std::string&&) (GCC bug 105329).
     const std::string p = std::string("l").append(std::to_string(il)).append(".");
     Tensor cur = g.mul(g.rms_norm(x, hp.rms_eps, p + "attn_norm"), weight(g, blk.attn_norm));
 

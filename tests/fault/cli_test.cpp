@@ -162,7 +162,7 @@ TEST(Cli, RunWithNgramDraftsOnTheLoopingDefaultModel) {
 
 TEST(Cli, BadSpeculativeFlagsGetAClearError) {
   const std::string run_hi = "run -m " + kModel + " -p hi -n 2 ";
-  const std::string qwen = kShared + "/fixtures/models/qwen2-e64-Q8_0.gguf";
+  const std::string qwen = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
   const struct {
     std::string args;
     int exit_code;
