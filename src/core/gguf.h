@@ -63,7 +63,8 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // Maps `path` read-only and parses it. Errors read "gguf: 'PATH': what went wrong".
+  // Maps `path` read-only and parses it. Errors read "gguf: 'PATH': what went wrong" ("gguf: 'PATH':
+  // truncated: ..." first when the file ends too early), or "cannot open 'PATH': reason".
   static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
   // Parses caller-owned bytes, which must outlive the GgufFile (used by the fuzzer and tests).
   static Result<std::unique_ptr<GgufFile>> parse(std::span<const uint8_t> bytes);

@@ -24,11 +24,15 @@ class ByteReader {
 
   uint64_t pos() const { return pos_; }
   uint64_t left() const { return bytes_.size() - pos_; }
+  // Whether a read failed because the bytes ended (a truncated file, or a length that lies).
+  bool ran_out() const { return ran_out_; }
+  void set_ran_out() { ran_out_ = true; }
 
-  Status need(uint64_t n, std::string_view what) const {
+  Status need(uint64_t n, std::string_view what) {
     if (n > left()) {
-      return make_error("truncated: ", what, " needs ", n, " bytes at offset ", pos_, ", only ", left(),
-                        " left (file size ", bytes_.size(), ")");
+      ran_out_ = true;
+      return make_error(what, " needs ", n, " bytes at offset ", pos_, ", only ", left(), " left (file size ",
+                        bytes_.size(), ")");
     }
     return ok_status();
   }
@@ -45,6 +49,7 @@ class ByteReader {
   Result<std::string> read_string(std::string_view what) {
     KILN_ASSIGN_OR_RETURN(const uint64_t len, read<uint64_t>(what));
     if (len > left()) {
+      ran_out_ = true;
       return make_error(what, " length ", len, " at offset ", pos_ - 8, " exceeds the ", left(),
                         " bytes left (file size ", bytes_.size(), ")");
     }
@@ -56,6 +61,7 @@ class ByteReader {
  private:
   std::span<const uint8_t> bytes_;
   uint64_t pos_ = 0;
+  bool ran_out_ = false;
 };
 
 Error with_context(std::string_view context, const Error& e) { return make_error(context, ": ", e.message); }
@@ -69,8 +75,17 @@ class GgufParser {
     try {
       GgufParser p(bytes);
       Status st = p.parse_all();
-      if (!st.ok()) return make_error("gguf: ", st.error().message);
-      return std::move(p.file_);
+      if (st.ok()) return std::move(p.file_);
+      // A file that ends too early is most likely an incomplete download: say so first.
+      if (p.data_needed_ > 0) {
+        return make_error("gguf: truncated: the file has ", bytes.size(), " bytes, its tensor data needs ",
+                          p.data_needed_, " (an incomplete download?); ", st.error().message);
+      }
+      if (p.r_.ran_out()) {
+        return make_error("gguf: truncated: the file has ", bytes.size(), " bytes and ends inside its ",
+                          p.section_, " (an incomplete download?); ", st.error().message);
+      }
+      return make_error("gguf: ", st.error().message);
     } catch (const std::bad_alloc&) {
       return make_error("gguf: out of memory while parsing ", bytes.size(), " bytes of metadata");
     }
@@ -83,8 +98,10 @@ class GgufParser {
 
   Status parse_all() {
     KILN_TRY(parse_header());
+    section_ = "metadata";
     KILN_TRY(parse_metadata());
     KILN_TRY(parse_alignment());
+    section_ = "tensor infos";
     KILN_TRY(parse_tensor_infos());
     // The data section starts at the next multiple of the alignment after the tensor infos.
     // pos <= file size and alignment <= 2^31, so this cannot overflow.
@@ -229,6 +246,7 @@ class GgufParser {
     KILN_ASSIGN_OR_RETURN(const uint64_t count, r_.read<uint64_t>("array length"));
     const uint64_t min_elem = gguf_format::min_value_bytes(v.elem_type);
     if (count > r_.left() / min_elem) {
+      r_.set_ran_out();
       return make_error("array of ", count, " ", gguf_type_name(v.elem_type), " elements at offset ",
                         r_.pos() - 8, " cannot fit in the ", r_.left(), " bytes left (at least ", min_elem,
                         " bytes each)");
@@ -290,9 +308,19 @@ class GgufParser {
     return ok_status();
   }
 
-  Status check_tensor_ranges() const {
+  // Each tensor's data lies inside the file. When some ends past it, data_needed_ is the size the
+  // file would need for all of them (left 0 when that overflows: a hostile offset, not a short file).
+  Status check_tensor_ranges() {
     const uint64_t file_size = file_->bytes_.size();
     const uint64_t a = file_->alignment_;
+    uint64_t needed = 0;
+    bool overflows = false;
+    for (const GgufTensorInfo& t : file_->tensors_) {
+      uint64_t end = 0;
+      overflows |= __builtin_add_overflow(file_->data_offset_, t.offset, &end) ||
+                   __builtin_add_overflow(end, t.size, &end);
+      needed = std::max(needed, end);
+    }
     for (const GgufTensorInfo& t : file_->tensors_) {
       if (t.offset % a != 0) {
         return make_error("tensor '", t.name, "' data offset ", t.offset,
@@ -304,6 +332,7 @@ class GgufParser {
                           file_size, ")");
       }
       if (start > file_size || t.size > file_size - start) {
+        if (!overflows) data_needed_ = needed;
         return make_error("tensor '", t.name, "' data [", start, ", ", start, "+", t.size,
                           ") past end of file (size ", file_size, ")");
       }
@@ -342,6 +371,8 @@ class GgufParser {
   uint64_t n_tensors_ = 0;
   uint64_t n_kv_ = 0;
   uint64_t n_elements_ = 0;  // metadata array elements read so far (all arrays, all depths)
+  const char* section_ = "header";  // the part being read, for errors
+  uint64_t data_needed_ = 0;        // set by check_tensor_ranges when the file is too short for the data
 };
 
 Result<std::unique_ptr<GgufFile>> GgufFile::parse(std::span<const uint8_t> bytes) {
@@ -350,7 +381,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(std::span<const uint8_t> bytes
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   auto mapping = MappedFile::open(path);
-  if (!mapping.ok()) return make_error("gguf: ", mapping.error().message);
+  if (!mapping.ok()) return mapping.error();  // names the path and the reason
   auto file = GgufParser::run((*mapping)->bytes());
   if (!file.ok()) {
     // "gguf: X" -> "gguf: 'path': X"

@@ -12,16 +12,16 @@ namespace kiln {
 
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error("mapped_file: cannot open '", path, "': ", std::strerror(errno));
+  if (fd < 0) return make_error("cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return make_error("mapped_file: cannot stat '", path, "': ", std::strerror(err));
+    return make_error("cannot stat '", path, "': ", std::strerror(err));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return make_error("mapped_file: '", path, "' is not a regular file");
+    return make_error("'", path, "' is not a regular file");
   }
   std::unique_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
@@ -31,8 +31,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      return make_error("mapped_file: cannot map '", path, "' (", file->size_,
-                        " bytes): ", std::strerror(err));
+      return make_error("cannot map '", path, "' (", file->size_, " bytes): ", std::strerror(err));
     }
     file->data_ = static_cast<const uint8_t*>(p);
   }

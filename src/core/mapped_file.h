@@ -13,6 +13,7 @@ namespace kiln {
 
 class MappedFile {
  public:
+  // Errors name the path and the reason: "cannot open 'PATH': No such file or directory".
   static Result<std::unique_ptr<MappedFile>> open(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

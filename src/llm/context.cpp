@@ -28,6 +28,11 @@ struct InputLayout {
 
 }  // namespace
 
+int64_t context_size(const ContextOptions& options, const HParams& hparams) {
+  if (options.n_ctx == ContextOptions::kTrainingContext) return hparams.n_ctx_train;
+  return options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(hparams.n_ctx_train, 4096);
+}
+
 Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> model, Backend& backend,
                                                  const ContextOptions& options) {
   KILN_ASSIGN_OR_RETURN(auto weights, DeviceWeights::create(std::move(model), backend.device()));
@@ -46,7 +51,7 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   const HParams& hp = weights->model().hparams();
   const std::string& owner = weights->model().name();
   c->opt_ = options;
-  if (c->opt_.n_ctx <= 0) c->opt_.n_ctx = std::min<int64_t>(hp.n_ctx_train, 4096);
+  c->opt_.n_ctx = context_size(options, hp);
   if (c->opt_.n_ubatch <= 0 || c->opt_.n_batch <= 0)
     return make_error("context: batch sizes must be positive (n_batch ", c->opt_.n_batch, ", n_ubatch ",
                       c->opt_.n_ubatch, ")");

@@ -38,7 +38,9 @@ namespace kiln {
 enum class FlashAttention : uint8_t { Off, On, Auto };  // Auto: on, as llama.cpp on CPU
 
 struct ContextOptions {
-  int64_t n_ctx = 0;        // KV cells; 0: the model's training context, at most 4096
+  // n_ctx: the model's training context, all of it (llama.cpp's -c 0).
+  static constexpr int64_t kTrainingContext = -1;
+  int64_t n_ctx = 0;        // KV cells; 0: the model's training context, at most 4096; or kTrainingContext
   int64_t n_batch = 2048;   // most tokens one decode() accepts
   int64_t n_ubatch = 512;   // most tokens one micro-batch computes
   DType type_k = DType::F16;
@@ -56,6 +58,9 @@ struct DecodeOptions {
   // depend on the batch size (every weight type but Q4_K today) run at full speed either way.
   bool single_row_order = false;
 };
+
+// The KV cells a context created with `options` for a model with `hparams` has (n_ctx resolved).
+int64_t context_size(const ContextOptions& options, const HParams& hparams);
 
 class Context {
  public:

@@ -4,9 +4,12 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "test_data.h"
@@ -21,8 +24,9 @@ struct CliResult {
   std::string out;  // stdout and stderr together
 };
 
-CliResult run(const std::string& args) {
-  const std::string cmd = kKiln + " " + args + " 2>&1";
+// Runs `kiln ARGS`; `redirect` says where stderr goes (with stdout by default).
+CliResult run(const std::string& args, const std::string& redirect = "2>&1") {
+  const std::string cmd = kKiln + " " + args + " " + redirect;
   FILE* pipe = popen(cmd.c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   std::string out;
@@ -96,7 +100,8 @@ TEST(Cli, BadInputGetsAClearErrorAndExitCode) {
       {"run -m " + kModel + " -p hi -n ten", 2, "'ten' is not an integer"},
       {"run -m " + kModel + " -p hi -ctk q4_0", 2, "cache type 'q4_0' is not supported"},
       {"run -m " + kModel + " -p hi -fa maybe", 2, "'maybe' is not on, off or auto"},
-      {"run -m " + kModel + " -p hi --logit-bias 99999999+1", 1, "logit_bias token id 99999999"},
+      {"run -m " + kModel + " -p hi --logit-bias 99999999+1", 1,
+       "kiln run: --logit-bias: token id 99999999 is outside the vocabulary (0..31999)"},
       {"run -m " + kModel + " -c 64 -p " + long_prompt, 1, "more than the context of 64"},
       {"run -m " + kiln::test_data::path("vocab/ggml-vocab-llama-spm.gguf") + " -p hi", 1, "model:"},
       {"perplexity -m " + kModel + " -f /nonexistent.txt", 1, "cannot read '/nonexistent.txt'"},
@@ -248,6 +253,199 @@ TEST(Cli, ListDevicesNamesKindCapacityAndFreeMemory) {
   EXPECT_NE(named.out.find("  sim1: sim, simulated accelerator, not host-visible (4096 MiB, 4096 MiB free)"),
             std::string::npos)
       << named.out;
+
+// Values that make no sense are refused while the options are parsed, before any model is read
+// (-m names no file): exit code 2 and one line naming the flag and the value.
+TEST(Cli, NonsenseValuesAreRefusedWithOneLine) {
+  const std::string m = " -m /nonexistent.gguf -p hi";
+  const std::pair<std::string, std::string> cases[] = {
+      {"run --temp nan" + m, "kiln run: --temp: 'nan' is not a finite number\n"},
+      {"run --temp -inf" + m, "kiln run: --temp: '-inf' is not a finite number\n"},
+      {"run --presence-penalty 1e999" + m, "kiln run: --presence-penalty: '1e999' is not a finite number\n"},
+      {"run --top-p 2" + m, "kiln run: --top-p: '2' must be in 0..1\n"},
+      {"run --min-p -0.5" + m, "kiln run: --min-p: '-0.5' must be in 0..1\n"},
+      {"run --repeat-penalty 0" + m, "kiln run: --repeat-penalty: '0' must be greater than 0\n"},
+      {"run -c -5" + m, "kiln run: -c: '-5' must be in 0..2147483647\n"},
+      {"run -b 0" + m, "kiln run: -b: '0' must be at least 1\n"},
+      {"run -ub 0" + m, "kiln run: -ub: '0' must be at least 1\n"},
+      {"run --top-k 99999999999" + m,
+       "kiln run: --top-k: '99999999999' must be in -2147483648..2147483647\n"},
+      {"run -n -3" + m, "kiln run: -n: '-3' must be at least -2\n"},
+      {"run --keep -2" + m, "kiln run: --keep: '-2' must be at least -1\n"},
+      {"run -t 100000" + m, "kiln run: -t: '100000' must be at most 512\n"},
+      {"run -s -2" + m, "kiln run: -s: '-2' must be at least -1\n"},
+      {"run --repeat-last-n -2" + m, "kiln run: --repeat-last-n: '-2' must be at least -1\n"},
+      {"run --logit-bias 5+nan" + m,
+       "kiln run: --logit-bias: '5+nan' is not TOKEN+BIAS or TOKEN-BIAS (BIAS: a number or inf)\n"},
+      {"chat -n -2" + m, "kiln chat: -n: '-2' must be at least -1\n"},
+      {"serve --port 99999 -m /nonexistent.gguf", "kiln serve: --port: '99999' must be in 0..65535\n"},
+      {"serve --port -1 -m /nonexistent.gguf", "kiln serve: --port: '-1' must be in 0..65535\n"},
+      {"serve -np 0 -m /nonexistent.gguf", "kiln serve: -np: '0' must be in 1..64\n"},
+      {"perplexity --chunks 0 -m /nonexistent.gguf -f x.txt",
+       "kiln perplexity: --chunks: '0' must be -1 or at least 1\n"},
+      {"bench -r 0 -m /nonexistent.gguf", "kiln bench: -r: '0' must be at least 1\n"},
+      {"bench --streams 1,0 -m /nonexistent.gguf",
+       "kiln bench: --streams: '0' must be in 1..64 (stream counts)\n"},
+      {"quantize in.gguf out.gguf Q4_0 -t x", "kiln quantize: -t: 'x' is not an integer\n"},
+  };
+  for (const auto& [args, want] : cases) {
+    const CliResult r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
+    EXPECT_EQ(r.out, want) << args;
+  }
+}
+
+// llama.cpp's special values keep their meaning: --temp 0 or less is greedy, -t 0 or less uses
+// every core, --top-k 0 or less / --top-p 1 / --min-p 0 switch those samplers off, --keep -1 and
+// --repeat-last-n -1 mean all.
+TEST(Cli, LlamaCppSpecialValuesKeepTheirMeaning) {
+  const std::string base = "run -p 'And God said' -n 8 -s 3 --no-display-prompt";
+  const CliResult greedy = run(base + " --temp 0 -t 2", "2>/dev/null");
+  ASSERT_EQ(greedy.exit_code, 0);
+  const CliResult same = run(
+      base + " --temp -1 -t 0 --top-k -5 --top-p 1 --min-p 0 --keep -1 --repeat-last-n -1", "2>/dev/null");
+  ASSERT_EQ(same.exit_code, 0);
+  EXPECT_EQ(same.out, greedy.out);
+  const CliResult all_cores = run(base + " --temp 0 -t -1", "2>/dev/null");
+  EXPECT_EQ(all_cores.out, greedy.out);
+}
+
+// -c 0 is the model's whole training context (128 tokens for the embedded model); -n -2 generates
+// until the context is full, context shift or not; a context beyond the training context warns
+// as llama.cpp does.
+TEST(Cli, ContextSizesFollowLlamaCpp) {
+  const CliResult full = run("run -c 0 -n -2 --context-shift --ignore-eos --temp 0 -t 2 -p 'And God said'");
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  EXPECT_NE(full.out.find("kiln run: the context of 128 tokens is full"), std::string::npos) << full.out;
+  EXPECT_EQ(full.out.find("warning"), std::string::npos) << full.out;
+  const CliResult big = run("run -c 256 -n 1 -t 2 -p 'And God said'");
+  ASSERT_EQ(big.exit_code, 0) << big.out;
+  EXPECT_NE(big.out.find("kiln run: warning: the context of 256 tokens is larger than the model's training "
+                         "context (128): possible training context overflow\n"),
+            std::string::npos)
+      << big.out;
+}
+
+TEST(Cli, VersionAndHelp) {
+  const CliResult v = run("--version");
+  ASSERT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_TRUE(v.out.starts_with("kiln 0.1.0 (commit ")) << v.out;
+  EXPECT_NE(v.out.find("\nbuilt with "), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("\ncpu kernels: "), std::string::npos) << v.out;
+
+  const CliResult list = run("help");
+  ASSERT_EQ(list.exit_code, 0);
+  for (const std::string command :
+       {"bench", "chat", "convert", "inspect", "perplexity", "quantize", "run", "serve", "tokenize"}) {
+    SCOPED_TRACE(command);
+    EXPECT_NE(list.out.find("\n  " + command + " "), std::string::npos) << list.out;
+    const CliResult h = run(command + " --help");
+    ASSERT_EQ(h.exit_code, 0) << h.out;
+    // One layout: usage, then (optionally) a description and the arguments, then the options.
+    EXPECT_TRUE(h.out.starts_with("usage: kiln " + command + " ")) << h.out;
+    EXPECT_NE(h.out.find("\n\noptions:\n"), std::string::npos) << h.out;
+    EXPECT_NE(h.out.find("\n  -h, --help "), std::string::npos) << h.out;
+    EXPECT_EQ(run("help " + command).out, h.out);
+  }
+  EXPECT_NE(run("perplexity --help").out.find("context size in tokens (default: 512;"), std::string::npos);
+  const CliResult unknown = run("help frobnicate");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.out.find("kiln: unknown command 'frobnicate'"), std::string::npos) << unknown.out;
+}
+
+// `kiln COMMAND: what went wrong`: no internal names, no prefix twice.
+TEST(Cli, ErrorsHaveOneFormat) {
+  const std::string dir = std::string(KILN_BINARY_DIR) + "/cli_test_errors";
+  std::filesystem::create_directories(dir);
+  const std::pair<std::string, std::string> cases[] = {
+      {"quantize /nonexistent.gguf " + dir + "/out.gguf Q4_0",
+       "kiln quantize: cannot open '/nonexistent.gguf': No such file or directory\n"},
+      {"quantize " + kiln::test_data::path("models/llama-spm-e256-Q4_0.gguf") + " " + dir + "/out.gguf Q8_0",
+       "kiln quantize: tensor 'output.weight' is q6_K; converting it to q8_0 is not supported "
+       "(requantizing is refused, as llama.cpp does by default: quantize from F32, F16 or BF16)\n"},
+      {"convert " + dir + " " + dir + "/out.gguf", "kiln convert: cannot open '" + dir + "/config.json'\n"},
+      {"quantize " + kModel + " /nonexistent/out.gguf Q4_0",
+       "kiln quantize: cannot write '/nonexistent/out.gguf': the folder '/nonexistent' does not exist\n"},
+      {"perplexity -m " + kModel + " -f " + std::string(KILN_SOURCE_DIR) +
+           "/tests/convert/data/heldout_jude_rev1-3.txt -c 64 --kl-divergence-base /nonexistent/base.kld",
+       "kiln perplexity: cannot write '/nonexistent/base.kld': the folder '/nonexistent' does not exist\n"},
+      {"convert " + dir,
+       "kiln convert: missing OUT.gguf, the GGUF file to write (see kiln convert --help)\n"},
+      {"convert " + dir + " /nonexistent/out.gguf",
+       "kiln convert: cannot write '/nonexistent/out.gguf': the folder '/nonexistent' does not exist\n"},
+      {"inspect", "kiln inspect: missing FILE, a GGUF file (see kiln inspect --help)\n"},
+      {"inspect a.gguf b.gguf", "kiln inspect: unexpected argument 'b.gguf' (see kiln inspect --help)\n"},
+      {"tokenize -p hi -f x.txt", "kiln tokenize: give the text with -p or -f (one of them)\n"},
+  };
+  for (const auto& [args, want] : cases) {
+    const CliResult r = run(args, "2>&1 >/dev/null");
+    EXPECT_NE(r.exit_code, 0) << args;
+    const size_t last_line = r.out.rfind('\n', r.out.size() - 2);  // stderr's last line
+    EXPECT_EQ(r.out.substr(last_line == std::string::npos ? 0 : last_line + 1), want) << args;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A GGUF that ends early says it is truncated: an incomplete download, most likely.
+TEST(Cli, TruncatedModelSaysSo) {
+  std::ifstream in(kModel, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = std::string(KILN_BINARY_DIR) + "/cli_test_truncated.gguf";
+  const size_t cut_data = bytes.size() - 1000, cut_metadata = 4000;
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(cut_data));
+  const CliResult data = run("run -m " + path + " -p hi");
+  EXPECT_EQ(data.exit_code, 1);
+  EXPECT_NE(data.out.find("kiln run: gguf: '" + path + "': truncated: the file has " +
+                          std::to_string(cut_data) + " bytes, its tensor data needs " +
+                          std::to_string(bytes.size()) + " (an incomplete download?); tensor '"),
+            std::string::npos)
+      << data.out;
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(cut_metadata));
+  const CliResult meta = run("inspect " + path);
+  EXPECT_EQ(meta.exit_code, 1);
+  EXPECT_NE(meta.out.find("kiln inspect: gguf: '" + path +
+                          "': truncated: the file has 4000 bytes and ends inside "
+                          "its metadata (an incomplete download?); key '"),
+            std::string::npos)
+      << meta.out;
+  std::remove(path.c_str());
+}
+
+TEST(Cli, TokenizeFallsBackToTheEmbeddedModel) {
+  const CliResult embedded = run("tokenize -p 'And God said' --ids");
+  ASSERT_EQ(embedded.exit_code, 0) << embedded.out;
+  const CliResult file = run("tokenize -m " + std::string(KILN_SOURCE_DIR) +
+                             "/models/kjv-llama-q8_0.gguf -p 'And God said' --ids");
+  ASSERT_EQ(file.exit_code, 0) << file.out;
+  EXPECT_EQ(embedded.out, file.out);
+  EXPECT_TRUE(embedded.out.starts_with("[1, ")) << embedded.out;
+}
+
+// -r/--reverse-prompt: generation stops where the text ends with one of the reverse prompts (as
+// llama.cpp's completion tool: allowing up to 2 bytes after it); -r repeats.
+TEST(Cli, RunStopsAtAReversePrompt) {
+  const std::string base = "run -p 'And God said unto Moses,' -n 48 --temp 0 -t 2 --no-display-prompt";
+  const CliResult full = run(base, "2>/dev/null");
+  ASSERT_EQ(full.exit_code, 0);
+  // A word of the continuation, after its first few bytes, followed by a space: tokens end there.
+  std::string word;
+  size_t end = 0;
+  for (size_t i = 8; i + 1 < full.out.size() && word.empty(); ++i) {
+    if (!std::isalpha(static_cast<unsigned char>(full.out[i])) ||
+        std::isalpha(static_cast<unsigned char>(full.out[i - 1])))
+      continue;
+    size_t j = i;
+    while (j < full.out.size() && std::isalpha(static_cast<unsigned char>(full.out[j]))) ++j;
+    if (j - i >= 3 && j < full.out.size() && full.out[j] == ' ' &&
+        full.out.find(full.out.substr(i, j - i)) == i) {
+      word = full.out.substr(i, j - i);
+      end = j;
+    }
+  }
+  ASSERT_FALSE(word.empty()) << full.out;
+  const CliResult stopped = run(base + " -r 'no such text' -r '" + word + "'", "2>/dev/null");
+  ASSERT_EQ(stopped.exit_code, 0);
+  EXPECT_EQ(stopped.out, full.out.substr(0, end) + "\n") << "reverse prompt '" << word << "'";
 }
 
 }  // namespace

@@ -172,7 +172,8 @@ std::vector<MalformedCase> malformed_cases() {
   add("version-1", poked<uint32_t>(f, 4, 1), {"version 1 is not supported"});
   add("version-4", poked<uint32_t>(f, 4, 4), {"unsupported version 4"});
   add("version-big-endian", poked<uint32_t>(f, 4, 0x03000000u), {"big-endian"});
-  add("header-truncated", truncated(f, 20), {"truncated", "metadata kv count", "offset 16"});
+  add("header-truncated", truncated(f, 20),
+      {"truncated: the file has 20 bytes and ends inside its header", "metadata kv count", "offset 16"});
   add("n-kv-giant", poked<uint64_t>(f, 16, u64_max),
       {"metadata kv count 18446744073709551615", "cannot fit"});
   add("n-tensors-giant", poked<uint64_t>(f, 8, uint64_t{1} << 62),
@@ -187,7 +188,8 @@ std::vector<MalformedCase> malformed_cases() {
   add("string-length-giant", poked<uint64_t>(f, kv_value_at(f, "general.architecture"), uint64_t{1} << 40),
       {"key 'general.architecture'", "string length 1099511627776", "exceeds"});
   add("value-truncated", RawBytes().header(0, 1).str("k").put<uint32_t>(10).put<uint32_t>(7).b,
-      {"key 'k'", "truncated: u64 value needs 8 bytes at offset 37, only 4 left (file size 41)"});
+      {"truncated: the file has 41 bytes and ends inside its metadata (an incomplete download?); key 'k'",
+       "u64 value needs 8 bytes at offset 37, only 4 left (file size 41)"});
   add("value-type-bad", poked<uint32_t>(f, kv_type_at(f, "k.u8"), 13),
       {"key 'k.u8'", "unknown value type id 13"});
   add("array-elem-type-bad", poked<uint32_t>(f, kv_value_at(f, "k.ints"), 99),
@@ -255,7 +257,7 @@ std::vector<MalformedCase> malformed_cases() {
   add("tensor-type-huge", poked<uint32_t>(f, ttype_at(f, "tensor_c", 1), 0xffffffffu),
       {"tensor 'tensor_c'", "unknown tensor type id 4294967295"});
   add("tensor-info-truncated", truncated(f, ndims_at(f, "tensor_c") + 2),
-      {"tensor 'tensor_c'", "truncated", "n_dims"});
+      {"ends inside its tensor infos (an incomplete download?); tensor 'tensor_c'", "n_dims"});
 
   // Tensor data.
   const size_t off_b = toffset_at(f, "tensor_b", 2);
@@ -270,7 +272,9 @@ std::vector<MalformedCase> malformed_cases() {
   add("overlap-partial", poked<uint64_t>(f, off_c, read_u64(f, off_b) + 64),
       {"tensor 'tensor_c' data [128, 136) overlaps tensor 'tensor_b' data [64, 136)"});
   add("data-truncated", truncated(f, sample_data_end() - 1),
-      {"tensor 'tensor_c' data [", "past end of file"});
+      {"truncated: the file has " + std::to_string(sample_data_end() - 1) + " bytes, its tensor data needs " +
+           std::to_string(sample_data_end()) + " (an incomplete download?); tensor 'tensor_c' data [",
+       "past end of file"});
   return c;
 }
 

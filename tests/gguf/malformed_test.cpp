@@ -123,8 +123,7 @@ TEST(GgufMalformed, NestedArraysWithinTheDepthLimitParse) {
 TEST(GgufMalformed, OpenNamesThePath) {
   auto missing = GgufFile::open("/nonexistent/kiln/model.gguf");
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message.find("'/nonexistent/kiln/model.gguf'"), std::string::npos);
-  EXPECT_NE(missing.error().message.find("No such file"), std::string::npos);
+  EXPECT_EQ(missing.error().message, "cannot open '/nonexistent/kiln/model.gguf': No such file or directory");
   auto dir = GgufFile::open(test_data::committed_dir().string());
   ASSERT_FALSE(dir.ok());
   EXPECT_NE(dir.error().message.find("not a regular file"), std::string::npos);
@@ -144,8 +143,9 @@ TEST(GgufMalformed, OpenNamesThePath) {
   }
   auto b = GgufFile::open(bad.string());
   ASSERT_FALSE(b.ok());
-  EXPECT_TRUE(b.error().message.starts_with("gguf: '" + bad.string() + "': tensor 'tensor_c' data ["))
+  EXPECT_TRUE(b.error().message.starts_with("gguf: '" + bad.string() + "': truncated: the file has "))
       << b.error().message;
+  EXPECT_NE(b.error().message.find("tensor 'tensor_c' data ["), std::string::npos) << b.error().message;
 }
 
 // Writes the sample, the nested-array file and every malformed case to

@@ -196,6 +196,21 @@ TEST_F(ContextTest, SavedSequenceRestoresBitExact) {
   }
 }
 
+// -c 0 in llama.cpp's sense (the whole training context) against the default (at most 4096).
+TEST(ContextSize, ResolvesTheModelsTrainingContext) {
+  HParams hp;
+  hp.n_ctx_train = 8192;
+  ContextOptions o;
+  EXPECT_EQ(context_size(o, hp), 4096);
+  o.n_ctx = ContextOptions::kTrainingContext;
+  EXPECT_EQ(context_size(o, hp), 8192);
+  o.n_ctx = 100;
+  EXPECT_EQ(context_size(o, hp), 100);
+  hp.n_ctx_train = 128;
+  o.n_ctx = 0;
+  EXPECT_EQ(context_size(o, hp), 128);
+}
+
 TEST(Model, LoadErrorsNameTheProblem) {
   auto missing = Model::load("/nonexistent/model.gguf");
   ASSERT_FALSE(missing.ok());

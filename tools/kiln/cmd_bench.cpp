@@ -25,9 +25,10 @@
 
 #include "command.h"
 #include "generation.h"
+#include "messages.h"
 #include "model_flags.h"
 #include "speculative_flags.h"
-#include "text_file.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 namespace {
@@ -112,16 +113,10 @@ std::string parse_streams(const std::string& v, std::vector<int32_t>* out) {
   std::stringstream ss(v);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    int32_t s = 0;
-    try {
-      size_t used = 0;
-      s = std::stoi(item, &used);
-      if (used != item.size()) s = 0;
-    } catch (...) {
-      s = 0;
-    }
-    if (s < 1 || s > kMaxSequences) return "'" + item + "' is not a stream count in 1.." + std::to_string(kMaxSequences);
-    out->push_back(s);
+    int64_t s = 0;
+    if (std::string err = parse_integer(item, IntRange::between(1, kMaxSequences), &s); !err.empty())
+      return err + " (stream counts)";
+    out->push_back(static_cast<int32_t>(s));
   }
   if (out->empty()) return "give at least one stream count";
   return "";
@@ -130,36 +125,36 @@ std::string parse_streams(const std::string& v, std::vector<int32_t>* out) {
 int run_bench(int argc, char** argv) {
   ModelFlags mf;
   SpeculativeFlags spf;
+  mf.ctx_default = "what the tests need";
   int64_t n_prompt = 512, n_gen = 128;
   int32_t rounds = 5;
   std::vector<int32_t> streams = {1};
   std::string prompt_file;
   OptionParser p("bench", "kiln bench [-m MODEL.gguf] [-p N] [-n N] [--streams 1,8] [-r N] [options]");
   mf.declare(p);
-  p.value({"-p", "--n-prompt"}, &n_prompt, "N", "prompt tokens of the pp test (default 512; 0: no pp test)");
-  p.value({"-n", "--n-gen"}, &n_gen, "N", "generated tokens per stream of the tg tests (default 128; 0: none)");
+  p.description(
+      "Measures prompt processing (pp) and generation (tg) speed as llama-bench does, plus batched\n"
+      "generation with several streams (tg xS), in interleaved rounds; prints medians and ranges.");
+  p.value({"-p", "--n-prompt"}, &n_prompt, "N", "prompt tokens of the pp test (default 512; 0: no pp test)",
+          IntRange::at_least(0));
+  p.value({"-n", "--n-gen"}, &n_gen, "N",
+          "generated tokens per stream of the tg tests (default 128; 0: none)", IntRange::at_least(0));
   p.custom({"--streams"}, [&](const std::string& v) { return parse_streams(v, &streams); }, "S1,S2,...",
            "stream counts of the tg tests (default 1)");
-  p.value({"-r", "--repetitions"}, &rounds, "N", "rounds (default 5; at least 1)");
+  p.value({"-r", "--repetitions"}, &rounds, "N", "rounds (default 5)", IntRange::at_least(1));
   p.value({"-f", "--file"}, &prompt_file, "FILE",
           "prompt of the gen tests run with speculative decoding flags (default: a fixed sentence)");
   spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("bench")) return *code;
-  if (n_prompt < 0 || n_gen < 0 || rounds < 1) {
-    std::fprintf(stderr, "kiln bench: -p and -n must be >= 0 and -r >= 1\n");
-    return 2;
-  }
+  if (n_prompt == 0 && n_gen == 0) return fail("bench", "nothing to run (-p 0 and -n 0)", 2);
   auto model = mf.load_model("bench");
   if (!model) return 1;
   std::string prompt_text = "The quick brown fox jumps over the lazy dog.";
   if (!read_file_option(prompt_file, "bench", &prompt_text)) return 1;
   const std::vector<int32_t> gen_prompt = model->tokenizer().tokenize(prompt_text, true, false);
   const bool speculative = spf.requested();
-  if (speculative && gen_prompt.empty()) {
-    std::fprintf(stderr, "kiln bench: the prompt of the gen tests is empty\n");
-    return 1;
-  }
+  if (speculative && gen_prompt.empty()) return fail("bench", "the prompt of the gen tests is empty");
 
   int32_t max_streams = *std::max_element(streams.begin(), streams.end());
   ContextOptions co = mf.context;
@@ -168,11 +163,9 @@ int run_bench(int argc, char** argv) {
   auto mc = mf.create_context("bench", model, co);
   if (!mc) return 1;
   Context& ctx = *mc->context;
-  if (std::max({n_prompt, n_gen * max_streams, gen_cells}) > ctx.n_ctx()) {
-    std::fprintf(stderr, "kiln bench: the tests need %lld cells, the context has %lld (raise -c)\n",
-                 static_cast<long long>(std::max({n_prompt, n_gen * max_streams, gen_cells})),
-                 static_cast<long long>(ctx.n_ctx()));
-    return 1;
+  if (const int64_t need = std::max({n_prompt, n_gen * max_streams, gen_cells}); need > ctx.n_ctx()) {
+    return fail("bench", "the tests need " + std::to_string(need) + " cells, the context has " +
+                             std::to_string(ctx.n_ctx()) + " (raise -c)");
   }
   co.n_ctx = ctx.n_ctx();
   bool spec_failed = false;
@@ -192,10 +185,6 @@ int run_bench(int argc, char** argv) {
       tests.push_back({"gen" + std::to_string(n_gen), n_gen, TestKind::Greedy, 1, {}});
       tests.push_back({"gen" + std::to_string(n_gen) + " spec", n_gen, TestKind::GreedySpeculative, 1, {}});
     }
-  }
-  if (tests.empty()) {
-    std::fprintf(stderr, "kiln bench: nothing to run (-p 0 and -n 0)\n");
-    return 2;
   }
 
   std::mt19937 rng(1234);
@@ -224,24 +213,17 @@ int run_bench(int argc, char** argv) {
   // Warm-up: pages the weights in and touches the compute arena.
   {
     ctx.clear();
-    if (const Status st = run_tg(ctx, rng, 2, max_streams); !st.ok()) {
-      std::fprintf(stderr, "kiln bench: %s\n", st.error().message.c_str());
-      return 1;
-    }
+    if (const Status st = run_tg(ctx, rng, 2, max_streams); !st.ok())
+      return fail("bench", st.error().message);
   }
   for (int32_t r = 0; r < rounds; ++r) {
     for (BenchTest& t : tests) {
       auto s = run_once(t);
-      if (!s.ok()) {
-        std::fprintf(stderr, "kiln bench: %s: %s\n", t.name.c_str(), s.error().message.c_str());
-        return 1;
-      }
+      if (!s.ok()) return fail("bench", t.name + ": " + s.error().message);
       t.seconds.push_back(*s);
     }
-    if (speculator && spec_tokens != plain_tokens) {
-      std::fprintf(stderr, "kiln bench: speculative decoding changed the output (a bug: please report it)\n");
-      return 1;
-    }
+    if (speculator && spec_tokens != plain_tokens)
+      return fail("bench", "speculative decoding changed the output (a bug: please report it)");
     std::fprintf(stderr, "kiln bench: round %d/%d done\n", r + 1, rounds);
   }
 

@@ -1,18 +1,22 @@
 // `kiln chat`: a conversation in the terminal through the model's chat template.
 //   kiln chat [-m MODEL.gguf] [-sys TEXT] [-p TEXT [-st]] [-n N] [--chat-template-file F] [options]
 //
-// Each turn renders the whole conversation with the template (generation prompt added), tokenizes
-// it as `kiln serve` does, and decodes only the tokens after the longest prefix it shares with what
-// the KV cache holds, so a turn costs its new tokens. The reply streams to stdout, one reply per
-// turn followed by a newline; prompts, messages and timings go to stderr.
+// Each turn renders the whole conversation with the template (generation prompt added). When the
+// rendering begins with the text of the previous turn's prompt and reply, only the text after it
+// is tokenized, appended to those turns' tokens (the reply's as the model sampled them, which a
+// re-tokenization of its text often does not give back: llama.cpp's chat does the same); else the
+// whole rendering is tokenized as `kiln serve` does. Then only the tokens after the longest prefix
+// shared with what the KV cache holds are decoded, so a turn costs its new tokens, after a
+// finished, cut (-n), stopped (-r) or interrupted reply alike. The reply streams to stdout, one
+// reply per turn followed by a newline; prompts, messages and timings go to stderr.
 //
 // A conversation that no longer leaves room for a reply (-n tokens, or a quarter of the context
 // when -n is -1; at most half the context) loses its oldest turns, the system prompt kept, and a
 // line on stderr says how many messages went. A message that does not fit even alone is refused
 // and the chat goes on. Ctrl-C stops a reply (the text so far stays in the conversation); at the
-// prompt it ends the chat with exit code 130.
+// prompt it ends the chat with exit code 130. On a terminal, lines are edited with libedit
+// (line_input.h); piped input is read line by line.
 #include <fcntl.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,17 +29,20 @@
 
 #include "command.h"
 #include "generation.h"
+#include "line_input.h"
+#include "messages.h"
 #include "model_flags.h"
+#include "reverse_prompt.h"
 #include "sampler_flags.h"
 #include "serve/completion_request.h"
 #include "serve/model_chat_template.h"
-#include "text_file.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 namespace {
 
 // Ctrl-C: the handler (on whichever thread the signal lands) raises the flag, which a reply
-// checks before each token, and writes a byte into a pipe, which wakes the prompt's poll(2).
+// checks before each token, and writes a byte into a pipe, which wakes the wait for a line (line_input.h).
 volatile std::sig_atomic_t g_interrupted = 0;
 int g_interrupt_pipe[2] = {-1, -1};
 
@@ -63,63 +70,17 @@ bool install_interrupt_handler() {
   return sigaction(SIGINT, &sa, nullptr) == 0;
 }
 
-enum class Input { Line, End, Interrupted };
-
-// Lines of standard input; a Ctrl-C while waiting for one ends the wait.
-class StdinLines {
- public:
-  // The next line, without its line break; End when the input is exhausted.
-  Input next(std::string& line) {
-    while (true) {
-      if (const size_t nl = buf_.find('\n'); nl != std::string::npos) {
-        line.assign(buf_, 0, nl);
-        buf_.erase(0, nl + 1);
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        return Input::Line;
-      }
-      if (eof_) {
-        if (buf_.empty()) return Input::End;
-        line = std::move(buf_);
-        buf_.clear();
-        return Input::Line;
-      }
-      pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {g_interrupt_pipe[0], POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        eof_ = true;
-        continue;
-      }
-      if (fds[1].revents != 0) return Input::Interrupted;
-      char chunk[4096];
-      const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
-      if (n > 0) {
-        buf_.append(chunk, static_cast<size_t>(n));
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else {
-        eof_ = true;  // end of input, or a read error: nothing more will come
-      }
-    }
-  }
-
- private:
-  std::string buf_;
-  bool eof_ = false;
-};
-
 // One user message: a line, continued onto the next while it ends in '\'.
-Input read_message(StdinLines& in, bool tty, std::string& message) {
+Input read_message(LineInput& in, std::string& message) {
   message.clear();
-  if (tty) std::fputs("> ", stderr);
   std::string line;
   while (true) {
-    const Input r = in.next(line);
+    const Input r = in.next(message.empty() ? "> " : ". ", line);
     if (r == Input::End && !message.empty()) return Input::Line;  // the input ended inside a continuation
     if (r != Input::Line) return r;
     if (!line.empty() && line.back() == '\\') {
       line.back() = '\n';
       message += line;
-      if (tty) std::fputs(". ", stderr);
       continue;
     }
     message += line;
@@ -145,13 +106,19 @@ struct ChatOptions {
   bool verbose = false;    // timings after every reply
 };
 
+// A conversation rendered by the template, and its tokens.
+struct ChatPrompt {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
 // A conversation with one model through its chat template, in sequence 0 of a Context.
-// Not thread-safe. The Context, Sampler and template must outlive it.
+// Not thread-safe. The Context, Sampler, template and reverse prompts must outlive it.
 class ChatSession {
  public:
-  ChatSession(Context& ctx, Sampler& sampler, const ModelChatTemplate& chat, const std::string& system_prompt,
-              ChatOptions options)
-      : ctx_(ctx), sampler_(sampler), chat_(chat), options_(options) {
+  ChatSession(Context& ctx, Sampler& sampler, const ModelChatTemplate& chat, const ReversePrompts& stops,
+              const std::string& system_prompt, ChatOptions options)
+      : ctx_(ctx), sampler_(sampler), chat_(chat), stops_(stops), options_(options) {
     if (!system_prompt.empty()) messages_.push_back(chat_message("system", system_prompt));
     n_fixed_ = messages_.size();
   }
@@ -164,49 +131,54 @@ class ChatSession {
   // error returned is a failed decode, after which the chat cannot go on.
   Status turn(const std::string& user_message) {
     messages_.push_back(chat_message("user", user_message));
-    auto tokens = fit_conversation();
-    if (!tokens) {
+    auto prompt = fit_conversation();
+    if (!prompt) {
       messages_.pop_back();
       return {};
     }
+    const std::vector<int32_t>& tokens = prompt->tokens;
     // Decode what the cache does not hold yet; at least the last token, whose logits we need.
     size_t keep = 0;
-    while (keep < cached_.tokens.size() && keep < tokens->size() && cached_.tokens[keep] == (*tokens)[keep])
+    while (keep < cached_.tokens.size() && keep < tokens.size() && cached_.tokens[keep] == tokens[keep])
       ++keep;
-    keep = std::min(keep, tokens->size() - 1);
+    keep = std::min(keep, tokens.size() - 1);
     ctx_.seq_rm(cached_.seq, static_cast<int32_t>(keep), -1);
     cached_.tokens.resize(keep);
     const auto t_prompt = Clock::now();
     KILN_ASSIGN_OR_RETURN(const size_t last,
-                          decode_tokens(ctx_, std::span(*tokens).subspan(keep), cached_, options_.n_batch));
+                          decode_tokens(ctx_, std::span(tokens).subspan(keep), cached_, options_.n_batch));
     const double prompt_s = seconds_since(t_prompt);
     sampler_.reset_history();
-    for (int32_t t : *tokens) sampler_.accept(t);
+    for (int32_t t : tokens) sampler_.accept(t);
 
     const auto t_gen = Clock::now();
     Utf8Stream out(stdout);
-    KILN_ASSIGN_OR_RETURN(const GenerateResult reply,
-                          generate(ctx_, sampler_, ctx_.logits(last), cached_,
-                                   {.n_predict = options_.n_predict, .interrupted = &g_interrupted}, out));
+    KILN_ASSIGN_OR_RETURN(
+        const GenerateResult reply,
+        generate(ctx_, sampler_, ctx_.logits(last), cached_,
+                 {.n_predict = options_.n_predict, .reverse_prompts = &stops_, .interrupted = &g_interrupted},
+                 out));
     const double gen_s = seconds_since(t_gen);
     std::fputs("\n", stdout);
     std::fflush(stdout);
     clear_interrupt();  // a Ctrl-C from now on is one at the prompt
     if (reply.stop == StopReason::ContextFull) {
-      std::fprintf(stderr,
-                   "kiln chat: the context of %lld tokens is full: the reply stops here (the oldest turns "
-                   "make room with your next message; /reset starts over)\n",
-                   static_cast<long long>(ctx_.n_ctx()));
+      print_error("chat", "the context of " + std::to_string(ctx_.n_ctx()) +
+                              " tokens is full: the reply stops here (the oldest turns make room with your "
+                              "next message; /reset starts over)");
     } else if (reply.stop == StopReason::Interrupted) {
-      std::fprintf(stderr, "kiln chat: reply interrupted\n");
+      print_error("chat", "reply interrupted");
     }
     if (reply.stop == StopReason::Interrupted && reply.text.empty()) {
       messages_.pop_back();  // nothing was said: the turn did not happen
     } else {
       messages_.push_back(chat_message("assistant", reply.text));
+      transcript_.text = prompt->text + reply.text;
+      transcript_.tokens = tokens;
+      transcript_.tokens.insert(transcript_.tokens.end(), reply.tokens.begin(), reply.tokens.end());
     }
 
-    const size_t n_new = tokens->size() - keep;
+    const size_t n_new = tokens.size() - keep;
     ++n_replies_;
     n_prompt_ += static_cast<int64_t>(n_new);
     n_generated_ += reply.n_generated;
@@ -234,15 +206,27 @@ class ChatSession {
   }
 
  private:
-  // The conversation's tokens, with the generation prompt.
-  Result<std::vector<int32_t>> render(const std::vector<ChatMessage>& messages) const {
+  // The conversation rendered with the generation prompt, and its tokens: the transcript's tokens
+  // followed by those of the rest of the text when the rendering begins with the transcript's text,
+  // else the whole rendering's.
+  Result<ChatPrompt> render(const std::vector<ChatMessage>& messages) const {
     ChatRenderOptions ro;
     ro.messages = messages;
     ro.add_generation_prompt = true;
     ro.bos_token = chat_.bos_text;
     ro.eos_token = chat_.eos_text;
-    KILN_ASSIGN_OR_RETURN(const std::string text, chat_.chat_template.render(ro));
-    return serve::tokenize_chat(ctx_.model().tokenizer(), text);
+    ChatPrompt p;
+    KILN_ASSIGN_OR_RETURN(p.text, chat_.chat_template.render(ro));
+    const auto& tok = ctx_.model().tokenizer();
+    if (!transcript_.text.empty() && p.text.starts_with(transcript_.text)) {
+      p.tokens = transcript_.tokens;
+      const std::vector<int32_t> rest = tok.tokenize(std::string_view(p.text).substr(transcript_.text.size()),
+                                                     /*add_special=*/false, /*parse_special=*/true);
+      p.tokens.insert(p.tokens.end(), rest.begin(), rest.end());
+    } else {
+      p.tokens = serve::tokenize_chat(tok, p.text);
+    }
+    return p;
   }
 
   // Tokens the reply may need: -n, or a quarter of the context when -n is -1; at least 1, at most
@@ -253,64 +237,66 @@ class ChatSession {
     return std::max<int64_t>(1, std::min(want, n_ctx / 2));
   }
 
-  // The tokens of the conversation, after dropping its oldest turns (never the system prompt nor
-  // the last message) until they leave reply_room() free. Nullopt, with the reason on stderr, when
-  // the template fails or the last message does not fit even alone; the conversation is then as it
-  // was.
-  std::optional<std::vector<int32_t>> fit_conversation() {
+  // The conversation's prompt, after dropping its oldest turns (never the system prompt nor the
+  // last message) until it leaves reply_room() free. Nullopt, with the reason on stderr, when the
+  // template fails or the last message does not fit even alone; the conversation is then as it was.
+  std::optional<ChatPrompt> fit_conversation() {
     const int64_t limit = ctx_.n_ctx() - reply_room();
-    auto tokens = render(messages_);
-    if (!tokens.ok()) {
-      std::fprintf(stderr, "kiln chat: %s\n", tokens.error().message.c_str());
+    auto prompt = render(messages_);
+    if (!prompt.ok()) {
+      print_error("chat", prompt.error().message);
       return std::nullopt;
     }
-    if (static_cast<int64_t>(tokens->size()) <= limit) return std::move(*tokens);
+    if (static_cast<int64_t>(prompt->tokens.size()) <= limit) return std::move(*prompt);
     std::vector<ChatMessage> alone(messages_.begin(),
                                    messages_.begin() + static_cast<std::ptrdiff_t>(n_fixed_));
     alone.push_back(messages_.back());
-    auto alone_tokens = render(alone);
-    if (!alone_tokens.ok() || static_cast<int64_t>(alone_tokens->size()) > limit) {
-      if (!alone_tokens.ok()) {
-        std::fprintf(stderr, "kiln chat: %s\n", alone_tokens.error().message.c_str());
-      } else {
-        std::fprintf(stderr,
-                     "kiln chat: this message makes a prompt of %zu tokens%s, which leaves no room for a "
-                     "reply of %lld tokens in the context of %lld (raise -c, or send a shorter message)\n",
-                     alone_tokens->size(), n_fixed_ > 0 ? " with the system prompt" : "",
-                     static_cast<long long>(reply_room()), static_cast<long long>(ctx_.n_ctx()));
-      }
+    auto alone_prompt = render(alone);
+    if (!alone_prompt.ok()) {
+      print_error("chat", alone_prompt.error().message);
+      return std::nullopt;
+    }
+    if (static_cast<int64_t>(alone_prompt->tokens.size()) > limit) {
+      print_error("chat", "this message makes a prompt of " + std::to_string(alone_prompt->tokens.size()) +
+                              " tokens" + (n_fixed_ > 0 ? " with the system prompt" : "") +
+                              ", which leaves no room for a reply of " + std::to_string(reply_room()) +
+                              " tokens in the context of " + std::to_string(ctx_.n_ctx()) +
+                              " (raise -c, or send a shorter message)");
       return std::nullopt;
     }
     // Drop whole turns: from the first message after the system prompt up to the next user message.
     std::vector<ChatMessage> kept = messages_;
     size_t n_dropped = 0;
-    while (static_cast<int64_t>(tokens->size()) > limit) {
+    while (static_cast<int64_t>(prompt->tokens.size()) > limit) {
       auto first = kept.begin() + static_cast<std::ptrdiff_t>(n_fixed_);
       do {
         first = kept.erase(first);
         ++n_dropped;
       } while (first + 1 != kept.end() && first->role != "user");
-      tokens = render(kept);
-      if (!tokens.ok()) {
-        std::fprintf(stderr, "kiln chat: %s\n", tokens.error().message.c_str());
+      prompt = render(kept);
+      if (!prompt.ok()) {
+        print_error("chat", prompt.error().message);
         return std::nullopt;
       }
     }
     messages_ = std::move(kept);
-    std::fprintf(stderr,
-                 "kiln chat: the conversation no longer fits the context of %lld tokens: dropped the %zu "
-                 "oldest messages (the system prompt stays; /reset starts over)\n",
-                 static_cast<long long>(ctx_.n_ctx()), n_dropped);
-    return std::move(*tokens);
+    print_error("chat", "the conversation no longer fits the context of " + std::to_string(ctx_.n_ctx()) +
+                            " tokens: dropped the " + std::to_string(n_dropped) +
+                            " oldest messages (the system prompt stays; /reset starts over)");
+    return std::move(*prompt);
   }
 
   Context& ctx_;
   Sampler& sampler_;
   const ModelChatTemplate& chat_;
+  const ReversePrompts& stops_;
   ChatOptions options_;
   std::vector<ChatMessage> messages_;
   size_t n_fixed_ = 0;     // leading messages never dropped (the system prompt)
   SequenceState cached_;   // what sequence 0 of the KV cache holds
+  // The last turn's prompt and reply: their text as rendered and streamed, their tokens as decoded
+  // and sampled (the reply's last token may not be in the cache yet).
+  ChatPrompt transcript_;
   int64_t n_replies_ = 0, n_prompt_ = 0, n_generated_ = 0;
   double prompt_s_ = 0, gen_s_ = 0;
 };
@@ -325,15 +311,25 @@ int run_chat(int argc, char** argv) {
   ModelFlags mf;
   SamplerFlags sf;
   std::string system_prompt, prompt, template_file;
+  std::vector<std::string> reverse_prompts;
   ChatOptions co;
   bool single_turn = false;
   OptionParser p("chat", "kiln chat [-m MODEL.gguf] [-sys TEXT] [-p TEXT [-st]] [-n N] [options]");
+  p.description(
+      "Talks with a model through its chat template. Type a message and press Enter; a line ending in\n"
+      "'\\' continues on the next. On a terminal, lines can be edited and Up/Down recall this session's\n"
+      "lines. Replies stream to stdout; the prompt, notices and timings go to stderr. Messages can be\n"
+      "piped into stdin, one per line. Commands: /exit (or Ctrl-D), /reset, /help. Ctrl-C stops a reply;\n"
+      "at the prompt it ends the chat (exit code 130).");
   mf.declare(p);
   p.value({"-sys", "--system-prompt"}, &system_prompt, "TEXT", "the system message of the conversation");
   p.value({"-p", "--prompt"}, &prompt, "TEXT",
           "the first user message (then the chat goes on, unless --single-turn)");
   p.flag({"-st", "--single-turn"}, &single_turn, "answer one message (-p, or the first line read) and exit");
-  p.value({"-n", "--n-predict"}, &co.n_predict, "N", "most tokens per reply (default -1: until end of text)");
+  p.value({"-n", "--n-predict"}, &co.n_predict, "N", "most tokens per reply (default -1: until end of text)",
+          IntRange::at_least(-1));
+  p.value({"-r", "--reverse-prompt"}, &reverse_prompts, "TEXT",
+          "end the reply when it ends with TEXT and return to the prompt (repeatable)");
   p.value({"--chat-template-file"}, &template_file, "FILE",
           "Jinja chat template to use instead of the model's (default: the model's, else ChatML)");
   p.flag({"-v", "--verbose"}, &co.verbose, "print the template's origin and timings after every reply");
@@ -344,43 +340,34 @@ int run_chat(int argc, char** argv) {
   std::string template_source;
   if (!template_file.empty()) {
     auto text = read_text_file(template_file);
-    if (!text.ok()) {
-      std::fprintf(stderr, "kiln chat: --chat-template-file: %s\n", text.error().message.c_str());
-      return 1;
-    }
+    if (!text.ok()) return fail("chat", "--chat-template-file: " + text.error().message);
     template_source = std::move(*text);
-    if (template_source.empty()) {
-      std::fprintf(stderr, "kiln chat: --chat-template-file: '%s' is empty\n", template_file.c_str());
-      return 1;
-    }
+    if (template_source.empty())
+      return fail("chat", "--chat-template-file: '" + template_file + "' is empty");
   }
 
   auto model = mf.load_model("chat");
   if (!model) return 1;
   auto chat = choose_chat_template(*model, template_source);
-  if (!chat.ok()) {
-    std::fprintf(stderr, "kiln chat: %s\n", chat.error().message.c_str());
-    return 1;
-  }
+  if (!chat.ok()) return fail("chat", chat.error().message);
   if (co.verbose) std::fprintf(stderr, "kiln chat: chat template: %s\n", chat->origin.c_str());
   auto sampler = sf.make_sampler(*model, "chat");
   if (!sampler) return 1;
   auto mc = mf.create_context("chat", model, mf.context);
   if (!mc) return 1;
-  if (!install_interrupt_handler()) {
-    std::fprintf(stderr, "kiln chat: cannot install the Ctrl-C handler: %s\n", std::strerror(errno));
-    return 1;
-  }
+  if (!install_interrupt_handler())
+    return fail("chat", std::string("cannot install the Ctrl-C handler: ") + std::strerror(errno));
 
-  ChatSession session(*mc->context, *sampler, *chat, system_prompt, co);
-  const bool tty = isatty(STDIN_FILENO) != 0;
+  const ReversePrompts stops(model->tokenizer(), reverse_prompts, /*slack=*/0);
+  ChatSession session(*mc->context, *sampler, *chat, stops, system_prompt, co);
+  const std::unique_ptr<LineInput> in = LineInput::open(g_interrupt_pipe[0]);
+  const bool tty = in->is_terminal();
   if (tty) std::fprintf(stderr, "kiln chat: /help lists the commands; /exit or Ctrl-D ends the chat\n");
-  StdinLines in;
   int exit_code = 0;
   auto reply = [&](const std::string& message) {
     const Status st = session.turn(message);
     if (st.ok()) return true;
-    std::fprintf(stderr, "kiln chat: %s\n", st.error().message.c_str());
+    print_error("chat", st.error().message);
     exit_code = 1;
     return false;
   };
@@ -391,7 +378,7 @@ int run_chat(int argc, char** argv) {
   }
   std::string message;
   while (go_on) {
-    const Input r = read_message(in, tty, message);
+    const Input r = read_message(*in, message);
     if (r == Input::Interrupted) {
       if (tty) std::fputs("\n", stderr);
       exit_code = 130;

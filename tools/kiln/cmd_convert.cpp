@@ -1,68 +1,41 @@
 // `kiln convert HF_FOLDER OUT.gguf [--outtype f32|f16|bf16|q8_0]`
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "command.h"
 #include "convert/converter.h"
+#include "messages.h"
+#include "options.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 namespace {
 
-void print_convert_usage() {
-  std::printf(
-      "usage: kiln convert HF_FOLDER OUT.gguf [--outtype f32|f16|bf16|q8_0]\n\n"
-      "Converts a Hugging Face checkpoint folder (config.json, model.safetensors or sharded\n"
-      "model-*.safetensors with model.safetensors.index.json, tokenizer.model or tokenizer.json,\n"
-      "tokenizer_config.json) to GGUF as llama.cpp's convert_hf_to_gguf.py does.\n"
-      "Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM.\n"
-      "--outtype: type of the 2-D weights (default f16); 1-D tensors and norms stay f32.\n");
-}
-
 int run_convert(int argc, char** argv) {
   convert::ConvertOptions opts;
-  std::string positional[2];
-  int n_positional = 0;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      print_convert_usage();
-      return 0;
-    }
-    if (a == "--outtype") {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "kiln convert: --outtype needs a value\n");
-        return 2;
-      }
-      auto t = convert::parse_out_type(argv[++i]);
-      if (!t.ok()) {
-        std::fprintf(stderr, "kiln %s\n", t.error().message.c_str());
-        return 2;
-      }
-      opts.out_type = *t;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "kiln convert: unknown option '%s'\n", a.c_str());
-      print_convert_usage();
-      return 2;
-    } else if (n_positional < 2) {
-      positional[n_positional++] = a;
-    } else {
-      std::fprintf(stderr, "kiln convert: unexpected argument '%s'\n", a.c_str());
-      return 2;
-    }
-  }
-  if (n_positional != 2) {
-    print_convert_usage();
-    return 2;
-  }
-  opts.hf_dir = positional[0];
-  opts.out_path = positional[1];
+  OptionParser p("convert", "kiln convert HF_FOLDER OUT.gguf [--outtype f32|f16|bf16|q8_0]");
+  p.description(
+      "Converts a Hugging Face checkpoint folder to GGUF as llama.cpp's convert_hf_to_gguf.py does.\n"
+      "Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM.");
+  p.argument(&opts.hf_dir, "HF_FOLDER",
+             "config.json, model.safetensors (or model-*.safetensors with model.safetensors.index.json), "
+             "tokenizer.model or tokenizer.json, tokenizer_config.json");
+  p.argument(&opts.out_path, "OUT.gguf", "the GGUF file to write");
+  p.custom(
+      {"--outtype"},
+      [&opts](const std::string& v) -> std::string {
+        auto t = convert::parse_out_type(v);
+        if (!t.ok()) return "'" + v + "' is not f32, f16, bf16 or q8_0";
+        opts.out_type = *t;
+        return "";
+      },
+      "TYPE", "type of the 2-D weights: f32, f16 (default), bf16 or q8_0; 1-D tensors and norms stay f32");
+  if (auto code = p.parse(argc, argv)) return *code;
+  if (const Status st = check_output_path(opts.out_path); !st.ok())
+    return fail("convert", st.error().message);
   opts.progress = true;
   auto r = convert::convert_hf_checkpoint(opts);
-  if (!r.ok()) {
-    std::fprintf(stderr, "kiln %s\n", r.error().message.c_str());
-    return 1;
-  }
+  if (!r.ok()) return fail("convert", r.error().message);
   std::printf("wrote %s: %s, %lld tensors, %.2f MiB of tensor data\n", opts.out_path.c_str(), r->gguf_arch.c_str(),
               static_cast<long long>(r->n_tensors), static_cast<double>(r->data_bytes) / (1024.0 * 1024.0));
   return 0;

@@ -11,6 +11,8 @@
 
 #include "command.h"
 #include "core/gguf.h"
+#include "messages.h"
+#include "options.h"
 
 namespace kiln::cli {
 namespace {
@@ -23,14 +25,6 @@ struct InspectOptions {
   bool json = false;
   bool all = false;  // every array item and whole strings
 };
-
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: kiln inspect FILE [--json] [--all]\n"
-               "  Shows a GGUF file's header, metadata, tensor table and totals.\n"
-               "  --json  machine-readable JSON on stdout\n"
-               "  --all   every array item and whole strings (default: summarised)\n");
-}
 
 // Text form of a string for one line: escapes control characters and quotes; cut unless `all`.
 std::string quoted(std::string_view s, bool all) {
@@ -260,36 +254,14 @@ nlohmann::ordered_json to_json(const GgufFile& g, const InspectOptions& opt) {
 
 int run_inspect(int argc, char** argv) {
   InspectOptions opt;
-  for (int i = 0; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--help" || a == "-h") {
-      print_usage(stdout);
-      return 0;
-    } else if (a == "--json") {
-      opt.json = true;
-    } else if (a == "--all") {
-      opt.all = true;
-    } else if (a.starts_with("-")) {
-      std::fprintf(stderr, "kiln inspect: unknown option '%s'\n", argv[i]);
-      print_usage(stderr);
-      return 2;
-    } else if (opt.path.empty()) {
-      opt.path = a;
-    } else {
-      std::fprintf(stderr, "kiln inspect: more than one FILE given ('%s' and '%s')\n", opt.path.c_str(),
-                   argv[i]);
-      return 2;
-    }
-  }
-  if (opt.path.empty()) {
-    print_usage(stderr);
-    return 2;
-  }
+  OptionParser p("inspect", "kiln inspect FILE [--json] [--all]");
+  p.description("Shows a GGUF file's header, metadata, tensor table and totals.");
+  p.argument(&opt.path, "FILE", "a GGUF file");
+  p.flag({"--json"}, &opt.json, "machine-readable JSON on stdout");
+  p.flag({"--all"}, &opt.all, "every array item and whole strings (default: summarised)");
+  if (auto code = p.parse(argc, argv)) return *code;
   auto file = GgufFile::open(opt.path);
-  if (!file.ok()) {
-    std::fprintf(stderr, "kiln inspect: %s\n", file.error().message.c_str());
-    return 1;
-  }
+  if (!file.ok()) return fail("inspect", file.error().message);
   if (opt.json) {
     // Strings in a GGUF need not be valid UTF-8: replace bad bytes instead of failing.
     const std::string text =

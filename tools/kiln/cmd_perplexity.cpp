@@ -7,12 +7,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "command.h"
 #include "core/half.h"
 #include "llm/perplexity.h"
+#include "messages.h"
 #include "model_flags.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 namespace {
@@ -72,34 +73,40 @@ class KldFile {
 
 int run_perplexity(int argc, char** argv) {
   ModelFlags mf;
-  mf.context.n_ctx = 512;
+  mf.context.n_ctx = 512;  // llama.cpp's perplexity default
   std::string text_file, kld_base;
   int64_t max_chunks = -1;
   bool kl_divergence = false;
-  OptionParser p("perplexity", "kiln perplexity [-m MODEL.gguf] -f TEXT [-c N] [--chunks N] [--kl-divergence-base FILE [--kl-divergence]]");
+  OptionParser p("perplexity",
+                 "kiln perplexity [-m MODEL.gguf] -f TEXT [-c N] [--chunks N] [--kl-divergence-base FILE "
+                 "[--kl-divergence]]");
+  p.description(
+      "Measures perplexity as llama.cpp's llama-perplexity does: the text in chunks of -c tokens, the\n"
+      "second half of each scored. With --kl-divergence-base FILE it saves the model's log-probabilities\n"
+      "(a base model), and with --kl-divergence compares another model (a quantized one) against them.");
   mf.declare(p);
   p.value({"-f", "--file"}, &text_file, "FILE", "the text to score");
-  p.value({"--chunks"}, &max_chunks, "N", "score at most N chunks (default: all)");
+  p.value({"--chunks"}, &max_chunks, "N", "score at most N chunks (default -1: all)",
+          IntRange::at_least(1).or_also(-1));
   p.value({"--kl-divergence-base"}, &kld_base, "FILE", "save the model's log-probabilities to FILE (or read them with --kl-divergence)");
   p.flag({"--kl-divergence"}, &kl_divergence, "compare with the log-probabilities of --kl-divergence-base");
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("perplexity")) return *code;
-  const auto fail = [](const std::string& msg) {
-    std::fprintf(stderr, "kiln perplexity: %s\n", msg.c_str());
-    return 1;
-  };
-  if (text_file.empty()) return fail("give the text with -f FILE");
-  if (kl_divergence && kld_base.empty()) return fail("--kl-divergence needs --kl-divergence-base FILE");
-  std::ifstream in(text_file, std::ios::binary);
-  if (!in) return fail("cannot read '" + text_file + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const auto fail = [](const std::string& msg) { return cli::fail("perplexity", msg); };
+  if (text_file.empty()) return cli::fail("perplexity", "give the text with -f FILE", 2);
+  if (kl_divergence && kld_base.empty())
+    return cli::fail("perplexity", "--kl-divergence needs --kl-divergence-base FILE", 2);
+  if (!kld_base.empty() && !kl_divergence) {
+    if (const Status st = check_output_path(kld_base); !st.ok()) return fail(st.error().message);
+  }
+  auto text = read_text_file(text_file);
+  if (!text.ok()) return fail(text.error().message);
   auto model = mf.load_model("perplexity");
   if (!model) return 1;
   const auto& tok = model->tokenizer();
-  const std::vector<int32_t> tokens = tok.tokenize(ss.str(), true, false);
+  const std::vector<int32_t> tokens = tok.tokenize(*text, true, false);
   ChunkScoring scoring;
-  scoring.n_ctx = mf.context.n_ctx;
+  scoring.n_ctx = context_size(mf.context, model->hparams());
   scoring.max_chunks = max_chunks;
   scoring.bos = tok.add_bos() ? tok.bos() : -1;
   mf.context.n_batch = std::max(mf.context.n_batch, scoring.n_ctx);

@@ -2,37 +2,35 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
-#include <string_view>
 #include <system_error>
 #include <vector>
 
 #include "command.h"
 #include "core/gguf.h"
+#include "messages.h"
+#include "model_flags.h"
+#include "options.h"
 #include "quantize/quantize.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 namespace {
 
-void print_help() {
-  std::printf(
-      "usage: kiln quantize IN.gguf OUT.gguf TYPE [--threads N]\n\n"
-      "Writes the file llama.cpp's llama-quantize writes for the same input and TYPE: the same\n"
-      "per-tensor types, tensor order, bytes and metadata. IN holds F32, F16 or BF16 weights\n"
-      "(tensors already of the target type are copied).\n\n"
-      "options:\n"
-      "  --threads N   worker threads (default: all cores)\n\n"
-      "Importance matrices (llama-quantize --imatrix) are not read yet: every type is quantized\n"
-      "without one, as llama-quantize does when none is given.\n\n"
-      "TYPE (case-insensitive):\n");
+// The TYPE list for the help.
+std::string preset_list() {
+  std::string text = "TYPE (case-insensitive):\n";
   for (const quantize::Preset& p : quantize::all_presets()) {
-    std::printf("  %-8s %s\n", std::string(p.name).c_str(), std::string(p.description).c_str());
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-8s %s\n", std::string(p.name).c_str(),
+                  std::string(p.description).c_str());
+    text += line;
   }
+  text.pop_back();
+  return text;
 }
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -57,68 +55,44 @@ void report_tensor(const quantize::TensorProgress& p, bool tty) {
 }
 
 int run_quantize(int argc, char** argv) {
-  std::vector<std::string_view> positional;
-  int n_threads = 0;
-  for (int i = 0; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      print_help();
-      return 0;
-    }
-    if (arg == "--threads" || arg == "-t") {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "kiln quantize: %s needs a value\n", argv[i]);
-        return 2;
-      }
-      const std::string_view v = argv[++i];
-      const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n_threads);
-      if (ec != std::errc() || ptr != v.data() + v.size() || n_threads < 1 || n_threads > 4096) {
-        std::fprintf(stderr, "kiln quantize: --threads '%s' is not a count in [1, 4096]\n", argv[i]);
-        return 2;
-      }
-      continue;
-    }
-    if (arg.size() > 1 && arg[0] == '-') {
-      std::fprintf(stderr, "kiln quantize: unknown option '%s' (see --help)\n", argv[i]);
-      return 2;
-    }
-    positional.push_back(arg);
-  }
-  if (positional.size() != 3) {
-    std::fprintf(stderr, "usage: kiln quantize IN.gguf OUT.gguf TYPE [--threads N] (see --help)\n");
-    return 2;
-  }
-  const std::string in_path(positional[0]);
-  const std::string out_path(positional[1]);
-  const auto preset = quantize::find_preset(positional[2]);
-  if (!preset) {
-    std::fprintf(stderr, "kiln quantize: unknown type '%s' (see --help for the list)\n",
-                 std::string(positional[2]).c_str());
-    return 2;
-  }
+  std::string in_path, out_path, type_name;
+  int32_t n_threads = 0;
+  OptionParser p("quantize", "kiln quantize IN.gguf OUT.gguf TYPE [--threads N]");
+  p.description(
+      "Writes the file llama.cpp's llama-quantize writes for the same input and TYPE: the same\n"
+      "per-tensor types, tensor order, bytes and metadata.");
+  p.argument(&in_path, "IN.gguf",
+             "the model to quantize: F32, F16 or BF16 weights (tensors already of the "
+             "target type are copied)");
+  p.argument(&out_path, "OUT.gguf", "the GGUF file to write");
+  p.argument(&type_name, "TYPE", "the preset, e.g. Q4_K_M (list below)");
+  declare_threads(p, &n_threads);
+  p.notes(
+      "Importance matrices (llama-quantize --imatrix) are not read yet: every type is quantized\n"
+      "without one, as llama-quantize does when none is given.\n\n" +
+      preset_list());
+  if (auto code = p.parse(argc, argv)) return *code;
+  const auto preset = quantize::find_preset(type_name);
+  if (!preset)
+    return fail("quantize", "unknown type '" + type_name + "' (see kiln quantize --help for the list)", 2);
   std::error_code ec;
-  if (std::filesystem::equivalent(in_path, out_path, ec)) {
-    std::fprintf(stderr, "kiln quantize: OUT must differ from IN ('%s')\n", in_path.c_str());
-    return 2;
-  }
+  if (std::filesystem::equivalent(in_path, out_path, ec))
+    return fail("quantize", "OUT must differ from IN ('" + in_path + "')", 2);
+  if (const Status st = check_output_path(out_path); !st.ok()) return fail("quantize", st.error().message);
 
   auto src = GgufFile::open(in_path);
-  if (!src) {
-    std::fprintf(stderr, "kiln quantize: %s\n", src.error().message.c_str());
-    return 1;
-  }
+  if (!src) return fail("quantize", src.error().message);
   const bool tty = isatty(STDERR_FILENO) == 1;
   const auto start = std::chrono::steady_clock::now();
   auto summary = quantize::quantize_gguf(
       **src, out_path,
       quantize::QuantizeOptions{
-          .preset = *preset, .n_threads = n_threads, .on_tensor = [tty](const quantize::TensorProgress& p) {
-            report_tensor(p, tty);
-          }});
+          .preset = *preset,
+          .n_threads = std::max(n_threads, 0),
+          .on_tensor = [tty](const quantize::TensorProgress& p) { report_tensor(p, tty); }});
   if (!summary) {
     if (tty) std::fputc('\n', stderr);
-    std::fprintf(stderr, "kiln quantize: %s\n", summary.error().message.c_str());
-    return 1;
+    return fail("quantize", summary.error().message);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double n = static_cast<double>(std::max<uint64_t>(1, summary->n_elements));

@@ -1,5 +1,5 @@
 // `kiln run`: plain text completion, streamed to stdout, with llama.cpp's flag names.
-//   kiln run [-m MODEL.gguf] -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] ...
+//   kiln run [-m MODEL.gguf] -p PROMPT [-n N] [-r STOP] [--temp T] [--top-k K] [--top-p P] ...
 //            [--spec-type TYPES] [-md DRAFT.gguf] ...   (speculative decoding: same output, faster)
 #include <algorithm>
 #include <cstdio>
@@ -7,38 +7,57 @@
 #include "command.h"
 #include "generation.h"
 #include "llm/sampler.h"
+#include "messages.h"
 #include "model_flags.h"
+#include "reverse_prompt.h"
 #include "sampler_flags.h"
 #include "speculative_flags.h"
-#include "text_file.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 namespace {
+
+constexpr int64_t kUntilContextFull = -2;  // -n -2, as llama.cpp's completion tool
 
 int run_run(int argc, char** argv) {
   ModelFlags mf;
   SamplerFlags sf;
   SpeculativeFlags spf;
   std::string prompt, prompt_file;
+  std::vector<std::string> reverse_prompts;
   int64_t n_predict = -1, n_keep = 0;
   bool no_display_prompt = false, parse_special = false, context_shift = false, show_special = false;
   OptionParser p("run", "kiln run [-m MODEL.gguf] (-p PROMPT | -f FILE) [-n N] [options]");
+  p.description(
+      "Continues a prompt with a model (plain completion): the text streams to stdout, a timing\n"
+      "line to stderr.");
   mf.declare(p);
   p.value({"-p", "--prompt"}, &prompt, "TEXT", "the prompt to continue");
   p.value({"-f", "--file"}, &prompt_file, "FILE", "read the prompt from FILE");
-  p.value({"-n", "--n-predict"}, &n_predict, "N",
-          "tokens to generate (-1, default: until end of text or context full)");
+  p.value(
+      {"-n", "--n-predict"}, &n_predict, "N",
+      "tokens to generate (default -1: until end of text or context full; -2: until context full, no shift)",
+      IntRange::at_least(kUntilContextFull));
+  p.value({"-r", "--reverse-prompt"}, &reverse_prompts, "TEXT",
+          "stop when the text ends with TEXT (repeatable)");
   p.flag({"--no-display-prompt"}, &no_display_prompt, "do not print the prompt before the continuation");
   p.flag({"--parse-special"}, &parse_special,
          "turn control tokens written in the prompt (e.g. <|im_start|>) into their ids");
   p.flag({"-sp", "--special"}, &show_special, "print control tokens of the output");
   p.flag({"--context-shift"}, &context_shift,
          "when the context is full, drop the older half of the text (after --keep) and go on");
-  p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0)");
+  p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0; -1: all)",
+          IntRange::at_least(-1));
   sf.declare(p);
   spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("run")) return *code;
+  if (!prompt.empty() && !prompt_file.empty())
+    return fail("run", "give the prompt with -p or -f, not both", 2);
+  if (n_predict == kUntilContextFull) {
+    n_predict = -1;
+    context_shift = false;
+  }
   if (!read_file_option(prompt_file, "run", &prompt)) return 1;
   auto model = mf.load_model("run");
   if (!model) return 1;
@@ -56,17 +75,15 @@ int run_run(int argc, char** argv) {
   const auto speculator = spf.make(*model, mc->backend(), target_options, "run", &spec_failed);
   if (spec_failed) return 1;
   std::vector<int32_t> tokens = tok.tokenize(prompt, true, parse_special);
-  if (tokens.empty()) {
-    std::fprintf(stderr, "kiln run: the prompt is empty (give one with -p or -f)\n");
-    return 1;
-  }
+  if (tokens.empty()) return fail("run", "the prompt is empty (give one with -p or -f)");
   if (static_cast<int64_t>(tokens.size()) >= n_ctx) {
-    std::fprintf(stderr,
-                 "kiln run: the prompt has %zu tokens, more than the context of %lld allows (raise -c)\n",
-                 tokens.size(), static_cast<long long>(n_ctx));
-    return 1;
+    return fail("run", "the prompt has " + std::to_string(tokens.size()) +
+                           " tokens, more than the context of " + std::to_string(n_ctx) +
+                           " allows (raise -c)");
   }
-  n_keep = std::clamp<int64_t>(n_keep, 0, static_cast<int64_t>(tokens.size()));
+  const auto n_prompt = static_cast<int64_t>(tokens.size());
+  n_keep = n_keep < 0 ? n_prompt : std::min(n_keep, n_prompt);
+  const ReversePrompts stops(tok, reverse_prompts, /*slack=*/2);
   if (!no_display_prompt) {
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fflush(stdout);
@@ -77,15 +94,15 @@ int run_run(int argc, char** argv) {
   SequenceState cached;
   auto last = decode_tokens(ctx, tokens, cached, mf.context.n_batch);
   if (!last.ok()) {
-    std::fprintf(stderr, "\nkiln run: %s\n", last.error().message.c_str());
-    return 1;
+    std::fputc('\n', stderr);
+    return fail("run", last.error().message);
   }
   for (int32_t t : tokens) sampler->accept(t);
   const auto drafter = speculator ? speculator->drafter(cached.seq) : nullptr;
   if (drafter) {
     if (const Status st = drafter->begin(cached.tokens); !st.ok()) {
-      std::fprintf(stderr, "\nkiln run: draft model: %s\n", st.error().message.c_str());
-      return 1;
+      std::fputc('\n', stderr);
+      return fail("run", "draft model: " + st.error().message);
     }
   }
   const double prompt_s = seconds_since(t_prompt);
@@ -97,16 +114,17 @@ int run_run(int argc, char** argv) {
                        .show_special = show_special,
                        .context_shift = context_shift,
                        .n_keep = n_keep,
+                       .reverse_prompts = &stops,
                        .drafter = drafter.get()},
                       out);
   if (!gen.ok()) {
-    std::fprintf(stderr, "\nkiln run: %s\n", gen.error().message.c_str());
-    return 1;
+    std::fputc('\n', stderr);
+    return fail("run", gen.error().message);
   }
   if (gen->stop == StopReason::ContextFull) {
-    std::fprintf(stderr,
-                 "\nkiln run: the context of %lld tokens is full (raise -c, or allow --context-shift)\n",
-                 static_cast<long long>(n_ctx));
+    std::fputc('\n', stderr);
+    print_error("run", "the context of " + std::to_string(n_ctx) +
+                           " tokens is full (raise -c, or allow --context-shift)");
   }
   const int64_t n_generated = gen->n_generated;
   const double gen_s = seconds_since(t_gen);

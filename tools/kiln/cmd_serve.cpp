@@ -9,15 +9,15 @@
 
 #include <csignal>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "command.h"
 #include "default_model.h"
-#include "model_flags.h"
 #include "llm/embeddings.h"
+#include "messages.h"
+#include "model_flags.h"
 #include "serve/server.h"
 #include "serve/server_state.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 namespace {
@@ -30,10 +30,13 @@ int run_serve(int argc, char** argv) {
   OptionParser p("serve", "kiln serve [-m MODEL.gguf] [--host H] [--port P] [--parallel N] [options]");
   mf.declare(p);
   p.value({"--host"}, &host, "HOST", "address to listen on (default 127.0.0.1)");
-  p.value({"--port"}, &port, "PORT", "port to listen on (default 8080; 0: any free port)");
+  p.value({"--port"}, &port, "PORT", "port to listen on, 1..65535 (default 8080; 0: any free port)",
+          IntRange::between(0, 65535));
   p.value({"-np", "--parallel"}, &parallel, "N",
-          "slots: requests generated at once (default 4); they share the context");
-  p.value({"--queue"}, &queue, "N", "requests that may wait for a slot before 503 (default 64)");
+          "slots: requests generated at once (default 4); they share the context",
+          IntRange::between(1, kMaxSequences));
+  p.value({"--queue"}, &queue, "N", "requests that may wait for a slot before 503 (default 64)",
+          IntRange::at_least(0));
   p.value({"--api-key"}, &api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
   p.value({"--chat-template-file"}, &template_file, "FILE",
           "Jinja chat template to use instead of the model's");
@@ -41,18 +44,13 @@ int run_serve(int argc, char** argv) {
   p.value({"--pooling"}, &pooling, "none|mean|cls|last",
           "embedding pooling (default: the model's, else mean)");
   p.value({"--sleep-idle-seconds"}, &sleep_idle, "N",
-          "release the model after N idle seconds; reload on the next request (0 or -1: never)");
+          "release the model after N idle seconds; reload on the next request (0 or -1: never)",
+          IntRange::at_least(-1));
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("serve")) return *code;
   if (!pooling.empty()) {
-    if (auto pp = parse_pooling(pooling); !pp.ok()) {
-      std::fprintf(stderr, "kiln serve: --pooling: %s\n", pp.error().message.c_str());
-      return 2;
-    }
-  }
-  if (parallel < 1 || queue < 0 || port < 0 || port > 65535) {
-    std::fprintf(stderr, "kiln serve: --parallel must be >= 1, --queue >= 0 and --port in 0..65535\n");
-    return 2;
+    if (auto pp = parse_pooling(pooling); !pp.ok())
+      return fail("serve", "--pooling: " + pp.error().message, 2);
   }
 
   serve::ServerOptions opt;
@@ -68,14 +66,9 @@ int run_serve(int argc, char** argv) {
   opt.sleep_idle_seconds = sleep_idle;
   opt.log = [](const std::string& message) { std::fprintf(stderr, "kiln serve: %s\n", message.c_str()); };
   if (!template_file.empty()) {
-    std::ifstream in(template_file, std::ios::binary);
-    if (!in) {
-      std::fprintf(stderr, "kiln serve: cannot read '%s'\n", template_file.c_str());
-      return 1;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    opt.chat_template_source = ss.str();
+    auto text = read_text_file(template_file);
+    if (!text.ok()) return fail("serve", "--chat-template-file: " + text.error().message);
+    opt.chat_template_source = std::move(*text);
   }
 
   // SIGINT/SIGTERM are taken by sigwait() on this thread; every other thread blocks them.
@@ -87,20 +80,22 @@ int run_serve(int argc, char** argv) {
 
   serve::Server server(opt);
   auto bound = server.listen(host, port);
-  if (!bound.ok()) {
-    std::fprintf(stderr, "kiln serve: %s\n", bound.error().message.c_str());
-    return 1;
-  }
+  if (!bound.ok()) return fail("serve", bound.error().message);
   std::fprintf(stderr, "kiln serve: listening on http://%s:%d (loading the model)\n", host.c_str(), *bound);
   // The same file every time the server wakes (the embedded model when no -m was given).
+  // The first load warns when a slot's context exceeds the model's training context.
   const std::string model_path = mf.model_path;
-  serve::ModelLoader loader = [model_path]() -> Result<std::shared_ptr<const Model>> {
-    return model_path.empty() ? load_default_model() : Model::load(model_path);
+  serve::ModelLoader loader = [model_path, &opt,
+                               warned = false]() mutable -> Result<std::shared_ptr<const Model>> {
+    auto model = model_path.empty() ? load_default_model() : Model::load(model_path);
+    if (model.ok() && !warned) {  // the first call is attach()'s, on this thread
+      warned = true;
+      warn_beyond_training_context("serve", context_size(opt.context, (*model)->hparams()) / opt.n_parallel,
+                                   **model);
+    }
+    return model;
   };
-  if (const Status st = server.attach(std::move(loader)); !st.ok()) {
-    std::fprintf(stderr, "kiln serve: %s\n", st.error().message.c_str());
-    return 1;
-  }
+  if (const Status st = server.attach(std::move(loader)); !st.ok()) return fail("serve", st.error().message);
   const std::string sleeps =
       sleep_idle > 0 ? ", sleeping after " + std::to_string(sleep_idle) + " s idle" : "";
   std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s\n", server.info()->name.c_str(), parallel,

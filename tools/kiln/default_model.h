@@ -4,11 +4,14 @@
 
 #include <memory>
 
+#include "core/gguf.h"
 #include "llm/model.h"
 
 namespace kiln::cli {
 
 // The embedded model, or an Error when this build embeds none.
 Result<std::shared_ptr<const Model>> load_default_model();
+// The embedded model's GGUF file (metadata, tokenizer), or an Error when this build embeds none.
+Result<std::unique_ptr<GgufFile>> open_default_gguf();
 
 }  // namespace kiln::cli

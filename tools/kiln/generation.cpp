@@ -79,7 +79,8 @@ Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const 
   std::vector<int32_t> next{sampler.sample(logits)};
   sampler.accept(next[0]);
   while (true) {
-    for (const int32_t id : next) {
+    for (size_t i = 0; i < next.size(); ++i) {
+      const int32_t id = next[i];
       if (options.interrupted != nullptr && *options.interrupted != 0) return done(StopReason::Interrupted);
       if (tok.is_eog(id)) return done(StopReason::EndOfGeneration);
       if (auto piece = tok.token_to_piece(id, options.show_special); piece.ok()) {
@@ -87,7 +88,13 @@ Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const 
         r.text += *piece;
       }
       ++r.n_generated;
+      r.tokens.push_back(id);
       if (options.n_predict >= 0 && r.n_generated >= options.n_predict) return done(StopReason::Length);
+      // The sequence before `id`: the cells hold the accepted draft tokens after it already.
+      const std::span<const int32_t> earlier =
+          std::span<const int32_t>(cached.tokens).first(cached.tokens.size() - (next.size() - 1 - i));
+      if (options.reverse_prompts != nullptr && options.reverse_prompts->found(earlier, id))
+        return done(StopReason::ReversePrompt);
     }
     auto n_past = static_cast<int64_t>(cached.tokens.size());
     if (n_past >= n_ctx) {

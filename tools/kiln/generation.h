@@ -1,7 +1,7 @@
 // The decode → sample → stream loop that `kiln run` and `kiln chat` share: prompt tokens decoded
 // in batches after what a sequence already holds, then tokens sampled one at a time, their text
-// streamed UTF-8-safely, until an end-of-generation token, the length limit, a full context or an
-// interrupt.
+// streamed UTF-8-safely, until an end-of-generation token, the length limit, a reverse prompt, a
+// full context or an interrupt.
 #pragma once
 
 #include <chrono>
@@ -17,6 +17,7 @@
 #include "llm/context.h"
 #include "llm/sampler.h"
 #include "llm/speculative/step.h"
+#include "reverse_prompt.h"
 
 namespace kiln::cli {
 
@@ -49,13 +50,15 @@ class Utf8Stream {
 Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, SequenceState& cached,
                              int64_t n_batch);
 
-enum class StopReason { EndOfGeneration, Length, ContextFull, Interrupted };
+enum class StopReason { EndOfGeneration, Length, ReversePrompt, ContextFull, Interrupted };
 
 struct GenerateOptions {
   int64_t n_predict = -1;      // most tokens to generate; -1: no limit
   bool show_special = false;   // print control tokens' text
   bool context_shift = false;  // when the context is full, drop half of the text after n_keep and go on
   int64_t n_keep = 0;          // tokens a context shift keeps at the start
+  // Checked after each token (with the sequence's tokens); none when null or empty.
+  const ReversePrompts* reverse_prompts = nullptr;
   // Checked before each token; when non-zero the reply stops (StopReason::Interrupted).
   const volatile std::sig_atomic_t* interrupted = nullptr;
   // Speculative decoding: drafts from here are verified in one batch per step (the output is the
@@ -65,14 +68,16 @@ struct GenerateOptions {
 
 struct GenerateResult {
   StopReason stop = StopReason::EndOfGeneration;
-  int64_t n_generated = 0;  // tokens whose text was streamed (end-of-generation tokens excluded)
-  std::string text;         // their text, concatenated
+  int64_t n_generated = 0;      // tokens whose text was streamed (end-of-generation tokens excluded)
+  std::vector<int32_t> tokens;  // those tokens (the last one is not decoded into the cache)
+  std::string text;             // their text, concatenated
 };
 
 // Samples from `logits` (of the last token of `cached`), streams each token's text to `out`,
 // accepts it into `sampler` and decodes it into `cached` (all but the last sampled token, whose
-// logits nobody reads; with speculation, accepted draft tokens past the end of the reply too).
-// End-of-generation tokens stop the loop and are not streamed.
+// logits nobody reads; with speculation, accepted draft tokens past the end of the reply too;
+// after an interrupt every streamed token is decoded). End-of-generation tokens stop the loop and
+// are neither streamed nor decoded.
 Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const float> logits,
                                 SequenceState& cached, const GenerateOptions& options, Utf8Stream& out);
 

@@ -1,10 +1,13 @@
-// `kiln SUBCOMMAND ...`: dispatches to the registered subcommands (see command.h).
+// `kiln COMMAND ...`: dispatches to the registered subcommands (see command.h); `kiln --version`;
+// `kiln help [COMMAND]`.
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <string>
+#include <string_view>
 
+#include "build_info.h"
 #include "command.h"
+#include "ops/cpu_features.h"
 
 namespace kiln::cli {
 namespace {
@@ -19,10 +22,52 @@ std::map<std::string, Command, std::less<>>& registry() {
   return commands;
 }
 
-void print_usage() {
-  std::printf("kiln: run open models on your own machine\n\nusage: kiln COMMAND [options]\n\ncommands:\n");
-  for (const auto& [name, cmd] : registry()) std::printf("  %-12s %s\n", name.c_str(), cmd.summary.c_str());
-  std::printf("\n`kiln COMMAND --help` shows a command's options.\n");
+void print_usage(FILE* out) {
+  std::string text =
+      "kiln: run open models on your own machine\n\nusage: kiln COMMAND [options]\n\ncommands:\n";
+  for (const auto& [name, cmd] : registry()) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-12s %s\n", name.c_str(), cmd.summary.c_str());
+    text += line;
+  }
+  text +=
+      "\n`kiln help COMMAND` (or `kiln COMMAND --help`) shows a command's options; `kiln --version` the "
+      "build.\n";
+  std::fputs(text.c_str(), out);
+}
+
+const char* compiler() {
+#if defined(__clang__)
+  return "clang " __clang_version__;
+#elif defined(__GNUC__)
+  return "gcc " __VERSION__;
+#else
+  return "an unknown compiler";
+#endif
+}
+
+void print_version() {
+  std::printf("kiln %s (commit %s)\nbuilt with %s (%s)\ncpu kernels: %s\n", kVersion, kCommit, compiler(),
+              kBuildType, cpu_kernel_features().c_str());
+}
+
+int unknown_command(std::string_view name) {
+  std::fprintf(stderr, "kiln: unknown command '%.*s'\n\n", static_cast<int>(name.size()), name.data());
+  print_usage(stderr);
+  return 2;
+}
+
+// `kiln help [COMMAND]`.
+int run_help(int argc, char** argv) {
+  if (argc == 0) {
+    print_usage(stdout);
+    return 0;
+  }
+  auto it = registry().find(argv[0]);
+  if (it == registry().end()) return unknown_command(argv[0]);
+  char help_flag[] = "--help";
+  char* args[] = {help_flag, nullptr};
+  return it->second.fn(1, args);
 }
 
 }  // namespace
@@ -35,15 +80,21 @@ CommandRegistrar::CommandRegistrar(std::string_view name, std::string_view summa
 
 int main(int argc, char** argv) {
   using namespace kiln::cli;
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    print_usage();
-    return argc < 2 ? 2 : 0;
-  }
-  auto it = registry().find(argv[1]);
-  if (it == registry().end()) {
-    std::fprintf(stderr, "kiln: unknown command '%s'\n\n", argv[1]);
-    print_usage();
+  if (argc < 2) {
+    print_usage(stderr);
     return 2;
   }
+  const std::string_view first = argv[1];
+  if (first == "--help" || first == "-h") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (first == "--version") {
+    print_version();
+    return 0;
+  }
+  if (first == "help") return run_help(argc - 2, argv + 2);
+  auto it = registry().find(first);
+  if (it == registry().end()) return unknown_command(first);
   return it->second.fn(argc - 2, argv + 2);
 }

@@ -4,11 +4,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "default_model.h"
+#include "messages.h"
 
 namespace kiln::cli {
 namespace {
+
+constexpr int64_t kMaxThreads = 512;  // as ggml's GGML_MAX_N_THREADS
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 std::string parse_cache_type(const std::string& v, DType* out) {
   auto t = dtype_from_name(v);
@@ -58,12 +63,40 @@ std::string parse_sim_capacities(const std::string& v, std::vector<SimDeviceOpti
 
 }  // namespace
 
+void declare_threads(OptionParser& p, int32_t* out) {
+  p.value({"-t", "--threads"}, out, "N", "threads (default: all cores; 0 or less: all)",
+          IntRange::at_most(kMaxThreads));
+}
+
+void warn_beyond_training_context(const char* command, int64_t n_ctx_seq, const Model& model) {
+  const int64_t n_ctx_train = model.hparams().n_ctx_train;
+  if (n_ctx_seq <= n_ctx_train) return;
+  print_warning(command, "the context of " + std::to_string(n_ctx_seq) +
+                             " tokens is larger than the model's training context (" +
+                             std::to_string(n_ctx_train) + "): possible training context overflow");
+}
+
 void ModelFlags::declare(OptionParser& p) {
   p.value({"-m", "--model"}, &model_path, "FILE", "GGUF model (default: the model embedded in kiln)");
-  p.value({"-t", "--threads"}, &threads, "N", "threads (default: all)");
-  p.value({"-c", "--ctx-size"}, &context.n_ctx, "N", "context size in tokens (default: the model's, at most 4096)");
-  p.value({"-b", "--batch-size"}, &context.n_batch, "N", "most tokens per decode call (default 2048)");
-  p.value({"-ub", "--ubatch-size"}, &context.n_ubatch, "N", "most tokens per micro-batch (default 512)");
+  declare_threads(p, &threads);
+  const std::string shown_default = !ctx_default.empty() ? ctx_default
+                                    : context.n_ctx > 0  ? std::to_string(context.n_ctx)
+                                                         : std::string("the model's, at most 4096");
+  p.custom(
+      {"-c", "--ctx-size"},
+      [this](const std::string& v) {
+        int64_t n = 0;
+        std::string err = parse_integer(v, IntRange::between(0, kInt32Max), &n);
+        if (err.empty()) context.n_ctx = n == 0 ? ContextOptions::kTrainingContext : n;
+        return err;
+      },
+      "N", "context size in tokens (default: " + shown_default + "; 0: the model's training context)");
+  p.value({"-b", "--batch-size"}, &context.n_batch, "N",
+          "most tokens per decode call (default " + std::to_string(context.n_batch) + ")",
+          IntRange::at_least(1));
+  p.value({"-ub", "--ubatch-size"}, &context.n_ubatch, "N",
+          "most tokens per micro-batch (default " + std::to_string(context.n_ubatch) + ")",
+          IntRange::at_least(1));
   p.custom({"-ctk", "--cache-type-k"}, [this](const std::string& v) { return parse_cache_type(v, &context.type_k); },
            "TYPE", "KV cache type of K: f16 (default) or f32");
   p.custom({"-ctv", "--cache-type-v"}, [this](const std::string& v) { return parse_cache_type(v, &context.type_v); },
@@ -116,7 +149,7 @@ std::optional<int> ModelFlags::list_devices_if_asked(const char* command) const 
 std::shared_ptr<const Model> ModelFlags::load_model(const char* command) const {
   auto m = model_path.empty() ? load_default_model() : Model::load(model_path);
   if (!m.ok()) {
-    std::fprintf(stderr, "kiln %s: %s\n", command, m.error().message.c_str());
+    print_error(command, m.error().message);
     return nullptr;
   }
   return *m;
@@ -127,10 +160,10 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
                                                        const ContextOptions& options) const {
   auto fail = [&](const std::string& message) -> std::optional<ModelContext> {
     const bool sim = is_sim_device_name(device) && message.find("out of memory") != std::string::npos;
-    std::fprintf(stderr, "kiln %s: %s%s\n", command, message.c_str(),
-                 sim ? (" (--sim-capacity " + device + "=GiB sets its capacity)").c_str() : "");
+    print_error(command, sim ? message + " (--sim-capacity " + device + "=GiB sets its capacity)" : message);
     return std::nullopt;
   };
+  const Model& m = *model;
   ModelContext mc;
   auto devices = DeviceRegistry::create(device_options());
   if (!devices.ok()) return fail(devices.error().message);
@@ -143,6 +176,7 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
   auto ctx = Context::create(mc.weights, mc.devices->backend(**dev), options);
   if (!ctx.ok()) return fail(ctx.error().message);
   mc.context = std::move(*ctx);
+  warn_beyond_training_context(command, mc.context->n_ctx(), m);
   return mc;
 }
 

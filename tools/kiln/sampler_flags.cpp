@@ -5,24 +5,51 @@
 #include <limits>
 #include <random>
 
+#include "messages.h"
+
 namespace kiln::cli {
+namespace {
+
+const FloatRange kProbability = FloatRange::between(0, 1);
+
+// "TOKEN+BIAS" or "TOKEN-BIAS", as llama.cpp's --logit-bias; BIAS may be "inf".
+std::string parse_logit_bias(const std::string& v, std::vector<std::pair<int32_t, float>>* out) {
+  const size_t sign = v.find_first_of("+-", 1);
+  const std::string bad = "'" + v + "' is not TOKEN+BIAS or TOKEN-BIAS";
+  if (sign == std::string::npos) return bad;
+  int64_t id = 0;
+  if (!parse_integer(v.substr(0, sign), IntRange::between(0, std::numeric_limits<int32_t>::max()), &id)
+           .empty())
+    return bad + " (TOKEN: a token id)";
+  const std::string bias_text = v.substr(sign + 1);
+  char* end = nullptr;
+  const float bias = std::strtof(bias_text.c_str(), &end);
+  if (bias_text.empty() || *end != '\0' || std::isnan(bias)) return bad + " (BIAS: a number or inf)";
+  out->emplace_back(static_cast<int32_t>(id), v[sign] == '-' ? -bias : bias);
+  return "";
+}
+
+}  // namespace
 
 void SamplerFlags::declare(OptionParser& p) {
-  p.value({"--temp"}, &params.temperature, "T", "temperature (default 0.8; 0: greedy)");
-  p.value({"--top-k"}, &params.top_k, "K", "top-k sampling (default 40; 0: off)");
-  p.value({"--top-p"}, &params.top_p, "P", "top-p sampling (default 0.95; 1: off)");
-  p.value({"--min-p"}, &params.min_p, "P", "min-p sampling (default 0.05; 0: off)");
-  p.value({"--typical"}, &params.typical_p, "P", "locally typical sampling (default 1: off)");
-  p.value({"--repeat-penalty"}, &params.repeat_penalty, "X", "penalty for repeated tokens (default 1: off)");
-  p.value({"--repeat-last-n"}, &params.penalty_last_n, "N", "tokens the penalties look back on (default 64; -1: all)");
+  p.value({"--temp"}, &params.temperature, "T", "temperature (default 0.8; 0 or less: greedy)");
+  p.value({"--top-k"}, &params.top_k, "K", "top-k sampling (default 40; 0 or less: off)");
+  p.value({"--top-p"}, &params.top_p, "P", "top-p sampling, 0..1 (default 0.95; 1: off)", kProbability);
+  p.value({"--min-p"}, &params.min_p, "P", "min-p sampling, 0..1 (default 0.05; 0: off)", kProbability);
+  p.value({"--typical"}, &params.typical_p, "P", "locally typical sampling, 0..1 (default 1: off)",
+          kProbability);
+  p.value({"--repeat-penalty"}, &params.repeat_penalty, "X",
+          "penalty for repeated tokens, > 0 (default 1: off)", FloatRange::greater_than(0));
+  p.value({"--repeat-last-n"}, &params.penalty_last_n, "N",
+          "tokens the penalties look back on (default 64; -1: all)", IntRange::at_least(-1));
   p.value({"--presence-penalty"}, &params.presence_penalty, "X", "presence penalty (default 0)");
   p.value({"--frequency-penalty"}, &params.frequency_penalty, "X", "frequency penalty (default 0)");
-  p.value({"-s", "--seed"}, &seed, "N", "random seed (default -1: random)");
+  p.value({"-s", "--seed"}, &seed, "N", "random seed (default -1: random)", IntRange::at_least(-1));
   p.flag({"--ignore-eos"}, &ignore_eos, "keep generating past end-of-generation tokens");
-  p.custom({"-l", "--logit-bias"}, [this](const std::string& v) {
-    logit_bias.push_back(v);
-    return std::string();
-  }, "TOKEN(+|-)BIAS", "add BIAS to TOKEN's logit, e.g. 15043+1 or 2-inf (repeatable)");
+  p.custom(
+      {"-l", "--logit-bias"},
+      [this](const std::string& v) { return parse_logit_bias(v, &params.logit_bias); }, "TOKEN(+|-)BIAS",
+      "add BIAS to TOKEN's logit, e.g. 15043+1 or 2-inf (repeatable)");
 }
 
 std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char* command) const {
@@ -33,39 +60,20 @@ std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char
   } else {
     sp.seed = static_cast<uint64_t>(seed);
   }
-  for (const auto& lb : logit_bias) {
-    const size_t sign = lb.find_first_of("+-", 1);
-    if (sign == std::string::npos) {
-      std::fprintf(stderr, "kiln %s: --logit-bias '%s' is not TOKEN+BIAS or TOKEN-BIAS\n", command, lb.c_str());
+  const auto n_vocab = static_cast<int32_t>(model.hparams().n_vocab);
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id >= n_vocab) {
+      print_error(command, "--logit-bias: token id " + std::to_string(id) +
+                               " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
       return std::nullopt;
     }
-    const std::string id_text = lb.substr(0, sign);
-    char* end = nullptr;
-    const long id = std::strtol(id_text.c_str(), &end, 10);
-    const std::string bias_text = lb.substr(sign + 1);
-    float bias = 0.0f;
-    if (bias_text == "inf") {
-      bias = INFINITY;
-    } else {
-      char* bend = nullptr;
-      bias = std::strtof(bias_text.c_str(), &bend);
-      if (bias_text.empty() || *bend != '\0') {
-        std::fprintf(stderr, "kiln %s: --logit-bias '%s': bad bias\n", command, lb.c_str());
-        return std::nullopt;
-      }
-    }
-    if (id_text.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
-      std::fprintf(stderr, "kiln %s: --logit-bias '%s': bad token id\n", command, lb.c_str());
-      return std::nullopt;
-    }
-    sp.logit_bias.emplace_back(static_cast<int32_t>(id), lb[sign] == '-' ? -bias : bias);
   }
   if (ignore_eos) {
     for (int32_t id : model.tokenizer().vocab().eog_ids()) sp.logit_bias.emplace_back(id, -INFINITY);
   }
-  auto s = Sampler::create(sp, static_cast<int32_t>(model.hparams().n_vocab));
+  auto s = Sampler::create(sp, n_vocab);
   if (!s.ok()) {
-    std::fprintf(stderr, "kiln %s: %s\n", command, s.error().message.c_str());
+    print_error(command, s.error().message);
     return std::nullopt;
   }
   return std::move(*s);

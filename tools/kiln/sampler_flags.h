@@ -1,9 +1,11 @@
-// Sampling options with llama.cpp's flag names, shared by the subcommands that generate text.
+// Sampling options with llama.cpp's flag names and meanings (--temp 0 or less: greedy; --top-k 0
+// or less, --top-p 1, --min-p 0, --typical 1: off), shared by the subcommands that generate text.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llm/model.h"
@@ -13,10 +15,9 @@
 namespace kiln::cli {
 
 struct SamplerFlags {
-  SamplerParams params;
-  int64_t seed = -1;  // -1: a random seed (printed)
+  SamplerParams params;  // logit_bias holds the --logit-bias values
+  int64_t seed = -1;     // -1: a random seed (printed)
   bool ignore_eos = false;
-  std::vector<std::string> logit_bias;  // "TOKEN(+|-)BIAS" as given
 
   void declare(OptionParser& p);
   // The sampler for `model`; prints the error and returns nullopt.
