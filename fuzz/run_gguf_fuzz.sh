@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the GGUF reader (fuzz/gguf_fuzz.cpp) with libFuzzer under ASan+UBSan for SECONDS
-# (default 60), seeded with the malformed corpus that test_gguf writes and the small fixture GGUFs.
+# (default 60), seeded with the malformed corpus that test_gguf writes and the small GGUFs of the
+# test data (tests/data, and build/test-data when tools/fixtures/make_test_data.py has made it).
 # Fails on any crash, sanitizer report, leak or timeout. Needs clang and libFuzzer (scripts/deps.sh test).
 # Usage: fuzz/run_gguf_fuzz.sh [SECONDS]
 #   KILN_FUZZ_BUILD_DIR  build folder of the fuzz preset (default: build/fuzz)
@@ -23,7 +24,7 @@ if [[ -n "$seed" && -d "$seed" ]]; then
 else
   echo "run_gguf_fuzz: no seed corpus found (run test_gguf first to write build/<dir>/fuzz-corpus/gguf)" >&2
 fi
-find ../shared/fixtures -name '*.gguf' -size -64k -exec cp -n {} "$work"/ \; 2>/dev/null || true
+find tests/data tests/*/data build/test-data -name '*.gguf' -size -64k -exec cp -n {} "$work"/ \; 2>/dev/null || true
 echo "run_gguf_fuzz: $(ls "$work" | wc -l) seed inputs in $work, fuzzing for ${seconds}s"
 
 artifacts="$build/fuzz-artifacts/gguf/"

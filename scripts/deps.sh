@@ -5,8 +5,9 @@ set -euo pipefail
 # libedit-dev: line editing and history in `kiln chat` (BSD licence).
 want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libedit-dev)
 if [[ "${1:-build}" != build ]]; then
-  # clang + its runtime: libFuzzer target for the GGUF reader. python3-numpy: fixture generators.
-  want+=(clang libclang-rt-14-dev python3-numpy)
+  # clang + its runtime: libFuzzer target for the GGUF reader. python3-numpy: the test data
+  # generator (tools/fixtures); git: it reads llama.cpp's vocabularies out of a git bundle.
+  want+=(clang libclang-rt-14-dev python3-numpy git)
   # node + npm: the OpenAI Node SDK test (tests/server/node). Only when missing: a node installed
   # another way (NodeSource, nvm) must stay, and Debian's npm conflicts with NodeSource's nodejs.
   command -v node >/dev/null || want+=(nodejs)

@@ -102,7 +102,9 @@ void temperature(std::vector<Candidate>& c, float t) {
   if (t <= 0.0f) {
     // Greedy: only the best candidate survives.
     sort_by_logit(c);
-    if (!c.empty()) c.resize(1);
+    // erase, not resize(1): GCC 12 inlines resize()'s growing path too and reports a false
+    // -Warray-bounds on it (the vector is never grown here).
+    if (c.size() > 1) c.erase(c.begin() + 1, c.end());
     return;
   }
   for (auto& x : c) x.logit /= t;

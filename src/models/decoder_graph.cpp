@@ -49,7 +49,9 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
   Tensor x = spec.embeddings_input ? out.input_embd : g.get_rows(weight(g, w.tok_embd), out.tokens, "inp_embd");
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const Block& blk = w.blocks[static_cast<size_t>(il)];
-    const std::string p = "l" + std::to_string(il) + ".";
+    // append, not "l" + std::to_string(il): GCC 12 reports a false -Wrestrict on
+    // operator+(const char*, std::string&&) (GCC bug 105329).
+    const std::string p = std::string("l").append(std::to_string(il)).append(".");
     Tensor cur = g.mul(g.rms_norm(x, hp.rms_eps, p + "attn_norm"), weight(g, blk.attn_norm));
 
     Tensor q = linear(g, weight(g, blk.attn.wq), weight(g, blk.attn.bq), cur, mm_params, p + "q");

@@ -1,5 +1,5 @@
-// Helpers of the chat-format tests: the templates they run on (the shared fixtures and the few
-// more in data/templates) and a parsed template with its detected syntax.
+// Helpers of the chat-format tests: the templates they run on (tests/data/templates and the few
+// more in tests/chat/data/templates) and a parsed template with its detected syntax.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,13 +10,14 @@
 
 #include "text/chat/chat_syntax.h"
 #include "text/chat_template.h"
+#include "test_data.h"
 
 namespace kiln::chat::testing {
 
 inline std::string template_path(const std::string& name) {
   std::ifstream probe(std::string(KILN_SOURCE_DIR) + "/tests/chat/data/templates/" + name);
   if (probe.good()) return std::string(KILN_SOURCE_DIR) + "/tests/chat/data/templates/" + name;
-  return std::string(KILN_SHARED_DIR) + "/fixtures/templates/" + name;
+  return test_data::path("templates/" + name);
 }
 
 inline ChatTemplate load_template(const std::string& name) {

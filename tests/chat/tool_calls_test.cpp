@@ -24,7 +24,7 @@ struct FamilyCase {
   const char* family;
 };
 
-// Every template of ../shared/fixtures/templates and data/templates, with the family expected.
+// Every template of tests/data/templates and tests/chat/data/templates, with the family expected.
 const FamilyCase kFamilies[] = {
     {"Qwen-Qwen2.5-7B-Instruct.jinja", "hermes"},
     {"Qwen-Qwen3-0.6B.jinja", "hermes"},

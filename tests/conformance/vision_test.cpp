@@ -12,13 +12,14 @@
 #include "llm/cpu_engine.h"
 #include "llm/media_prompt.h"
 #include "llm/vision_encoder.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
 const std::string kData = std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/mtmd/";
-// The text model the fixture mmprojs project into (../shared until it is made in the repository).
-const std::string kTextModel = std::string(KILN_SHARED_DIR) + "/fixtures/models/llama-spm-e128-f32.gguf";
+// The text model the fixture mmprojs project into.
+const std::string kTextModel = test_data::path("models/llama-spm-e128-f32.gguf");
 
 struct VisionCase {
   std::string ref;     // NAME of NAME.ref.json / NAME.embd.f32

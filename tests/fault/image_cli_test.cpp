@@ -14,12 +14,13 @@
 #include "image/png_header.h"
 #include "llm/cpu_engine.h"
 #include "llm/media_prompt.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
 const std::string kKiln = std::string(KILN_BINARY_DIR) + "/kiln";
-const std::string kModel = std::string(KILN_SHARED_DIR) + "/fixtures/models/llama-spm-e128-f32.gguf";
+const std::string kModel = test_data::path("models/llama-spm-e128-f32.gguf");
 const std::string kMtmd = std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/mtmd/";
 const std::string kTmp = std::string(KILN_BINARY_DIR) + "/image_cli_test";
 

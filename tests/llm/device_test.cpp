@@ -16,19 +16,17 @@
 #include "models/modules.h"
 #include "ops/weight_prep.h"
 #include "llm/model_test_util.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
 using namespace kiln::test;
 
-// Every fixture model, and kiln's rope-variant models (frequency factors, YaRN).
+// Every test model, and kiln's rope-variant models (frequency factors, YaRN).
 std::vector<std::string> all_models() {
   std::vector<std::string> paths;
-  for (const auto& e : std::filesystem::directory_iterator(kModels)) {
-    if (e.path().extension() == ".gguf") paths.push_back(e.path().string());
-  }
-  std::sort(paths.begin(), paths.end());
+  for (const auto& p : test_data::files("models", ".gguf")) paths.push_back(p.string());
   for (const char* m : {"llama-ropefreqs", "qwen2-yarn"})
     paths.push_back(std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/" + m + ".gguf");
   return paths;
@@ -145,7 +143,7 @@ TEST(SimDevice, EditsStateFilesAndShiftsMatchTheCpu) {
 }
 
 TEST(SimDevice, EmbeddingsMatchTheCpu) {
-  auto model = load(kModels + "qwen3-e64-Q8_0.gguf");
+  auto model = load(model_path("qwen3-e64-Q8_0.gguf"));
   ASSERT_TRUE(model);
   auto devices = make_devices(size_t{256} << 20);
   ASSERT_TRUE(devices);
@@ -202,7 +200,7 @@ TEST(DeviceWeights, EveryTensorIsPlacedAsPreparedFromTheFile) {
 // Released and rebuilt in the middle of a generation, with a spacer allocation in the way so the
 // weights come back at another address: the same bytes, the same logits at every step.
 TEST(DeviceWeights, ReleaseAndRebuildMidGenerationGiveIdenticalLogits) {
-  auto model = load(kModels + "llama-spm-e256-Q4_K_M.gguf");
+  auto model = load(model_path("llama-spm-e256-Q4_K_M.gguf"));
   ASSERT_TRUE(model);
   auto devices = make_devices(size_t{256} << 20);
   ASSERT_TRUE(devices);
@@ -251,7 +249,7 @@ TEST(DeviceWeights, ReleaseAndRebuildMidGenerationGiveIdenticalLogits) {
 }
 
 TEST(DeviceWeights, ReleaseOnTheCpuKeepsMappedViews) {
-  auto model = load(kModels + "llama-spm-e128-f32.gguf");
+  auto model = load(model_path("llama-spm-e128-f32.gguf"));
   ASSERT_TRUE(model);
   auto devices = make_devices(size_t{1} << 20);
   ASSERT_TRUE(devices);
@@ -267,7 +265,7 @@ TEST(DeviceWeights, ReleaseOnTheCpuKeepsMappedViews) {
 }
 
 TEST(DeviceWeights, AModelThatDoesNotFitIsRefusedWithNothingAllocated) {
-  auto model = load(kModels + "llama-spm-e256-Q4_0.gguf");
+  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
   ASSERT_TRUE(model);
   auto devices = make_devices(size_t{4} << 20);  // below the model's 12 MiB of weights
   ASSERT_TRUE(devices);

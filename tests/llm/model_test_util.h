@@ -14,10 +14,12 @@
 #include "backends/device_registry.h"
 #include "llm/context.h"
 #include "llm/device_weights.h"
+#include "test_data.h"
 
 namespace kiln::test {
 
-inline const std::string kModels = std::string(KILN_SHARED_DIR) + "/fixtures/models/";
+// A test model (tests/test_data.h: build/test-data/models).
+inline std::string model_path(const std::string& name) { return test_data::path("models/" + name); }
 
 inline std::shared_ptr<const Model> load(const std::string& path) {
   auto m = Model::load(path);

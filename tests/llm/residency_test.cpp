@@ -43,7 +43,7 @@ std::vector<float> uninterrupted(const std::shared_ptr<const Model>& model, cons
 }
 
 TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) {
-  auto model = load(kModels + "llama-spm-e256-Q4_0.gguf");
+  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
   ASSERT_TRUE(model);
   const std::vector<float> reference = uninterrupted(model, "sim0");
   auto devices = make_devices(64 * kMiB);
@@ -84,7 +84,7 @@ TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) {
 }
 
 TEST(Residency, FiftyEvictRestoreCyclesOnTheCpuGiveIdenticalLogits) {
-  auto model = load(kModels + "llama-spm-e256-Q4_0.gguf");
+  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
   ASSERT_TRUE(model);
   const std::vector<float> reference = uninterrupted(model, "cpu");
   auto devices = make_devices(4 * kMiB);
@@ -134,8 +134,8 @@ std::vector<float> request(Context& c, int seed) {
 }
 
 TEST(Residency, TwoModelsTakeTurnsOnABudgetThatHoldsOne) {
-  auto a = load(kModels + "llama-spm-e256-Q4_0.gguf");
-  auto b = load(kModels + "qwen2-e64-Q8_0.gguf");
+  auto a = load(model_path("llama-spm-e256-Q4_0.gguf"));
+  auto b = load(model_path("qwen2-e64-Q8_0.gguf"));
   ASSERT_TRUE(a && b);
   const size_t fa = footprint(a), fb = footprint(b);
   const size_t budget = std::max(fa, fb) + kMiB / 2;
@@ -183,8 +183,8 @@ TEST(Residency, TwoModelsTakeTurnsOnABudgetThatHoldsOne) {
 }
 
 TEST(Residency, APinnedOwnerIsNotEvictedAndTheRequestIsRefusedWithTheNumbers) {
-  auto a = load(kModels + "llama-spm-e256-Q4_0.gguf");
-  auto b = load(kModels + "qwen2-e64-Q8_0.gguf");
+  auto a = load(model_path("llama-spm-e256-Q4_0.gguf"));
+  auto b = load(model_path("qwen2-e64-Q8_0.gguf"));
   ASSERT_TRUE(a && b);
   const size_t budget = std::max(footprint(a), footprint(b)) + kMiB / 2;
   const double gib = static_cast<double>(budget) / static_cast<double>(size_t{1} << 30);
@@ -211,7 +211,7 @@ TEST(Residency, APinnedOwnerIsNotEvictedAndTheRequestIsRefusedWithTheNumbers) {
 }
 
 TEST(Residency, WeightsAboveTheBudgetAreRefusedAtLoadWithNothingAllocated) {
-  auto model = load(kModels + "llama-spm-e256-Q4_0.gguf");
+  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
   ASSERT_TRUE(model);
   auto devices = make_devices(256 * kMiB, {{.device = "sim0", .gib = 0.004}});  // 4 MiB < 12 MiB of weights
   SimDevice& sim = sim_of(*devices);

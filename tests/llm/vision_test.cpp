@@ -11,6 +11,7 @@
 #include "llm/cpu_engine.h"
 #include "llm/media_prompt.h"
 #include "llm/vision_encoder.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
@@ -24,7 +25,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
 }
 
 std::shared_ptr<const Model> text_model(const std::string& stem = "llama-spm-e128-f32") {
-  auto m = Model::load(std::string(KILN_SHARED_DIR) + "/fixtures/models/" + stem + ".gguf");
+  auto m = Model::load(test_data::path("models/" + stem + ".gguf"));
   EXPECT_TRUE(m.ok()) << m.error().message;
   return m.ok() ? *m : nullptr;
 }
@@ -301,7 +302,7 @@ TEST_F(VisionTest, LoadRefusesWhatItCannotRunWithAMessage) {
   auto other = text_model("qwen2-e64-Q8_0");
   ASSERT_TRUE(other);
   expect(VisionModel::load(mlp, *other), "outputs embeddings of width 128 but the text model");
-  expect(VisionModel::load(std::string(KILN_SHARED_DIR) + "/fixtures/models/llama-spm-e128-f32.gguf", *model_),
+  expect(VisionModel::load(test_data::path("models/llama-spm-e128-f32.gguf"), *model_),
          "not 'clip'");
   expect(VisionModel::load(kMtmd + "missing.gguf", *model_), "mmproj: ");
   // Bad images are the caller's fault: the message names the problem.

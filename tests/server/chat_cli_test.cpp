@@ -23,12 +23,13 @@
 #include "greedy_reference.h"
 #include "llm/model.h"
 #include "serve/completion_request.h"
+#include "test_data.h"
 #include "text/chat_template.h"
 
 namespace kiln {
 namespace {
 
-const std::string kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 const std::string kKiln = KILN_BINARY_DIR "/kiln";
 
 std::shared_ptr<const Model> model() {

@@ -22,13 +22,14 @@
 #include "serve/deferred_response.h"
 #include "serve/http.h"
 #include "serve/server.h"
+#include "test_data.h"
 
 namespace kiln::serve {
 namespace {
 
 using nlohmann::json;
 
-const char* kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 
 std::shared_ptr<const Model> model() {
   static auto m = Model::load(kModel);

@@ -12,6 +12,7 @@
 #include "image/png_header.h"
 #include "serve/http.h"
 #include "serve/server.h"
+#include "test_data.h"
 
 namespace kiln::serve {
 namespace {
@@ -21,7 +22,7 @@ using nlohmann::json;
 const std::string kMtmd = std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/mtmd/";
 
 std::shared_ptr<const Model> text_model() {
-  static auto m = Model::load(KILN_SHARED_DIR "/fixtures/models/llama-spm-e128-f32.gguf");
+  static auto m = Model::load(test_data::path("models/llama-spm-e128-f32.gguf"));
   EXPECT_TRUE(m.ok());
   return *m;
 }

@@ -12,13 +12,14 @@
 #include "greedy_reference.h"
 #include "serve/engine.h"
 #include "serve/server.h"
+#include "test_data.h"
 
 namespace kiln::serve {
 namespace {
 
 using nlohmann::json;
 
-const char* kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 constexpr int64_t kCtx = 512;  // 4 slots of 128 tokens
 
 std::shared_ptr<const Model> model() {

@@ -15,6 +15,7 @@
 #include "serve/server.h"
 #include "text/grammar/gbnf.h"
 #include "text/grammar/grammar_matcher.h"
+#include "test_data.h"
 
 namespace kiln::serve {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 using nlohmann::json;
 
 std::shared_ptr<const Model> model() {
-  static auto m = Model::load(KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf");
+  static auto m = Model::load(test_data::path("models/qwen2-e64-Q8_0.gguf"));
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
   return *m;
 }

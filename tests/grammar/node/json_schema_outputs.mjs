@@ -14,9 +14,9 @@ const require = createRequire(path.join(here, "../../server/node/package.json"))
 const Ajv2020 = require("ajv/dist/2020").default;
 const addFormats = require("ajv-formats").default;
 
-const [kiln, shared] = process.argv.slice(2);
-if (!kiln || !shared) {
-  console.error("usage: node json_schema_outputs.mjs KILN_BINARY SHARED_DIR");
+const [kiln, modelsDir] = process.argv.slice(2);
+if (!kiln || !modelsDir) {
+  console.error("usage: node json_schema_outputs.mjs KILN_BINARY MODELS_DIR");
   process.exit(2);
 }
 const schemas = JSON.parse(fs.readFileSync(path.join(here, "../data/schemas.json"), "utf8"));
@@ -44,7 +44,7 @@ function run(r) {
   const file = path.join(tmp, `${r.schema.name}.json`);
   if (!fs.existsSync(file)) fs.writeFileSync(file, JSON.stringify(r.schema.schema));
   const args = ["run", "-p", "Answer in JSON:", "-n", String(N_PREDICT), "--no-display-prompt", "-jf", file, "-t", "1"];
-  if (r.model) args.push("-m", path.join(shared, "fixtures/models", `${r.model}.gguf`));
+  if (r.model) args.push("-m", path.join(modelsDir, `${r.model}.gguf`));
   if (r.greedy) args.push("--temp", "0");
   else args.push("--temp", "0.9", "--seed", String(r.seed));
   return new Promise(resolve => {

@@ -2,9 +2,10 @@
 // chat completions (plain and streamed), completions, embeddings, tool calls (a round trip),
 // response_format json_schema (validated with ajv) and errors, checked field by field.
 //
-// Usage: node openai_sdk_test.mjs KILN_BINARY [SHARED_DIR]
+// Usage: node openai_sdk_test.mjs KILN_BINARY [MODEL]
 //   KILN_BINARY  the `kiln` executable (or env KILN_BIN)
-//   SHARED_DIR   the shared fixtures folder (or env KILN_SHARED_DIR; default ../shared beside the repo)
+//   MODEL        the qwen2 test model (default: build/test-data/models/qwen2-e64-Q8_0.gguf of this
+//                checkout, made by tools/fixtures/make_test_data.py)
 // Registered with ctest (label server) by CMakeLists.txt; its packages come from `npm ci` in this
 // folder (scripts/test.sh runs it). The script starts the server itself on a free port and kills it
 // when it ends, on failure too.
@@ -23,13 +24,12 @@ if (!existsSync(path.join(here, 'node_modules', 'openai'))) {
 const { default: OpenAI } = await import('openai');
 
 const kilnBin = process.argv[2] ?? process.env.KILN_BIN;
-const sharedDir = process.argv[3] ?? process.env.KILN_SHARED_DIR ?? path.resolve(here, '../../../../shared');
 if (!kilnBin || !existsSync(kilnBin)) {
   console.error(`openai_sdk_test: no kiln binary (got '${kilnBin ?? ''}'): pass it as the first argument`);
   process.exit(1);
 }
 // qwen2 fixture: a random-weight model with the real Qwen2 vocabulary; its embedding width is 64.
-const kModel = path.join(sharedDir, 'fixtures/models/qwen2-e64-Q8_0.gguf');
+const kModel = process.argv[3] ?? path.resolve(here, '../../../build/test-data/models/qwen2-e64-Q8_0.gguf');
 const kEmbd = 64;
 const kStartTimeoutMs = 60_000;
 
@@ -427,7 +427,7 @@ test('a 400 surfaces as BadRequestError with the server message', async () => {
 test('an image_url content part (data: URL) gets an answer from a server with --mmproj', async () => {
   // The llama fixture with the gemma3 projector of tests/conformance/data/mtmd (embedding width 128).
   const mtmd = path.resolve(here, '../../conformance/data/mtmd');
-  const origin = await startServer(['-m', path.join(sharedDir, 'fixtures/models/llama-spm-e128-f32.gguf'),
+  const origin = await startServer(['-m', path.resolve(here, '../../../build/test-data/models/llama-spm-e128-f32.gguf'),
                                     '--mmproj', path.join(mtmd, 'mmproj-gemma3.gguf'), '-c', '512', '-t', '2',
                                     '--parallel', '1']);
   const vision = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
