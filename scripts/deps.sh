@@ -2,8 +2,10 @@
 # Installs the Debian packages kiln needs to build and test, only those not installed yet.
 # Usage: scripts/deps.sh [build|test|all]   (default: build)
 set -euo pipefail
-# libedit-dev: line editing and history in `kiln chat` (BSD licence).
-want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libedit-dev)
+# libedit-dev: line editing and history in `kiln chat` (BSD licence). libpng-dev and
+# libjpeg62-turbo-dev: image inputs; libssl-dev: SHA-256 content ids of images (libcrypto).
+want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libedit-dev
+      libpng-dev libjpeg62-turbo-dev libssl-dev)
 if [[ "${1:-build}" != build ]]; then
   # clang + its runtime: libFuzzer target for the GGUF reader. python3-numpy: the test data
   # generator (tools/fixtures); git: it reads llama.cpp's vocabularies out of a git bundle.
