@@ -1,7 +1,8 @@
 // libFuzzer target for everything a client controls before a generation starts: the HTTP request
 // parser (src/serve/http/request_parser.h) and the JSON request parsing of the generation routes
 // (the body as a bounded-depth JSON object, the completion fields of the three APIs, the prompt,
-// the chat rendered through the Qwen2 fixture's Jinja template). Any input must end in a request
+// the messages and tools planned into a chat prompt through the Qwen2 test model's Jinja template
+// by the text layer's chat::plan_chat, which serve/chat_request.cpp calls). Any input must end in a request
 // or a clean error, never a crash, a sanitizer report, a leak or a hang.
 // Input: byte 0 chooses the mode; the rest is either raw bytes from a client (parsed as pipelined
 // requests, delivered in pieces whose size byte 1 chooses) or a request body.
@@ -18,6 +19,8 @@
 #include "serve/api_json.h"
 #include "serve/completion_request.h"
 #include "serve/http/request_parser.h"
+#include "test_data.h"
+#include "text/chat/chat_plan.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -30,13 +33,14 @@ using namespace kiln::serve;
 struct Model {
   std::unique_ptr<text::Tokenizer> tok;
   std::unique_ptr<ChatTemplate> chat;
+  chat::ChatSyntax syntax;
   std::string bos, eos;
 };
 
 const Model& model() {
   static const Model m = [] {
     Model out;
-    const std::string path = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+    const std::string path = test_data::path("models/qwen2-e64-Q8_0.gguf");
     auto file = GgufFile::open(path);
     if (!file.ok()) {
       std::fprintf(stderr, "http_request_fuzz: %s\n", file.error().message.c_str());
@@ -52,6 +56,7 @@ const Model& model() {
     }
     out.tok = std::make_unique<text::Tokenizer>(std::move(*tok));
     out.chat = std::make_unique<ChatTemplate>(std::move(*chat));
+    out.syntax = chat::detect_chat_syntax(*out.chat);
     out.eos = "<|endoftext|>";
     return out;
   }();
@@ -71,9 +76,21 @@ void parse_body_fields(std::string_view text) {
     std::vector<int32_t> ids;
     (void)parse_prompt(*it, *m.tok, "prompt", ids);
   }
-  std::string text_out;
-  if (!render_chat({*m.chat, m.bos, m.eos}, body, text_out))
-    (void)tokenize_chat(*m.tok, text_out.substr(0, 4096));
+  auto messages = body.find("messages");
+  if (messages == body.end()) return;
+  chat::ChatRequest r;
+  auto parsed = chat_messages_from_json(ordered_json(*messages));
+  if (!parsed.ok()) return;
+  r.messages = std::move(*parsed);
+  if (auto tools = body.find("tools"); tools != body.end()) {
+    auto defs = chat::tools_from_json(ordered_json(*tools));
+    if (!defs.ok()) return;
+    r.tools = std::move(*defs);
+  }
+  r.bos_token = m.bos;
+  r.eos_token = m.eos;
+  auto plan = chat::plan_chat(*m.chat, m.syntax, r);
+  if (plan.ok()) (void)tokenize_chat(*m.tok, plan->prompt.substr(0, 4096));
 }
 
 void parse_wire(std::string_view wire, size_t piece) {

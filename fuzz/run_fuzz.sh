@@ -2,8 +2,11 @@
 # Runs one libFuzzer target of fuzz/ under ASan+UBSan for SECONDS (default 60), from its seeds.
 # Fails on any crash, sanitizer report, leak or timeout. Needs clang and libFuzzer
 # (scripts/deps.sh test). Targets:
-#   gguf          the GGUF reader; seeds: the malformed corpus test_gguf writes, the fixture GGUFs
-#   http_request  the HTTP request parser and the JSON request parsing; seeds: fuzz/seeds/http_request
+#   gguf          the GGUF reader; seeds: the malformed corpus test_gguf writes, the small GGUFs of
+#                 the test data (tests/data, and build/test-data once tools/fixtures/make_test_data.py
+#                 has made it)
+#   http_request  the HTTP request parser and the JSON request parsing; seeds: fuzz/seeds/http_request;
+#                 reads the Qwen2 test model (build/test-data/models: make_test_data.py first)
 # Usage: fuzz/run_fuzz.sh TARGET [SECONDS]
 #   KILN_FUZZ_BUILD_DIR  build folder of the fuzz preset (default: build/fuzz)
 #   KILN_CORPUS_SEED     gguf: folder of seed inputs (default: build/*/fuzz-corpus/gguf)
@@ -20,7 +23,7 @@ work="$build/fuzz-corpus-work/$target"
 mkdir -p "$work"
 case "$target" in
   gguf)
-    # The malformed corpus from the tests (newest one found), plus the fixture GGUFs under 64 KiB
+    # The malformed corpus from the tests (newest one found), plus the test data's GGUFs under 64 KiB
     # (larger inputs slow every execution down without reaching new code).
     seed=${KILN_CORPUS_SEED:-$(ls -dt build/*/fuzz-corpus/gguf 2>/dev/null | head -n1 || true)}
     if [[ -n "$seed" && -d "$seed" ]]; then
@@ -28,7 +31,7 @@ case "$target" in
     else
       echo "run_fuzz: no seed corpus found (run test_gguf first to write build/<dir>/fuzz-corpus/gguf)" >&2
     fi
-    find ../shared/fixtures -name '*.gguf' -size -64k -exec cp -n {} "$work"/ \; 2>/dev/null || true
+    find tests/data tests/*/data build/test-data -name '*.gguf' -size -64k -exec cp -n {} "$work"/ \; 2>/dev/null || true
     ;;
   http_request)
     cp -n fuzz/seeds/http_request/* "$work"/

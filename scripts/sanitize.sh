@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test
-scripts/build.sh sanitize
+# Only the binaries of the labels run below and the `kiln` they start (it also makes the test
+# data), not the conformance and server tests.
+scripts/build.sh sanitize tests_unit tests_fault kiln_cli
+/usr/bin/python3 tools/fixtures/make_test_data.py --kiln build/sanitize/kiln
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j "$(nproc)" -L 'unit|fault'
 # The fuzzers under libFuzzer (clang, ASan+UBSan); the GGUF reader is seeded with the malformed

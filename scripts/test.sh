@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test
 scripts/build.sh release
+# The test data that is not committed (llama.cpp's vocabularies, the test models, the quantizer
+# fixtures): made once into build/test-data, then only checked (tools/fixtures/make_test_data.py).
+/usr/bin/python3 tools/fixtures/make_test_data.py --kiln build/release/kiln
 # The OpenAI SDK test's npm packages: `npm ci` when a dependency pinned in package.json is missing
 # from node_modules or has another version; otherwise nothing (offline runs reuse them).
 node_dir=tests/server/node

@@ -47,11 +47,51 @@ Result<std::unique_ptr<DeviceRegistry>> DeviceRegistry::create(const DeviceRegis
                            [dev, pool] { return std::make_unique<SimBackend>(*dev, *pool); },
                            {}});
   }
-  for (Entry& e : r->entries_) e.backend = e.make_backend();
+  for (const DeviceBudget& b : options.budgets) {
+    bool found = false;
+    for (const DeviceBudget& other : options.budgets) {
+      if (&other != &b && other.device == b.device)
+        return make_error("--max-mem: device '", b.device, "' is given twice");
+    }
+    for (const Entry& e : r->entries_) found = found || e.device->name() == b.device;
+    if (!found) {
+      auto missing = r->find(b.device);
+      return make_error("--max-mem: ", missing.ok() ? "device '" + b.device + "' is 'cpu'" : missing.error().message);
+    }
+  }
+  for (Entry& e : r->entries_) {
+    size_t budget = kNoBudget;
+    for (const DeviceBudget& b : options.budgets) {
+      if (b.device != e.device->name()) continue;
+      KILN_ASSIGN_OR_RETURN(budget, budget_bytes(b, e.device->memory_info().total));
+    }
+    r->managers_.push_back(std::make_unique<ResidencyManager>(*e.device, budget));
+    e.backend = e.make_backend();
+  }
   return r;
 }
 
-DeviceRegistry::~DeviceRegistry() = default;
+Result<size_t> budget_bytes(const DeviceBudget& b, size_t total) {
+  constexpr double kGiB = static_cast<double>(size_t{1} << 30);
+  const double bytes = b.gib >= 0 ? b.gib * kGiB : static_cast<double>(total) + b.gib * kGiB;
+  if (!(bytes >= 1.0))
+    return make_error("--max-mem: ", b.device, "=", b.gib, " leaves no memory (the device has ", total, " bytes)");
+  return static_cast<size_t>(bytes);
+}
+
+DeviceRegistry::~DeviceRegistry() {
+  for (Entry& e : entries_) e.backend.reset();  // backend scratch is device memory: before the managers
+}
+
+ResidencyManager& DeviceRegistry::residency(const Device& device) const {
+  return *managers_[static_cast<size_t>(&entry(device) - entries_.data())];
+}
+
+std::vector<DeviceMemoryBreakdown> DeviceRegistry::memory_breakdown() const {
+  std::vector<DeviceMemoryBreakdown> out;
+  for (const auto& m : managers_) out.push_back(m->breakdown());
+  return out;
+}
 
 Result<Device*> DeviceRegistry::find(std::string_view name) const {
   if (name == "none") return static_cast<Device*>(cpu_.get());

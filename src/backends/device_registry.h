@@ -6,7 +6,10 @@
 // same device and pool for a second context that computes at the same time (its kernel scratch is
 // its own).
 //
-// Ownership: owns the pool, the devices and their backends; everything allocated from a device
+// Every device has a residency manager (runtime/residency.h), with the budget the options give it
+// (none by default): everything contexts and weights allocate there is counted and evictable.
+//
+// Ownership: owns the pool, the devices, their residency managers and their backends; everything allocated from a device
 // (weights, KV caches, contexts) must be gone before the registry is destroyed.
 // Thread-safety: immutable after create(); devices and backends are as thread-safe as they say.
 #pragma once
@@ -20,6 +23,7 @@
 #include "backends/sim/sim_device.h"
 #include "core/result.h"
 #include "runtime/backend.h"
+#include "runtime/residency.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
@@ -27,10 +31,21 @@ namespace kiln {
 // Capacity of a sim device whose size the options do not give (4 GiB).
 inline constexpr size_t kDefaultSimCapacity = size_t{4} << 30;
 
+// A memory budget (--max-mem DEVICE=GiB): gib >= 0 is the budget, gib < 0 leaves -gib GiB of the
+// device's total memory out of it.
+struct DeviceBudget {
+  std::string device;
+  double gib = 0;
+};
+
 struct DeviceRegistryOptions {
   int32_t n_threads = 0;              // threads of the shared pool; 0: every hardware thread
   std::vector<SimDeviceOptions> sim;  // sim devices to create, names "sim<N>", each at most once
+  std::vector<DeviceBudget> budgets;  // devices without one have no budget
 };
+
+// The bytes `b` allows on a device of `total` bytes; an Error when that is not above zero.
+Result<size_t> budget_bytes(const DeviceBudget& b, size_t total);
 
 // What --list-devices prints of a device.
 struct DeviceDescription {
@@ -63,6 +78,10 @@ class DeviceRegistry {
   std::unique_ptr<Backend> new_backend(Device& device) const;
   // Every device: the CPU first, then the sim devices in the order of the options.
   std::vector<DeviceDescription> describe() const;
+  // The residency manager of `device` (one of this registry's).
+  ResidencyManager& residency(const Device& device) const;
+  // Every device's memory as its residency manager counts it, in describe()'s order.
+  std::vector<DeviceMemoryBreakdown> memory_breakdown() const;
 
  private:
   struct Entry;
@@ -73,6 +92,7 @@ class DeviceRegistry {
   std::unique_ptr<CpuDevice> cpu_;
   std::vector<std::unique_ptr<SimDevice>> sims_;
   std::vector<Entry> entries_;  // the CPU first
+  std::vector<std::unique_ptr<ResidencyManager>> managers_;  // per entry; destroyed before the devices
 };
 
 }  // namespace kiln

@@ -10,6 +10,7 @@
 #include "convert/json_file.h"
 #include "convert/sentencepiece_model.h"
 #include "core/mapped_file.h"
+#include "text/unicode.h"
 
 namespace kiln::convert {
 
@@ -37,13 +38,6 @@ bool looks_special(std::string_view t) {
   if (starts("<|") && ends("|>")) return true;
   if (starts("<\xef\xbd\x9c") && ends("\xef\xbd\x9c>")) return true;  // "<｜" ... "｜>" (deepseek-coder)
   return starts("<unused") && ends(">");
-}
-
-// U+2581 (the SentencePiece space) -> ' ', as the converter pre-normalizes user-defined tokens.
-std::string spaces_from_spm(std::string s) {
-  static const std::string kSpm = "\xe2\x96\x81";
-  for (size_t p = s.find(kSpm); p != std::string::npos; p = s.find(kSpm, p)) s.replace(p, kSpm.size(), " ");
-  return s;
 }
 
 Result<std::optional<json>> optional_json(const fs::path& p) {
@@ -112,7 +106,7 @@ Result<Vocab> spm_vocab(const fs::path& model_path, const fs::path& dir, const H
       if (special || looks_special(content)) {
         v.types[tid] = static_cast<int32_t>(SpmPieceType::Control);
       } else {
-        content = spaces_from_spm(std::move(content));
+        content = text::unescape_spaces(content);
         v.types[tid] = static_cast<int32_t>(SpmPieceType::UserDefined);
       }
       v.scores[tid] = kAddedTokenScore;
@@ -160,7 +154,7 @@ Result<Vocab> bpe_vocab(const json& tok, const HfModelConfig& c) {
       v.tokens.push_back(*by_id[i]);
       v.types.push_back(static_cast<int32_t>(SpmPieceType::Control));
     } else if (added_kind[i] == 2) {
-      v.tokens.push_back(spaces_from_spm(*by_id[i]));
+      v.tokens.push_back(text::unescape_spaces(*by_id[i]));
       v.types.push_back(static_cast<int32_t>(SpmPieceType::UserDefined));
     } else {
       v.tokens.push_back(*by_id[i]);

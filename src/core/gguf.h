@@ -75,6 +75,9 @@ class GgufFile {
   // whose writer omitted the final padding (gguf-py does).
   uint64_t data_offset() const { return data_offset_; }
   std::span<const uint8_t> bytes() const { return bytes_; }
+  // Whether bytes() are a read-only map of the file (open()), whose pages the kernel can drop and
+  // read again; false for caller bytes (parse()).
+  bool mapped() const { return mapping_ != nullptr; }
 
   const std::vector<GgufKv>& metadata() const { return kvs_; }
   const GgufValue* find(std::string_view key) const;  // nullptr when absent

@@ -18,8 +18,12 @@ inline constexpr int kMaxDims = 4;
 // How a tensor's bytes are arranged. Plain: ggml's layout, rows of blocks addressed through nb[].
 // Other layouts are copies of 2-D weights prepared for a kernel family (ops/weight_prep.h); only
 // the kernels written for a layout read it, and nb[] then describes the plain tensor it was made
-// from (the prepared bytes are not addressed through it).
-enum class TensorLayout : uint8_t { Plain };
+// from (the prepared bytes are not addressed through it). Byte layouts: ops/gemm/layouts.h.
+enum class TensorLayout : uint8_t {
+  Plain,
+  Q4_0x8,  // Q4_0 rows in groups of eight, quants one row per 32-bit lane (the plain bytes' size)
+  Q4_Kx8,  // Q4_K rows in groups of eight, quants one row per 32-bit lane, scales as bytes (+2.8%)
+};
 
 struct TensorView {
   DType type = DType::F32;

@@ -11,17 +11,20 @@ constexpr size_t kInputAlign = 64;
 
 size_t align_up(size_t n) { return (n + kInputAlign - 1) / kInputAlign * kInputAlign; }
 
-// Byte offsets of a micro-batch's inputs inside the context's input buffer.
+// Byte offsets of a micro-batch's inputs inside the context's input buffer. Input embeddings
+// (n_embd_in floats per token; 0 without input_embeddings) come last.
 struct InputLayout {
-  size_t ids, pos, rows, mask, total;
-  static InputLayout of(int64_t n_ubatch, int64_t n_ctx) {
+  size_t ids, pos, rows, mask, embd, total;
+  static InputLayout of(const ContextOptions& opt, const HParams& hp) {
+    const int64_t n_ubatch = opt.n_ubatch, n_ctx = opt.n_ctx, n_embd_in = opt.input_embeddings ? hp.n_embd : 0;
     InputLayout l{};
     const size_t col = align_up(static_cast<size_t>(n_ubatch) * 4);
     l.ids = 0;
     l.pos = col;
     l.rows = 2 * col;
     l.mask = 3 * col;
-    l.total = l.mask + align_up(static_cast<size_t>(n_ctx) * static_cast<size_t>(n_ubatch) * 4);
+    l.embd = l.mask + align_up(static_cast<size_t>(n_ctx) * static_cast<size_t>(n_ubatch) * 4);
+    l.total = l.embd + align_up(static_cast<size_t>(n_embd_in) * static_cast<size_t>(n_ubatch) * 4);
     return l;
   }
 };
@@ -44,12 +47,16 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   if (&weights->device() != &backend.device())
     return make_error("context: the weights of '", weights->model().name(), "' are on device '",
                       weights->device().name(), "', the backend computes on '", backend.device().name(), "'");
-  if (!weights->resident())
-    return make_error("context: the weights of '", weights->model().name(), "' on ", weights->device().name(),
-                      " are released: rebuild them first");
   std::unique_ptr<Context> c(new Context());
   const HParams& hp = weights->model().hparams();
   const std::string& owner = weights->model().name();
+  ResidencyManager::Pin pin;  // the owner's memory stays while the context is made
+  if (ResidencyManager* m = weights->device().residency()) {
+    KILN_ASSIGN_OR_RETURN(pin, m->pin(weights->owner()));
+  }
+  if (!weights->resident())
+    return make_error("context: the weights of '", weights->model().name(), "' on ", weights->device().name(),
+                      " are released: rebuild them first");
   c->opt_ = options;
   c->opt_.n_ctx = context_size(options, hp);
   if (c->opt_.n_ubatch <= 0 || c->opt_.n_batch <= 0)
@@ -61,7 +68,9 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   c->backend_ = &backend;
   Device& dev = backend.device();
   KILN_ASSIGN_OR_RETURN(c->kv_,
-                        KvCache::create(dev, hp, c->opt_.n_ctx, options.type_k, options.type_v, owner));
+                        KvCache::create(dev, hp, c->opt_.n_ctx, options.type_k, options.type_v,
+                                        c->weights_->owner(), owner));
+  c->kv_generation_ = c->kv_->generation();
   // Zeroed cells: attention reads masked cells too, and their contents must be finite.
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     for (const TensorView* v : {&c->kv_->k(il), &c->kv_->v(il)}) {
@@ -70,12 +79,24 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
     }
     c->kv_layers_.push_back({c->kv_->k(il), c->kv_->v(il)});
   }
-  const InputLayout layout = InputLayout::of(c->opt_.n_ubatch, c->opt_.n_ctx);
-  KILN_ASSIGN_OR_RETURN(c->inputs_, dev.allocate({layout.total, MemoryKind::Compute, owner + ":inputs"}));
+  const InputLayout layout = InputLayout::of(c->opt_, hp);
+  c->compute_resident_.attach(dev, c->weights_->owner(), owner, MemoryKind::Compute, "re-planned", c.get());
+  KILN_ASSIGN_OR_RETURN(c->inputs_,
+                        c->compute_resident_.allocate({layout.total, MemoryKind::Compute, owner + ":inputs"}));
 
   // Reserve the arena for the largest micro-batch over the whole cache, allocate it once and
-  // prepare the backend's scratch for it.
-  c->arena_ = std::make_unique<ComputeArena>(dev, owner);
+  // prepare the backend's scratch for it. An arena of the context's own is counted with its
+  // compute resident; a shared one belongs to whoever made it (it is not released on eviction).
+  if (options.arena != nullptr) {
+    if (&options.arena->device() != &dev)
+      return make_error("context: the shared compute arena '", options.arena->owner(), "' is on device '",
+                        options.arena->device().name(), "', the backend on '", dev.name(), "'");
+    c->arena_ = options.arena;
+  } else {
+    c->own_arena_ = std::make_unique<ComputeArena>(dev, owner, &c->compute_resident_);
+    c->arena_ = c->own_arena_.get();
+  }
+  const auto turn = c->arena_->take_turn();
   Graph worst;
   DecoderGraphSpec spec;
   spec.n_tokens = c->opt_.n_ubatch;
@@ -90,6 +111,37 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   return c;
 }
 
+Result<ResidencyManager::Pin> Context::hold_memory() {
+  ResidencyManager::Pin pin;
+  if (ResidencyManager* m = backend_->device().residency()) {
+    KILN_ASSIGN_OR_RETURN(pin, m->pin(weights_->owner()));
+  }
+  if (kv_->generation() != kv_generation_) {
+    for (size_t il = 0; il < kv_layers_.size(); ++il) {
+      kv_layers_[il] = {kv_->k(static_cast<int64_t>(il)), kv_->v(static_cast<int64_t>(il))};
+    }
+    kv_generation_ = kv_->generation();
+  }
+  return pin;
+}
+
+Status Context::evict() {
+  if (own_arena_) own_arena_->release();
+  inputs_.reset();
+  return ok_status();
+}
+
+Status Context::restore() {
+  const InputLayout layout = InputLayout::of(opt_, model().hparams());
+  KILN_ASSIGN_OR_RETURN(
+      inputs_, compute_resident_.allocate({layout.total, MemoryKind::Compute, model().name() + ":inputs"}));
+  if (const Status st = own_arena_ ? own_arena_->allocate() : ok_status(); !st.ok()) {
+    inputs_.reset();
+    return st;
+  }
+  return ok_status();
+}
+
 Result<ExecPlan> Context::plan_graph(Graph& g) {
   KILN_TRY(arena_->reserve(g));
   KILN_TRY(arena_->allocate());  // allocates only when the reservation grew
@@ -100,17 +152,31 @@ Status Context::decode(const Batch& batch, const DecodeOptions& options) {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t n = batch.size();
   if (n == 0) return make_error("decode: empty batch");
-  if (batch.pos.size() != n || batch.seq.size() != n || batch.output.size() != n)
+  if (batch.seq.size() != n || batch.output.size() != n)
     return make_error("decode: batch arrays differ in length");
   if (static_cast<int64_t>(n) > opt_.n_batch)
     return make_error("decode: batch of ", n, " tokens exceeds n_batch ", opt_.n_batch);
+  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, hold_memory());
   if (!weights_->resident())
     return make_error("decode: the weights of '", model().name(), "' on ", weights_->device().name(),
                       " are released: rebuild them first");
   const int64_t n_vocab = model().hparams().n_vocab;
+  if (batch.has_embeddings()) {
+    if (!opt_.input_embeddings)
+      return make_error("decode: a batch of embeddings, but the context was created without input_embeddings");
+    if (!batch.tokens.empty()) return make_error("decode: a batch holds token ids or embeddings, not both");
+    const size_t width = static_cast<size_t>(model().hparams().n_embd);
+    if (batch.embd.size() != n * width)
+      return make_error("decode: ", batch.embd.size(), " embedding values for ", n, " tokens of width ", width);
+  } else if (batch.tokens.size() != n) {
+    return make_error("decode: batch arrays differ in length");
+  }
+  if (!batch.causal && static_cast<int64_t>(n) > opt_.n_ubatch)
+    return make_error("decode: a non-causal batch of ", n, " tokens must fit one micro-batch (n_ubatch ",
+                      opt_.n_ubatch, "; raise -ub)");
   size_t n_outputs = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (batch.tokens[i] < 0 || batch.tokens[i] >= n_vocab)
+    if (!batch.has_embeddings() && (batch.tokens[i] < 0 || batch.tokens[i] >= n_vocab))
       return make_error("decode: token id ", batch.tokens[i], " at batch index ", i, " outside the vocabulary [0, ",
                         n_vocab, ")");
     if (batch.pos[i] < 0) return make_error("decode: negative position ", batch.pos[i], " at batch index ", i);
@@ -121,6 +187,7 @@ Status Context::decode(const Batch& batch, const DecodeOptions& options) {
   if (kv_->n_used() + static_cast<int64_t>(n) > kv_->size())
     return make_error("decode: ", n, " new tokens do not fit the context: ", kv_->n_used(), " of ", kv_->size(),
                       " cells in use (the context is full)");
+  const auto turn = arena_->take_turn();
   if (kv_->has_shift()) KILN_TRY(apply_kv_shift());
 
   outputs_.resize(n_outputs * output_width());
@@ -156,26 +223,32 @@ Status Context::decode_ubatch(const Batch& batch, const DecodeOptions& options, 
   spec.n_kv = kv_->n_kv();
   spec.attention = attention_;
   spec.output = opt_.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
+  spec.embeddings_input = batch.has_embeddings();
   spec.single_row_order = options.single_row_order;
   Graph g;
   KILN_ASSIGN_OR_RETURN(DecoderGraph dg, build_decoder_graph(g, hp, weights_->weights(), kv_layers_, spec));
   KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(g));
   KILN_TRY(backend_->prepare(plan));
 
-  stage_ids_.assign(batch.tokens.begin() + static_cast<std::ptrdiff_t>(begin),
-                    batch.tokens.begin() + static_cast<std::ptrdiff_t>(end));
   stage_pos_.assign(pos.begin(), pos.end());
   stage_mask_.resize(static_cast<size_t>(spec.n_kv * T));
-  kv_->fill_mask(stage_mask_, spec.n_kv, pos, seq);
+  kv_->fill_mask(stage_mask_, spec.n_kv, pos, seq, batch.causal);
 
   Device& dev = backend_->device();
-  const InputLayout layout = InputLayout::of(opt_.n_ubatch, opt_.n_ctx);
+  const InputLayout layout = InputLayout::of(opt_, model().hparams());
   auto bind = [&](Tensor t, DType type, int64_t ne0, int64_t ne1, size_t offset, const void* host) -> Status {
     KILN_ASSIGN_OR_RETURN(TensorView v, inputs_->view(type, {ne0, ne1, 1, 1}, offset));
     KILN_TRY(dev.upload(v, host, v.span_bytes()));
     return plan.bind(t, v);
   };
-  KILN_TRY(bind(dg.tokens, DType::I32, T, 1, layout.ids, stage_ids_.data()));
+  if (spec.embeddings_input) {
+    const auto width = static_cast<size_t>(hp.n_embd);
+    KILN_TRY(bind(dg.input_embd, DType::F32, hp.n_embd, T, layout.embd, batch.embd.data() + begin * width));
+  } else {
+    stage_ids_.assign(batch.tokens.begin() + static_cast<std::ptrdiff_t>(begin),
+                      batch.tokens.begin() + static_cast<std::ptrdiff_t>(end));
+    KILN_TRY(bind(dg.tokens, DType::I32, T, 1, layout.ids, stage_ids_.data()));
+  }
   KILN_TRY(bind(dg.positions, DType::I32, T, 1, layout.pos, stage_pos_.data()));
   KILN_TRY(bind(dg.out_rows, DType::I32, spec.n_outputs, 1, layout.rows, stage_rows_.data()));
   KILN_TRY(bind(dg.kq_mask, DType::F32, spec.n_kv, T, layout.mask, stage_mask_.data()));
@@ -230,7 +303,7 @@ Status Context::apply_kv_shift() {
   KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(g));
   KILN_TRY(backend_->prepare(plan));
   // The shifts go where a micro-batch's mask goes (it holds n_ctx * n_ubatch floats).
-  const InputLayout layout = InputLayout::of(opt_.n_ubatch, opt_.n_ctx);
+  const InputLayout layout = InputLayout::of(opt_, model().hparams());
   KILN_ASSIGN_OR_RETURN(TensorView v, inputs_->view(DType::I32, {n_ctx, 1, 1, 1}, layout.mask));
   KILN_TRY(backend_->device().upload(v, kv_->positions_shift().data(), v.span_bytes()));
   KILN_TRY(plan.bind(shift, v));
@@ -283,9 +356,10 @@ struct SeqHeader {
 
 }  // namespace
 
-Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path) const {
+Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
+  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, hold_memory());
   std::vector<int64_t> cells;
   std::vector<int32_t> positions;
   for (int64_t c = 0; c < kv_->size(); ++c) {
@@ -319,6 +393,7 @@ Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, cons
 Result<std::vector<int32_t>> Context::load_sequence(int32_t seq, const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
+  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, hold_memory());
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("state: cannot read '", path, "'");
   SeqHeader h{};

@@ -1,11 +1,15 @@
 // Context: decodes batches of a Model on a Backend, with a KV cache shared by many sequences.
 //
-// decode() validates the whole batch first (token ids, positions, sequence ids, size), then runs
-// it as micro-batches of at most n_ubatch tokens: each takes a run of free KV cells, builds the
-// decoder graph for its shape (models/decoder_graph.h), plans it in the context's compute arena
-// (reserved for the worst case at creation: decoding allocates no device memory), uploads its
-// inputs and runs. The outputs of tokens marked for output are kept until the next decode():
+// decode() validates the whole batch first (token ids or embeddings, positions, sequence ids,
+// size), then runs it as micro-batches of at most n_ubatch tokens: each takes a run of free KV
+// cells, builds the decoder graph for its shape (models/decoder_graph.h), plans it in the compute
+// arena (reserved for the worst case at creation: decoding allocates no device memory), uploads
+// its inputs and runs. The outputs of tokens marked for output are kept until the next decode():
 // logits, or, in a context created with embeddings on, hidden states (see ContextOptions).
+//
+// The compute arena is the context's own, or one it shares with other owners that take turns on
+// the device (ContextOptions::arena; e.g. a vision encoder): the arena then fits the larger of
+// their worst cases, and every pass holds the arena's turn.
 //
 // Memory: the weights are a DeviceWeights on the backend's device (shared with the other
 // contexts of the model there); the KV cache, the micro-batch inputs and the compute arena are
@@ -14,9 +18,18 @@
 // written for compaction and state files), so a device that is not host-visible (sim) runs any
 // model.
 //
-// Ownership: shares the DeviceWeights (and through them the Model); the Backend must outlive the
-// Context.
-// Thread-safety: every public method takes the context's mutex (one pass at a time).
+// Residency: on a device with a residency manager the context's memory belongs to the weights'
+// owner: the KV cache is one resident, the compute arena and input buffer another ("re-planned":
+// every graph is planned when it runs, so nothing keeps their old addresses). Every method that
+// computes or reads K/V pins the owner for its length, restoring whatever was evicted first (an
+// Error with the manager's numbers when there is no room), and rebuilds the KV views it captured
+// when the cache came back elsewhere (KvCache::generation()). A shared compute arena
+// (ContextOptions::arena) is not the context's: it stays allocated while the context is evicted.
+//
+// Ownership: shares the DeviceWeights (and through them the Model); the Backend (and a shared
+// arena) must outlive the Context.
+// Thread-safety: every public method takes the context's mutex (one pass at a time), and the
+// shared arena's turn while it computes.
 #pragma once
 
 #include <memory>
@@ -49,6 +62,12 @@ struct ContextOptions {
   // Output the final hidden state [n_embd] of each marked token (after the output norm: the LM
   // head's input, llama.cpp's result_norm) instead of logits; the LM head is not computed.
   bool embeddings = false;
+  // Accept batches of embeddings (Batch::embd: images' tokens): reserves room for a micro-batch
+  // of n_ubatch x n_embd floats of input.
+  bool input_embeddings = false;
+  // A compute arena on the backend's device shared with other owners (non-owning; must outlive the
+  // context); null: the context makes its own.
+  ComputeArena* arena = nullptr;
 };
 
 struct DecodeOptions {
@@ -62,7 +81,7 @@ struct DecodeOptions {
 // The KV cells a context created with `options` for a model with `hparams` has (n_ctx resolved).
 int64_t context_size(const ContextOptions& options, const HParams& hparams);
 
-class Context {
+class Context : private Evictable {
  public:
   // A context over `weights`, which must be resident on backend.device(). Errors: weights on
   // another device or released, bad options, no room on the device (nothing stays allocated).
@@ -75,9 +94,11 @@ class Context {
                                                  const ContextOptions& options);
 
   // Decodes `batch`. Errors (nothing computed, cache unchanged): an empty or oversized batch, a
-  // token id outside the vocabulary, a negative position, a sequence id outside
-  // [0, kMaxSequences), weights released (DeviceWeights::release); no room in the cache for a
-  // micro-batch ("the context is full": earlier micro-batches of the same call stay in the cache).
+  // token id outside the vocabulary, embeddings of the wrong width or in a context without
+  // input_embeddings, a negative position, a sequence id outside [0, kMaxSequences), a non-causal
+  // batch larger than n_ubatch, weights released (DeviceWeights::release); no room in the cache
+  // for a micro-batch ("the context is full": earlier micro-batches of the same call stay in the
+  // cache).
   Status decode(const Batch& batch, const DecodeOptions& options = {});
   // Logits [n_vocab] of batch token i of the last decode(); empty when it was not marked (or
   // the context outputs embeddings).
@@ -91,6 +112,7 @@ class Context {
   const DeviceWeights& weights() const { return *weights_; }
   int64_t n_ctx() const { return kv_->size(); }
   int64_t n_batch() const { return opt_.n_batch; }
+  int64_t n_ubatch() const { return opt_.n_ubatch; }
   int64_t n_vocab() const { return model().hparams().n_vocab; }
   int64_t n_embd() const { return model().hparams().n_embd; }
   AttentionPath attention_path() const { return attention_; }
@@ -103,15 +125,23 @@ class Context {
   int32_t seq_pos_max(int32_t seq) const;
   void clear();
   const KvCache& kv() const { return *kv_; }
+  // The compute arena the context plans in (its own or the shared one).
+  const ComputeArena& arena() const { return *arena_; }
 
   // Saves sequence `seq` (its tokens, given by the caller, and its cached K/V) to a file, and
   // restores it into sequence `seq` (which is cleared first); bit-exact. The file records the
   // model's shape and cache types and is refused by a context that differs.
-  Status save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path) const;
+  Status save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path);
   Result<std::vector<int32_t>> load_sequence(int32_t seq, const std::string& path);
 
  private:
   Context() = default;
+  // Pins the owner's memory on the device for one pass (restoring what was evicted) and refreshes
+  // kv_layers_ when the cache moved; an empty pin on a device without a residency manager.
+  Result<ResidencyManager::Pin> hold_memory();
+  // Evictable (the compute resident): frees the arena and the input buffer / allocates them again.
+  Status evict() override;
+  Status restore() override;
   Status decode_ubatch(const Batch& batch, const DecodeOptions& options, size_t begin, size_t end,
                        size_t& out_index);
   Status apply_kv_shift();
@@ -125,8 +155,11 @@ class Context {
   ContextOptions opt_;
   AttentionPath attention_ = AttentionPath::Flash;
   std::unique_ptr<KvCache> kv_;
-  std::vector<KvLayerMemory> kv_layers_;
-  std::unique_ptr<ComputeArena> arena_;
+  std::vector<KvLayerMemory> kv_layers_;  // views of kv_ at kv_generation_
+  uint64_t kv_generation_ = 0;
+  Resident compute_resident_;  // before the arena and inputs_: outlives their buffers
+  std::unique_ptr<ComputeArena> own_arena_;  // null when sharing options.arena
+  ComputeArena* arena_ = nullptr;
   std::unique_ptr<Buffer> inputs_;  // device memory for a micro-batch's inputs (worst case)
   std::vector<float> outputs_;      // [n_outputs][output_width()] of the last decode()
   std::vector<int64_t> output_row_; // per batch token: its row in outputs_, or -1

@@ -1,5 +1,8 @@
 #include "llm/device_weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace kiln {
@@ -23,6 +26,7 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
   std::shared_ptr<DeviceWeights> dw(new DeviceWeights());
   dw->model_ = std::move(model);
   dw->device_ = &device;
+  dw->owner_ = new_owner_id();
   dw->weights_ = dw->model_->weights();
   const size_t align = std::max(kWeightAlign, device.alignment());
   const bool host = device.is_host();
@@ -46,6 +50,10 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
     dw->placement_of_.push_back(static_cast<size_t>(same - dw->placements_.begin()));
   });
   dw->buffer_bytes_ = end;
+  dw->residency_.attach(device, dw->owner_, dw->model_->name(), MemoryKind::Weights,
+                       host ? "re-read from the mapped file" : "re-prepared from the mapped file", dw.get());
+  if (const Status st = dw->residency_.set_external_bytes(dw->mapped_bytes_); !st.ok())
+    return make_error("the weights of '", dw->model_->name(), "' do not fit: ", st.error().message);
   if (dw->buffer_bytes_ == 0) {
     dw->resident_ = true;  // every tensor is read from the mapping
     return dw;
@@ -64,7 +72,7 @@ void DeviceWeights::release() {
 Status DeviceWeights::rebuild() {
   if (resident_) return ok_status();
   const BufferDesc desc{buffer_bytes_, MemoryKind::Weights, model_->name()};
-  auto buf = device_->allocate(desc);
+  auto buf = residency_.allocate(desc);
   if (!buf.ok()) return make_error("the weights of '", model_->name(), "' do not fit: ", buf.error().message);
   std::unique_ptr<Buffer> buffer = std::move(*buf);
   std::vector<uint8_t> staging;  // one prepared tensor at a time, for devices that are not host-visible
@@ -91,6 +99,20 @@ Status DeviceWeights::rebuild() {
   buffer_ = std::move(buffer);
   resident_ = true;
   bind_views();
+  return ok_status();
+}
+
+Status DeviceWeights::evict() {
+  release();
+  if (mapped_bytes_ == 0 || !model_->file().mapped()) return ok_status();
+  // Drop the pages of the tensors read in place: the data section, page-aligned inward (the
+  // mapping is read-only and private: the kernel reads the pages from the file again on access).
+  const std::span<const uint8_t> file = model_->file().bytes();
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(file.data()) + model_->file().data_offset();
+  const uintptr_t hi = reinterpret_cast<uintptr_t>(file.data() + file.size());
+  const uintptr_t first = (lo + page - 1) / page * page, last = hi / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
   return ok_status();
 }
 

@@ -25,6 +25,14 @@
 // decode and keep no weight address from one decode to the next. The mapped file is the shadow of
 // the copies: releasing needs no copy out.
 //
+// Residency: on a device with a residency manager (runtime/residency.h) the weights are one
+// resident of their own owner (owner(): the contexts over them share it), counted as the buffer's
+// bytes plus, on a host device, the mapped bytes (the file's pages the kernels read). Evicting
+// releases the buffer and, for a model mapped from a file, drops the mapped pages with
+// madvise(MADV_DONTNEED) (they stay in the page cache: coming back is a re-fault); restoring
+// rebuilds. With a manager, evict and restore through it (ResidencyManager::evict_owner / pin), not
+// with release() / rebuild(), which it calls.
+//
 // Ownership: shares the Model; the Device must outlive the object.
 // Thread-safety: const methods may run concurrently with each other. release() and rebuild() must
 // not run while any context decodes with these weights (callers serialize: the residency manager
@@ -41,10 +49,11 @@
 #include "models/modules.h"
 #include "ops/weight_prep.h"
 #include "runtime/device.h"
+#include "runtime/residency.h"
 
 namespace kiln {
 
-class DeviceWeights {
+class DeviceWeights : private Evictable {
  public:
   // Where one tensor of the model's file sits on the device.
   struct Placement {
@@ -55,8 +64,8 @@ class DeviceWeights {
   static constexpr size_t kMapped = SIZE_MAX;  // read in place from the mapped file (host devices)
 
   // Places every weight of `model` on `device` (resident state). An Error, with nothing left
-  // allocated, when the device cannot hold them (the device's message with the bytes needed) or a
-  // tensor cannot be prepared.
+  // allocated, when the device cannot hold them (the device's or the residency manager's message
+  // with the bytes needed and the budget) or a tensor cannot be prepared.
   static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const Model> model, Device& device);
   ~DeviceWeights();
   DeviceWeights(const DeviceWeights&) = delete;
@@ -64,6 +73,8 @@ class DeviceWeights {
 
   const Model& model() const { return *model_; }
   Device& device() const { return *device_; }
+  // The owner of these weights and of the contexts over them in the device's residency manager.
+  OwnerId owner() const { return owner_; }
   // The model's weights as views on device(): shapes of Model::weights(), layouts and addresses of
   // this placement. Copied tensors' views are null while released.
   const DecoderWeights& weights() const { return weights_; }
@@ -88,9 +99,14 @@ class DeviceWeights {
   DeviceWeights() = default;
   // Points the views of copied tensors at the buffer (or at null when released).
   void bind_views();
+  // Evictable: release() and drop the mapped pages; rebuild().
+  Status evict() override;
+  Status restore() override { return rebuild(); }
 
   std::shared_ptr<const Model> model_;
   Device* device_ = nullptr;
+  OwnerId owner_ = 0;
+  Resident residency_;  // before buffer_: outlives it
   DecoderWeights weights_;
   std::vector<Placement> placements_;
   std::vector<size_t> placement_of_;  // per weight in for_each_weight order: its placements_ index

@@ -7,7 +7,7 @@
 namespace kiln {
 
 Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& hp, int64_t n_ctx, DType type_k,
-                                                 DType type_v, const std::string& owner) {
+                                                 DType type_v, OwnerId owner, const std::string& owner_name) {
   for (DType t : {type_k, type_v}) {
     if (t != DType::F32 && t != DType::F16)
       return make_error("kv cache: type ", dtype_name(t), " is not supported (f32, f16)");
@@ -20,21 +20,68 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& 
   kv->n_embd_v_ = hp.n_embd_v_gqa();
   kv->cells_.assign(static_cast<size_t>(n_ctx), KvCell{});
   kv->shift_.assign(static_cast<size_t>(n_ctx), 0);
+  kv->owner_name_ = owner_name;
+  kv->resident_.attach(device, owner, owner_name, MemoryKind::Kv, "copied back from host memory", kv.get());
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     for (int kv_i = 0; kv_i < 2; ++kv_i) {
-      const DType t = kv_i == 0 ? type_k : type_v;
-      const int64_t width = kv_i == 0 ? kv->n_embd_k_ : kv->n_embd_v_;
-      BufferDesc desc;
-      desc.bytes = row_size(t, width) * static_cast<size_t>(n_ctx);
-      desc.kind = MemoryKind::Kv;
-      desc.owner = owner;
-      KILN_ASSIGN_OR_RETURN(auto buf, device.allocate(desc));
-      KILN_ASSIGN_OR_RETURN(TensorView view, buf->view(t, {width, n_ctx, 1, 1}));
+      KILN_ASSIGN_OR_RETURN(auto buf, kv->allocate_layer(kv_i));
       (kv_i == 0 ? kv->k_bufs_ : kv->v_bufs_).push_back(std::move(buf));
-      (kv_i == 0 ? kv->k_views_ : kv->v_views_).push_back(view);
     }
   }
+  kv->k_views_.resize(kv->k_bufs_.size());
+  kv->v_views_.resize(kv->v_bufs_.size());
+  for (size_t il = 0; il < kv->k_bufs_.size(); ++il) {
+    KILN_ASSIGN_OR_RETURN(kv->k_views_[il], kv->k_bufs_[il]->view(type_k, {kv->n_embd_k_, n_ctx, 1, 1}));
+    KILN_ASSIGN_OR_RETURN(kv->v_views_[il], kv->v_bufs_[il]->view(type_v, {kv->n_embd_v_, n_ctx, 1, 1}));
+  }
   return kv;
+}
+
+Result<std::unique_ptr<Buffer>> KvCache::allocate_layer(int kv_i) {
+  const DType t = kv_i == 0 ? type_k_ : type_v_;
+  const int64_t width = kv_i == 0 ? n_embd_k_ : n_embd_v_;
+  BufferDesc desc;
+  desc.bytes = row_size(t, width) * cells_.size();
+  desc.kind = MemoryKind::Kv;
+  desc.owner = owner_name_;
+  return resident_.allocate(desc);
+}
+
+Status KvCache::evict() {
+  std::vector<std::vector<uint8_t>> copy;
+  for (size_t il = 0; il < k_bufs_.size(); ++il) {
+    for (const Buffer* b : {k_bufs_[il].get(), v_bufs_[il].get()}) {
+      copy.emplace_back(b->size());
+      KILN_TRY(b->read(0, copy.back().data(), copy.back().size()));
+    }
+  }
+  host_copy_ = std::move(copy);
+  k_bufs_.clear();
+  v_bufs_.clear();
+  for (TensorView& v : k_views_) v.data = nullptr;
+  for (TensorView& v : v_views_) v.data = nullptr;
+  return ok_status();
+}
+
+Status KvCache::restore() {
+  std::vector<std::unique_ptr<Buffer>> k, v;
+  for (size_t il = 0; il < k_views_.size(); ++il) {
+    for (int kv_i = 0; kv_i < 2; ++kv_i) {
+      KILN_ASSIGN_OR_RETURN(auto buf, allocate_layer(kv_i));
+      const std::vector<uint8_t>& bytes = host_copy_[2 * il + static_cast<size_t>(kv_i)];
+      KILN_TRY(buf->write(0, bytes.data(), bytes.size()));
+      (kv_i == 0 ? k : v).push_back(std::move(buf));
+    }
+  }
+  k_bufs_ = std::move(k);
+  v_bufs_ = std::move(v);
+  for (size_t il = 0; il < k_bufs_.size(); ++il) {
+    k_views_[il].data = k_bufs_[il]->base();
+    v_views_[il].data = v_bufs_[il]->base();
+  }
+  host_copy_.clear();
+  host_copy_.shrink_to_fit();
+  return ok_status();
 }
 
 size_t KvCache::bytes() const {
@@ -45,7 +92,7 @@ size_t KvCache::bytes() const {
 }
 
 size_t KvCache::cell_bytes() const {
-  return k_bufs_.size() * (row_size(type_k_, n_embd_k_) + row_size(type_v_, n_embd_v_));
+  return k_views_.size() * (row_size(type_k_, n_embd_k_) + row_size(type_v_, n_embd_v_));
 }
 
 Result<int64_t> KvCache::place(std::span<const int32_t> seq) {
@@ -133,7 +180,7 @@ void KvCache::update_used_end() {
 }
 
 void KvCache::fill_mask(std::span<float> mask, int64_t n_kv_pad, std::span<const int32_t> pos,
-                        std::span<const int32_t> seq) const {
+                        std::span<const int32_t> seq, bool causal) const {
   KILN_ASSERT(mask.size() >= static_cast<size_t>(n_kv_pad) * pos.size(), "kv cache: mask too small");
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (size_t t = 0; t < pos.size(); ++t) {
@@ -142,7 +189,7 @@ void KvCache::fill_mask(std::span<float> mask, int64_t n_kv_pad, std::span<const
       bool visible = false;
       if (c < used_end_) {
         const KvCell& cell = cells_[static_cast<size_t>(c)];
-        visible = cell.has(seq[t]) && cell.pos <= pos[t];
+        visible = cell.has(seq[t]) && (!causal || cell.pos <= pos[t]);
       }
       row[c] = visible ? 0.0f : neg_inf;
     }

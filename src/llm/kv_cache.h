@@ -10,7 +10,13 @@
 // flash attention sums keys in cell order, and the same keys in another order give other bits,
 // which would make a sequence's output depend on what else the cache held. Attention reads cells
 // [0, n_kv()) through a mask that hides cells of other sequences and future positions.
-// Thread-safety: none; the owning Context serializes access.
+// Residency: on a device with a residency manager the cache is one resident (MemoryKind::Kv) of
+// the context's owner. Evicting copies every layer's K and V to host memory and frees the device
+// buffers; restoring allocates them again (anywhere: the views change, generation() rises) and
+// copies the bytes back, bit for bit. Cell metadata stays on the host throughout. A host device's
+// cache is never evicted (see runtime/residency.h).
+// Thread-safety: none; the owning Context serializes access (the residency manager evicts only
+// while the owner is unpinned, and a context pins its owner for every pass that reads K/V).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +29,7 @@
 #include "core/tensor_view.h"
 #include "models/hparams.h"
 #include "runtime/device.h"
+#include "runtime/residency.h"
 
 namespace kiln {
 
@@ -35,11 +42,14 @@ struct KvCell {
   bool has(int32_t seq) const { return (seq_mask >> seq) & 1u; }
 };
 
-class KvCache {
+class KvCache : private Evictable {
  public:
-  // Allocates n_layer K and V buffers (MemoryKind::Kv, tagged `owner`) on `device`.
+  // Allocates n_layer K and V buffers (MemoryKind::Kv, tagged `owner_name`) on `device`, as a
+  // resident of `owner` when the device has a residency manager.
   static Result<std::unique_ptr<KvCache>> create(Device& device, const HParams& hp, int64_t n_ctx, DType type_k,
-                                                 DType type_v, const std::string& owner);
+                                                 DType type_v, OwnerId owner, const std::string& owner_name);
+  // Raised each time the buffers come back from an eviction (the views then point elsewhere).
+  uint64_t generation() const { return resident_.generation(); }
 
   int64_t size() const { return static_cast<int64_t>(cells_.size()); }
   DType type_k() const { return type_k_; }
@@ -65,10 +75,10 @@ class KvCache {
   const KvCell& cell(int64_t i) const { return cells_[static_cast<size_t>(i)]; }
 
   // Writes the attention mask of a micro-batch: mask[t * n_kv_pad + c] = 0 when cell c is visible to
-  // token t (same sequence, position <= the token's), -inf otherwise (and for c >= n_kv()).
-  // [n_kv_pad, n_tokens] row-major by token.
+  // token t (same sequence and, when `causal`, position <= the token's), -inf otherwise (and for
+  // c >= n_kv()). [n_kv_pad, n_tokens] row-major by token. ref: llama_kv_cache::set_input_kq_mask.
   void fill_mask(std::span<float> mask, int64_t n_kv_pad, std::span<const int32_t> pos,
-                 std::span<const int32_t> seq) const;
+                 std::span<const int32_t> seq, bool causal = true) const;
 
   // Sequence operations over positions [p0, p1) (p1 < 0: to the end), as llama.cpp's
   // llama_memory_seq_*: remove, copy to another sequence (cells become shared), keep only one
@@ -97,6 +107,10 @@ class KvCache {
  private:
   KvCache() = default;
   void update_used_end();
+  Result<std::unique_ptr<Buffer>> allocate_layer(int kv_i);  // K (0) or V (1) buffer of one layer
+  // Evictable: K/V bytes to host_copy_ and back.
+  Status evict() override;
+  Status restore() override;
 
   DType type_k_ = DType::F16, type_v_ = DType::F16;
   int64_t n_embd_k_ = 0, n_embd_v_ = 0;
@@ -104,7 +118,10 @@ class KvCache {
   std::vector<int32_t> shift_;
   bool has_shift_ = false;
   int64_t used_end_ = 0;
+  std::string owner_name_;
+  Resident resident_;  // before the buffers: outlives them
   std::vector<std::unique_ptr<Buffer>> k_bufs_, v_bufs_;
+  std::vector<std::vector<uint8_t>> host_copy_;  // while evicted: per layer K then V
   std::vector<TensorView> k_views_, v_views_;
 };
 

@@ -1,5 +1,7 @@
 #include "llm/model.h"
 
+#include "text/grammar/grammar_vocab.h"
+
 namespace kiln {
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
@@ -22,20 +24,26 @@ Result<std::shared_ptr<const Model>> Model::bind(std::unique_ptr<GgufFile> file,
   if (tok.n_tokens() != m->hp_.n_vocab)
     return make_error("model: the tokenizer has ", tok.n_tokens(), " tokens but the output has ", m->hp_.n_vocab, " rows");
   m->tokenizer_ = std::make_unique<text::Tokenizer>(std::move(tok));
-  auto name = m->file_->get_string("general.name");
-  if (name.ok() && !name->empty()) {
-    m->name_ = *name;
-  } else {
-    const size_t slash = path.find_last_of('/');
-    m->name_ = slash == std::string::npos ? path : path.substr(slash + 1);
-  }
+  m->name_ = gguf_display_name(*m->file_, path);
   return std::shared_ptr<const Model>(std::move(m));
+}
+
+std::string gguf_display_name(const GgufFile& file, const std::string& path) {
+  auto name = file.get_string("general.name");
+  if (name.ok() && !name->empty()) return *name;
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 size_t Model::weight_bytes() const {
   size_t total = 0;
   for (const auto& t : file_->tensors()) total += t.size;
   return total;
+}
+
+std::shared_ptr<const grammar::GrammarVocab> Model::grammar_vocab() const {
+  std::call_once(grammar_vocab_once_, [this] { grammar_vocab_ = grammar::GrammarVocab::build(*tokenizer_); });
+  return grammar_vocab_;
 }
 
 }  // namespace kiln

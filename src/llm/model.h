@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 
@@ -14,7 +15,14 @@
 #include "models/modules.h"
 #include "text/tokenizer.h"
 
+namespace kiln::grammar {
+class GrammarVocab;
+}
+
 namespace kiln {
+
+// general.name of a GGUF file, else the file name of `path` without its folder.
+std::string gguf_display_name(const GgufFile& file, const std::string& path);
 
 class Model {
  public:
@@ -33,6 +41,9 @@ class Model {
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   // Bytes of tensor data in the file.
   size_t weight_bytes() const;
+  // The vocabulary as grammar-constrained sampling sees it: built on first use (a walk over
+  // every token's piece), then shared. Thread-safe.
+  std::shared_ptr<const grammar::GrammarVocab> grammar_vocab() const;
 
  private:
   Model() = default;
@@ -42,6 +53,8 @@ class Model {
   HParams hp_;
   DecoderWeights weights_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
+  mutable std::once_flag grammar_vocab_once_;
+  mutable std::shared_ptr<const grammar::GrammarVocab> grammar_vocab_;
 };
 
 }  // namespace kiln

@@ -1,5 +1,7 @@
 #include "llm/sampler.h"
 
+#include "text/grammar/grammar_constraint.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -100,7 +102,9 @@ void temperature(std::vector<Candidate>& c, float t) {
   if (t <= 0.0f) {
     // Greedy: only the best candidate survives.
     sort_by_logit(c);
-    if (!c.empty()) c.resize(1);
+    // erase, not resize(1): GCC 12 inlines resize()'s growing path too and reports a false
+    // -Warray-bounds on it (the vector is never grown here).
+    if (c.size() > 1) c.erase(c.begin() + 1, c.end());
     return;
   }
   for (auto& x : c) x.logit /= t;
@@ -133,7 +137,25 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab)
   candidates_.reserve(static_cast<size_t>(n_vocab));
 }
 
+Sampler::Sampler(Sampler&&) noexcept = default;
+Sampler& Sampler::operator=(Sampler&&) noexcept = default;
+Sampler::~Sampler() = default;
+
+void Sampler::set_grammar(std::unique_ptr<grammar::GrammarConstraint> grammar) {
+  KILN_ASSERT(grammar == nullptr || grammar->vocab().n_tokens() == n_vocab_, "sampler: grammar vocabulary size != n_vocab");
+  grammar_ = std::move(grammar);
+  grammar_error_.clear();
+}
+
 void Sampler::accept(int32_t token) {
+  // ref: common_sampler_accept: the grammar first, then the chain's history.
+  if (grammar_ != nullptr && grammar_error_.empty()) {
+    if (const Status s = grammar_->accept(token); !s.ok()) grammar_error_ = s.error().message;
+  }
+  accept_prompt(token);
+}
+
+void Sampler::accept_prompt(int32_t token) {
   if (params_.penalty_last_n == 0) return;
   history_.push_back(token);
   ++counts_[token];
@@ -147,6 +169,8 @@ void Sampler::accept(int32_t token) {
 void Sampler::reset_history() {
   history_.clear();
   counts_.clear();
+  if (grammar_ != nullptr) grammar_->reset();
+  grammar_error_.clear();
 }
 
 // ref: llama.cpp llama_sampler_penalties_apply (repeat penalty divides positive logits and
@@ -168,12 +192,18 @@ void Sampler::apply_penalties() {
   }
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
-  KILN_ASSERT(logits.size() == static_cast<size_t>(n_vocab_), "sampler: logits size != n_vocab");
+std::optional<int32_t> Sampler::sample_chain(std::span<const float> logits, const std::vector<uint8_t>* allowed) {
   candidates_.clear();
   for (int32_t i = 0; i < n_vocab_; ++i) candidates_.push_back({i, logits[static_cast<size_t>(i)], 0.0f});
   for (const auto& [id, bias] : params_.logit_bias) candidates_[static_cast<size_t>(id)].logit += bias;
   apply_penalties();
+  if (allowed != nullptr) {
+    // The grammar's refusals (-inf in llama.cpp, where they can never be drawn) leave the chain.
+    std::erase_if(candidates_, [&](const Candidate& c) {
+      return (*allowed)[static_cast<size_t>(c.id)] == 0 || c.logit == -INFINITY;
+    });
+    if (candidates_.empty()) return std::nullopt;
+  }
 
   const size_t min_keep = static_cast<size_t>(std::max(1, params_.min_keep));
   if (params_.temperature <= 0.0f) {
@@ -201,6 +231,21 @@ int32_t Sampler::sample(std::span<const float> logits) {
     if (r < cum) return c.id;
   }
   return candidates_.back().id;
+}
+
+// ref: llama.cpp common_sampler_sample (grammar_first = false): sample, check the one token
+// against the grammar, and only when it is refused apply the grammar to every candidate and
+// sample again.
+int32_t Sampler::sample(std::span<const float> logits) {
+  KILN_ASSERT(logits.size() == static_cast<size_t>(n_vocab_), "sampler: logits size != n_vocab");
+  const int32_t first = *sample_chain(logits, nullptr);
+  if (grammar_ == nullptr || !grammar_error_.empty() || grammar_->allows(first)) return first;
+  if (const auto constrained = sample_chain(logits, &grammar_->allowed())) return *constrained;
+  grammar_error_ = "grammar: no token of the vocabulary continues the grammar";
+  for (int32_t id = 0; id < grammar_->vocab().n_tokens(); ++id) {
+    if (grammar_->vocab().kind(id) == grammar::GrammarVocab::Kind::EndOfGen) return id;
+  }
+  return first;
 }
 
 }  // namespace kiln

@@ -1,18 +1,31 @@
 // Token sampling: a chain of stages over the logits of one position, as llama.cpp's common
 // sampler chain applies them (logit bias, penalties, top-k, typical, top-p, min-p, temperature,
 // then a seeded draw or greedy argmax). Deterministic for a seed.
+//
+// With a grammar attached (set_grammar), sample() follows llama.cpp's common_sampler_sample: the
+// chain picks a token from the unconstrained logits; if the grammar refuses it, the logits are
+// taken again, the grammar's refusals removed, and the chain picks again (a second draw). Tokens
+// generated must then go through accept() (which advances the grammar), prompt tokens through
+// accept_prompt() (which does not).
 // Thread-safety: a Sampler is used by one sequence at a time; separate sequences own separate
 // samplers.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <optional>
 #include <random>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/result.h"
+
+namespace kiln::grammar {
+class GrammarConstraint;
+}
 
 namespace kiln {
 
@@ -42,13 +55,29 @@ class Sampler {
   // Errors on parameters out of range (negative temperature is allowed: greedy) or logit-bias ids
   // outside [0, n_vocab).
   static Result<Sampler> create(const SamplerParams& params, int32_t n_vocab);
+  Sampler(Sampler&&) noexcept;
+  Sampler& operator=(Sampler&&) noexcept;
+  ~Sampler();
 
-  // Draws the next token from the logits of one position ([n_vocab]).
+  // Draws the next token from the logits of one position ([n_vocab]). Under a grammar that no
+  // token of the vocabulary can continue, returns an end-of-generation token (or the
+  // unconstrained choice when the vocabulary has none) and grammar_stalled() turns true.
   int32_t sample(std::span<const float> logits);
-  // Records a token of the sequence (prompt or generated) for the penalties.
+  // Records a generated token: the penalties' history and the grammar.
   void accept(int32_t token);
-  // Forgets the history (not the RNG state).
+  // Records a prompt token (the penalties' history only; llama.cpp's is_generated = false).
+  void accept_prompt(int32_t token);
+  // A new reply: forgets the history and puts the grammar (if any) back at its start; the RNG
+  // state stays.
   void reset_history();
+
+  // Constrains sampling with a grammar (nullptr: none). The constraint's vocabulary must be the
+  // model's (n_vocab entries).
+  void set_grammar(std::unique_ptr<grammar::GrammarConstraint> grammar);
+  grammar::GrammarConstraint* grammar() { return grammar_.get(); }
+  // True after sample() found no token the grammar allows; the message says why.
+  bool grammar_stalled() const { return !grammar_error_.empty(); }
+  const std::string& grammar_error() const { return grammar_error_; }
 
   // The candidates left after the last sample() call's filtering stages, sorted by logit
   // descending, with probabilities: what logprobs reporting reads.
@@ -57,6 +86,10 @@ class Sampler {
  private:
   Sampler(const SamplerParams& params, int32_t n_vocab);
   void apply_penalties();
+  // One pass of the chain; with `allowed`, tokens it marks 0 are removed after the logit biases
+  // and penalties (where llama.cpp's grammar stage sets them to -inf). nullopt when no
+  // candidate is left.
+  std::optional<int32_t> sample_chain(std::span<const float> logits, const std::vector<uint8_t>* allowed);
 
   SamplerParams params_;
   int32_t n_vocab_;
@@ -64,6 +97,8 @@ class Sampler {
   std::deque<int32_t> history_;                   // last penalty_last_n tokens
   std::unordered_map<int32_t, int32_t> counts_;   // token -> occurrences in history_
   std::vector<Candidate> candidates_;
+  std::unique_ptr<grammar::GrammarConstraint> grammar_;
+  std::string grammar_error_;
 };
 
 // The stages, exposed for tests and for callers that build their own chains. Each works on

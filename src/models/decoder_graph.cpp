@@ -28,7 +28,11 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
   const RopeParams rope = hp.rope_params();
 
   DecoderGraph out;
-  out.tokens = g.input("tokens", DType::I32, {T, 1, 1, 1});
+  if (spec.embeddings_input) {
+    out.input_embd = g.input("input_embd", DType::F32, {hp.n_embd, T, 1, 1});
+  } else {
+    out.tokens = g.input("tokens", DType::I32, {T, 1, 1, 1});
+  }
   out.positions = g.input("positions", DType::I32, {T, 1, 1, 1});
   out.kq_mask = g.input("kq_mask", DType::F32, {spec.n_kv, T, 1, 1});
   out.out_rows = g.input("out_rows", DType::I32, {spec.n_outputs, 1, 1, 1});
@@ -40,10 +44,14 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
   attn_params.scale = 1.0f / std::sqrt(static_cast<float>(hd_k));
   attn_params.attn_path = spec.attention;
 
-  Tensor x = g.get_rows(weight(g, w.tok_embd), out.tokens, "inp_embd");  // [n_embd, T]
+  // [n_embd, T]. ref: llm_graph_input_embd: embeddings enter as they are (no scaling for these
+  // architectures).
+  Tensor x = spec.embeddings_input ? out.input_embd : g.get_rows(weight(g, w.tok_embd), out.tokens, "inp_embd");
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const Block& blk = w.blocks[static_cast<size_t>(il)];
-    const std::string p = "l" + std::to_string(il) + ".";
+    // append, not "l" + std::to_string(il): GCC 12 reports a false -Wrestrict on
+    // operator+(const char*, std::string&&) (GCC bug 105329).
+    const std::string p = std::string("l").append(std::to_string(il)).append(".");
     Tensor cur = g.mul(g.rms_norm(x, hp.rms_eps, p + "attn_norm"), weight(g, blk.attn_norm));
 
     Tensor q = linear(g, weight(g, blk.attn.wq), weight(g, blk.attn.bq), cur, mm_params, p + "q");

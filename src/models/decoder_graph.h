@@ -33,6 +33,9 @@ struct DecoderGraphSpec {
   int64_t n_kv = 1;       // cells attention reads: [0, n_kv), covering kv_head + n_tokens
   AttentionPath attention = AttentionPath::Plain;
   DecoderOutput output = DecoderOutput::Logits;
+  // The micro-batch enters as embeddings (F32 [n_embd, n_tokens], e.g. an image's) instead of
+  // token ids looked up in the token embedding.
+  bool embeddings_input = false;
   // Every row computed in the float order of a micro-batch of that one token (OpParams
   // single_row_order on the matrix products and attention): its outputs and K/V are then the
   // bits of the token decoded alone.
@@ -41,7 +44,8 @@ struct DecoderGraphSpec {
 
 // Inputs the caller binds before each execution, and the output it reads.
 struct DecoderGraph {
-  Tensor tokens;     // I32 [n_tokens]
+  Tensor tokens;     // I32 [n_tokens] (invalid with embeddings_input)
+  Tensor input_embd; // F32 [n_embd, n_tokens] (embeddings_input; else invalid)
   Tensor positions;  // I32 [n_tokens]
   Tensor kq_mask;    // F32 [n_kv, n_tokens]: 0 visible, -inf hidden (llm/kv_cache.h fill_mask)
   Tensor out_rows;   // I32 [n_outputs]: batch rows whose outputs are wanted, ascending

@@ -8,15 +8,23 @@
 namespace kiln::ops {
 namespace {
 
-// ref: ggml_cpu_init's ggml_table_gelu_f16. Built once; read-only afterwards (thread-safe).
-const std::array<uint16_t, 1 << 16>& gelu_f16_table() {
-  static const std::array<uint16_t, 1 << 16> table = [] {
-    std::array<uint16_t, 1 << 16> t{};
-    for (uint32_t i = 0; i < t.size(); ++i) {
-      t[i] = f32_to_f16(gelu_tanh_f32(f16_to_f32(static_cast<uint16_t>(i))));
-    }
-    return t;
-  }();
+using F16Table = std::array<uint16_t, 1 << 16>;
+
+// f over every F16 value, each result rounded to F16, as ggml_cpu_init fills its tables.
+F16Table f16_table_of(float (*f)(float)) {
+  F16Table t{};
+  for (uint32_t i = 0; i < t.size(); ++i) t[i] = f32_to_f16(f(f16_to_f32(static_cast<uint16_t>(i))));
+  return t;
+}
+
+// ref: ggml_table_gelu_f16 / ggml_table_gelu_quick_f16. Built once; read-only afterwards
+// (thread-safe).
+const F16Table& gelu_f16_table() {
+  static const F16Table table = f16_table_of(gelu_tanh_f32);
+  return table;
+}
+const F16Table& gelu_quick_f16_table() {
+  static const F16Table table = f16_table_of(gelu_quick_exact_f32);
   return table;
 }
 
@@ -27,5 +35,7 @@ float gelu_f32(float x) {
   if (x >= 10.0f) return x;
   return f16_to_f32(gelu_f16_table()[f32_to_f16(x)]);
 }
+
+float gelu_quick_f32(float x) { return f16_to_f32(gelu_quick_f16_table()[f32_to_f16(x)]); }
 
 }  // namespace kiln::ops

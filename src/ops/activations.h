@@ -20,4 +20,12 @@ inline float gelu_tanh_f32(float x) {
 // every F16 value (each rounded to F16), and widened back to F32.
 float gelu_f32(float x);
 
+// ref: ggml_gelu_quick_f32: x / (1 + e^(-1.702 x)) in float.
+inline float gelu_quick_exact_f32(float x) { return x * (1.0f / (1.0f + std::exp(-1.702f * x))); }
+
+// Quick GELU as ggml's CPU backend computes F32 with GGML_GELU_QUICK_FP16
+// (ggml_vec_gelu_quick_f32): x rounded to F16 and looked up in a table of gelu_quick_exact_f32
+// over every F16 value (each rounded to F16), widened back to F32; no clamping.
+float gelu_quick_f32(float x);
+
 }  // namespace kiln::ops

@@ -1,4 +1,5 @@
-// Element-wise F32 kernels: add, mul (with ggml's broadcasting), scale, silu, gelu, swiglu.
+// Element-wise F32 kernels: add, mul (with ggml's broadcasting), scale, silu, gelu, gelu_quick,
+// swiglu.
 // One work unit is one row of dst; any strides, including non-contiguous dim 0.
 #include <cstdint>
 
@@ -93,6 +94,10 @@ void run_gelu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
   run_unary(call, begin, end, gelu_f32);
 }
 
+void run_gelu_quick(const OpCall& call, int, int64_t begin, int64_t end, void*) {
+  run_unary(call, begin, end, gelu_quick_f32);
+}
+
 Status check_swiglu(const OpCall& call) {
   KILN_TRY(check_arity(call, 2, 2));
   for (int i = 0; i < 2; ++i) KILN_TRY(check_type(call, call.src[i], DType::F32, i ? "src1" : "src0"));
@@ -116,6 +121,7 @@ const KernelFns kMulKernel{check_binary_broadcast, row_plan, run_mul};
 const KernelFns kScaleKernel{check_unary, row_plan, run_scale};
 const KernelFns kSiluKernel{check_unary, row_plan, run_silu};
 const KernelFns kGeluKernel{check_unary, row_plan, run_gelu};
+const KernelFns kGeluQuickKernel{check_unary, row_plan, run_gelu_quick};
 const KernelFns kSwiGluKernel{check_swiglu, row_plan, run_swiglu};
 
 }  // namespace kiln::ops

@@ -35,6 +35,8 @@ extern const KernelFns kCpyKernel;
 extern const KernelFns kConcatKernel;
 extern const KernelFns kArgMaxKernel;
 extern const KernelFns kAttentionKernel;
+extern const KernelFns kGeluQuickKernel;
+extern const KernelFns kAvgPool2dKernel;
 
 // (i1, i2, i3) of flat row r of a view with sizes ne (rows counted over dims 1..3).
 struct RowIdx {

@@ -1,48 +1,36 @@
 // MulMat: dst[i, j, A, B] = dot(src0[:, i, A / rA, B / rB], src1[:, j, A, B]) -- weights (any
-// quant_traits type with a vec_dot) times F32 activations, F32 out. src0 broadcasts over dims 2
-// and 3 (rA = src1.ne[2] / src0.ne[2], as ggml_mul_mat).
+// quant_traits type with a vec_dot, plain or in a prepared layout) times F32 activations, F32 out.
+// src0 broadcasts over dims 2 and 3 (rA = src1.ne[2] / src0.ne[2], as ggml_mul_mat).
 //
-// ref: ggml_compute_forward_mul_mat (ggml-cpu/ggml-cpu.c), without the llamafile sgemm path; weights
-// that ggml repacks (quant.h vec_dot_rows8) use that kernel's float order.
-// Phase 0 converts every src1 row to the weights' vec_dot_type with act_from_float (Q8_0 / Q8_1 /
-// Q8_K blocks, F16, BF16 or F32) into scratch, one unit per src1 row. Phase 1 computes dot products
-// with vec_dot (4 activation rows per call where the type has vec_dot_x4, a tile of 8 weight rows
-// x 4 activation rows where it has vec_dot_rows8_x4_8x4), one unit
-// per tile of kTileRows weight rows x kTileCols activation rows (all rows of a small batch) of one
-// (A, B) plane; units are numbered rows-fastest so a range of units reuses the same activations.
-// params.single_row_order: every activation row in the float order of a batch of one row.
+// ref: ggml_compute_forward_mul_mat (ggml-cpu/ggml-cpu.c). The arithmetic is the weight family's
+// (ops/gemm/gemm.h); of n activation rows, ggml sends the first n - n % 4 through its prompt
+// kernels, whose order differs for some types (Q4_K), unless params.single_row_order asks for
+// the one-row order of every row (speculative verification).
+// Phase 0 converts every src1 row into the family's activation format in scratch, one unit per
+// row. Phase 1 computes tiles of kTileRows weight rows x one band of activation rows of one (A, B)
+// plane per unit; units are numbered weight tiles fastest, so a range of units reuses one band of
+// activations (sized to stay in a core's L2 cache) while the weights stream through.
 // Requirements: src0 rows whole blocks (nb[0] = block bytes), src1 rows contiguous (nb[0] = 4);
-// other strides are free.
+// other strides are free. Prepared weights are 2-D with a multiple of 8 rows.
 #include <algorithm>
 #include <cstdint>
 
+#include "ops/gemm/gemm.h"
 #include "ops/kernel.h"
-#include "ops/quant/quant.h"
 
 namespace kiln::ops {
 namespace {
 
-constexpr int64_t kTileRows = 16;  // weight rows per phase-1 unit
-constexpr int64_t kTileCols = 16;  // activation rows per phase-1 unit, for batches over kSmallBatch
-// Batches of up to this many activation rows (batched decode, speculative verification) are one
-// column of units: each unit then holds every row, so threads, which take contiguous ranges of
-// units, get equal work whatever the row count (17 rows in units of 16 + 1 gave one thread all
-// the 16-row work), and each weight tile is read once.
-constexpr int64_t kSmallBatch = 64;
-
-int64_t tile_cols(const TensorView& dst) {
-  return dst.ne[1] <= kSmallBatch ? std::max<int64_t>(dst.ne[1], 1) : kTileCols;
-}
+constexpr int64_t kTileRows = 16;          // weight rows per phase-1 unit (a multiple of 8)
+constexpr size_t kBandBytes = 192 * 1024;  // converted activation rows per unit, at most
+constexpr int64_t kMaxBandRows = 64;
 
 Status check_mul_mat(const OpCall& call) {
   KILN_TRY(check_arity(call, 2, 2));
   const TensorView& w = call.src[0];
   const TensorView& a = call.src[1];
   const TensorView& d = call.dst;
-  const QuantTraits* t = quant_traits(w.type);
-  if (t == nullptr || t->vec_dot == nullptr || t->act_from_float == nullptr) {
-    return make_error("[mul_mat] no dot product for weights ", describe(w));
-  }
+  if (!gemm::supported(w)) return make_error("[mul_mat] no dot product for weights ", describe(w));
   KILN_TRY(check_type(call, a, DType::F32, "src1"));
   KILN_TRY(check_type(call, d, DType::F32, "dst"));
   if (a.ne[0] != w.ne[0] || d.ne[0] != w.ne[1] || d.ne[1] != a.ne[1] || d.ne[2] != a.ne[2] ||
@@ -57,13 +45,19 @@ Status check_mul_mat(const OpCall& call) {
   return ok_status();
 }
 
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // Bytes between converted activation rows in scratch (a multiple of kScratchAlign).
 size_t act_stride(const OpCall& call) {
-  const size_t bytes = row_size(quant_traits(call.src[0].type)->vec_dot_type, call.src[1].ne[0]);
+  const size_t bytes = gemm::act_row_bytes(gemm::family_for(call.src[0]), call.src[1].ne[0]);
   return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Activation rows per unit: a multiple of 4 (the kernels' tile) filling about kBandBytes.
+int64_t band_rows(const OpCall& call) {
+  const int64_t fit = static_cast<int64_t>(kBandBytes / act_stride(call));
+  return std::clamp<int64_t>(fit / 4 * 4, 4, kMaxBandRows);
+}
 
 KernelPlan plan_mul_mat(const OpCall& call) {
   const TensorView& a = call.src[1];
@@ -71,7 +65,7 @@ KernelPlan plan_mul_mat(const OpCall& call) {
   KernelPlan p;
   p.n_phases = 2;
   p.units[0] = a.nrows();
-  p.units[1] = ceil_div(d.ne[0], kTileRows) * ceil_div(d.ne[1], tile_cols(d)) * d.ne[2] * d.ne[3];
+  p.units[1] = ceil_div(d.ne[0], kTileRows) * ceil_div(d.ne[1], band_rows(call)) * d.ne[2] * d.ne[3];
   p.scratch_bytes = static_cast<size_t>(a.nrows()) * act_stride(call);
   return p;
 }
@@ -80,67 +74,53 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
   const TensorView& w = call.src[0];
   const TensorView& a = call.src[1];
   const TensorView& d = call.dst;
-  const QuantTraits* t = quant_traits(w.type);
+  const gemm::Family& fam = gemm::family_for(w);
   const size_t stride = act_stride(call);
   char* acts = static_cast<char*>(scratch);
   const int64_t k = w.ne[0];
   if (phase == 0) {
-    for (int64_t r = begin; r < end; ++r) {
-      t->act_from_float(reinterpret_cast<const float*>(row_ptr(a, row_idx(a, r))), acts + r * stride, k);
-    }
+    for (int64_t r = begin; r < end; ++r)
+      fam.convert_act(reinterpret_cast<const float*>(row_ptr(a, row_idx(a, r))), acts + r * stride, k);
     return;
   }
   KILN_ASSERT(phase == 1, "mul_mat has two phases");
+  const int64_t band = band_rows(call);
   const int64_t n_tr = ceil_div(d.ne[0], kTileRows);
-  const int64_t cols = tile_cols(d);
-  const int64_t n_tc = ceil_div(d.ne[1], cols);
+  const int64_t n_tc = ceil_div(d.ne[1], band);
   const int64_t r2 = a.ne[2] / w.ne[2];
   const int64_t r3 = a.ne[3] / w.ne[3];
-  // ggml multiplies 2-D weights with a multiple of 8 rows of some types with its repacked kernels,
-  // whose float order differs from vec_dot's (quant.h vec_dot_rows8).
-  // Of n activation rows, ggml sends the first n - n % 4 through its 4-row gemm kernels; with
-  // single_row_order, only where their order is the one-row kernel's (the same function).
-  const bool rows8 = t->vec_dot_rows8 != nullptr && w.ne[1] % 8 == 0 && w.ne[2] == 1 && w.ne[3] == 1;
-  const bool gemm_keeps_order = t->vec_dot_rows8_x4 == t->vec_dot_rows8;
-  const int64_t gemm_rows = call.params.single_row_order && !gemm_keeps_order ? 0 : a.ne[1] - a.ne[1] % 4;
+  // Prepared weights are addressed by row group (gemm/layouts.h): group bytes = 8 plain rows.
+  const int64_t gemm_rows = call.params.single_row_order ? 0 : a.ne[1] - a.ne[1] % 4;
+  const bool prepared = w.layout != TensorLayout::Plain;
+  const size_t group_bytes =
+      prepared ? gemm::prepared_bytes(w, w.layout) / static_cast<size_t>(w.ne[1] / 8) : 0;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t tr = u % n_tr;
     const int64_t tc = (u / n_tr) % n_tc;
     const int64_t plane = u / (n_tr * n_tc);
     const int64_t i2 = plane % d.ne[2];
     const int64_t i3 = plane / d.ne[2];
-    const int64_t row0 = tr * kTileRows, row1 = std::min(row0 + kTileRows, d.ne[0]);
-    const int64_t col0 = tc * cols, col1 = std::min(col0 + cols, d.ne[1]);
-    int64_t j = col0;
-    // Tiles of 8 weight rows x 4 activation rows where a kernel computes them at once (the tile's
-    // rows are whole groups of 8: row0 is a multiple of 16 and rows8 weights have 8k rows).
-    if (rows8 && t->vec_dot_rows8_x4_8x4 != nullptr && d.nb[0] == sizeof(float)) {
-      for (; j + 4 <= std::min(col1, gemm_rows); j += 4) {
-        const char* act = acts + ((i3 * a.ne[2] + i2) * a.ne[1] + j) * static_cast<int64_t>(stride);
-        char* drow = row_ptr(d, j, i2, i3);
-        for (int64_t i = row0; i < row1; i += 8) {
-          t->vec_dot_rows8_x4_8x4(k, &elem<float>(d, drow, i), d.nb[1], row_ptr(w, i, 0, 0), w.nb[1], act, stride);
-        }
-      }
+    const int64_t row0 = tr * kTileRows, col0 = tc * band;
+    gemm::Tile t;
+    t.type = w.type;
+    t.k = k;
+    t.n_rows = std::min(kTileRows, d.ne[0] - row0);
+    if (prepared) {
+      t.w = static_cast<const char*>(w.data) + static_cast<size_t>(row0 / 8) * group_bytes;
+      t.w_stride = group_bytes;
+    } else {
+      t.w = row_ptr(w, row0, i2 / r2, i3 / r3);
+      t.w_stride = w.nb[1];
     }
-    if (!rows8 && t->vec_dot_x4 != nullptr) {
-      for (; j + 4 <= col1; j += 4) {
-        const char* act = acts + ((i3 * a.ne[2] + i2) * a.ne[1] + j) * static_cast<int64_t>(stride);
-        char* drow = row_ptr(d, j, i2, i3);
-        for (int64_t i = row0; i < row1; ++i) {
-          t->vec_dot_x4(k, &elem<float>(d, drow, i), d.nb[1], row_ptr(w, i, i2 / r2, i3 / r3), act, stride);
-        }
-      }
-    }
-    for (; j < col1; ++j) {
-      const VecDotFn dot = !rows8 ? t->vec_dot : j < gemm_rows ? t->vec_dot_rows8_x4 : t->vec_dot_rows8;
-      // src1 row (j, i2, i3) was converted at its flat row index.
-      const char* act = acts + ((i3 * a.ne[2] + i2) * a.ne[1] + j) * static_cast<int64_t>(stride);
-      char* drow = row_ptr(d, j, i2, i3);
-      for (int64_t i = row0; i < row1; ++i) {
-        dot(k, &elem<float>(d, drow, i), row_ptr(w, i, i2 / r2, i3 / r3), act);
-      }
-    }
+    // src1 row (j, i2, i3) was converted at its flat row index.
+    t.act = acts + ((i3 * a.ne[2] + i2) * a.ne[1] + col0) * static_cast<int64_t>(stride);
+    t.act_stride = stride;
+    t.n_act = std::min(band, d.ne[1] - col0);
+    t.n_gemm_act = std::clamp<int64_t>(gemm_rows - col0, 0, t.n_act);
+    t.dst = reinterpret_cast<float*>(row_ptr(d, col0, i2, i3) + row0 * static_cast<int64_t>(d.nb[0]));
+    t.dst_row_stride = d.nb[1];
+    t.dst_col_stride = d.nb[0];
+    fam.run(t);
   }
 }
 

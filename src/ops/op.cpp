@@ -43,6 +43,10 @@ const ops::KernelFns& kernel_of(OpKind k) {
       return ops::kArgMaxKernel;
     case OpKind::Attention:
       return ops::kAttentionKernel;
+    case OpKind::GeluQuick:
+      return ops::kGeluQuickKernel;
+    case OpKind::AvgPool2d:
+      return ops::kAvgPool2dKernel;
   }
   KILN_ASSERT(false, "kernel_of: unknown OpKind");
 }
@@ -108,12 +112,16 @@ const char* op_name(OpKind k) {
       return "argmax";
     case OpKind::Attention:
       return "attention";
+    case OpKind::GeluQuick:
+      return "gelu_quick";
+    case OpKind::AvgPool2d:
+      return "avg_pool_2d";
   }
   return "unknown";
 }
 
 Status check_kernel(const OpCall& call) {
-  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::Attention)) {
+  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::AvgPool2d)) {
     return make_error("[op] unknown op kind ", static_cast<int>(call.kind));
   }
   if (call.n_src < 0 || call.n_src > 4) {
@@ -122,6 +130,13 @@ Status check_kernel(const OpCall& call) {
   KILN_TRY(check_view(call, call.dst, "dst"));
   static const char* const kNames[4] = {"src0", "src1", "src2", "src3"};
   for (int i = 0; i < call.n_src; ++i) KILN_TRY(check_view(call, call.src[i], kNames[i]));
+  // Prepared layouts (ops/weight_prep.h) are read by mul_mat's weight kernels only.
+  for (int i = -1; i < call.n_src; ++i) {
+    const TensorView& v = i < 0 ? call.dst : call.src[i];
+    if (v.layout != TensorLayout::Plain && !(call.kind == OpKind::MulMat && i == 0))
+      return make_error("[", op_name(call.kind), "] ", i < 0 ? "dst" : kNames[i],
+                        " is in a prepared weight layout, which only mul_mat's weights may be");
+  }
   return kernel_of(call.kind).check(call);
 }
 

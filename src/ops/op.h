@@ -38,6 +38,8 @@ enum class OpKind : uint8_t {
               // src3 (optional) F32/F16 mask [n_kv, >= n_q] (broadcast over heads);
               // dst F32 [d_v, n_q, h, s] (any strides: pass a permuted view for [d_v, h, n_q]).
               // params.attn_path picks the arithmetic (see AttentionPath).
+  GeluQuick,  // x * sigmoid(1.702 x) (CLIP's quick GELU)
+  AvgPool2d,  // mean over params.pool x params.pool windows of a grid of channel vectors
 };
 
 // Shapes and types of each op in detail (ggml's conventions, ne[0] innermost):
@@ -45,7 +47,7 @@ enum class OpKind : uint8_t {
 //   MulMat    src0 [k, n, a, b] weights, src1 F32 [k, m, A, B] with A % a == 0, B % b == 0,
 //             dst F32 [n, m, A, B]; src0 rows must be contiguous (nb[0] = block bytes).
 //   Add, Mul  src0/dst F32 of one shape, src1 F32 whose sizes divide src0's (ggml_can_repeat).
-//   Scale, Silu, Gelu: src0/dst F32, same shape. SwiGlu: src0, src1, dst F32, same shape.
+//   Scale, Silu, Gelu, GeluQuick: src0/dst F32, same shape. SwiGlu: src0, src1, dst F32, same shape.
 //   RmsNorm, LayerNorm: src0/dst F32, per row of ne[0].
 //   Rope      src0/dst F32 [head_dim, n_head, n_tokens, b]; src1 I32 [n_tokens]; src2 F32
 //             [>= n_dims / 2] frequency factors (optional). params.rope.n_dims even, <= head_dim.
@@ -56,8 +58,11 @@ enum class OpKind : uint8_t {
 //   Concat    src0, src1, dst F32/F16/BF16 of equal sizes except along params.axis.
 //   ArgMax    src0 F32 [n, r1, r2, r3], dst I32 [r1 * r2 * r3] (first index of the maximum).
 //   Attention see the OpKind comment; K any type with a vec_dot, V F32/F16 (flash: any to_float).
+//   AvgPool2d src0 F32 [c, w, h, b] (a w x h grid of c-channel vectors, x along dim 1), dst F32
+//             [c, w / k, h / k, b] with k = params.pool (w and h multiples of k): stride k, no
+//             padding.
 // Every op runs in place when dst is exactly src0 (same data and strides), except MulMat,
-// GetRows, Concat, ArgMax and Attention. Kernels that see bad data (a row id out of range) never
+// GetRows, Concat, ArgMax, Attention and AvgPool2d. Kernels that see bad data (a row id out of range) never
 // read out of bounds: they write NaN rows (GetRows).
 
 // Arithmetic of Attention. Both agree within float tolerance; each matches one llama.cpp setting.
@@ -93,6 +98,7 @@ struct OpParams {
   float scale = 1.0f;     // Scale, SoftMax, Attention
   float max_bias = 0.0f;  // SoftMax (ALiBi), 0 = none
   int32_t axis = 0;       // Concat
+  int32_t pool = 0;       // AvgPool2d: window side (and stride)
   RopeParams rope;        // Rope
   // Attention without a mask tensor: query i sees keys j <= q_pos0 + i when causal.
   bool causal = true;

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,6 +42,7 @@ struct BufferDesc {
 };
 
 class Device;
+class ResidencyManager;
 
 class Buffer {
  public:
@@ -100,6 +102,12 @@ class Device {
   // The CPU address of device bytes [addr, addr + n), or nullptr when that range is not memory of
   // this device. For code that computes on the host (kernels of host and sim backends, copies).
   virtual void* host_address(const void* addr, size_t n) const = 0;
+  // The largest single allocation that could succeed now, for devices with a fixed pool (free
+  // bytes in separate holes are not room for one buffer); nullopt where allocate() alone knows.
+  virtual std::optional<size_t> largest_free_block() const { return std::nullopt; }
+  // The manager that keeps this device's memory within its budget (runtime/residency.h), or null:
+  // set by the manager while it lives.
+  ResidencyManager* residency() const { return residency_; }
 
   // Copies host bytes into / out of a contiguous view over this device's memory. `n` must equal
   // the view's bytes.
@@ -121,6 +129,8 @@ class Device {
  private:
   std::array<std::atomic<size_t>, kMemoryKindCount> allocated_{};
   std::atomic<uint64_t> allocation_count_{0};
+  friend class ResidencyManager;
+  ResidencyManager* residency_ = nullptr;
 };
 
 }  // namespace kiln

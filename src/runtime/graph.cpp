@@ -216,6 +216,11 @@ Tensor Graph::gelu(Tensor a, std::string_view name) {
   return add_op(OpKind::Gelu, {a}, {}, DType::F32, tensor(a).view.ne, name);
 }
 
+Tensor Graph::gelu_quick(Tensor a, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  return add_op(OpKind::GeluQuick, {a}, {}, DType::F32, tensor(a).view.ne, name);
+}
+
 Tensor Graph::swiglu(Tensor a, Tensor b, std::string_view name) {
   if (!usable({a, b})) return Tensor{};
   return add_op(OpKind::SwiGlu, {a, b}, {}, DType::F32, tensor(a).view.ne, name);
@@ -235,6 +240,15 @@ Tensor Graph::concat(Tensor a, Tensor b, int axis, std::string_view name) {
 Tensor Graph::argmax(Tensor a, std::string_view name) {
   if (!usable({a})) return Tensor{};
   return add_op(OpKind::ArgMax, {a}, {}, DType::I32, {tensor(a).view.nrows(), 1, 1, 1}, name);
+}
+
+Tensor Graph::avg_pool_2d(Tensor a, int k, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  const Shape& an = tensor(a).view.ne;
+  if (k < 1) return fail(make_error("graph: avg_pool_2d window ", k, " is not positive"));
+  OpParams p;
+  p.pool = k;
+  return add_op(OpKind::AvgPool2d, {a}, p, DType::F32, {an[0], an[1] / k, an[2] / k, an[3]}, name);
 }
 
 Tensor Graph::attention(Tensor q, Tensor k, Tensor v, Tensor mask, const OpParams& params,

@@ -83,9 +83,12 @@ class Graph {
   Tensor soft_max(Tensor a, Tensor mask, float scale, float max_bias, std::string_view name = {});
   Tensor silu(Tensor a, std::string_view name = {});
   Tensor gelu(Tensor a, std::string_view name = {});
+  Tensor gelu_quick(Tensor a, std::string_view name = {});
   Tensor swiglu(Tensor a, Tensor b, std::string_view name = {});
   Tensor concat(Tensor a, Tensor b, int axis, std::string_view name = {});
   Tensor argmax(Tensor a, std::string_view name = {});  // I32 [rows of a]
+  // a [c, w, h, b] -> [c, w / k, h / k, b]: the mean of each k x k window (ops/op.h AvgPool2d).
+  Tensor avg_pool_2d(Tensor a, int k, std::string_view name = {});
   // softmax(q k^T * scale + mask) v -> [v.ne0, q.ne1, q.ne2, q.ne3]; mask may be Tensor{} (then
   // params.causal / q_pos0 apply). k and v are usually views of the KV cache.
   Tensor attention(Tensor q, Tensor k, Tensor v, Tensor mask, const OpParams& params,

@@ -7,15 +7,19 @@
 #include <memory>
 
 #include "runtime/backend.h"
+#include "runtime/residency.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
 
-class HostKernelBackend : public Backend {
+// The kernel scratch is a buffer on the device; where the device has a residency manager it is a
+// resident of the backend's own owner, counted in the budget and never evicted (a plan prepared
+// on one thread must find it at execute()).
+class HostKernelBackend : public Backend, private Evictable {
  public:
   // Non-owning: the device and the pool must outlive the backend. The pool may be shared by
   // several backends (runs are serialized by the pool).
-  HostKernelBackend(Device& device, ThreadPool& pool) : device_(&device), pool_(&pool) {}
+  HostKernelBackend(Device& device, ThreadPool& pool);
 
   Device& device() const override { return *device_; }
   ThreadPool& pool() const { return *pool_; }
@@ -27,8 +31,13 @@ class HostKernelBackend : public Backend {
   size_t scratch_bytes() const override { return scratch_ ? scratch_->size() : 0; }
 
  private:
+  // Evictable: the manager never evicts scratch (MemoryKind::Scratch); these refuse and accept.
+  Status evict() override;
+  Status restore() override { return ok_status(); }
+
   Device* device_;
   ThreadPool* pool_;
+  Resident scratch_resident_;  // before scratch_: outlives it
   std::unique_ptr<Buffer> scratch_;
 };
 

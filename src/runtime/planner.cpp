@@ -17,6 +17,7 @@ int inplace_sources(OpKind kind) {
     case OpKind::Scale:
     case OpKind::Silu:
     case OpKind::Gelu:
+    case OpKind::GeluQuick:
       return 1;
     case OpKind::SwiGlu:
       return 2;
@@ -127,7 +128,8 @@ Result<size_t> ComputeArena::reserve(const Graph& graph) {
 Status ComputeArena::allocate() {
   if (reserved_ == 0 || (buffer_ && buffer_->size() >= reserved_)) return ok_status();
   buffer_.reset();  // the old buffer goes first: growing must not need both at once
-  KILN_ASSIGN_OR_RETURN(buffer_, device_->allocate(BufferDesc{reserved_, MemoryKind::Compute, owner_}));
+  const BufferDesc desc{reserved_, MemoryKind::Compute, owner_};
+  KILN_ASSIGN_OR_RETURN(buffer_, resident_ != nullptr ? resident_->allocate(desc) : device_->allocate(desc));
   return ok_status();
 }
 

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include "ops/op.h"
 #include "runtime/device.h"
 #include "runtime/graph.h"
+#include "runtime/residency.h"
 
 namespace kiln {
 
@@ -103,13 +105,22 @@ class ExecPlan {
 };
 
 // One compute buffer on a device, sized to the largest graph reserved in it and shared by the
-// plans of all of them. Thread-safety: none; guard at the API boundary.
+// plans of all of them: of one owner (a context's prefill and decode graphs) or of several owners
+// that take turns on the device (a text decoder and a vision encoder: the arena is then the larger
+// of their worst cases, not their sum).
+// Thread-safety: none inside; owners that share an arena hold take_turn() at their API boundary
+// while they reserve, allocate, plan or execute in it.
 class ComputeArena {
  public:
-  ComputeArena(Device& device, std::string owner) : device_(&device), owner_(std::move(owner)) {}
+  // resident: allocates through it (counted by the device's residency manager), else directly
+  // from the device; non-owning, must outlive the arena's buffer.
+  ComputeArena(Device& device, std::string owner, Resident* resident = nullptr)
+      : device_(&device), owner_(std::move(owner)), resident_(resident) {}
 
   Device& device() const { return *device_; }
   const std::string& owner() const { return owner_; }
+  // The lock owners sharing this arena take turns by.
+  [[nodiscard]] std::unique_lock<std::mutex> take_turn() { return std::unique_lock<std::mutex>(turn_); }
 
   // Raises the arena's requirement to fit `graph` and returns the bytes that graph needs.
   // Allocates no device memory.
@@ -131,8 +142,10 @@ class ComputeArena {
   PlannerOptions options() const;
   Device* device_;
   std::string owner_;
+  Resident* resident_;
   size_t reserved_ = 0;
   std::unique_ptr<Buffer> buffer_;
+  std::mutex turn_;
 };
 
 }  // namespace kiln

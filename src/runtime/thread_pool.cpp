@@ -1,5 +1,7 @@
 #include "runtime/thread_pool.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,6 +25,22 @@ inline void cpu_relax() {
 
 void WorkerContext::barrier() const {
   if (n_threads_ > 1) pool_->barrier_wait();
+}
+
+void WorkerContext::for_each_chunk(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) const {
+  KILN_ASSERT(grain >= 1, "for_each_chunk: grain must be positive");
+  if (n_threads_ == 1) {
+    for (int64_t begin = 0; begin < n; begin += grain) fn(begin, std::min(n, begin + grain));
+    return;
+  }
+  const uint64_t call = chunk_calls_++;
+  std::atomic<int64_t>& next = pool_->chunk_next_[call % 2].next;
+  if (index_ == 0) pool_->chunk_next_[(call + 1) % 2].next.store(0, std::memory_order_relaxed);
+  for (;;) {
+    const int64_t begin = next.fetch_add(grain, std::memory_order_relaxed);
+    if (begin >= n) return;
+    fn(begin, std::min(n, begin + grain));
+  }
 }
 
 ThreadPool::ThreadPool(int n_threads) {
@@ -58,7 +76,6 @@ void ThreadPool::barrier_wait() {
 }
 
 void ThreadPool::worker_main(int index) {
-  const WorkerContext ctx(this, index, n_threads_);
   uint64_t seen = 0;
   for (;;) {
     for (int spins = 0; spins < kSpinsBeforeSleep && run_generation_.load(std::memory_order_acquire) == seen;
@@ -71,6 +88,7 @@ void ThreadPool::worker_main(int index) {
       if (stop_) return;
       seen = run_generation_.load(std::memory_order_acquire);
     }
+    const WorkerContext ctx(this, index, n_threads_);
     (*fn_)(ctx);
     barrier_wait();  // the run ends when every thread is past fn
   }
@@ -83,6 +101,7 @@ void ThreadPool::run(FunctionRef<void(const WorkerContext&)> fn) {
     fn(ctx);
     return;
   }
+  for (ChunkCounter& c : chunk_next_) c.next.store(0, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;

@@ -2,7 +2,9 @@
 // caller of run() is thread 0 and N - 1 workers are created once, in the constructor. A run
 // allocates nothing and spawns nothing; inside it, WorkerContext::barrier() separates phases
 // (a graph runs all its nodes and phases in one run). Kernels receive unit ranges and never see
-// threads.
+// threads. A phase's units are shared out either statically (range(): one contiguous share per
+// thread) or dynamically (for_each_chunk(): threads claim chunks from a shared counter until none
+// is left, so a thread that the machine delays takes fewer; what llama.cpp's CPU backend does).
 //
 // Thread-safety: run() and parallel_for() may be called from any thread; runs are serialized
 // (one at a time per pool). barrier() may only be called by the threads of the current run, and
@@ -31,6 +33,11 @@ class WorkerContext {
   std::pair<int64_t, int64_t> range(int64_t n) const {
     return {n * index_ / n_threads_, n * (index_ + 1) / n_threads_};
   }
+  // Dynamic share: calls fn(begin, end) for chunks of at most `grain` (>= 1) units of [0, n)
+  // claimed from a counter shared by the run's threads, until every unit is taken; each unit goes
+  // to exactly one call. Every thread of the run must make the same sequence of for_each_chunk
+  // calls, with a barrier() between two of them (the counters are reused every other call).
+  void for_each_chunk(int64_t n, int64_t grain, FunctionRef<void(int64_t begin, int64_t end)> fn) const;
   // Waits until every thread of the run has reached this barrier; writes made before it by any
   // thread are visible after it to all.
   void barrier() const;
@@ -42,6 +49,7 @@ class WorkerContext {
   ThreadPool* pool_;
   int index_;
   int n_threads_;
+  mutable uint64_t chunk_calls_ = 0;  // for_each_chunk calls made so far in this run
 };
 
 class ThreadPool {
@@ -76,6 +84,12 @@ class ThreadPool {
 
   alignas(64) std::atomic<int> barrier_arrived_{0};
   alignas(64) std::atomic<uint64_t> barrier_generation_{0};
+  // for_each_chunk's counters: call c of a run claims from chunk_next_[c % 2]; thread 0 zeroes the
+  // other one meanwhile (its last user finished before the barrier that preceded call c).
+  struct alignas(64) ChunkCounter {
+    std::atomic<int64_t> next{0};
+  };
+  ChunkCounter chunk_next_[2];
 };
 
 }  // namespace kiln

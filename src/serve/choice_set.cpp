@@ -2,12 +2,14 @@
 
 #include <random>
 
+#include "llm/model.h"
+
 namespace kiln::serve {
 
 std::variant<std::shared_ptr<ChoiceSet>, HttpError> ChoiceSet::submit(Engine& engine,
                                                                       const GenerationRequest& request,
-                                                                      int32_t n, bool seeded,
-                                                                      int32_t n_vocab) {
+                                                                      int32_t n, bool seeded) {
+  const Model& model = engine.model();
   auto set = std::make_shared<ChoiceSet>();
   set->notifier_ = std::make_shared<Notifier>();
   std::random_device rd;
@@ -17,8 +19,14 @@ std::variant<std::shared_ptr<ChoiceSet>, HttpError> ChoiceSet::submit(Engine& en
       r.sampler.seed += static_cast<uint64_t>(i);
     else if (i > 0)
       r.sampler.seed = rd();
-    auto sampler = Sampler::create(r.sampler, n_vocab);
+    auto sampler = Sampler::create(r.sampler, engine.n_vocab());
     if (!sampler.ok()) return HttpError{400, sampler.error().message};
+    if (r.grammar) {
+      auto constraint =
+          grammar::GrammarConstraint::create(*r.grammar, model.grammar_vocab(), &model.tokenizer());
+      if (!constraint.ok()) return HttpError{400, "the grammar: " + constraint.error().message};
+      sampler->set_grammar(std::move(*constraint));
+    }
     auto gen = engine.submit(std::move(r), std::move(*sampler), set->notifier_);
     if (!gen.ok()) return HttpError{503, gen.error().message};  // ~ChoiceSet cancels the others
     set->gens_.push_back(std::move(*gen));

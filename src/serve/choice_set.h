@@ -22,11 +22,12 @@ class ChoiceSet {
  public:
   // Submits `n` (>= 1) generations of `request`. When `seeded`, choice i samples with
   // request.sampler.seed + i (reproducible, distinct choices); otherwise choice 0 keeps the seed
-  // and the others draw fresh random seeds. Errors: bad sampler parameters (400), the engine is
-  // busy or stopping (503; choices already submitted are cancelled).
+  // and the others draw fresh random seeds. Each choice samples under its own constraint of
+  // request.grammar. Errors: bad sampler parameters or a grammar that does not parse (400), the
+  // engine is busy or stopping (503; choices already submitted are cancelled).
   static std::variant<std::shared_ptr<ChoiceSet>, HttpError> submit(Engine& engine,
                                                                     const GenerationRequest& request,
-                                                                    int32_t n, bool seeded, int32_t n_vocab);
+                                                                    int32_t n, bool seeded);
   ~ChoiceSet() { cancel(); }  // a set dropped before its end frees its slots
 
   // Waits at most `timeout` for output, then calls on_chunk(choice, chunk) for every choice with

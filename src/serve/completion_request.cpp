@@ -98,7 +98,7 @@ std::optional<HttpError> read_logit_bias(const json& body, const text::Tokenizer
 
 std::optional<HttpError> parse_completion_fields(const json& body, const text::Tokenizer& tok,
                                                  CompletionRequest& p, CompletionApi api) {
-  if (auto e = refuse_unsupported_fields(body, api == CompletionApi::Native)) return e;
+  if (auto e = refuse_unsupported_fields(body, api)) return e;
 
   SamplerParams& sp = p.gen.sampler;
   if (api != CompletionApi::Native) {
@@ -215,63 +215,6 @@ std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& 
     }
     first = false;
   }
-  return std::nullopt;
-}
-
-std::optional<HttpError> render_chat(const ChatRendering& r, const json& body, std::string& text) {
-  auto it = body.find("messages");
-  if (it == body.end() || !it->is_array() || it->empty())
-    return HttpError{400, "field 'messages' must be a non-empty list of messages"};
-  ChatRenderOptions ro;
-  if (auto e = read_bool(body, "add_generation_prompt", ro.add_generation_prompt)) return e;
-  bool continue_final = true;
-  if (auto e = read_bool(body, "continue_final_message", continue_final)) return e;
-  if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
-    if (!kw->is_object()) return HttpError{400, "field 'chat_template_kwargs' must be an object"};
-    ro.extra_context = ordered_json(*kw);
-  }
-  auto messages = chat_messages_from_json(ordered_json(*it));
-  if (!messages.ok()) return HttpError{400, "field 'messages': " + messages.error().message};
-  // Text parts become one string content, joined with "\n" (as llama-server does for templates
-  // that expect strings); other part types are refused. Null content is empty text, except beside
-  // tool calls (templates test it there).
-  for (size_t i = 0; i < messages->size(); ++i) {
-    ChatMessage& m = (*messages)[i];
-    if (auto c = m.extra.find("content");
-        c != m.extra.end() && c->is_null() && !m.extra.contains("tool_calls"))
-      m.extra.erase(c);
-    if (m.parts.empty()) continue;
-    std::string joined;
-    for (const ChatContentPart& part : m.parts) {
-      if (part.type != "text")
-        return HttpError{400, "field 'messages': message " + std::to_string(i) + ": content parts of type '" +
-                                  part.type + "' are not supported"};
-      joined += (joined.empty() ? "" : "\n") + part.text;
-    }
-    m.content = std::move(joined);
-    m.parts.clear();
-  }
-  // A final assistant message is continued: the chat before it with the assistant's turn opened,
-  // then its text (llama-server's prefill).
-  std::string prefill;
-  const size_t n = messages->size();
-  if (continue_final && messages->back().role == "assistant") {
-    if (n >= 2 && (*messages)[n - 2].role == "assistant")
-      return HttpError{
-          400, "field 'messages': two assistant messages at the end (only the last one can be continued)"};
-    if (messages->back().extra.contains("tool_calls"))
-      return HttpError{400,
-                       "field 'messages': a final assistant message with tool_calls cannot be continued"};
-    prefill = std::move(messages->back().content);
-    messages->pop_back();
-    ro.add_generation_prompt = true;
-  }
-  ro.messages = std::move(*messages);
-  ro.bos_token = r.bos_text;
-  ro.eos_token = r.eos_text;
-  auto rendered = r.chat_template.render(ro);
-  if (!rendered.ok()) return HttpError{400, "the chat template: " + rendered.error().message};
-  text = std::move(*rendered) + prefill;
   return std::nullopt;
 }
 

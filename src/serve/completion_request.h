@@ -1,9 +1,8 @@
 // Turning a completion request's JSON into GenerationRequests: OpenAI's fields (chat and legacy
 // completions: sampling, limits, n, logprobs) and llama-server's native /completion fields,
 // refusals of fields kiln does not implement (unsupported_fields.h), prompts (text, token ids, or
-// both mixed), the chat prompt through the model's template (add_generation_prompt, a final
-// assistant message continued, chat_template_kwargs). Every bad value is a 400 naming the field.
-// Stateless; safe from any thread.
+// both mixed). The chat side (messages, tools, output formats) is chat_request.h. Every bad value
+// is a 400 naming the field. Stateless; safe from any thread.
 #pragma once
 
 #include <optional>
@@ -48,19 +47,6 @@ std::optional<HttpError> parse_completion_fields(const json& body, const text::T
 // errors. A list of lists (several prompts) is refused.
 std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& tok, const char* field,
                                       std::vector<int32_t>& out);
-
-// The chat template a server renders with, and the vocabulary's BOS/EOS texts it is given.
-struct ChatRendering {
-  const ChatTemplate& chat_template;
-  const std::string& bos_text;
-  const std::string& eos_text;
-};
-// llama-server's chat prompt of body["messages"]: with the generation prompt (the assistant's turn
-// opened) unless body["add_generation_prompt"] is false; a final assistant message is continued
-// (prefill: the prompt ends with its text, its turn left open) unless
-// body["continue_final_message"] is false; body["chat_template_kwargs"] (an object) are template
-// variables. Message content null counts as empty text (kept null beside tool_calls).
-std::optional<HttpError> render_chat(const ChatRendering& r, const json& body, std::string& text);
 
 // The tokens of a rendered chat: special tokens parsed, BOS added when the vocabulary wants it,
 // a doubled BOS (template text + vocabulary) collapsed to one, as llama-server does.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "image/data_uri.h"
+
 namespace kiln::serve {
 namespace {
 
@@ -82,25 +84,12 @@ std::optional<HttpError> parse_embed_request(const json& body, const Model& mode
 }
 
 std::string base64_floats(std::span<const float> v) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::vector<uint8_t> bytes(v.size() * 4);
   for (size_t i = 0; i < v.size(); ++i) {
     const uint32_t u = std::bit_cast<uint32_t>(v[i]);
     for (int b = 0; b < 4; ++b) bytes[i * 4 + static_cast<size_t>(b)] = static_cast<uint8_t>(u >> (8 * b));
   }
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    const size_t n = std::min<size_t>(3, bytes.size() - i);
-    uint32_t group = static_cast<uint32_t>(bytes[i]) << 16;
-    if (n > 1) group |= static_cast<uint32_t>(bytes[i + 1]) << 8;
-    if (n > 2) group |= bytes[i + 2];
-    out.push_back(kAlphabet[(group >> 18) & 63]);
-    out.push_back(kAlphabet[(group >> 12) & 63]);
-    out.push_back(n > 1 ? kAlphabet[(group >> 6) & 63] : '=');
-    out.push_back(n > 2 ? kAlphabet[group & 63] : '=');
-  }
-  return out;
+  return encode_base64(bytes);
 }
 
 json oai_embeddings_json(const EmbedRequest& req, const std::vector<std::vector<float>>& vectors,

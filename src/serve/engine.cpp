@@ -4,12 +4,42 @@
 
 #include "core/check.h"
 #include "llm/kv_cache.h"
+#include "llm/media_prompt.h"
 
 namespace kiln::serve {
 namespace {
 
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The image of `images` that starts at `pos`, or null.
+const PromptImage* image_at(const std::vector<PromptImage>& images, size_t pos) {
+  for (const PromptImage& im : images)
+    if (static_cast<size_t>(im.pos) == pos) return &im;
+  return nullptr;
+}
+
+// Positions that tokens `a` (with images `ai`) and `b` (with `bi`) share from the start: tokens one
+// by one, an image only whole and only when both hold the same one there.
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<PromptImage>& ai,
+                     const std::vector<int32_t>& b, const std::vector<PromptImage>& bi) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n) {
+    if (a[i] != kMediaToken && b[i] != kMediaToken) {
+      if (a[i] != b[i]) break;
+      ++i;
+      continue;
+    }
+    const PromptImage* x = image_at(ai, i);
+    const PromptImage* y = image_at(bi, i);
+    if (!x || !y || x->embd->id != y->embd->id || x->embd->n_tokens != y->embd->n_tokens ||
+        i + static_cast<size_t>(x->embd->n_tokens) > n)
+      break;
+    i += static_cast<size_t>(x->embd->n_tokens);
+  }
+  return i;
 }
 
 }  // namespace
@@ -271,11 +301,10 @@ void Engine::assign(std::shared_ptr<Generation> gen) {
   // The free slot whose cached tokens share the longest prefix with the prompt.
   Slot* best = nullptr;
   size_t best_common = 0;
+  const auto& images = gen->request_.images;
   for (Slot& s : slots_) {
     if (s.gen) continue;
-    const size_t n = std::min(s.cache.size(), prompt.size());
-    size_t common = 0;
-    while (common < n && s.cache[common] == prompt[common]) ++common;
+    const size_t common = common_prefix(s.cache, s.images, prompt, images);
     if (!best || common > best_common) {
       best = &s;
       best_common = common;
@@ -284,14 +313,22 @@ void Engine::assign(std::shared_ptr<Generation> gen) {
   KILN_ASSERT(best != nullptr, "Engine::assign without a free slot");
   if (!gen->request_.cache_prompt) best_common = 0;
   // At least the last prompt token is decoded again: its logits start the generation.
+  // An image is decoded whole: a prefix never ends inside one.
   best_common = std::min(best_common, prompt.size() - 1);
+  for (const PromptImage& im : images)
+    if (static_cast<size_t>(im.pos) < best_common &&
+        best_common < static_cast<size_t>(im.pos + im.embd->n_tokens))
+      best_common = static_cast<size_t>(im.pos);
   ctx_.seq_rm(best->id, static_cast<int32_t>(best_common), -1);
   best->cache.resize(best_common);
+  std::erase_if(best->images,
+                [&](const PromptImage& im) { return static_cast<size_t>(im.pos) >= best_common; });
   best->n_prompt_done = best_common;
   best->pending = -1;
   gen->n_cached_ = static_cast<int32_t>(best_common);
   gen->t_start_ = Generation::Clock::now();
-  for (int32_t t : prompt) gen->sampler_.accept(t);
+  for (int32_t t : prompt)
+    if (t != kMediaToken) gen->sampler_.accept_prompt(t);
   best->gen = std::move(gen);
 }
 
@@ -315,27 +352,40 @@ bool Engine::step() {
   }
 
   Batch batch;
-  for (Slot& s : slots_) {
-    s.batch_index = -1;
-    if (!s.gen || s.pending < 0 || s.gen->backlogged()) continue;  // paused: its client lags
-    s.batch_index = static_cast<int64_t>(batch.size());
-    batch.add(s.pending, static_cast<int32_t>(s.cache.size()), s.id, true);
-  }
-  // Prompt chunks: at most kPromptChunk prompt tokens a step, so streams keep flowing.
-  std::vector<std::pair<Slot*, size_t>> chunks;  // slot, tokens added this step
-  size_t budget = kPromptChunk;
-  for (Slot& s : slots_) {
-    if (!s.gen || s.pending >= 0 || budget == 0) continue;
-    const auto& prompt = s.gen->request_.prompt;
-    const size_t n = std::min(budget, prompt.size() - s.n_prompt_done);
-    for (size_t j = 0; j < n; ++j) {
-      const size_t i = s.n_prompt_done + j;
-      const bool last = i + 1 == prompt.size();
-      if (last) s.batch_index = static_cast<int64_t>(batch.size());
-      batch.add(prompt[i], static_cast<int32_t>(i), s.id, last);
+  std::vector<std::pair<Slot*, size_t>> chunks;  // slot, prompt positions added this step
+  for (Slot& s : slots_) s.batch_index = -1;
+  // An image that a slot's prompt has reached is decoded alone (a batch holds token ids or
+  // embeddings): the generating slots wait one step, as in llama-server.
+  if (Slot* image_slot = add_image(batch)) {
+    chunks.emplace_back(image_slot, batch.size());
+  } else {
+    for (Slot& s : slots_) {
+      if (!s.gen || s.pending < 0 || s.gen->backlogged()) continue;  // paused: its client lags
+      s.batch_index = static_cast<int64_t>(batch.size());
+      batch.add(s.pending, static_cast<int32_t>(s.cache.size()), s.id, true);
     }
-    chunks.emplace_back(&s, n);
-    budget -= n;
+    // Prompt chunks: at most kPromptChunk prompt tokens a step, so streams keep flowing. A chunk
+    // stops before an image (decoded by a later step).
+    size_t budget = kPromptChunk;
+    for (Slot& s : slots_) {
+      if (!s.gen || s.pending >= 0 || budget == 0) continue;
+      const auto& prompt = s.gen->request_.prompt;
+      size_t n = std::min(budget, prompt.size() - s.n_prompt_done);
+      for (size_t j = 0; j < n; ++j) {
+        if (prompt[s.n_prompt_done + j] == kMediaToken) {
+          n = j;
+          break;
+        }
+      }
+      for (size_t j = 0; j < n; ++j) {
+        const size_t i = s.n_prompt_done + j;
+        const bool last = i + 1 == prompt.size();
+        if (last) s.batch_index = static_cast<int64_t>(batch.size());
+        batch.add(prompt[i], static_cast<int32_t>(i), s.id, last);
+      }
+      if (n > 0) chunks.emplace_back(&s, n);
+      budget -= n;
+    }
   }
   if (batch.size() == 0) return false;
 
@@ -362,6 +412,8 @@ bool Engine::step() {
       const auto& prompt = s->gen->request_.prompt;
       s->cache.insert(s->cache.end(), prompt.begin() + static_cast<ptrdiff_t>(s->n_prompt_done),
                       prompt.begin() + static_cast<ptrdiff_t>(s->n_prompt_done + n));
+      if (const PromptImage* im = image_at(s->gen->request_.images, s->n_prompt_done))
+        s->images.push_back(*im);
       s->n_prompt_done += n;
     }
     const auto now = Generation::Clock::now();
@@ -388,13 +440,34 @@ bool Engine::step() {
   return true;
 }
 
+Engine::Slot* Engine::add_image(Batch& batch) {
+  for (Slot& s : slots_) {
+    if (!s.gen || s.pending >= 0) continue;
+    const auto& prompt = s.gen->request_.prompt;
+    if (s.n_prompt_done >= prompt.size() || prompt[s.n_prompt_done] != kMediaToken) continue;
+    const PromptImage* im = image_at(s.gen->request_.images, s.n_prompt_done);
+    KILN_ASSERT(im != nullptr, "Engine: a media position without its image");
+    const ImageEmbeddings& e = *im->embd;
+    batch.causal = !e.non_causal;
+    for (int64_t t = 0; t < e.n_tokens; ++t) {
+      const size_t i = s.n_prompt_done + static_cast<size_t>(t);
+      const bool last = i + 1 == prompt.size();
+      if (last) s.batch_index = static_cast<int64_t>(batch.size());
+      batch.add_embedding(e.row(t), static_cast<int32_t>(i), s.id, last);
+    }
+    return &s;
+  }
+  return nullptr;
+}
+
 void Engine::on_token(Slot& s, int32_t token, std::span<const float> logits) {
   Generation& g = *s.gen;
   const auto& tok = ctx_.model().tokenizer();
   if (tok.is_eog(token)) return release(s, StopType::Eos, "");
   ++g.n_generated_;
+  const auto& preserved = g.request_.preserved_tokens;
   auto piece_of = [&](int32_t id) {
-    auto p = tok.token_to_piece(id, false);
+    auto p = tok.token_to_piece(id, std::find(preserved.begin(), preserved.end(), id) != preserved.end());
     return p.ok() ? std::move(*p) : std::string();
   };
   TokenOutput out;

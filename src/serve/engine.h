@@ -5,6 +5,12 @@
 // a new request reuses the longest common prefix (unless it asks cache_prompt false). Requests
 // beyond the slots wait in a bounded queue.
 //
+// Images: a prompt may hold images' embeddings (GenerationRequest::images, encoded by the client
+// thread before submit). A step that reaches an image decodes it alone, as one batch of embeddings
+// (non-causal when the projector wants it), so text chunks stop before images. A cached image is
+// reused only whole and only when the new prompt holds the same image (content id) at the same
+// position.
+//
 // Output: a Generation hands its client thread text and the tokens behind it (id, piece and, when
 // asked, log-probabilities from the raw logits). Text that may begin a stop string is held back
 // (StopText); a token is handed over once all of its text has been released, and a token whose
@@ -33,8 +39,10 @@
 
 #include "llm/context.h"
 #include "llm/sampler.h"
+#include "llm/vision_encoder.h"
 #include "serve/stop_text.h"
 #include "serve/token_probs.h"
+#include "text/grammar/grammar_constraint.h"
 
 namespace kiln::serve {
 
@@ -52,8 +60,18 @@ struct EngineSignal {
   void notify();
 };
 
+// An image of a prompt: its embedding rows fill prompt positions [pos, pos + embd->n_tokens),
+// which hold kMediaToken (llm/media_prompt.h).
+struct PromptImage {
+  int32_t pos = 0;
+  std::shared_ptr<const ImageEmbeddings> embd;
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // non-empty; shorter than the slot context
+  // The images in `prompt`, by position; each fits one micro-batch of the context (the caller
+  // checks). The prompt does not end inside an image unless the image ends it.
+  std::vector<PromptImage> images;
   SamplerParams sampler;
   int32_t max_tokens = -1;  // < 0: until end of text or the slot's context is full; 0: the
                             // prompt is only cached (llama-server's n_predict 0)
@@ -61,6 +79,12 @@ struct GenerationRequest {
   bool cache_prompt = true;
   bool logprobs = false;     // compute each token's log-probability
   int32_t top_logprobs = 0;  // and the most likely alternatives (>= 0; needs logprobs)
+  // The grammar the output must follow (GBNF, from a request's grammar, JSON schema or tools);
+  // each choice gets its own constraint (ChoiceSet::submit).
+  std::optional<grammar::GrammarSpec> grammar;
+  // Control tokens whose text the output keeps (tool-call markers the chat parser reads:
+  // llama.cpp's preserved_tokens); other control tokens print as nothing.
+  std::vector<int32_t> preserved_tokens;
 };
 
 // Why a generation ended (llama-server's stop_type).
@@ -196,6 +220,8 @@ class Engine {
 
   // Tokens one slot may hold (prompt + generated).
   int32_t n_ctx_slot() const { return n_ctx_slot_; }
+  const Model& model() const { return ctx_.model(); }
+  int32_t n_vocab() const { return static_cast<int32_t>(ctx_.n_vocab()); }
   // Queues a request; an Error when the queue is full or the engine stopped. `notifier`: shared
   // with other generations of the same client (null: the generation's own).
   Result<std::shared_ptr<Generation>> submit(GenerationRequest request, Sampler sampler,
@@ -209,6 +235,7 @@ class Engine {
   struct Slot {
     int32_t id = 0;
     std::vector<int32_t> cache;  // tokens of sequence `id` in the KV cache, positions 0..
+    std::vector<PromptImage> images;  // the images among them (kMediaToken in `cache`)
     std::shared_ptr<Generation> gen;
     size_t n_prompt_done = 0;  // prompt tokens in the cache
     int32_t pending = -1;      // sampled token not yet decoded
@@ -217,6 +244,9 @@ class Engine {
   void loop();
   void assign(std::shared_ptr<Generation> gen);                          // under mutex_
   bool step();                                                           // false: nothing to do
+  // Adds to `batch` (empty) the next image of the first slot whose prompt continues with one
+  // (setting its batch_index when the image ends the prompt); that slot, or null when none does.
+  Slot* add_image(Batch& batch);
   void release(Slot& s, StopType type, std::string error);               // under mutex_
   void on_token(Slot& s, int32_t token, std::span<const float> logits);  // under mutex_
   void publish();         // copies slot states for slots(), under mutex_

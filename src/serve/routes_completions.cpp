@@ -6,18 +6,78 @@
 // finish chunk per choice, then the usage chunk (stream_options.include_usage) and "data: [DONE]".
 // A client that stops reading a stream pauses its generation (the engine's backlog bound) and is
 // dropped, its generation cancelled, after the server's write timeout.
+// Chat answers of a request with tools (or a JSON schema on a reasoning template) go through the
+// chat output parser: message.tool_calls / reasoning_content / content, finish_reason
+// "tool_calls" when the model called a tool; streamed as delta.tool_calls (the first delta of a
+// call carries its id, type and name, the next ones pieces of its arguments) and
+// delta.reasoning_content.
 // Also registers llama-server's native POST /completion (routes_native.cpp).
+#include <random>
+
 #include "serve/api_json.h"
+#include "serve/chat_request.h"
 #include "serve/choice_set.h"
 #include "serve/completion_json.h"
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
+#include "serve/media_request.h"
 #include "serve/routes_native.h"
 #include "serve/server_state.h"
 #include "serve/sse_writer.h"
 
 namespace kiln::serve {
 namespace {
+
+// A tool call id as llama-server makes them: 32 random letters and digits.
+std::string random_call_id() {
+  static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937 rng{std::random_device{}()};
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kChars) - 2);
+  std::string id(32, ' ');
+  for (char& c : id) c = kChars[pick(rng)];
+  return id;
+}
+
+json tool_calls_json(const std::vector<chat::ToolCall>& calls) {
+  json out = json::array();
+  for (const chat::ToolCall& c : calls)
+    out.push_back(
+        {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  return out;
+}
+
+// message of a parsed answer: content null when the model only called tools (OpenAI's shape).
+json parsed_message_json(const chat::ParsedMessage& m) {
+  json msg = {{"role", "assistant"},
+              {"content", m.content.empty() && !m.tool_calls.empty() ? json(nullptr) : json(m.content)}};
+  if (!m.reasoning_content.empty()) msg["reasoning_content"] = m.reasoning_content;
+  if (!m.tool_calls.empty()) msg["tool_calls"] = tool_calls_json(m.tool_calls);
+  return msg;
+}
+
+// The delta fields of a parsed stretch of a streamed answer.
+void add_parsed_delta(const chat::ChatDelta& d, json& delta) {
+  if (!d.reasoning_content.empty()) delta["reasoning_content"] = d.reasoning_content;
+  if (!d.content.empty()) delta["content"] = d.content;
+  if (d.tool_calls.empty()) return;
+  json calls = json::array();
+  for (const chat::ToolCallDelta& t : d.tool_calls) {
+    json c = {{"index", t.index}};
+    if (!t.name.empty()) {
+      c["id"] = t.id;
+      c["type"] = "function";
+      c["function"] = {{"name", t.name}, {"arguments", t.arguments}};
+    } else {
+      c["function"] = {{"arguments", t.arguments}};
+    }
+    calls.push_back(std::move(c));
+  }
+  delta["tool_calls"] = std::move(calls);
+}
+
+std::string finish_reason(const Generation& g, bool called_tools) {
+  return called_tools && g.finish_reason() == "stop" ? "tool_calls" : g.finish_reason();
+}
 
 // The handler of one completion route: `chat` selects the chat shape.
 http::Handler completion_handler(const RouteContext& rc, bool chat) {
@@ -31,20 +91,31 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
     if (auto e =
             parse_completion_fields(*body, tok, p, chat ? CompletionApi::Chat : CompletionApi::Completions))
       return send_error(ex, *e);
+    const ordered_json ordered = ordered_json::parse(req.body);  // schemas keep their key order
+    chat::ChatPlan plan;
     if (chat) {
-      std::string text;
-      if (auto e = render_chat({*st->chat_template, st->bos_text, st->eos_text}, *body, text))
-        return send_error(ex, *e);
-      p.gen.prompt = tokenize_chat(tok, text);
+      if (auto e = plan_chat_request(*st, ordered, p, plan)) return send_error(ex, *e);
     } else {
+      OutputFormat format;
+      if (auto e = parse_output_format(ordered, true, format)) return send_error(ex, *e);
+      if (auto e = apply_output_format(format, p.gen)) return send_error(ex, *e);
       auto it = body->find("prompt");
       if (it == body->end())
         return send_error(ex, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
-      if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(ex, *e);
+      bool handled = false;
+      if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(ex, *e);
+      if (!handled)
+        if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(ex, *e);
+    }
+    // One output parser per choice when the chat's answer is split (tool calls, reasoning).
+    using Parsers = std::vector<std::shared_ptr<chat::ChatOutputParser>>;
+    auto parsers = std::make_shared<Parsers>();
+    if (chat && parse_chat_output(plan)) {
+      for (int32_t i = 0; i < p.n; ++i)
+        parsers->push_back(std::make_shared<chat::ChatOutputParser>(plan.parser, random_call_id));
     }
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
-    auto submitted =
-        ChoiceSet::submit(*st->engine, p.gen, p.n, p.seeded, static_cast<int32_t>(st->ctx->n_vocab()));
+    auto submitted = ChoiceSet::submit(*st->engine, p.gen, p.n, p.seeded);
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
 
@@ -63,11 +134,19 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
 
     if (!p.stream) {
       return respond_when_done(
-          ex, set, [st, chat, logprobs, envelope](const ChoiceSet& s, std::vector<ChoiceOutput>& outs) {
+          ex, set,
+          [st, chat, logprobs, envelope, parsers](const ChoiceSet& s, std::vector<ChoiceOutput>& outs) {
             json choices = json::array();
             for (size_t i = 0; i < s.size(); ++i) {
               json c = {{"index", i}, {"finish_reason", s.gen(i).finish_reason()}, {"logprobs", nullptr}};
-              if (chat) {
+              if (chat && !parsers->empty()) {
+                chat::ChatOutputParser& parser = *(*parsers)[i];
+                parser.feed(outs[i].text);
+                parser.finish();
+                c["message"] = parsed_message_json(parser.message());
+                c["finish_reason"] = finish_reason(s.gen(i), !parser.message().tool_calls.empty());
+                if (logprobs) c["logprobs"] = {{"content", chat_logprobs(outs[i].tokens)}};
+              } else if (chat) {
                 c["message"] = {{"role", "assistant"}, {"content", outs[i].text}};
                 if (logprobs) c["logprobs"] = {{"content", chat_logprobs(outs[i].tokens)}};
               } else {
@@ -92,7 +171,18 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
     auto choice = [&](size_t i, const std::string& text, const std::vector<TokenOutput>& tokens,
                       const json& finish) {
       json c = {{"index", i}, {"finish_reason", finish}, {"logprobs", nullptr}};
-      if (chat) {
+      if (chat && !parsers->empty()) {
+        c["delta"] = json::object();
+        if (first[i]) c["delta"]["role"] = "assistant";
+        first[i] = false;
+        chat::ChatOutputParser& parser = *(*parsers)[i];
+        if (!text.empty()) add_parsed_delta(parser.feed(text), c["delta"]);
+        if (!finish.is_null()) {
+          add_parsed_delta(parser.finish(), c["delta"]);
+          c["finish_reason"] = finish_reason(set->gen(i), !parser.message().tool_calls.empty());
+        }
+        if (logprobs && !tokens.empty()) c["logprobs"] = {{"content", chat_logprobs(tokens)}};
+      } else if (chat) {
         c["delta"] = json::object();
         if (first[i]) c["delta"]["role"] = "assistant";
         if (!text.empty() || first[i]) c["delta"]["content"] = text;

@@ -1,11 +1,12 @@
 // POST /completion: llama-server's native completion route. Fields (llama-server's names and
-// defaults): prompt (a string, or a list of token ids and strings), n_predict (-1; 0 only caches
+// defaults): prompt (a string, a list of token ids and strings, or {"prompt_string",
+// "multimodal_data": [base64 images]} with --mmproj: serve/media_request.h), n_predict (-1; 0 only caches
 // the prompt), temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, typical_p, repeat_penalty,
 // repeat_last_n, presence_penalty, frequency_penalty, stop, seed, stream, n_probs (0..100),
-// cache_prompt, logit_bias ({"id": bias} or [[id or text, bias], ...], false bans), return_tokens.
-// Fields that would change the output and that kiln lacks (grammar, json_schema, mirostat, dry_*,
-// xtc_*, samplers, lora, post_sampling_probs, ignore_eos, n, ...) are refused with a 400
-// (unsupported_fields.h).
+// cache_prompt, logit_bias ({"id": bias} or [[id or text, bias], ...], false bans), return_tokens,
+// grammar (GBNF) or json_schema (one of them).
+// Fields that would change the output and that kiln lacks (mirostat, dry_*, xtc_*, samplers, lora,
+// post_sampling_probs, ignore_eos, n, ...) are refused with a 400 (unsupported_fields.h).
 //
 // Response: content, tokens (with return_tokens), stop: true, stop_type ("eos", "limit", "word";
 // "none" when cancelled), stopping_word, model, tokens_predicted, tokens_evaluated (the prompt's
@@ -15,10 +16,12 @@
 #include "serve/routes_native.h"
 
 #include "serve/api_json.h"
+#include "serve/chat_request.h"
 #include "serve/choice_set.h"
 #include "serve/completion_json.h"
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
+#include "serve/media_request.h"
 #include "serve/server_state.h"
 #include "serve/sse_writer.h"
 
@@ -71,13 +74,18 @@ void add_native_completion_routes(http::Router& r, const RouteContext& rc) {
     CompletionRequest p;
     const auto& tok = st->model->tokenizer();
     if (auto e = parse_completion_fields(*body, tok, p, CompletionApi::Native)) return send_error(ex, *e);
+    OutputFormat format;
+    if (auto e = parse_output_format(ordered_json::parse(req.body), false, format)) return send_error(ex, *e);
+    if (auto e = apply_output_format(format, p.gen)) return send_error(ex, *e);
     auto it = body->find("prompt");
     if (it == body->end())
       return send_error(ex, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
-    if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(ex, *e);
+    bool handled = false;
+    if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(ex, *e);
+    if (!handled)
+      if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(ex, *e);
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
-    auto submitted =
-        ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded, static_cast<int32_t>(st->ctx->n_vocab()));
+    auto submitted = ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
     const std::string model_name = st->model->name();

@@ -1,6 +1,7 @@
 // POST /tokenize, /detokenize, /apply-template (llama-server's shapes). Each needs the model (its
 // tokenizer or chat template): a sleeping server wakes for them.
 #include "serve/api_json.h"
+#include "serve/chat_request.h"
 #include "serve/completion_request.h"
 #include "serve/server_state.h"
 
@@ -72,8 +73,7 @@ void add_token_routes(http::Router& r, const RouteContext& rc) {
     auto st = rc.ready(ex);
     if (!st) return;
     std::string prompt;
-    if (auto e = render_chat({*st->chat_template, st->bos_text, st->eos_text}, *body, prompt))
-      return send_error(ex, *e);
+    if (auto e = render_chat(*st, ordered_json::parse(req.body), prompt)) return send_error(ex, *e);
     send_json(ex, {{"prompt", prompt}});
   });
 }

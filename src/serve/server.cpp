@@ -4,6 +4,7 @@
 #include <malloc.h>
 #endif
 
+#include "llm/media_prompt.h"
 #include "serve/api_json.h"
 #include "serve/completion_request.h"
 #include "serve/embedder.h"
@@ -25,13 +26,27 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   if (!chat.ok()) return make_error("serve: ", chat.error().message);
   st->chat_template = std::move(chat->chat_template);
   st->chat_template_source = std::move(chat->source);
+  st->chat_syntax = chat::detect_chat_syntax(*st->chat_template);
   st->bos_text = std::move(chat->bos_text);
   st->eos_text = std::move(chat->eos_text);
   KILN_ASSIGN_OR_RETURN(st->devices,
-                        DeviceRegistry::create({.n_threads = opt.n_threads, .sim = opt.sim_devices}));
+                        DeviceRegistry::create({.n_threads = opt.n_threads, .sim = opt.sim_devices, .budgets = opt.budgets}));
   KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt.device));
   KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device));
-  KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(st->weights, st->devices->backend(*device), opt.context));
+  Backend& backend = st->devices->backend(*device);
+  ContextOptions co = opt.context;
+  st->arena = std::make_unique<ComputeArena>(*device, model->name());
+  co.arena = st->arena.get();
+  if (!opt.mmproj.empty()) {
+    KILN_ASSIGN_OR_RETURN(st->vision, VisionModel::load(opt.mmproj, *model));
+    co.input_embeddings = true;
+  }
+  KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(st->weights, backend, co));
+  if (st->vision) {
+    KILN_ASSIGN_OR_RETURN(st->encoder, VisionEncoder::create(st->vision, backend,
+                                                             {.flash_attention = co.flash_attention,
+                                                              .arena = st->arena.get()}));
+  }
   if (st->ctx->n_ctx() / opt.n_parallel < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,
                       " slots");
@@ -49,6 +64,7 @@ std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots
   info->n_ctx = st.ctx->n_ctx();
   info->n_slots = n_slots;
   info->n_ctx_slot = st.engine->n_ctx_slot();
+  info->vision = st.vision != nullptr;
   // The defaults are what the completion routes make of a request that sets nothing.
   CompletionRequest defaults;
   if (!parse_completion_fields(json::object(), st.model->tokenizer(), defaults)) {
@@ -103,7 +119,8 @@ json props_json(const ModelInfo& info, bool sleeping) {
           {"bos_token", info.bos_text},
           {"eos_token", info.eos_text},
           {"n_ctx", info.n_ctx},
-          {"modalities", {{"vision", false}, {"audio", false}}},
+          {"modalities", {{"vision", info.vision}, {"audio", false}}},
+          {"media_marker", std::string(kMediaMarker)},
           {"build_info", "kiln"},
           {"is_sleeping", sleeping}};
 }

@@ -67,8 +67,11 @@ struct ServerOptions {
   int32_t n_threads = 0;             // compute threads; 0: every hardware thread
   std::string device = "cpu";        // the device the model runs on (a DeviceRegistry name)
   std::vector<SimDeviceOptions> sim_devices;  // sim devices to create (--sim-capacity)
+  std::vector<DeviceBudget> budgets;          // residency budgets per device (--max-mem)
   ContextOptions context;            // n_ctx is shared by the slots
   bool embeddings = false;           // serve POST /v1/embeddings (--embeddings)
+  std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
+                                     // Loaded with the model, released with it when asleep.
   std::string pooling;               // none|mean|cls|last; empty: the model's, else mean (--pooling)
   int32_t sleep_idle_seconds = 0;    // > 0: release the model after this many idle seconds
   // HTTP (see http/http_server.h). A request's body must arrive, and a client take an answer's

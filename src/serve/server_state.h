@@ -17,9 +17,12 @@
 #include "llm/context.h"
 #include "llm/device_weights.h"
 #include "llm/model.h"
+#include "llm/vision_encoder.h"
+#include "llm/vision_model.h"
 #include "serve/engine.h"
 #include "serve/http/router.h"
 #include "serve/server.h"
+#include "text/chat/chat_syntax.h"
 #include "text/chat_template.h"
 
 namespace kiln::serve {
@@ -28,10 +31,15 @@ struct ServerState {
   std::shared_ptr<const Model> model;
   std::optional<ChatTemplate> chat_template;
   std::string chat_template_source;  // the Jinja source of chat_template
+  chat::ChatSyntax chat_syntax;      // how its assistant turns write reasoning and tool calls
   std::string bos_text, eos_text;    // the vocabulary's BOS/EOS texts, for templates
   std::unique_ptr<DeviceRegistry> devices;  // the thread pool and devices; options.device computes
   std::shared_ptr<DeviceWeights> weights;   // the model on that device, shared with the embedder
+  std::shared_ptr<const VisionModel> vision;  // the mmproj (options.mmproj); null without one
+  // The compute arena on that device: the context and the vision encoder take turns in it.
+  std::unique_ptr<ComputeArena> arena;
   std::unique_ptr<Context> ctx;
+  std::unique_ptr<VisionEncoder> encoder;  // with `vision`: encodes request images (any thread)
   std::unique_ptr<Engine> engine;
   ~ServerState() {
     if (engine) engine->stop();  // before the context it decodes with goes away
@@ -48,6 +56,7 @@ struct ModelInfo {
   int64_t n_ctx = 0;  // KV cells, shared by the slots
   int32_t n_slots = 0;
   int32_t n_ctx_slot = 0;      // tokens one slot may hold
+  bool vision = false;         // an mmproj is loaded: requests may carry images
   GenerationRequest defaults;  // a completion request with no fields set (prompt empty)
   bool stream_default = false;
 };

@@ -18,23 +18,29 @@ bool is_no_tool_choice(const json& v) { return v.is_null() || v == "none" || v =
 bool is_text_only(const json& v) { return v.is_null() || v == json::array({"text"}); }
 bool is_no_reasoning_format(const json& v) { return v.is_null() || v == "none"; }
 
+// Where kiln lacks a field.
+enum class Lacking : uint8_t {
+  Everywhere,
+  OutsideChat,  // implemented by /v1/chat/completions only
+  Native,       // implemented by the OpenAI routes, not by /completion
+};
+
 struct UnsupportedField {
   const char* name;
   const char* feature;             // what the message says kiln lacks
   bool (*neutral)(const json& v);  // the value of a client that does not use it
-  bool native_only = false;        // only /completion lacks it (the OpenAI routes implement it)
+  Lacking where = Lacking::Everywhere;
 };
 
 // The list, grouped by kind.
 constexpr UnsupportedField kUnsupported[] = {
-    // Structured output and tools.
-    {"tools", "tool calls", is_empty},
-    {"tool_choice", "tool calls", is_no_tool_choice},
+    // Structured output and tools (grammar and json_schema are implemented on every route).
+    {"tools", "tool calls outside /v1/chat/completions", is_empty, Lacking::OutsideChat},
+    {"tool_choice", "tool calls outside /v1/chat/completions", is_no_tool_choice, Lacking::OutsideChat},
     {"functions", "function calls", is_empty},
     {"function_call", "function calls", is_no_tool_choice},
-    {"response_format", "response formats other than {\"type\": \"text\"}", is_text_format},
-    {"grammar", "grammars", is_empty},
-    {"json_schema", "JSON schemas", is_empty},
+    {"response_format", "response_format on /completion (use grammar or json_schema)", is_text_format,
+     Lacking::Native},
     // Samplers kiln lacks.
     {"mirostat", "mirostat sampling", is_off},
     {"dry_multiplier", "DRY sampling", is_off},
@@ -47,7 +53,7 @@ constexpr UnsupportedField kUnsupported[] = {
     {"echo", "echoing the prompt", is_off},
     {"suffix", "suffixes (fill-in-the-middle)", is_empty},
     {"best_of", "best_of", is_one},
-    {"n", "several choices on /completion (use /v1/completions)", is_one, true},
+    {"n", "several choices on /completion (use /v1/completions)", is_one, Lacking::Native},
     {"post_sampling_probs", "post-sampling probabilities", is_off},
     {"response_fields", "response_fields", is_empty},
     {"timings_per_token", "per-token timings", is_off},
@@ -64,9 +70,10 @@ constexpr UnsupportedField kUnsupported[] = {
 
 }  // namespace
 
-std::optional<HttpError> refuse_unsupported_fields(const json& body, bool native) {
+std::optional<HttpError> refuse_unsupported_fields(const json& body, CompletionApi api) {
   for (const UnsupportedField& f : kUnsupported) {
-    if (f.native_only && !native) continue;
+    if (f.where == Lacking::OutsideChat && api == CompletionApi::Chat) continue;
+    if (f.where == Lacking::Native && api != CompletionApi::Native) continue;
     auto it = body.find(f.name);
     if (it == body.end() || f.neutral(*it)) continue;
     return HttpError{

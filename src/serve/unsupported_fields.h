@@ -10,10 +10,11 @@
 #include <optional>
 
 #include "serve/api_json.h"
+#include "serve/completion_request.h"
 
 namespace kiln::serve {
 
-// `native`: the request came through /completion (a few fields are only missing there).
-std::optional<HttpError> refuse_unsupported_fields(const json& body, bool native);
+// `api`: the route the request came through (a few fields are only missing on some routes).
+std::optional<HttpError> refuse_unsupported_fields(const json& body, CompletionApi api);
 
 }  // namespace kiln::serve

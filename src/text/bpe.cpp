@@ -37,7 +37,10 @@ class BpeWord {
   BpeWord(const Vocab& vocab, std::string_view word) : vocab_(vocab), word_(word) {}
 
   void run(std::vector<int32_t>& out) {
-    if (vocab_.ignore_merges() && vocab_.find(word_) != kTokenNull) {
+    const PreTokenizerConfig& pre = vocab_.pre();
+    const bool newline_run =
+        pre.whole_newline_runs && word_.find_first_not_of('\n') == std::string_view::npos;
+    if ((vocab_.ignore_merges() || newline_run) && vocab_.find(word_) != kTokenNull) {
       symbols_.push_back({-1, -1, 0, word_.size()});
     } else {
       size_t offs = 0;
@@ -75,9 +78,11 @@ class BpeWord {
         out.push_back(id);
         continue;
       }
-      // no token for the merged piece: one token per byte, where the byte itself is a token
+      // no token for the merged piece: one token per byte, where the vocabulary has one (the
+      // byte's own text in a GPT-2-encoded word, else its <0xXX> token)
       for (char c : text) {
-        const int32_t b = vocab_.find(std::string_view(&c, 1));
+        const int32_t b = pre.byte_encode ? vocab_.find(std::string_view(&c, 1))
+                                          : vocab_.find(byte_token_text(static_cast<uint8_t>(c)));
         if (b != kTokenNull) out.push_back(b);
       }
     }
@@ -106,7 +111,7 @@ class BpeWord {
 
 void bpe_tokenize(const Vocab& vocab, const PreTokenizer& pre, std::string_view text,
                   std::vector<int32_t>& out) {
-  for (const std::string& word : pre.split(text)) BpeWord(vocab, word).run(out);
+  for (const std::string& word : pre.split(text, vocab.pre().byte_encode)) BpeWord(vocab, word).run(out);
 }
 
 }  // namespace kiln::text

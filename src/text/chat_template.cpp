@@ -5,15 +5,15 @@
 namespace kiln {
 
 Result<ChatTemplate> ChatTemplate::parse(std::string source) {
-  auto t = jinja::Template::parse(std::move(source));
+  auto t = jinja::Template::parse(source);
   if (!t.ok()) return t.error();
-  return ChatTemplate(std::move(t).value());
+  return ChatTemplate(std::move(t).value(), std::move(source));
 }
 
 ChatTemplate ChatTemplate::chatml() {
   auto t = jinja::Template::parse(kChatmlSource);
   KILN_ASSERT(t.ok(), "the built-in ChatML template parses");
-  return ChatTemplate(std::move(t).value());
+  return ChatTemplate(std::move(t).value(), kChatmlSource);
 }
 
 namespace {

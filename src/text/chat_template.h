@@ -64,9 +64,13 @@ class ChatTemplate {
   // The prompt text. Template errors and raise_exception() come back as errors.
   Result<std::string> render(const ChatRenderOptions& options) const;
 
+  // The Jinja source it was parsed from.
+  const std::string& source() const { return source_; }
+
  private:
-  explicit ChatTemplate(jinja::Template t) : template_(std::move(t)) {}
+  ChatTemplate(jinja::Template t, std::string source) : template_(std::move(t)), source_(std::move(source)) {}
   jinja::Template template_;
+  std::string source_;
 };
 
 // The messages of an OpenAI-style JSON array ([{"role": ..., "content": string | parts}, ...]),

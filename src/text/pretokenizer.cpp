@@ -73,6 +73,10 @@ struct Entry {
   bool ignore_merges = false;
   bool add_bos = false;
   bool no_bos = false;
+  bool force_bos = false;
+  bool escape_whitespaces = false;
+  bool byte_encode = true;
+  bool whole_newline_runs = false;
 };
 
 // ref: llama.cpp llama_vocab::impl::load (tokenizer_pre -> pre_type and flags).
@@ -127,6 +131,19 @@ const Entry kEntries[] = {
     {{"seed-coder"}, {kSeedCoder}, false},
     {{"exaone-moe"}, {kExaoneMoe}},
     {{"minicpm5"}, {"\\p{N}{1,3}", kMinicpm5}, true, true},
+    // SentencePiece-style BPE over whole lines (tokenizer.ggml.model "gemma4" selects "gemma4")
+    {.names = {"gemma4", "granite-embed-multi-311m"},
+     .regexes = {"[^\\n]+|[\\n]+"},
+     .add_bos = true,
+     .force_bos = true,
+     .escape_whitespaces = true,
+     .byte_encode = false,
+     .whole_newline_runs = true},
+    {.names = {"sarvam-moe"},
+     .regexes = {"[^\\n]+|[\\n]+"},
+     .clean_spaces = false,
+     .escape_whitespaces = true,
+     .byte_encode = false},
 };
 
 // ref: llama.cpp unicode_regex_split_custom_gpt2 and _llama3. Both walk one fragment of codepoints
@@ -356,7 +373,11 @@ Result<PreTokenizerConfig> pre_tokenizer_config(std::string_view pre) {
     c.clean_spaces = e.clean_spaces;
     c.ignore_merges = e.ignore_merges;
     c.add_bos = e.add_bos;
+    c.force_bos = e.force_bos;
     c.no_bos = e.no_bos;
+    c.escape_whitespaces = e.escape_whitespaces;
+    c.byte_encode = e.byte_encode;
+    c.whole_newline_runs = e.whole_newline_runs;
     return c;
   }
   return make_error("vocab: unknown pre-tokenizer type '", name, "' (tokenizer.ggml.pre)");
@@ -406,7 +427,7 @@ std::vector<size_t> PreTokenizer::split_lengths(const std::vector<uint32_t>& cpt
   return offsets;
 }
 
-std::vector<std::string> PreTokenizer::split(std::string_view text) const {
+std::vector<std::string> PreTokenizer::split(std::string_view text, bool byte_encode) const {
   const std::vector<uint32_t> cpts = decode_utf8(text);
   const std::vector<size_t> lengths = split_lengths(cpts);
   std::vector<std::string> words;
@@ -416,11 +437,15 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
   for (size_t len : lengths) {
     utf8.clear();
     for (size_t i = start; i < start + len; ++i) append_utf8(cpts[i], utf8);
+    start += len;
+    if (!byte_encode) {
+      words.push_back(utf8);
+      continue;
+    }
     std::string encoded;
     encoded.reserve(utf8.size() * 2);
     for (char ch : utf8) encoded += byte_to_utf8(static_cast<uint8_t>(ch));
     words.push_back(std::move(encoded));
-    start += len;
   }
   return words;
 }

@@ -23,7 +23,14 @@ struct PreTokenizerConfig {
   bool clean_spaces = true;          // detokenize's clean-up of " ." " ," " 's" ...
   bool ignore_merges = false;        // a word that is a whole token skips the merges
   bool add_bos = false;              // default of tokenizer.ggml.add_bos_token
+  bool force_bos = false;            // BOS is added even when the file says add_bos_token = false
   bool no_bos = false;               // the vocabulary has no BOS token unless the file names one
+  // SentencePiece-style BPE (Gemma 4): spaces become U+2581 before splitting, words stay raw UTF-8
+  // (no GPT-2 byte mapping), bytes without a token fall back to <0xXX> tokens, and pieces render
+  // with U+2581 turned back into spaces.
+  bool escape_whitespaces = false;
+  bool byte_encode = true;          // words in GPT-2's byte-to-unicode encoding
+  bool whole_newline_runs = false;  // a word of newlines that is a token skips the merges
 };
 
 // The configuration for `pre` (an empty name means llama.cpp's "default"). An Error for a name
@@ -34,9 +41,9 @@ class PreTokenizer {
  public:
   static Result<PreTokenizer> create(const std::vector<std::string>& regexes);
 
-  // Splits `text` (any bytes; invalid UTF-8 becomes U+FFFD) into words, each returned in GPT-2's
-  // byte-to-unicode encoding, ready for BPE merges.
-  std::vector<std::string> split(std::string_view text) const;
+  // Splits `text` (any bytes; invalid UTF-8 becomes U+FFFD) into words, ready for BPE merges: in
+  // GPT-2's byte-to-unicode encoding when `byte_encode`, else as UTF-8.
+  std::vector<std::string> split(std::string_view text, bool byte_encode = true) const;
 
   // The same split as codepoint counts per word (for tests and tools).
   std::vector<size_t> split_lengths(const std::vector<uint32_t>& cpts) const;

@@ -11,19 +11,6 @@ namespace {
 
 bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(s.size());
-  size_t pos = 0;
-  for (size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
-    out.append(s, pos, hit - pos).append(to);
-  }
-  out.append(s, pos, std::string::npos);
-  s = std::move(out);
-}
-
-constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581
-
 // A BPE token's text back to bytes through GPT-2's byte mapping (ref: llama.cpp llama_decode_text,
 // including its "[UNK_BYTE_0x..]" rendering of codepoints outside the mapping).
 std::string decode_bpe_text(const std::string& text) {
@@ -73,10 +60,20 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
     KILN_ASSIGN_OR_RETURN(PreTokenizer pre, PreTokenizer::create(vocab.pre().regexes));
     t.pre_ = std::make_shared<const PreTokenizer>(std::move(pre));
   }
+  if (vocab.type() == VocabType::kUgm) t.ugm_ = std::make_shared<const UgmTokenizer>(vocab);
   t.vocab_ = std::make_shared<const Vocab>(std::move(vocab));
   auto pieces = std::make_shared<std::vector<std::string>>(t.vocab_->n_tokens());
   for (int32_t id = 0; id < t.vocab_->n_tokens(); ++id) (*pieces)[id] = t.render(id);
   t.pieces_ = std::move(pieces);
+  // ref: llama.cpp llama_vocab::impl::load, linefeed_id
+  const Vocab& v = *t.vocab_;
+  if (v.type() == VocabType::kSpm) {
+    t.nl_ = v.byte_to_token('\n');
+  } else if (v.type() == VocabType::kBpe || v.type() == VocabType::kUgm) {
+    const std::vector<int32_t> ids = t.tokenize("\n", /*add_special=*/false, /*parse_special=*/false);
+    if (!ids.empty()) t.nl_ = ids.front();
+  }
+  if (t.nl_ == kTokenNull) t.nl_ = v.default_pad();
   return t;
 }
 
@@ -85,10 +82,8 @@ std::string Tokenizer::render(int32_t id) const {
   const TokenData& t = vocab_->token(id);
   if (t.attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return t.text;
   if (t.attr & kAttrNormal) {
-    if (vocab_->type() == VocabType::kBpe) return decode_bpe_text(t.text);
-    std::string s = t.text;
-    replace_all(s, kEscapedSpace, " ");
-    return s;
+    if (vocab_->type() == VocabType::kBpe && !vocab_->escape_whitespaces()) return decode_bpe_text(t.text);
+    return unescape_spaces(t.text);
   }
   if ((t.attr & kAttrByte) && vocab_->type() != VocabType::kWpm) return std::string(1, byte_of_token(t.text));
   return {};
@@ -156,8 +151,7 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special
         std::string piece;
         if (v.add_space_prefix() && prev_special) piece = " ";
         piece.append(text.substr(f.offset, f.length));
-        replace_all(piece, " ", kEscapedSpace);
-        spm_tokenize(v, piece, out);
+        spm_tokenize(v, escape_spaces(piece), out);
         prev_special = false;
       }
       if (add_special && v.add_eos()) out.push_back(v.eos());
@@ -168,8 +162,22 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special
       for (const Fragment& f : frags) {
         if (f.token != kTokenNull) {
           out.push_back(f.token);
+        } else if (v.escape_whitespaces()) {
+          bpe_tokenize(v, *pre_, escape_spaces(text.substr(f.offset, f.length)), out);
         } else {
           bpe_tokenize(v, *pre_, text.substr(f.offset, f.length), out);
+        }
+      }
+      if (add_special && v.add_eos()) out.push_back(v.eos());
+      break;
+    }
+    case VocabType::kUgm: {
+      if (add_special && v.add_bos()) out.push_back(v.bos());
+      for (const Fragment& f : frags) {
+        if (f.token != kTokenNull) {
+          out.push_back(f.token);
+        } else {
+          ugm_->tokenize(v, text.substr(f.offset, f.length), out);
         }
       }
       if (add_special && v.add_eos()) out.push_back(v.eos());

@@ -1,8 +1,9 @@
 // Tokenizer: text <-> token ids for a GGUF vocabulary, identical to llama.cpp's llama_tokenize /
 // llama_token_to_piece / llama_detokenize (ref: llama.cpp src/llama-vocab.cpp). Supports SPM
 // (tokenizer.ggml.model "llama", with byte fallback), byte-level BPE ("gpt2", with the
-// pre-tokenizers of text/pretokenizer.h) and WPM ("bert"). A "no_vocab" file gives a tokenizer
-// that produces no tokens. UGM, RWKV and PLaMo-2 vocabularies are refused at load.
+// pre-tokenizers of text/pretokenizer.h), Gemma 4's SentencePiece-style BPE ("gemma4"), WPM
+// ("bert") and UGM ("t5", text/ugm.h). A "no_vocab" file gives a tokenizer that produces no
+// tokens. RWKV, PLaMo-2 and the other models llama.cpp knows are refused at load.
 //
 // Usage:
 //   KILN_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(*file));
@@ -21,6 +22,7 @@
 #include "core/gguf.h"
 #include "core/result.h"
 #include "text/pretokenizer.h"
+#include "text/ugm.h"
 #include "text/vocab.h"
 
 namespace kiln::text {
@@ -57,7 +59,9 @@ class Tokenizer {
   int32_t unk() const { return vocab_->unk(); }
   int32_t sep() const { return vocab_->sep(); }
   int32_t pad() const { return vocab_->pad(); }
-  int32_t nl() const { return vocab_->nl(); }
+  // The newline token, as llama.cpp picks it: SPM's byte token for '\n', else the first token of
+  // "\n" (BPE, UGM); failing that (and for WPM), Vocab::default_pad().
+  int32_t nl() const { return nl_; }
   bool add_bos() const { return vocab_->add_bos(); }
   bool add_eos() const { return vocab_->add_eos(); }
 
@@ -72,7 +76,9 @@ class Tokenizer {
 
   std::shared_ptr<const Vocab> vocab_;
   std::shared_ptr<const PreTokenizer> pre_;                 // BPE only
+  std::shared_ptr<const UgmTokenizer> ugm_;                 // UGM only
   std::shared_ptr<const std::vector<std::string>> pieces_;  // render() of every id
+  int32_t nl_ = kTokenNull;
 };
 
 }  // namespace kiln::text

@@ -126,6 +126,29 @@ std::string encode_utf8(uint32_t cpt) {
 
 namespace {
 
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size());
+  size_t pos = 0;
+  for (size_t hit; (hit = s.find(from, pos)) != std::string_view::npos; pos = hit + from.size()) {
+    out.append(s.substr(pos, hit - pos)).append(to);
+  }
+  out.append(s.substr(pos));
+  return out;
+}
+
+}  // namespace
+
+std::string escape_spaces(std::string_view text) { return replace_all(text, " ", kEscapedSpace); }
+std::string unescape_spaces(std::string_view text) { return replace_all(text, kEscapedSpace, " "); }
+
+std::string byte_token_text(uint8_t byte) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  return {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>'};
+}
+
+namespace {
+
 // byte -> codepoint of GPT-2's mapping: printable Latin-1 bytes map to themselves, the other 68
 // bytes to 256, 257, ... in byte order.
 const std::array<uint32_t, 256>& byte_to_cpt_table() {

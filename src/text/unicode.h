@@ -56,6 +56,14 @@ std::vector<uint32_t> decode_utf8(std::string_view s);
 void append_utf8(uint32_t cpt, std::string& out);  // cpt > 0x10FFFF appends U+FFFD
 std::string encode_utf8(uint32_t cpt);
 
+// SentencePiece's visible space U+2581, which SPM, UGM and Gemma 4 token texts write for ' '.
+inline constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";
+std::string escape_spaces(std::string_view text);    // every ' ' -> U+2581
+std::string unescape_spaces(std::string_view text);  // every U+2581 -> ' '
+
+// SentencePiece's name for a byte token: "<0xXX>" (upper-case hex).
+std::string byte_token_text(uint8_t byte);
+
 // GPT-2's reversible byte <-> printable codepoint mapping (ref: OpenAI bytes_to_unicode).
 const std::string& byte_to_utf8(uint8_t byte);
 // The byte a mapped codepoint stands for; -1 when `cpt` is not in the mapping.

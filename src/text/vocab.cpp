@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 
 #include "text/unicode.h"
 
@@ -45,6 +46,8 @@ std::string_view vocab_type_name(VocabType t) {
       return "BPE";
     case VocabType::kWpm:
       return "WPM";
+    case VocabType::kUgm:
+      return "UGM";
   }
   return "unknown";
 }
@@ -64,10 +67,8 @@ int Vocab::bpe_rank(std::string_view left, std::string_view right) const {
 }
 
 int32_t Vocab::byte_to_token(uint8_t byte) const {
-  if (type_ == VocabType::kSpm) {
-    static const char* kHex = "0123456789ABCDEF";
-    const char buf[6] = {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>'};
-    const int32_t id = find(std::string_view(buf, 6));
+  if (type_ == VocabType::kSpm || type_ == VocabType::kUgm) {
+    const int32_t id = find(byte_token_text(byte));
     if (id != kTokenNull) return id;
     return find(std::string_view(reinterpret_cast<const char*>(&byte), 1));
   }
@@ -97,6 +98,7 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& file, const VocabOptions& options
     v.type_ = VocabType::kSpm;
     v.bos_ = 1, v.eos_ = 2, v.unk_ = 0;
     v.add_space_prefix_ = true, v.clean_spaces_ = false, v.add_bos_ = true, v.add_eos_ = false;
+    v.escape_whitespaces_ = true;
     v.pre_.name = "default";
   } else if (v.model_ == "bert") {
     v.type_ = VocabType::kWpm;
@@ -104,39 +106,85 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& file, const VocabOptions& options
     v.add_space_prefix_ = false, v.clean_spaces_ = true, v.add_bos_ = true, v.add_eos_ = false,
     v.add_sep_ = true;
     v.pre_.name = "default";
-  } else if (v.model_ == "gpt2") {
+  } else if (v.model_ == "gpt2" || v.model_ == "gemma4") {
     v.type_ = VocabType::kBpe;
-    v.bos_ = 11, v.eos_ = 11;
+    if (v.model_ == "gpt2") {
+      v.bos_ = 11, v.eos_ = 11;
+    } else {
+      pre_name = "gemma4";  // Gemma 4's SentencePiece-style BPE, whatever the file's pre says
+    }
     KILN_ASSIGN_OR_RETURN(v.pre_, pre_tokenizer_config(pre_name));
     v.add_space_prefix_ = false, v.clean_spaces_ = v.pre_.clean_spaces, v.add_bos_ = v.pre_.add_bos;
+    v.escape_whitespaces_ = v.pre_.escape_whitespaces;
     if (v.pre_.no_bos) v.bos_ = kTokenNull;
-
-    const GgufValue* merges = file.find("tokenizer.ggml.merges");
-    if (!merges) return make_error("vocab: BPE vocabulary without 'tokenizer.ggml.merges'");
-    if (merges->type != GgufType::ARRAY || merges->elem_type != GgufType::STRING) {
-      return wrong_type("tokenizer.ggml.merges", *merges, "array of string");
-    }
-    v.bpe_ranks_.reserve(merges->arr.size());
-    for (size_t i = 0; i < merges->arr.size(); ++i) {
-      const std::string& word = merges->arr[i].str;
-      // "left right", split at the first space after the first byte; the first of duplicates wins
-      const size_t pos = word.find(' ', 1);
-      std::string key;
-      if (pos != std::string::npos)
-        key = word.substr(0, pos) + '\0' + word.substr(pos + 1);
-      else
-        key = std::string(1, '\0');
-      v.bpe_ranks_.emplace(std::move(key), static_cast<int32_t>(i));
-    }
+    KILN_TRY(v.load_merges(file));
+  } else if (v.model_ == "t5") {
+    v.type_ = VocabType::kUgm;
+    v.eos_ = 1, v.unk_ = 2, v.pad_ = 0;
+    v.add_bos_ = false, v.add_eos_ = true, v.escape_whitespaces_ = true;
+    v.pre_.name = "default";
+    KILN_TRY(v.load_charsmap(file));
   } else {
-    return make_error("vocab: unsupported tokenizer model '", v.model_, "' (tokenizer.ggml.model)");
+    return make_error("vocab: unsupported tokenizer model '", v.model_,
+                      "' (tokenizer.ggml.model; kiln reads llama, gpt2, gemma4, bert and t5)");
   }
   KILN_TRY(read_bool(file, "tokenizer.ggml.add_space_prefix", v.add_space_prefix_));
+  KILN_TRY(read_bool(file, "tokenizer.ggml.remove_extra_whitespaces", v.remove_extra_whitespaces_));
+  v.default_pad_ = v.pad_;
 
   KILN_TRY(v.load_tokens(file));
   KILN_TRY(v.load_special_ids(file));
   v.detect_special_tokens(file);
+  if (v.type_ == VocabType::kUgm && v.unk_ == kTokenNull) {
+    // the segmentation falls back to the unknown token for text no token covers
+    return make_error("vocab: UGM vocabulary without an unknown token (tokenizer.ggml.unknown_token_id)");
+  }
   return v;
+}
+
+Status Vocab::load_merges(const GgufFile& file) {
+  const GgufValue* merges = file.find("tokenizer.ggml.merges");
+  if (!merges) return make_error("vocab: BPE vocabulary without 'tokenizer.ggml.merges'");
+  if (merges->type != GgufType::ARRAY || merges->elem_type != GgufType::STRING) {
+    return wrong_type("tokenizer.ggml.merges", *merges, "array of string");
+  }
+  bpe_ranks_.reserve(merges->arr.size());
+  for (size_t i = 0; i < merges->arr.size(); ++i) {
+    const std::string& word = merges->arr[i].str;
+    // "left right", split at the first space after the first byte; the first of duplicates wins
+    const size_t pos = word.find(' ', 1);
+    std::string key;
+    if (pos != std::string::npos)
+      key = word.substr(0, pos) + '\0' + word.substr(pos + 1);
+    else
+      key = std::string(1, '\0');
+    bpe_ranks_.emplace(std::move(key), static_cast<int32_t>(i));
+  }
+  return ok_status();
+}
+
+Status Vocab::load_charsmap(const GgufFile& file) {
+  constexpr std::string_view kKey = "tokenizer.ggml.precompiled_charsmap";
+  const GgufValue* map = file.find(kKey);
+  if (!map) return ok_status();
+  if (map->type != GgufType::ARRAY || (map->elem_type != GgufType::U8 && map->elem_type != GgufType::I8)) {
+    return wrong_type(kKey, *map, "array of u8 or i8");
+  }
+  charsmap_.reserve(map->arr.size());
+  const bool is_signed = map->elem_type == GgufType::I8;
+  for (const GgufValue& b : map->arr)
+    charsmap_.push_back(static_cast<uint8_t>(is_signed ? b.num.i : b.num.u));
+  // ref: llama.cpp: a 4-byte size of the XCDA blob, the blob, then the replacement strings
+  if (charsmap_.size() < 4) {
+    return make_error("vocab: ", kKey, " has ", charsmap_.size(), " bytes, fewer than its 4-byte header");
+  }
+  uint32_t blob = 0;
+  std::memcpy(&blob, charsmap_.data(), 4);
+  if (uint64_t(blob) + 4 >= charsmap_.size()) {
+    return make_error("vocab: ", kKey, ": its ", blob, "-byte XCDA blob does not fit in its ",
+                      charsmap_.size(), " bytes");
+  }
+  return ok_status();
 }
 
 Status Vocab::load_tokens(const GgufFile& file) {
@@ -253,6 +301,7 @@ Status Vocab::load_special_ids(const GgufFile& file) {
   KILN_TRY(read_bool(file, "tokenizer.ggml.add_bos_token", add_bos_));
   KILN_TRY(read_bool(file, "tokenizer.ggml.add_eos_token", add_eos_));
   KILN_TRY(read_bool(file, "tokenizer.ggml.add_sep_token", add_sep_));
+  if (pre_.force_bos) add_bos_ = true;  // ref: llama.cpp "workaround for Gemma 4"
   if (add_bos_ && bos_ == kTokenNull)
     return make_error("vocab: add_bos_token is true, but bos_token_id is not set");
   if (add_eos_ && eos_ == kTokenNull)
@@ -264,10 +313,6 @@ Status Vocab::load_special_ids(const GgufFile& file) {
   KILN_TRY(read_bool(file, "tokenizer.ggml.normalizer.lowercase", lowercase_));
   strip_accents_ = lowercase_;
   KILN_TRY(read_bool(file, "tokenizer.ggml.normalizer.strip_accents", strip_accents_));
-
-  // The newline token: SPM's <0x0A>, BPE's encoded "\n", WPM's pad (ref: llama.cpp linefeed_id).
-  nl_ = type_ == VocabType::kWpm ? pad_ : byte_to_token('\n');
-  if (nl_ == kTokenNull) nl_ = pad_;
   return ok_status();
 }
 

@@ -20,7 +20,7 @@ namespace kiln::text {
 
 inline constexpr int32_t kTokenNull = -1;
 
-enum class VocabType { kNone, kSpm, kBpe, kWpm };
+enum class VocabType { kNone, kSpm, kBpe, kWpm, kUgm };
 std::string_view vocab_type_name(VocabType t);
 
 // Token attributes (bit values as llama.cpp's llama_token_attr).
@@ -68,8 +68,8 @@ class Vocab {
   int32_t find(std::string_view text) const;  // kTokenNull when absent
   // Rank of the merge "left right" (lower merges first); -1 when there is none.
   int bpe_rank(std::string_view left, std::string_view right) const;
-  // The token for one byte (SPM: <0xXX>, else the byte itself; BPE/WPM: its GPT-2 form);
-  // kTokenNull when the vocabulary has none.
+  // The token for one byte: SPM and UGM: <0xXX>, else the byte itself; BPE and WPM: the byte's
+  // GPT-2 form (llama.cpp's byte_to_token). kTokenNull when the vocabulary has none.
   int32_t byte_to_token(uint8_t byte) const;
   size_t max_token_len() const { return max_token_len_; }
 
@@ -81,7 +81,9 @@ class Vocab {
   int32_t sep() const { return sep_; }
   int32_t pad() const { return pad_; }
   int32_t mask() const { return mask_; }
-  int32_t nl() const { return nl_; }
+  // The tokenizer model's own padding id, before the file's keys apply: llama.cpp's newline token
+  // when it finds none (it picks the newline before it reads the special ids).
+  int32_t default_pad() const { return default_pad_; }
   int32_t fim_pre() const { return fim_pre_; }
   int32_t fim_suf() const { return fim_suf_; }
   int32_t fim_mid() const { return fim_mid_; }
@@ -93,6 +95,9 @@ class Vocab {
   bool add_eos() const { return add_eos_; }
   bool add_sep() const { return add_sep_; }
   bool add_space_prefix() const { return add_space_prefix_; }
+  bool remove_extra_whitespaces() const { return remove_extra_whitespaces_; }  // UGM normalizer
+  // Spaces are written as U+2581 in token texts (SPM, UGM, SentencePiece-style BPE).
+  bool escape_whitespaces() const { return escape_whitespaces_; }
   bool clean_spaces() const { return clean_spaces_; }
   bool ignore_merges() const { return pre_.ignore_merges; }
   bool lowercase() const { return lowercase_; }          // WPM normalizer
@@ -103,6 +108,9 @@ class Vocab {
   // Control, user-defined and unknown tokens, longest text first: the order in which they are
   // cut out of raw text before tokenizing.
   const std::vector<int32_t>& special_tokens() const { return special_tokens_; }
+  // UGM: SentencePiece's precompiled normalization map (tokenizer.ggml.precompiled_charsmap),
+  // empty when the file has none. Its size was checked at load (see text/ugm.h for the layout).
+  const std::vector<uint8_t>& precompiled_charsmap() const { return charsmap_; }
 
  private:
   struct StringHash {
@@ -111,6 +119,8 @@ class Vocab {
   };
   using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
+  Status load_merges(const GgufFile& file);
+  Status load_charsmap(const GgufFile& file);
   Status load_tokens(const GgufFile& file);
   Status load_special_ids(const GgufFile& file);
   void detect_special_tokens(const GgufFile& file);
@@ -124,16 +134,18 @@ class Vocab {
   size_t max_token_len_ = 0;
 
   int32_t bos_ = kTokenNull, eos_ = kTokenNull, eot_ = kTokenNull, eom_ = kTokenNull, unk_ = kTokenNull;
-  int32_t sep_ = kTokenNull, pad_ = kTokenNull, mask_ = kTokenNull, nl_ = kTokenNull;
+  int32_t sep_ = kTokenNull, pad_ = kTokenNull, mask_ = kTokenNull, default_pad_ = kTokenNull;
   int32_t fim_pre_ = kTokenNull, fim_suf_ = kTokenNull, fim_mid_ = kTokenNull;
   int32_t fim_pad_ = kTokenNull, fim_rep_ = kTokenNull, fim_sep_ = kTokenNull;
 
   bool add_bos_ = false, add_eos_ = false, add_sep_ = false;
   bool add_space_prefix_ = false, clean_spaces_ = false;
+  bool remove_extra_whitespaces_ = false, escape_whitespaces_ = false;
   bool lowercase_ = true, strip_accents_ = true;
 
   std::set<int32_t> eog_;
   std::vector<int32_t> special_tokens_;
+  std::vector<uint8_t> charsmap_;
 };
 
 }  // namespace kiln::text

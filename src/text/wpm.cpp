@@ -49,10 +49,9 @@ std::vector<std::string> preprocess(const Vocab& vocab, std::string_view text) {
 }  // namespace
 
 void wpm_tokenize(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out) {
-  static const std::string kPhantomSpace = "\xE2\x96\x81";  // U+2581 marks a word start
   for (const std::string& word : preprocess(vocab, text)) {
     if (word.empty()) continue;
-    const std::string w = kPhantomSpace + word;
+    const std::string w = std::string(kEscapedSpace) + word;  // U+2581 marks a word start
     const size_t n = w.size();
     const size_t first = out.size();
     for (size_t i = 0; i < n; ++i) {

@@ -9,14 +9,14 @@
 
 #include "conformance/reference_check.h"
 #include "llm/cpu_engine.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
-const std::string kShared = KILN_SHARED_DIR;
 
 std::shared_ptr<const Model> load(const std::string& stem) {
-  auto m = Model::load(kShared + "/fixtures/models/" + stem + ".gguf");
+  auto m = Model::load(test_data::path("models/" + stem + ".gguf"));
   EXPECT_TRUE(m.ok()) << m.error().message;
   return m.ok() ? *m : nullptr;
 }

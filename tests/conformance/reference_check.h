@@ -1,4 +1,4 @@
-// Comparison of kiln's logits with llama.cpp's reference outputs (../shared/fixtures/reference),
+// Comparison of kiln's logits with llama.cpp's reference outputs (tests/data/reference),
 // with the tolerances of the text-generation issue. Shared by the conformance tests of every
 // decoding path (the reference decoder now, the graph path next).
 #pragma once
@@ -12,6 +12,8 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "test_data.h"
 
 namespace kiln::testing {
 
@@ -52,17 +54,17 @@ inline std::string variant_name(const ::testing::TestParamInfo<ReferenceVariant>
 // Every fixture model with both of its reference files, plus kiln's own rope-variant models
 // (tests/conformance/data: per-dimension frequency factors with a prompt past 1000 tokens, YaRN).
 inline std::vector<ReferenceVariant> all_reference_variants() {
-  const std::string shared = std::string(KILN_SHARED_DIR) + "/fixtures/";
   const std::string data = std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/";
   std::vector<ReferenceVariant> v;
   for (bool fa : {false, true}) {
     const char* suffix = fa ? ".f16kv-fa.json" : ".json";
     const Tolerance quant = fa ? kF16Fa : kQuantized;
-    v.push_back({"llama-spm-e128-f32", shared + "models/llama-spm-e128-f32.gguf",
-                 shared + "reference/llama-spm-e128-f32" + suffix, fa, fa ? kF16Fa : kF32Tight});
+    v.push_back({"llama-spm-e128-f32", test_data::path("models/llama-spm-e128-f32.gguf"),
+                 test_data::path(std::string("reference/llama-spm-e128-f32") + suffix), fa, fa ? kF16Fa : kF32Tight});
     for (const char* m : {"llama-spm-e256-Q4_0", "llama-spm-e256-Q4_K_M", "llama-spm-e256-Q6_K", "qwen2-e64-Q8_0",
                           "qwen3-e64-Q8_0"})
-      v.push_back({m, shared + "models/" + m + ".gguf", shared + "reference/" + m + suffix, fa, quant});
+      v.push_back({m, test_data::path(std::string("models/") + m + ".gguf"),
+                   test_data::path(std::string("reference/") + m + suffix), fa, quant});
   }
   for (const char* m : {"llama-ropefreqs", "qwen2-yarn"})
     v.push_back({m, data + m + ".gguf", data + m + ".json", false, kF32Tight});

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "conformance/reference_check.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
@@ -57,7 +58,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceDecoderConformance, ::testing::Value
                          testing::variant_name);
 
 TEST(ReferenceDecoder, RejectsBadTokensAndContextOverflow) {
-  auto file = GgufFile::open(std::string(KILN_SHARED_DIR) + "/fixtures/models/qwen3-e64-Q8_0.gguf");
+  auto file = GgufFile::open(test_data::path("models/qwen3-e64-Q8_0.gguf"));
   ASSERT_TRUE(file.ok()) << file.error().message;
   ReferenceDecoderOptions opt;
   opt.n_ctx = 4;

@@ -141,7 +141,9 @@ TEST_F(KjvConvert, SentencePieceVocabulary) {
   // BPE pieces: NORMAL, scores = -(merge rank), non-increasing.
   for (size_t i = 259; i < n_vocab; ++i) {
     EXPECT_EQ(types[i], 1) << i;
-    if (i > 259) EXPECT_LE(scores[i], scores[i - 1]) << i;
+    if (i > 259) {
+      EXPECT_LE(scores[i], scores[i - 1]) << i;
+    }
   }
   EXPECT_EQ(*f.get_u32("tokenizer.ggml.bos_token_id"), 1u);
   EXPECT_EQ(*f.get_u32("tokenizer.ggml.eos_token_id"), 2u);

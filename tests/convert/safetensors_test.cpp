@@ -15,9 +15,9 @@ namespace {
 
 // A file: 8-byte little-endian header length, the header text, then `data_bytes` bytes 0,1,2,...
 std::vector<uint8_t> make_file(const std::string& header, size_t data_bytes) {
-  std::vector<uint8_t> out(8);
+  std::vector<uint8_t> out;
   const uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
   out.insert(out.end(), header.begin(), header.end());
   for (size_t i = 0; i < data_bytes; ++i) out.push_back(static_cast<uint8_t>(i));
   return out;

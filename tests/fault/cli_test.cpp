@@ -12,11 +12,12 @@
 #include <sstream>
 #include <string>
 
+#include "test_data.h"
+
 namespace {
 
 const std::string kKiln = std::string(KILN_BINARY_DIR) + "/kiln";
-const std::string kShared = KILN_SHARED_DIR;
-const std::string kModel = kShared + "/fixtures/models/llama-spm-e128-f32.gguf";
+const std::string kModel = kiln::test_data::path("models/llama-spm-e128-f32.gguf");
 
 struct CliResult {
   int exit_code;
@@ -43,7 +44,7 @@ std::string quote(const std::string& s) {
 }
 
 nlohmann::json reference() {
-  std::ifstream in(kShared + "/fixtures/reference/llama-spm-e128-f32.json");
+  std::ifstream in(kiln::test_data::path("reference/llama-spm-e128-f32.json"));
   return nlohmann::json::parse(in);
 }
 
@@ -77,7 +78,7 @@ TEST(Cli, PerplexityAndKlDivergenceAgainstItself) {
                       " --kl-divergence");
   ASSERT_EQ(cmp.exit_code, 0) << cmp.out;
   EXPECT_NE(cmp.out.find("Same top p: 100.000 %"), std::string::npos) << cmp.out;
-  const CliResult other = run("perplexity -m " + kShared + "/fixtures/models/qwen3-e64-Q8_0.gguf -f " + text +
+  const CliResult other = run("perplexity -m " + kiln::test_data::path("models/qwen3-e64-Q8_0.gguf") + " -f " + text +
                         " -c 64 --chunks 3 --kl-divergence-base " + base + " --kl-divergence");
   EXPECT_EQ(other.exit_code, 1) << other.out;
   EXPECT_NE(other.out.find("another vocabulary"), std::string::npos) << other.out;
@@ -102,7 +103,7 @@ TEST(Cli, BadInputGetsAClearErrorAndExitCode) {
       {"run -m " + kModel + " -p hi --logit-bias 99999999+1", 1,
        "kiln run: --logit-bias: token id 99999999 is outside the vocabulary (0..31999)"},
       {"run -m " + kModel + " -c 64 -p " + long_prompt, 1, "more than the context of 64"},
-      {"run -m " + kShared + "/fixtures/vocab/ggml-vocab-llama-spm.gguf -p hi", 1, "model:"},
+      {"run -m " + kiln::test_data::path("vocab/ggml-vocab-llama-spm.gguf") + " -p hi", 1, "model:"},
       {"perplexity -m " + kModel + " -f /nonexistent.txt", 1, "cannot read '/nonexistent.txt'"},
       {"run -m " + kModel + " -p hi --device cuda0", 2, "--device: no device 'cuda0'"},
       {"run -m " + kModel + " -p hi --device sim0,sim1", 2, "kiln runs a model on one device"},
@@ -166,7 +167,7 @@ TEST(Cli, RunWithNgramDraftsOnTheLoopingDefaultModel) {
 
 TEST(Cli, BadSpeculativeFlagsGetAClearError) {
   const std::string run_hi = "run -m " + kModel + " -p hi -n 2 ";
-  const std::string qwen = kShared + "/fixtures/models/qwen2-e64-Q8_0.gguf";
+  const std::string qwen = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
   const struct {
     std::string args;
     int exit_code;
@@ -359,7 +360,7 @@ TEST(Cli, ErrorsHaveOneFormat) {
   const std::pair<std::string, std::string> cases[] = {
       {"quantize /nonexistent.gguf " + dir + "/out.gguf Q4_0",
        "kiln quantize: cannot open '/nonexistent.gguf': No such file or directory\n"},
-      {"quantize " + kShared + "/fixtures/models/llama-spm-e256-Q4_0.gguf " + dir + "/out.gguf Q8_0",
+      {"quantize " + kiln::test_data::path("models/llama-spm-e256-Q4_0.gguf") + " " + dir + "/out.gguf Q8_0",
        "kiln quantize: tensor 'output.weight' is q6_K; converting it to q8_0 is not supported "
        "(requantizing is refused, as llama.cpp does by default: quantize from F32, F16 or BF16)\n"},
       {"convert " + dir + " " + dir + "/out.gguf", "kiln convert: cannot open '" + dir + "/config.json'\n"},

@@ -1,4 +1,4 @@
-// Every GGUF in the shared fixtures parses; tensors of the quantizer fixtures match llama.cpp's
+// Every GGUF of the test data (and of the extra fixtures folder, when there is one) parses; tensors of the quantizer fixtures match llama.cpp's
 // listing in quant-T.ref.json (names, types, shapes, and the first values of F32 tensors).
 #include <gtest/gtest.h>
 
@@ -9,25 +9,16 @@
 #include <vector>
 
 #include "core/gguf.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kFixtures = fs::path(KILN_SHARED_DIR) / "fixtures";
-
-std::vector<fs::path> fixture_ggufs() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::recursive_directory_iterator(kFixtures)) {
-    if (e.is_regular_file() && e.path().extension() == ".gguf") out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 TEST(GgufFixtures, AllParse) {
-  const auto files = fixture_ggufs();
-  ASSERT_GE(files.size(), 20u) << "fixtures missing under " << kFixtures;
+  const auto files = test_data::files("", ".gguf", /*with_extra=*/true);
+  // 19 vocabularies, 6 models, 14 quantizer files, 2 projectors, vocab512
+  ASSERT_GE(files.size(), 42u) << "test data missing under " << test_data::generated_dir();
   for (const fs::path& p : files) {
     SCOPED_TRACE(p.string());
     auto f = GgufFile::open(p.string());
@@ -62,13 +53,11 @@ TEST(GgufFixtures, AllParse) {
 TEST(GgufFixtures, QuantTensorsMatchLlamaCppListing) {
   int checked_files = 0;
   int checked_f32 = 0;
-  for (const auto& e : fs::directory_iterator(kFixtures / "quant")) {
-    const std::string name = e.path().filename().string();
-    if (!name.ends_with(".ref.json")) continue;
-    SCOPED_TRACE(name);
-    std::ifstream in(e.path());
+  for (const fs::path& ref_path : test_data::files("quant", ".ref.json")) {
+    SCOPED_TRACE(ref_path.filename().string());
+    std::ifstream in(ref_path);
     const auto ref = nlohmann::json::parse(in);
-    auto f = GgufFile::open((kFixtures / "quant" / ref["file"].get<std::string>()).string());
+    auto f = GgufFile::open(test_data::path("quant/" + ref["file"].get<std::string>()));
     ASSERT_TRUE(f.ok()) << f.error().message;
     ASSERT_EQ((*f)->tensors().size(), ref["tensors"].size());
     for (const auto& rt : ref["tensors"]) {
@@ -93,7 +82,7 @@ TEST(GgufFixtures, QuantTensorsMatchLlamaCppListing) {
 }
 
 TEST(GgufFixtures, TypedGetters) {
-  auto f = GgufFile::open((kFixtures / "models" / "qwen3-e64-Q8_0.gguf").string());
+  auto f = GgufFile::open(test_data::path("models/qwen3-e64-Q8_0.gguf"));
   ASSERT_TRUE(f.ok()) << f.error().message;
   const GgufFile& g = **f;
   EXPECT_EQ(*g.get_string("general.architecture"), "qwen3");

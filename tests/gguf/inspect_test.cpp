@@ -14,12 +14,12 @@
 
 #include "core/gguf.h"
 #include "malformed_cases.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kFixtures = fs::path(KILN_SHARED_DIR) / "fixtures";
 
 struct RunResult {
   int exit_code = -1;
@@ -65,7 +65,7 @@ class KilnInspect : public ::testing::Test {
 };
 
 TEST_F(KilnInspect, JsonMatchesTheParsedFile) {
-  const fs::path path = kFixtures / "models" / "qwen3-e64-Q8_0.gguf";
+  const fs::path path = test_data::path("models/qwen3-e64-Q8_0.gguf");
   auto g = GgufFile::open(path.string());
   ASSERT_TRUE(g.ok()) << g.error().message;
   const RunResult r = run_kiln("inspect --json '" + path.string() + "'");
@@ -106,7 +106,7 @@ TEST_F(KilnInspect, JsonMatchesTheParsedFile) {
 }
 
 TEST_F(KilnInspect, TextShowsTablesAndTotals) {
-  const fs::path path = kFixtures / "quant" / "quant-Q4_K_M.gguf";
+  const fs::path path = test_data::path("quant/quant-Q4_K_M.gguf");
   const RunResult r = run_kiln("inspect '" + path.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* want : {"GGUF version 3, alignment 32", "tokenizer.ggml.tokens", "array<string>[512]",

@@ -7,6 +7,7 @@
 
 #include "core/gguf.h"
 #include "malformed_cases.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
@@ -123,7 +124,7 @@ TEST(GgufMalformed, OpenNamesThePath) {
   auto missing = GgufFile::open("/nonexistent/kiln/model.gguf");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().message, "cannot open '/nonexistent/kiln/model.gguf': No such file or directory");
-  auto dir = GgufFile::open(KILN_SHARED_DIR);
+  auto dir = GgufFile::open(test_data::committed_dir().string());
   ASSERT_FALSE(dir.ok());
   EXPECT_NE(dir.error().message.find("not a regular file"), std::string::npos);
 

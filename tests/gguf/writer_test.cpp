@@ -7,12 +7,12 @@
 #include <iterator>
 
 #include "gguf_test_util.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kFixtures = fs::path(KILN_SHARED_DIR) / "fixtures";
 
 std::vector<uint8_t> read_all(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -22,7 +22,7 @@ std::vector<uint8_t> read_all(const fs::path& p) {
 class RoundTrip : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RoundTrip, RewriteIsIdentical) {
-  const fs::path path = kFixtures / GetParam();
+  const fs::path path = test_data::path(GetParam());
   auto src = GgufFile::open(path.string());
   ASSERT_TRUE(src.ok()) << src.error().message;
   const std::vector<uint8_t> out = gguf_test::rewrite(**src);
@@ -41,7 +41,7 @@ TEST(GgufWriter, RewriteOfLlamaCppFilesIsByteExact) {
   for (const char* name : {"quant/quant-Q4_K_M.gguf", "quant/quant-Q3_K_M.gguf", "quant/quant-IQ4_NL.gguf",
                            "quant/quant-BF16.gguf", "quant/vocab512.gguf"}) {
     SCOPED_TRACE(name);
-    const std::vector<uint8_t> original = read_all(kFixtures / name);
+    const std::vector<uint8_t> original = read_all(test_data::path(name));
     auto src = GgufFile::parse(original);
     ASSERT_TRUE(src.ok()) << src.error().message;
     const std::vector<uint8_t> out = gguf_test::rewrite(**src);
@@ -65,7 +65,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, RoundTrip,
 // file stays in the build folder; llama.cpp's oracle loads it with the same outputs as the original
 // (see the gguf section of the project report for the command).
 TEST(GgufWriter, WritesFileThatReopensIdentical) {
-  const fs::path src_path = kFixtures / "models" / "qwen3-e64-Q8_0.gguf";
+  const fs::path src_path = test_data::path("models/qwen3-e64-Q8_0.gguf");
   auto src = GgufFile::open(src_path.string());
   ASSERT_TRUE(src.ok()) << src.error().message;
   const fs::path dir = fs::path(KILN_BINARY_DIR) / "gguf-test";
@@ -91,7 +91,7 @@ TEST(GgufWriter, WritesFileThatReopensIdentical) {
 // tensor lands on a 128-byte boundary and keeps its bytes. The file stays in the build folder for
 // the llama.cpp oracle check (project report).
 TEST(GgufWriter, WritesRealignedReorderedModel) {
-  auto src = GgufFile::open((kFixtures / "models" / "qwen3-e64-Q8_0.gguf").string());
+  auto src = GgufFile::open(test_data::path("models/qwen3-e64-Q8_0.gguf"));
   ASSERT_TRUE(src.ok()) << src.error().message;
   const GgufFile& g = **src;
   const fs::path dir = fs::path(KILN_BINARY_DIR) / "gguf-test";

@@ -9,12 +9,13 @@
 #include <fstream>
 
 #include "llm/cpu_engine.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
 std::shared_ptr<const Model> fixture(const std::string& stem) {
-  auto m = Model::load(std::string(KILN_SHARED_DIR) + "/fixtures/models/" + stem + ".gguf");
+  auto m = Model::load(test_data::path("models/" + stem + ".gguf"));
   EXPECT_TRUE(m.ok()) << m.error().message;
   return m.ok() ? *m : nullptr;
 }
@@ -214,7 +215,7 @@ TEST(Model, LoadErrorsNameTheProblem) {
   auto missing = Model::load("/nonexistent/model.gguf");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("/nonexistent/model.gguf"), std::string::npos) << missing.error().message;
-  auto vocab_only = Model::load(std::string(KILN_SHARED_DIR) + "/fixtures/vocab/ggml-vocab-llama-spm.gguf");
+  auto vocab_only = Model::load(test_data::path("vocab/ggml-vocab-llama-spm.gguf"));
   ASSERT_FALSE(vocab_only.ok());
   EXPECT_NE(vocab_only.error().message.find("model:"), std::string::npos) << vocab_only.error().message;
 }

@@ -13,12 +13,13 @@
 
 #include "core/gguf.h"
 #include "llm/cpu_engine.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
 std::string model_path(const std::string& stem) {
-  return std::string(KILN_SHARED_DIR) + "/fixtures/models/" + stem + ".gguf";
+  return test_data::path("models/" + stem + ".gguf");
 }
 
 std::shared_ptr<const Model> fixture(const std::string& stem) {

@@ -9,6 +9,7 @@
 
 #include "llm/cpu_engine.h"
 #include "llm/speculative/step.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
@@ -23,7 +24,7 @@ json load_refs() {
 
 std::string model_path(const std::string& name) {
   if (name == "default") return std::string(KILN_SOURCE_DIR) + "/models/kjv-llama-q8_0.gguf";
-  return std::string(KILN_SHARED_DIR) + "/fixtures/models/" + name + ".gguf";
+  return test_data::path("models/" + name + ".gguf");
 }
 
 // The case's settings: {"types": "a,b", "<source>": {"size_n": ..., ...}} as llama.cpp's flags.

@@ -16,6 +16,7 @@
 
 #include "llm/cpu_engine.h"
 #include "llm/speculative/step.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
@@ -23,11 +24,11 @@ namespace {
 using Tokens = std::vector<int32_t>;
 
 std::string fixture_path(const std::string& stem) {
-  return std::string(KILN_SHARED_DIR) + "/fixtures/models/" + stem + ".gguf";
+  return test_data::path("models/" + stem + ".gguf");
 }
 
 std::vector<std::string> conformance_prompts() {
-  std::ifstream in(std::string(KILN_SHARED_DIR) + "/fixtures/reference/cases.json");
+  std::ifstream in(test_data::path("reference/cases.json"));
   const nlohmann::json cases = nlohmann::json::parse(in).at("cases");
   std::vector<std::string> out;
   for (const auto& c : cases) out.push_back(c.at("text").get<std::string>());

@@ -13,6 +13,7 @@
 #include "llm/speculative/options.h"
 #include "llm/speculative/speculator.h"
 #include "llm/speculative/verify.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
@@ -142,7 +143,7 @@ TEST(SpeculativeOptions, BudgetLeavesRoomAsLlamaServer) {
 }
 
 std::shared_ptr<const Model> fixture(const std::string& stem) {
-  auto m = Model::load(std::string(KILN_SHARED_DIR) + "/fixtures/models/" + stem + ".gguf");
+  auto m = Model::load(test_data::path("models/" + stem + ".gguf"));
   EXPECT_TRUE(m.ok()) << m.error().message;
   return m.ok() ? *m : nullptr;
 }

@@ -32,7 +32,8 @@ std::vector<uint8_t> write_model(const Spec& s) {
   w.set_u32(p + "context_length", 64);
   if (s.experts) w.set_u32(p + "expert_count", 8);
   std::vector<std::string> tokens;
-  for (int64_t i = 0; i < s.n_vocab; ++i) tokens.push_back("t" + std::to_string(i));
+  // append, not "t" + std::to_string(i): GCC 12's false -Wrestrict (GCC bug 105329).
+  for (int64_t i = 0; i < s.n_vocab; ++i) tokens.push_back(std::string("t").append(std::to_string(i)));
   w.set_string_array("tokenizer.ggml.tokens", tokens);
   const int64_t hd = s.n_embd / s.n_head;
   std::vector<std::pair<std::string, std::vector<int64_t>>> tensors = {

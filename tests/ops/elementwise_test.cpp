@@ -1,4 +1,5 @@
-// Element-wise kernels (add, mul, scale, silu, gelu, swiglu), concat, argmax and the dispatcher's
+// Element-wise kernels (add, mul, scale, silu, gelu, gelu_quick, swiglu), concat, argmax, avg_pool_2d
+// and the dispatcher's
 // validation, against double-precision references over awkward shapes and layouts.
 #include <gtest/gtest.h>
 
@@ -136,6 +137,60 @@ TEST(OpsElementwise, GeluTableValuesAtF16Points) {
     const double want = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * v * (1 + 0.044715 * v * v)));
     EXPECT_NEAR(d.get(static_cast<int64_t>(i)), want, std::fabs(want) * 1.0e-3 + 1e-7) << "x = " << v;
   }
+}
+
+TEST(OpsElementwise, GeluQuickThroughTheF16Table) {
+  // ggml's F16 table: x rounded to F16, x * sigmoid(1.702 x) in float, the result rounded to F16;
+  // no clamping, so large inputs come back as their F16 rounding.
+  std::mt19937 rng(31);
+  for (Layout l : kLayouts) {
+    HostTensor x(DType::F32, {45, 3, 2, 1}, l), d(DType::F32, {45, 3, 2, 1}, Layout::Padded);
+    x.fill_uniform(rng, -20, 20);
+    run_checked(make_call(OpKind::GeluQuick, d, {&x}), d);
+    expect_near(
+        d,
+        [&](int64_t a, int64_t b, int64_t c, int64_t e) {
+          const float h = round_f16(static_cast<float>(x.get(a, b, c, e)));
+          return static_cast<double>(round_f16(h * (1.0f / (1.0f + std::exp(-1.702f * h)))));
+        },
+        0, 0, std::string("gelu_quick ") + layout_name(l));
+  }
+}
+
+TEST(OpsAvgPool2d, MeanOfEachWindowInGgmlOrder) {
+  // src [c, w, h, b]: windows of k x k grid cells per channel; the float sum runs rows (y) outer,
+  // columns (x) inner, from 0, then is divided by k * k: the reference repeats that order.
+  std::mt19937 rng(32);
+  struct Case {
+    Shape4 ne;
+    int k;
+  };
+  for (const Case& c : {Case{{7, 8, 8, 1}, 4}, Case{{3, 6, 4, 2}, 2}, Case{{5, 3, 3, 1}, 3}, Case{{2, 5, 5, 1}, 1}}) {
+    for (Layout l : kLayouts) {
+      HostTensor x(DType::F32, c.ne, l);
+      HostTensor d(DType::F32, {c.ne[0], c.ne[1] / c.k, c.ne[2] / c.k, c.ne[3]}, Layout::Padded);
+      x.fill_uniform(rng, -3, 3);
+      OpParams p;
+      p.pool = c.k;
+      run_checked(make_call(OpKind::AvgPool2d, d, {&x}, p), d);
+      expect_near(
+          d,
+          [&](int64_t ch, int64_t ox, int64_t oy, int64_t b) {
+            float sum = 0.0f;
+            for (int ky = 0; ky < c.k; ++ky)
+              for (int kx = 0; kx < c.k; ++kx) sum += static_cast<float>(x.get(ch, ox * c.k + kx, oy * c.k + ky, b));
+            return static_cast<double>(sum / static_cast<float>(c.k * c.k));
+          },
+          0, 0, "avg_pool_2d k=" + std::to_string(c.k) + " " + layout_name(l));
+    }
+  }
+  // A window that does not tile the grid is refused with the numbers.
+  HostTensor x(DType::F32, {4, 6, 6, 1}), d(DType::F32, {4, 1, 1, 1});
+  OpParams p;
+  p.pool = 4;
+  const Status st = check_kernel(make_call(OpKind::AvgPool2d, d, {&x}, p));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("6 x 6"), std::string::npos) << st.error().message;
 }
 
 TEST(OpsConcat, EveryAxisAndMixedFloatTypes) {

@@ -1,4 +1,4 @@
-// Bit-exactness against llama.cpp's quantizer (../shared/fixtures/quant): for every tensor of every
+// Bit-exactness against llama.cpp's quantizer (quant/ of the test data): for every tensor of every
 // quant-T.gguf, quantizing the F32 source tensor reproduces the file's bytes exactly, and
 // dequantizing the file's bytes reproduces llama.cpp's first 8 F32 values from quant-T.ref.json.
 //
@@ -16,11 +16,12 @@
 
 #include "core/gguf.h"
 #include "ops/quant/quant.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
-const std::string kQuantDir = std::string(KILN_SHARED_DIR) + "/fixtures/quant/";
+std::string quant_file(const std::string& name) { return test_data::path("quant/" + name); }
 
 std::unique_ptr<GgufFile> open_gguf(const std::string& path) {
   auto r = GgufFile::open(path);
@@ -32,11 +33,11 @@ class QuantFixture : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(QuantFixture, QuantizeAndDequantizeMatchLlamaCpp) {
   const std::string stem = GetParam();
-  std::ifstream ref_in(kQuantDir + "quant-" + stem + ".ref.json");
+  std::ifstream ref_in(quant_file("quant-" + stem + ".ref.json"));
   ASSERT_TRUE(ref_in.good()) << "missing ref for " << stem;
   const nlohmann::json ref = nlohmann::json::parse(ref_in);
-  auto qfile = open_gguf(kQuantDir + "quant-" + stem + ".gguf");
-  auto src = open_gguf(kQuantDir + "quant-src-f32.gguf");
+  auto qfile = open_gguf(quant_file("quant-" + stem + ".gguf"));
+  auto src = open_gguf(quant_file("quant-src-f32.gguf"));
   ASSERT_TRUE(qfile && src);
 
   int n_quantized = 0;

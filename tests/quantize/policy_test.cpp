@@ -1,5 +1,5 @@
 // The per-tensor type policy against llama.cpp's own choices (llama-quantize --dry-run) in
-// ../shared/fixtures/quant/presets.json, for models made with the shared mkmodel.py.
+// tests/data/quant/presets.json, for models made with tools/fixtures/mkmodel.py.
 #include "quantize/policy.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,6 @@
 // kiln's quantizer against files written by llama.cpp's llama-quantize from the same source
-// (../shared/fixtures/quant): same metadata, tensor order, types and bytes; the same file.
+// (quant/quant-T.gguf of the test data, proven llama.cpp's bytes by tools/fixtures/make_test_data.py):
+// same metadata, tensor order, types and bytes; the same file.
 #include "quantize/quantize.h"
 
 #include <gtest/gtest.h>
@@ -28,8 +29,8 @@ const std::vector<std::string> kFixturePresets = {"Q2_K",   "Q3_K_M", "Q4_K_M", 
 
 TEST(Quantize, EveryFixtureFileIsCovered) {
   size_t n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(quant_fixture(""))) {
-    const std::string f = entry.path().filename().string();
+  for (const std::filesystem::path& path : test_data::files("quant", ".gguf")) {
+    const std::string f = path.filename().string();
     if (f.rfind("quant-", 0) != 0 || !f.ends_with(".gguf") || f == "quant-src-f32.gguf") continue;
     const std::string preset = f.substr(6, f.size() - 6 - 5);
     EXPECT_NE(std::find(kFixturePresets.begin(), kFixturePresets.end(), preset), kFixturePresets.end()) << f;

@@ -1,5 +1,5 @@
-// Helpers shared by the quantize tests: fixture paths, models made on demand with the shared
-// mkmodel.py, and structural comparison of GGUF metadata values.
+// Helpers shared by the quantize tests: fixture paths, models made on demand with the project's
+// tools/fixtures/mkmodel.py, and structural comparison of GGUF metadata values.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,11 +16,12 @@
 #include <vector>
 
 #include "core/gguf.h"
+#include "test_data.h"
 
 namespace kiln::quantize::testing {
 
-inline std::string shared_dir() { return KILN_SHARED_DIR; }
-inline std::string quant_fixture(const std::string& file) { return shared_dir() + "/fixtures/quant/" + file; }
+// A file of the quantizer fixtures (committed references, or the generated GGUFs).
+inline std::string quant_fixture(const std::string& file) { return test_data::path("quant/" + file); }
 
 // A scratch folder for this test binary's outputs under the build folder.
 inline std::filesystem::path scratch_dir() {
@@ -29,14 +30,14 @@ inline std::filesystem::path scratch_dir() {
   return dir;
 }
 
-// A llama-shaped random model made by the shared mkmodel.py with vocab512.gguf (cached in the
+// A llama-shaped random model made by tools/fixtures/mkmodel.py with vocab512.gguf (cached in the
 // build folder; made under a temporary name and renamed, so parallel test processes are safe).
 // Returns "" after recording a test failure when Python or numpy is missing.
 inline std::string make_model(const std::string& stem, const std::string& mkmodel_args) {
   const std::filesystem::path out = scratch_dir() / (stem + ".gguf");
   if (std::filesystem::exists(out)) return out.string();
   const std::filesystem::path tmp = scratch_dir() / (stem + ".tmp" + std::to_string(getpid()) + ".gguf");
-  const std::string cmd = "/usr/bin/python3 " + shared_dir() + "/tools/mkmodel.py --vocab " +
+  const std::string cmd = "/usr/bin/python3 " KILN_SOURCE_DIR "/tools/fixtures/mkmodel.py --vocab " +
                           quant_fixture("vocab512.gguf") + " --out " + tmp.string() + " " + mkmodel_args +
                           " > /dev/null";
   const int rc = std::system(cmd.c_str());

@@ -43,7 +43,7 @@ TEST(DeviceRegistry, HasTheCpuAndTheNamedSimDevices) {
 
 TEST(DeviceRegistry, RefusesBadSimDevices) {
   for (const char* name : {"sim", "simx", "sim01", "gpu0", "sim-1"}) {
-    auto r = DeviceRegistry::create({.sim = {{.name = name, .capacity = 1 << 20}}});
+    auto r = DeviceRegistry::create({.sim = {{.name = name, .capacity = 1 << 20}}, .budgets = {}});
     ASSERT_FALSE(r.ok()) << name;
     EXPECT_NE(r.error().message.find("sim devices are named sim0, sim1"), std::string::npos)
         << r.error().message;
@@ -52,7 +52,7 @@ TEST(DeviceRegistry, RefusesBadSimDevices) {
       {.sim = {{.name = "sim0", .capacity = 1 << 20}, {.name = "sim0", .capacity = 1 << 20}}});
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.error().message.find("given twice"), std::string::npos);
-  auto tiny = DeviceRegistry::create({.sim = {{.name = "sim0", .capacity = 100}}});
+  auto tiny = DeviceRegistry::create({.sim = {{.name = "sim0", .capacity = 100}}, .budgets = {}});
   ASSERT_FALSE(tiny.ok());
   EXPECT_NE(tiny.error().message.find("below one block"), std::string::npos) << tiny.error().message;
   EXPECT_TRUE(is_sim_device_name("sim12"));

@@ -37,6 +37,46 @@ void many_phases(int n_threads) {
   EXPECT_EQ(kPhases % 2 == 0 ? a : b, ref);
 }
 
+// The same phases with units claimed dynamically, in chunks of `grain`, over several runs (the
+// claim counters alternate between calls and restart with every run).
+void many_chunked_phases(int n_threads, int64_t grain) {
+  ThreadPool pool(n_threads);
+  constexpr int64_t kN = 97;
+  constexpr int kPhases = 301;
+  for (int run = 0; run < 3; ++run) {
+    std::vector<int64_t> a(kN), b(kN);
+    std::iota(a.begin(), a.end(), run);
+    std::vector<int64_t> ref = a, tmp(kN);
+    for (int p = 0; p < kPhases; ++p) {
+      for (int64_t i = 0; i < kN; ++i) tmp[i] = (ref[i] + ref[(i + 1) % kN] * 3 + p) % 1000003;
+      ref.swap(tmp);
+    }
+    std::vector<std::atomic<int>> hits(kN);
+    pool.run([&](const WorkerContext& ctx) {
+      std::vector<int64_t>* in = &a;
+      std::vector<int64_t>* out = &b;
+      for (int p = 0; p < kPhases; ++p) {
+        ctx.for_each_chunk(kN, grain, [&](int64_t begin, int64_t end) {
+          EXPECT_LE(end - begin, grain);
+          for (int64_t i = begin; i < end; ++i) {
+            (*out)[i] = ((*in)[i] + (*in)[(i + 1) % kN] * 3 + p) % 1000003;
+            hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+          }
+        });
+        ctx.barrier();
+        std::swap(in, out);
+      }
+    });
+    EXPECT_EQ(kPhases % 2 == 0 ? a : b, ref) << "run " << run;
+    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), kPhases) << "unit " << i;
+  }
+}
+
+TEST(ThreadPool, ChunkedPhasesCoverUnitsOnceOneThread) { many_chunked_phases(1, 5); }
+TEST(ThreadPool, ChunkedPhasesCoverUnitsOnceTwoThreads) { many_chunked_phases(2, 1); }
+TEST(ThreadPool, ChunkedPhasesCoverUnitsOnceFourThreads) { many_chunked_phases(4, 7); }
+TEST(ThreadPool, ChunkedPhasesWithOneBigChunk) { many_chunked_phases(3, 1000); }
+
 TEST(ThreadPool, ManySmallPhasesOneThread) { many_phases(1); }
 TEST(ThreadPool, ManySmallPhasesTwoThreads) { many_phases(2); }
 TEST(ThreadPool, ManySmallPhasesFourThreads) { many_phases(4); }

@@ -1,6 +1,7 @@
 // `kiln chat` as a child process on the qwen2 fixture (which has a chat template), messages piped
 // into stdin: every reply must equal the greedy continuation a Context gives directly for the
-// template rendering of the conversation so far, as the server's tests check the routes.
+// template rendering of the conversation so far, as the server's tests check the routes. Also
+// the grammar and JSON-schema flags that `kiln run` and `kiln chat` share.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -9,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,12 +23,13 @@
 #include "greedy_reference.h"
 #include "llm/model.h"
 #include "serve/completion_request.h"
+#include "test_data.h"
 #include "text/chat_template.h"
 
 namespace kiln {
 namespace {
 
-const std::string kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 const std::string kKiln = KILN_BINARY_DIR "/kiln";
 
 std::shared_ptr<const Model> model() {
@@ -95,8 +99,8 @@ struct ChatRun {
   std::string out, err;
 };
 
-// Runs `kiln chat ARGS` with `input` on stdin (a file, not a terminal).
-ChatRun run_chat(const std::vector<std::string>& args, const std::string& input) {
+// Runs `kiln COMMAND ARGS` with `input` on stdin (a file, not a terminal).
+ChatRun run_kiln(const char* command, const std::vector<std::string>& args, const std::string& input) {
   const std::string base = std::string(KILN_BINARY_DIR) + "/chat_cli_test." + std::to_string(getpid());
   const std::string in_path = base + ".in", out_path = base + ".out", err_path = base + ".err";
   std::ofstream(in_path, std::ios::binary) << input;
@@ -106,7 +110,7 @@ ChatRun run_chat(const std::vector<std::string>& args, const std::string& input)
     if (!std::freopen(in_path.c_str(), "rb", stdin) || !std::freopen(out_path.c_str(), "wb", stdout) ||
         !std::freopen(err_path.c_str(), "wb", stderr))
       _exit(126);
-    std::vector<char*> argv{const_cast<char*>(kKiln.c_str()), const_cast<char*>("chat")};
+    std::vector<char*> argv{const_cast<char*>(kKiln.c_str()), const_cast<char*>(command)};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     execv(kKiln.c_str(), argv.data());
@@ -120,6 +124,10 @@ ChatRun run_chat(const std::vector<std::string>& args, const std::string& input)
   r.err = read_all(err_path);
   for (const auto& p : {in_path, out_path, err_path}) std::remove(p.c_str());
   return r;
+}
+
+ChatRun run_chat(const std::vector<std::string>& args, const std::string& input) {
+  return run_kiln("chat", args, input);
 }
 
 // Greedy, 8 tokens per reply, one thread, the context the reference uses.
@@ -469,6 +477,73 @@ TEST(ChatCommand, TerminalLinesCanBeEditedAndRecalled) {
   close(master);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << screen;
   std::remove(out_path.c_str());
+}
+
+// The output of `kiln run` or `kiln chat` under a grammar flag, trailing newline dropped.
+std::string constrained(const char* command, std::vector<std::string> flags) {
+  std::vector<std::string> a{"-m", kModel, "--temp", "0", "-n", "64", "-t", "1", "-c", "512"};
+  if (std::string(command) == "run") {
+    a.insert(a.end(), {"-p", "Answer:", "--no-display-prompt"});
+  } else {
+    a.insert(a.end(), {"-p", "Give me JSON.", "--single-turn"});
+  }
+  a.insert(a.end(), flags.begin(), flags.end());
+  const ChatRun r = run_kiln(command, a, "");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::string out = r.out;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  const std::string path = std::string(KILN_BINARY_DIR) + "/" + name + "." + std::to_string(getpid());
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+TEST(GrammarFlags, RunAndChatFollowTheGrammarOrSchema) {
+  const std::string gbnf = "root ::= (\"yes\" | \"no\") \" \" [0-9]{2}";
+  const std::string text = constrained("run", {"--grammar", gbnf});
+  EXPECT_TRUE(text.size() == 6 || text.size() == 5) << text;
+  EXPECT_TRUE(text.rfind("yes ", 0) == 0 || text.rfind("no ", 0) == 0) << text;
+  EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(text[text.size() - 1])) &&
+              std::isdigit(static_cast<unsigned char>(text[text.size() - 2])))
+      << text;
+  const std::string gbnf_path = temp_file("grammar_flags.gbnf", gbnf);
+  EXPECT_EQ(constrained("run", {"--grammar-file", gbnf_path}), text);
+
+  const std::string schema =
+      R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 3, "maximum": 9}, "tag": {"enum": ["a", "b"]}},
+          "required": ["n", "tag"], "additionalProperties": false})";
+  const std::string schema_path = temp_file("grammar_flags.json", schema);
+  for (const char* command : {"run", "chat"}) {
+    SCOPED_TRACE(command);
+    const std::string out = constrained(command, {"-j", schema});
+    const auto v = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << out;
+    EXPECT_EQ(v.size(), 2u) << out;
+    EXPECT_TRUE(v["n"].is_number_integer() && v["n"] >= 3 && v["n"] <= 9) << out;
+    EXPECT_TRUE(v["tag"] == "a" || v["tag"] == "b") << out;
+    EXPECT_EQ(constrained(command, {"--json-schema-file", schema_path}), out);
+  }
+  std::remove(gbnf_path.c_str());
+  std::remove(schema_path.c_str());
+}
+
+TEST(GrammarFlags, BadGrammarsAndSchemasAreErrors) {
+  const std::vector<std::string> base{"-m", kModel, "-p", "x", "-n", "4", "-t", "1"};
+  auto error_of = [&](std::vector<std::string> flags) {
+    flags.insert(flags.begin(), base.begin(), base.end());
+    const ChatRun r = run_kiln("run", flags, "");
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    return r.err;
+  };
+  EXPECT_NE(error_of({"--grammar", "root ::= \"a\"", "-j", "{}"}).find("give only one"), std::string::npos);
+  EXPECT_NE(error_of({"-j", R"({"type": "string", "contentEncoding": "base64"})"}).find("contentEncoding"),
+            std::string::npos);
+  EXPECT_NE(error_of({"-j", "{not json"}).find("--json-schema: not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of({"--grammar", "root ::= ("}).find("kiln run: "), std::string::npos);
+  EXPECT_NE(error_of({"--grammar-file", "/nonexistent/g.gbnf"}).find("kiln run: "), std::string::npos);
 }
 
 }  // namespace

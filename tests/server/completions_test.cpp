@@ -22,13 +22,14 @@
 #include "http_client.h"
 #include "in_process_server.h"
 #include "serve/server.h"
+#include "test_data.h"
 
 namespace kiln::serve {
 namespace {
 
 using nlohmann::json;
 
-const char* kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 
 std::shared_ptr<const Model> model() {
   static auto m = Model::load(kModel);
@@ -458,7 +459,7 @@ TEST_F(CompletionsTest, FieldErrorsNameTheField) {
   check(post("/completion", {{"prompt", {1, -5}}}), "'prompt'");
   check(post("/completion", {{"prompt", {{1, 2}, {3}}}}), "'prompt'");
   check(post("/completion", {{"n_predict", 3}}), "'prompt'");
-  check(post("/completion", {{"prompt", "x"}, {"grammar", "root ::= \"a\""}}), "'grammar'");
+  check(post("/completion", {{"prompt", "x"}, {"grammar", 5}}), "'grammar'");
   check(post("/completion", {{"prompt", "x"}, {"mirostat", 2}}), "'mirostat'");
   check(post("/completion", {{"prompt", "x"}, {"logit_bias", {{"x", 1, 2}}}}), "'logit_bias'");
   // llama-server's list form of logit_bias, with false banning a token.

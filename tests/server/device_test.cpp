@@ -9,6 +9,7 @@
 
 #include "http_client.h"
 #include "serve/server.h"
+#include "test_data.h"
 
 namespace kiln::serve {
 namespace {
@@ -17,7 +18,7 @@ using nlohmann::json;
 
 // The qwen2 fixture (its weights take 15 MiB).
 Result<std::shared_ptr<const Model>> load_model() {
-  return Model::load(KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf");
+  return Model::load(test_data::path("models/qwen2-e64-Q8_0.gguf"));
 }
 
 ServerOptions options(const std::string& device, size_t sim_capacity = size_t{256} << 20) {

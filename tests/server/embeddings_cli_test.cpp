@@ -8,13 +8,14 @@
 #include "llm/embeddings.h"
 #include "http_client.h"
 #include "server/serve_process.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
 using nlohmann::json;
 
-const char* kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 
 TEST(ServeEmbeddings, PoolingFlagReachesTheRoute) {
   std::string error;

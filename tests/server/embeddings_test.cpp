@@ -18,13 +18,14 @@
 #include "serve/embed_request.h"
 #include "http_client.h"
 #include "serve/server.h"
+#include "test_data.h"
 
 namespace kiln::serve {
 namespace {
 
 using nlohmann::json;
 
-const char* kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 constexpr int64_t kCtx = 128;  // 2 slots of 64 tokens: inputs up to 64 tokens
 
 std::shared_ptr<const Model> model() {

@@ -14,6 +14,7 @@
 
 #include "http_client.h"
 #include "serve_process.h"
+#include "test_data.h"
 
 namespace {
 
@@ -23,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 using kiln::test::RawSocket;
 using kiln::test::ServeProcess;
 
-const std::string kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 
 // A request that runs far longer than any wait below unless it is cancelled: greedy, with
 // Qwen2's end-of-text tokens (<|endoftext|> 151643, <|im_end|> 151645) banned, 2000 tokens.

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "serve_process.h"
+#include "test_data.h"
 
 namespace {
 
@@ -32,7 +33,7 @@ using kiln::test::RawResponse;
 using kiln::test::RawSocket;
 using kiln::test::ServeProcess;
 
-const std::string kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 

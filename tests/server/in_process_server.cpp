@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "test_data.h"
+
 namespace kiln::test {
 
 std::shared_ptr<const Model> qwen2_model() {
-  static auto m = Model::load(KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf");
+  static auto m = Model::load(test_data::path("models/qwen2-e64-Q8_0.gguf"));
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
   return m.ok() ? *m : nullptr;
 }

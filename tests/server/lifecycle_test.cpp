@@ -24,6 +24,7 @@
 #include "serve/server.h"
 #include "serve/server_state.h"
 #include "serve_process.h"
+#include "test_data.h"
 
 namespace kiln::serve {
 namespace {
@@ -32,7 +33,7 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-const char* kQwen2 = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kQwen2 = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 // The project's trained model: clear greedy margins, so concurrent slots give the same text as
 // one alone (see server_test.cpp).
 const char* kKjv = KILN_SOURCE_DIR "/models/kjv-llama-q8_0.gguf";
@@ -273,7 +274,7 @@ TEST(ApplyTemplate, MatchesFixtureRenderings) {
   auto m = Model::load(kQwen2);
   ASSERT_TRUE(m.ok());
   int checked = 0;
-  for (const auto& entry : fs::directory_iterator(KILN_SHARED_DIR "/fixtures/templates")) {
+  for (const auto& entry : fs::directory_iterator(kiln::test_data::path("templates"))) {
     if (entry.path().extension() != ".jinja") continue;
     const std::string source = read_text(entry.path().string());
     if (source.find("bos_token") != std::string::npos || source.find("eos_token") != std::string::npos ||

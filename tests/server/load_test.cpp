@@ -17,6 +17,7 @@
 
 #include "http_client.h"
 #include "serve_process.h"
+#include "test_data.h"
 
 namespace {
 
@@ -35,7 +36,7 @@ constexpr int kClients = 32;
 constexpr int64_t kRssMarginPercent = 10;
 constexpr int64_t kRssMarginKib = 8 * 1024;
 
-const std::string kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 
 const char* const kPrompts[] = {
     "Once upon a time",

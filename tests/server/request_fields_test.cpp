@@ -56,16 +56,12 @@ int RequestFieldsTest::port_ = 0;
 const json kUser = {{"role", "user"}, {"content", "Name a colour"}};
 
 // Every route refuses the output-changing fields kiln lacks (the OpenAI routes used to answer
-// 200 with unconstrained text to grammar, json_schema and mirostat), and accepts their neutral
-// values.
+// 200 with unconstrained text to mirostat), and accepts their neutral values. Tools are the chat
+// route's only; response_format the OpenAI routes' only (grammar and json_schema are everyone's:
+// structured_test.cpp).
 TEST_F(RequestFieldsTest, UnsupportedFieldsAreRefusedByEveryRoute) {
   const std::vector<std::pair<std::string, json>> refused = {
-      {"grammar", "root ::= \"a\""},
-      {"json_schema", {{"type", "object"}}},
-      {"response_format", {{"type", "json_object"}}},
       {"mirostat", 2},
-      {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
-      {"tool_choice", "required"},
       {"echo", true},
       {"suffix", "the end"},
       {"best_of", 3},
@@ -78,7 +74,13 @@ TEST_F(RequestFieldsTest, UnsupportedFieldsAreRefusedByEveryRoute) {
       {"/completion", {{"prompt", "Once"}, {"n_predict", 2}}},
   };
   for (const auto& [route, base] : routes) {
-    for (const auto& [field, value] : refused) {
+    std::vector<std::pair<std::string, json>> refused_here = refused;
+    if (route != "/v1/chat/completions") {
+      refused_here.push_back({"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}});
+      refused_here.push_back({"tool_choice", "required"});
+    }
+    if (route == "/completion") refused_here.push_back({"response_format", {{"type", "json_object"}}});
+    for (const auto& [field, value] : refused_here) {
       json body = base;
       body[field] = value;
       auto r = post(route, body);

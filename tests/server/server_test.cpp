@@ -12,13 +12,14 @@
 #include "greedy_reference.h"
 #include "serve/engine.h"
 #include "serve/server.h"
+#include "test_data.h"
 
 namespace kiln::serve {
 namespace {
 
 using nlohmann::json;
 
-const char* kModel = KILN_SHARED_DIR "/fixtures/models/qwen2-e64-Q8_0.gguf";
+const std::string kModel = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 constexpr int64_t kCtx = 512;  // 4 slots of 128 tokens
 
 std::shared_ptr<const Model> model() {
@@ -329,7 +330,7 @@ TEST_F(ServerTest, ErrorsHaveOpenAiShape) {
   check(post("/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"-3", 1}}}}), 400, "logit_bias");
   check(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", {{{"type", "function"}}}}}), 400, "tools");
   check(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"n", 17}}), 400, "'n'");
-  check(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"response_format", {{"type", "json_object"}}}}), 400, "response_format");
+  check(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"response_format", {{"type", "xml"}}}}), 400, "response_format");
   std::string long_prompt;
   for (int i = 0; i < 300; ++i) long_prompt += " word";
   check(post("/v1/completions", {{"prompt", long_prompt}}), 400, "context");

@@ -10,13 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "template_test_util.h"
+#include "test_data.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kTemplates = fs::path(KILN_SHARED_DIR) / "fixtures" / "templates";
+const fs::path kTemplates = test_data::path("templates");
 const fs::path kCases = fs::path(KILN_SOURCE_DIR) / "tests/template/data/chat_cases.json";
 
 // Renders a case's context (messages + extra variables) with the template.

@@ -1,4 +1,5 @@
-// Every chat template in ../shared/fixtures/templates renders exactly as @huggingface/jinja
+// Every chat template in tests/data/templates (and in the extra fixtures folder, when there is one)
+// renders exactly as @huggingface/jinja
 // rendered it (NAME.expected.json), for each conversation, with and without the generation
 // prompt, on the fixed clock the fixtures were made with.
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "template_test_util.h"
+#include "test_data.h"
 #include "text/chat_template.h"
 
 namespace kiln {
@@ -16,30 +18,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kDir = fs::path(KILN_SHARED_DIR) / "fixtures" / "templates";
-
-std::vector<std::string> template_names() {
-  std::vector<std::string> names;
-  if (!fs::is_directory(kDir)) return names;
-  for (const auto& e : fs::directory_iterator(kDir)) {
-    if (e.path().extension() == ".jinja") names.push_back(e.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+// The .jinja files; each has its NAME.expected.json beside it.
+std::vector<std::string> template_paths() {
+  std::vector<std::string> paths;
+  for (const fs::path& p : test_data::files("templates", ".jinja", /*with_extra=*/true)) paths.push_back(p);
+  return paths;
 }
 
 TEST(TemplateFixtures, DirectoryHasTemplates) {
   // The fixture set is the point of this file: fail loudly instead of passing with nothing.
-  ASSERT_TRUE(fs::is_directory(kDir)) << kDir;
-  EXPECT_GE(template_names().size(), 20u);
+  EXPECT_GE(template_paths().size(), 20u) << test_data::path("templates");
 }
 
 class TemplateFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TemplateFixture, RendersAsReference) {
-  const std::string name = GetParam();
-  const auto expected = nlohmann::ordered_json::parse(read_text(kDir / (name + ".expected.json")));
-  auto tmpl = ChatTemplate::parse(read_text(kDir / (name + ".jinja")));
+  const fs::path path = GetParam();
+  const std::string name = path.stem().string();
+  const auto expected =
+      nlohmann::ordered_json::parse(read_text(fs::path(path).replace_extension(".expected.json")));
+  auto tmpl = ChatTemplate::parse(read_text(path));
   ASSERT_TRUE(tmpl.ok()) << tmpl.error().message;
   ASSERT_EQ(expected["context"]["clock"], "2026-01-15T09:30:00.000Z");
   const auto& renders = expected["renders"];
@@ -63,9 +61,9 @@ TEST_P(TemplateFixture, RendersAsReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTemplates, TemplateFixture, ::testing::ValuesIn(template_names()),
+INSTANTIATE_TEST_SUITE_P(AllTemplates, TemplateFixture, ::testing::ValuesIn(template_paths()),
                          [](const auto& info) {
-                           std::string s = info.param;
+                           std::string s = fs::path(info.param).stem().string();
                            for (char& c : s) {
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            }

@@ -14,7 +14,6 @@ namespace kiln::text {
 namespace {
 
 using testing::read_file;
-using testing::shared_path;
 
 // Decodes bytes as the WHATWG UTF-8 decoder does (what JavaScript strings hold): each maximal
 // invalid subsequence becomes one U+FFFD.
@@ -56,12 +55,12 @@ std::string as_javascript_string(const std::string& s) {
 class ModelReference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelReference, TokensAndGreedyTextMatchLlamaCpp) {
-  auto file = GgufFile::open(shared_path("fixtures/models/" + GetParam() + ".gguf"));
+  auto file = GgufFile::open(test_data::path("models/" + GetParam() + ".gguf"));
   ASSERT_TRUE(file.ok()) << file.error().message;
   auto tok = Tokenizer::from_gguf(**file);
   ASSERT_TRUE(tok.ok()) << tok.error().message;
   const auto ref =
-      nlohmann::json::parse(read_file(shared_path("fixtures/reference/" + GetParam() + ".json")));
+      nlohmann::json::parse(read_file(test_data::path("reference/" + GetParam() + ".json")));
   ASSERT_FALSE(ref.at("cases").empty());
   for (const auto& c : ref.at("cases")) {
     const auto text = c.at("text").get<std::string>();

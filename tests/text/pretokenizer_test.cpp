@@ -16,11 +16,10 @@ namespace kiln::text {
 namespace {
 
 using testing::read_file;
-using testing::shared_path;
 using testing::source_path;
 
 TEST(PreTokenizers, MatchLlamaCpp) {
-  auto file = GgufFile::open(shared_path("fixtures/vocab/ggml-vocab-gpt-2.gguf"));
+  auto file = GgufFile::open(test_data::path("vocab/ggml-vocab-gpt-2.gguf"));
   ASSERT_TRUE(file.ok()) << file.error().message;
   const auto cases =
       nlohmann::json::parse(read_file(source_path("tests/text/data/pre_cases.json"))).at("cases");
@@ -44,7 +43,7 @@ TEST(PreTokenizers, MatchLlamaCpp) {
 }
 
 TEST(PreTokenizers, UnknownNameIsAnError) {
-  auto file = GgufFile::open(shared_path("fixtures/vocab/ggml-vocab-gpt-2.gguf"));
+  auto file = GgufFile::open(test_data::path("vocab/ggml-vocab-gpt-2.gguf"));
   ASSERT_TRUE(file.ok());
   auto tok = Tokenizer::from_gguf(**file, {.pre = "no-such-pre"});
   ASSERT_FALSE(tok.ok());

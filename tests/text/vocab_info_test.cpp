@@ -1,4 +1,4 @@
-// Special ids, the end-of-generation set and detokenization against llama.cpp, from
+// Special ids, BOS/EOS flags, the end-of-generation set and detokenization against llama.cpp, from
 // tests/text/data/vocab_info.json (written by tests/text/data/vocab_info.mjs with the oracle's
 // node-llama-cpp: detokenize there is llama_detokenize(remove_special = false,
 // unparse_special = special)).
@@ -33,6 +33,8 @@ TEST_P(VocabInfo, SpecialIdsMatchLlamaCpp) {
   EXPECT_EQ(tok.eot(), id_or_null(ref.at("eot")));
   EXPECT_EQ(tok.sep(), id_or_null(ref.at("sep")));
   EXPECT_EQ(tok.nl(), id_or_null(ref.at("nl")));
+  EXPECT_EQ(tok.add_bos(), ref.at("add_bos").get<bool>());
+  EXPECT_EQ(tok.add_eos(), ref.at("add_eos").get<bool>());
   const auto eog = ref.at("eog").get<std::vector<int32_t>>();
   EXPECT_EQ(std::vector<int32_t>(tok.vocab().eog_ids().begin(), tok.vocab().eog_ids().end()), eog);
   for (int32_t id : eog) EXPECT_TRUE(tok.is_eog(id));
@@ -53,14 +55,13 @@ TEST_P(VocabInfo, DetokenizeMatchesLlamaCpp) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabs, VocabInfo,
-                         ::testing::Values("llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "bert-bge"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Vocabs, VocabInfo, ::testing::ValuesIn(testing::kAllVocabs),
+                         testing::vocab_test_name);
+
+TEST(VocabInfo, EveryVocabularyHasReferences) {
+  for (const std::string& v : testing::kAllVocabs) EXPECT_TRUE(info().contains(v)) << v;
+  EXPECT_EQ(info().size(), testing::kAllVocabs.size());
+}
 
 }  // namespace
 }  // namespace kiln::text

@@ -85,8 +85,10 @@ TEST(VocabLoad, BadIdsAreErrors) {
 
 TEST(VocabLoad, ValidationErrorsNameTheProblem) {
   EXPECT_EQ(load_error("no_model", [](GgufWriter&) {}), "vocab: key 'tokenizer.ggml.model' is missing");
-  EXPECT_EQ(load_error("t5", [](GgufWriter& w) { w.set_string("tokenizer.ggml.model", "t5"); }),
-            "vocab: unsupported tokenizer model 't5' (tokenizer.ggml.model)");
+  EXPECT_EQ(
+      load_error("rwkv", [](GgufWriter& w) { w.set_string("tokenizer.ggml.model", "rwkv"); }),
+      "vocab: unsupported tokenizer model 'rwkv' (tokenizer.ggml.model; kiln reads llama, gpt2, gemma4, "
+      "bert and t5)");
   EXPECT_EQ(load_error("no_tokens", [](GgufWriter& w) { w.set_string("tokenizer.ggml.model", "llama"); }),
             "vocab: key 'tokenizer.ggml.tokens' is missing");
   EXPECT_EQ(load_error("short_scores",
@@ -169,6 +171,120 @@ TEST(VocabLoad, BpeDefaultsAndFileOverrides) {
   EXPECT_EQ(tok2->bos(), 3);
   EXPECT_EQ(tok2->eos(), kTokenNull);
   EXPECT_EQ(tok2->tokenize("ab", true, false), (std::vector<int32_t>{3, 2}));
+}
+
+// A tiny UGM vocabulary: ids 0 <pad>, 1 </s>, 2 <unk>, 3 "▁", 4 "▁a", 5 "▁ab", 6 "b", 7 "c",
+// 8 user-defined "<x>".
+void ugm_vocab(GgufWriter& w) {
+  w.set_string("tokenizer.ggml.model", "t5");
+  w.set_string_array("tokenizer.ggml.tokens", {"<pad>", "</s>", "<unk>", "\xE2\x96\x81",
+                                               "\xE2\x96\x81"
+                                               "a",
+                                               "\xE2\x96\x81"
+                                               "ab",
+                                               "b", "c", "<x>"});
+  w.set_f32_array("tokenizer.ggml.scores", {0, 0, 0, -2, -1, -5, -1, -3, 0});
+  w.set_i32_array("tokenizer.ggml.token_type", {3, 3, 2, 1, 1, 1, 1, 1, 4});
+  w.set_bool("tokenizer.ggml.add_space_prefix", true);
+  w.set_bool("tokenizer.ggml.remove_extra_whitespaces", true);
+}
+
+GgufValue u8_array(const std::vector<uint8_t>& bytes) {
+  GgufValue v;
+  v.type = GgufType::ARRAY;
+  v.elem_type = GgufType::U8;
+  for (uint8_t b : bytes) {
+    GgufValue e;
+    e.type = GgufType::U8;
+    e.num.u = b;
+    v.arr.push_back(e);
+  }
+  return v;
+}
+
+TEST(VocabLoad, TinyUgmVocabulary) {
+  auto file = make_gguf("ugm", ugm_vocab);
+  auto tok = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  EXPECT_EQ(tok->vocab().type(), VocabType::kUgm);
+  EXPECT_FALSE(tok->add_bos());  // T5 defaults: no BOS, EOS 1 appended, unknown 2, padding 0
+  EXPECT_TRUE(tok->add_eos());
+  EXPECT_EQ(tok->bos(), kTokenNull);
+  EXPECT_EQ(tok->eos(), 1);
+  EXPECT_EQ(tok->unk(), 2);
+  EXPECT_EQ(tok->pad(), 0);
+  // the best sum of scores: "▁a" + "b" (-2) beats "▁ab" (-5)
+  EXPECT_EQ(tok->tokenize("ab", true, false), (std::vector<int32_t>{4, 6, 1}));
+  // runs of spaces merge into the one before each word, leading and trailing ones go
+  EXPECT_EQ(tok->tokenize("  a   b  ", false, false), (std::vector<int32_t>{4, 3, 6}));
+  // codepoints no token covers are the unknown token, a run of them one unknown token
+  EXPECT_EQ(tok->tokenize("dd c", false, false), (std::vector<int32_t>{3, 2, 3, 7}));
+  // user-defined tokens are cut out first; each text fragment gets its own space prefix
+  EXPECT_EQ(tok->tokenize("a<x>b", false, false), (std::vector<int32_t>{4, 8, 3, 6}));
+  // the space prefix is dropped again; "▁" is a space
+  EXPECT_EQ(*tok->detokenize(std::vector<int32_t>{4, 3, 6}, false, false), "a b");
+  EXPECT_EQ(*tok->detokenize(std::vector<int32_t>{4, 6, 1}, true, false), "ab");
+  // "\n" is no space without a charsmap that says so: "▁" then the unknown newline
+  EXPECT_EQ(tok->nl(), 3);
+}
+
+TEST(VocabLoad, UgmErrorsNameTheProblem) {
+  EXPECT_EQ(load_error("ugm_small_map",
+                       [](GgufWriter& w) {
+                         ugm_vocab(w);
+                         w.set("tokenizer.ggml.precompiled_charsmap", u8_array({1, 0}));
+                       }),
+            "vocab: tokenizer.ggml.precompiled_charsmap has 2 bytes, fewer than its 4-byte header");
+  EXPECT_EQ(load_error("ugm_big_blob",
+                       [](GgufWriter& w) {
+                         ugm_vocab(w);
+                         w.set("tokenizer.ggml.precompiled_charsmap", u8_array({8, 0, 0, 0, 1, 2, 3, 4}));
+                       }),
+            "vocab: tokenizer.ggml.precompiled_charsmap: its 8-byte XCDA blob does not fit in its 8 bytes");
+  EXPECT_EQ(
+      load_error("ugm_map_type",
+                 [](GgufWriter& w) {
+                   ugm_vocab(w);
+                   w.set_i32_array("tokenizer.ggml.precompiled_charsmap", {1, 2, 3, 4, 5});
+                 }),
+      "vocab: key 'tokenizer.ggml.precompiled_charsmap' has type array of i32, expected array of u8 or i8");
+  EXPECT_EQ(load_error("ugm_no_unk",
+                       [](GgufWriter& w) {
+                         w.set_string("tokenizer.ggml.model", "t5");
+                         w.set_string_array("tokenizer.ggml.tokens", {"<pad>", "</s>"});
+                       }),
+            "vocab: UGM vocabulary without an unknown token (tokenizer.ggml.unknown_token_id)");
+}
+
+// Gemma 4's tokenizer model: BPE on raw UTF-8 with spaces as "▁", <0xXX> byte fallback, whole
+// newline runs, and BOS always added.
+TEST(VocabLoad, Gemma4StyleBpe) {
+  auto file = make_gguf("gemma4", [](GgufWriter& w) {
+    w.set_string("tokenizer.ggml.model", "gemma4");
+    w.set_string("tokenizer.ggml.pre", "default");  // ignored: the model selects "gemma4"
+    w.set_string_array("tokenizer.ggml.tokens",
+                       {"<pad>", "<eos>", "<bos>", "<0x0A>", "<0x7A>", "a", "b", "\xE2\x96\x81",
+                        "\xE2\x96\x81"
+                        "b",
+                        "ab", "\n\n", "\n"});
+    w.set_i32_array("tokenizer.ggml.token_type", {3, 3, 3, 6, 6, 1, 1, 1, 1, 1, 1, 1});
+    w.set_string_array("tokenizer.ggml.merges", {"a b", "\xE2\x96\x81 b"});
+    w.set_u32("tokenizer.ggml.bos_token_id", 2);
+    w.set_u32("tokenizer.ggml.eos_token_id", 1);
+    w.set_bool("tokenizer.ggml.add_bos_token", false);  // overridden, as llama.cpp does
+  });
+  auto tok = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  EXPECT_EQ(tok->vocab().type(), VocabType::kBpe);
+  EXPECT_EQ(tok->vocab().pre().name, "gemma4");
+  EXPECT_TRUE(tok->add_bos());
+  EXPECT_EQ(tok->tokenize("ab b", true, false), (std::vector<int32_t>{2, 9, 8}));
+  // "z" has no token but a byte token; "\n\n" is a token, "\n\n\n" is not and merges no further
+  EXPECT_EQ(tok->tokenize("az", false, false), (std::vector<int32_t>{5, 4}));
+  EXPECT_EQ(tok->tokenize("\n\n", false, false), (std::vector<int32_t>{10}));
+  EXPECT_EQ(tok->tokenize("\n\n\n", false, false), (std::vector<int32_t>{11, 11, 11}));
+  EXPECT_EQ(*tok->detokenize(std::vector<int32_t>{2, 9, 8, 4}, true, false), "ab bz");
+  EXPECT_EQ(tok->nl(), 11);
 }
 
 TEST(VocabLoad, NoVocab) {

@@ -1,11 +1,15 @@
 // `kiln bench`: prompt processing and generation speed of a model, as llama-bench measures them,
 // plus batched generation with several streams (what `kiln serve` does with concurrent clients).
 //   kiln bench [-m MODEL.gguf] [-p 512] [-n 128] [--streams 1,8] [-r 5] [model flags]
+//              [--mmproj MMPROJ.gguf --image IMG]
 // Tests, each on an emptied KV cache, with random token ids (fixed seed):
 //   pp P    one sequence, P prompt tokens decoded in n_batch-sized calls, logits for the last only
 //   tg N    one sequence, N tokens decoded one call each (a batch of 1)
 //   tg N xS S sequences generating together: N calls, each a batch of S tokens (one per stream);
 //           reported as aggregate tokens/s (S*N tokens / time)
+//   img WxH with --mmproj and --image: the image encoded (the encoder graph on the prepared image,
+//           no embedding cache) in the compute arena the decoder shares; t/s are image tokens/s,
+//           and the ratio column gives the median milliseconds per image
 // With speculative decoding flags (--spec-type, -md, ...), two more:
 //   gen N       N tokens generated greedily after a prompt (-f FILE, else a fixed sentence), one
 //               decode per token (end-of-generation tokens banned, so every run makes N)
@@ -25,6 +29,7 @@
 
 #include "command.h"
 #include "generation.h"
+#include "media_flags.h"
 #include "messages.h"
 #include "model_flags.h"
 #include "speculative_flags.h"
@@ -35,7 +40,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class TestKind { Prompt, Generation, Greedy, GreedySpeculative };
+enum class TestKind { Prompt, Generation, Greedy, GreedySpeculative, Image };
 
 struct BenchTest {
   std::string name;
@@ -125,6 +130,7 @@ std::string parse_streams(const std::string& v, std::vector<int32_t>* out) {
 int run_bench(int argc, char** argv) {
   ModelFlags mf;
   SpeculativeFlags spf;
+  MediaFlags media;
   mf.ctx_default = "what the tests need";
   int64_t n_prompt = 512, n_gen = 128;
   int32_t rounds = 5;
@@ -145,11 +151,23 @@ int run_bench(int argc, char** argv) {
   p.value({"-f", "--file"}, &prompt_file, "FILE",
           "prompt of the gen tests run with speculative decoding flags (default: a fixed sentence)");
   spf.declare(p);
+  media.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("bench")) return *code;
-  if (n_prompt == 0 && n_gen == 0) return fail("bench", "nothing to run (-p 0 and -n 0)", 2);
+  if (n_prompt == 0 && n_gen == 0 && media.images.empty())
+    return fail("bench", "nothing to run (-p 0 and -n 0, no --image)", 2);
+  if (media.images.size() > 1) return fail("bench", "give one --image", 2);
   auto model = mf.load_model("bench");
   if (!model) return 1;
+  auto vision = media.load_vision(*model);
+  if (!vision.ok()) {
+    std::fprintf(stderr, "kiln bench: %s\n", vision.error().message.c_str());
+    return 1;
+  }
+  if (*vision && media.images.empty()) {
+    std::fprintf(stderr, "kiln bench: --mmproj needs an --image to encode\n");
+    return 2;
+  }
   std::string prompt_text = "The quick brown fox jumps over the lazy dog.";
   if (!read_file_option(prompt_file, "bench", &prompt_text)) return 1;
   const std::vector<int32_t> gen_prompt = model->tokenizer().tokenize(prompt_text, true, false);
@@ -171,8 +189,28 @@ int run_bench(int argc, char** argv) {
   bool spec_failed = false;
   const auto speculator = spf.make(*model, mc->backend(), co, "bench", &spec_failed);
   if (spec_failed) return 1;
+  std::unique_ptr<VisionEncoder> encoder;
+  std::shared_ptr<const PreparedImage> image;
+  if (*vision) {
+    auto enc = VisionEncoder::create(*vision, mc->backend(),
+                                     {.flash_attention = co.flash_attention, .arena = mc->arena.get(), .cache_images = 0});
+    if (!enc.ok()) {
+      std::fprintf(stderr, "kiln bench: %s\n", enc.error().message.c_str());
+      return 1;
+    }
+    auto img = read_image(**vision, media.images[0]);
+    if (!img.ok()) {
+      std::fprintf(stderr, "kiln bench: --image: %s\n", img.error().message.c_str());
+      return 1;
+    }
+    encoder = std::move(*enc);
+    image = *img;
+  }
 
   std::vector<BenchTest> tests;
+  if (image)
+    tests.push_back({"img " + std::to_string(image->pixels.width) + "x" + std::to_string(image->pixels.height),
+                     image->n_tokens, TestKind::Image, 0, {}});
   if (n_prompt > 0) tests.push_back({"pp" + std::to_string(n_prompt), n_prompt, TestKind::Prompt, 0, {}});
   if (n_gen > 0) {
     for (int32_t s : streams)
@@ -204,7 +242,9 @@ int run_bench(int argc, char** argv) {
     }
     ctx.clear();
     const auto t0 = Clock::now();
-    if (t.kind == TestKind::Prompt)
+    if (t.kind == TestKind::Image)
+      KILN_TRY(encoder->encode(*image));
+    else if (t.kind == TestKind::Prompt)
       KILN_TRY(run_pp(ctx, rng, n_prompt, static_cast<size_t>(co.n_batch)));
     else
       KILN_TRY(run_tg(ctx, rng, n_gen, t.n_streams));
@@ -213,8 +253,11 @@ int run_bench(int argc, char** argv) {
   // Warm-up: pages the weights in and touches the compute arena.
   {
     ctx.clear();
-    if (const Status st = run_tg(ctx, rng, 2, max_streams); !st.ok())
-      return fail("bench", st.error().message);
+    Status st = run_tg(ctx, rng, 2, max_streams);
+    if (encoder && st.ok()) {
+      if (auto e = encoder->encode(*image); !e.ok()) st = e.error();
+    }
+    if (!st.ok()) return fail("bench", st.error().message);
   }
   for (int32_t r = 0; r < rounds; ++r) {
     for (BenchTest& t : tests) {
@@ -251,7 +294,11 @@ int run_bench(int argc, char** argv) {
       if (base != nullptr) ratios.push_back(tps.back() / tokens_per_second(*base, r));
     }
     std::string ratio;
-    if (!ratios.empty()) {
+    if (t.kind == TestKind::Image) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f ms per image", median(t.seconds) * 1e3);
+      ratio = buf;
+    } else if (!ratios.empty()) {
       char buf[48];
       std::snprintf(buf, sizeof buf, "%.2fx vs %s", median(ratios), base->name.c_str());
       ratio = buf;

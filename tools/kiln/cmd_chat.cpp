@@ -16,6 +16,10 @@
 // and the chat goes on. Ctrl-C stops a reply (the text so far stays in the conversation); at the
 // prompt it ends the chat with exit code 130. On a terminal, lines are edited with libedit
 // (line_input.h); piped input is read line by line.
+//
+// With --mmproj, `/image FILE` (or --image FILE, for the first message) attaches an image to the
+// next message, placed before its text as llama-mtmd-cli does; images stay with their message
+// (each encoded once: the encoder caches by content) until their turn is dropped.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -25,11 +29,14 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "command.h"
 #include "generation.h"
 #include "line_input.h"
+#include "llm/media_prompt.h"
+#include "media_flags.h"
 #include "messages.h"
 #include "model_flags.h"
 #include "reverse_prompt.h"
@@ -106,50 +113,59 @@ struct ChatOptions {
   bool verbose = false;    // timings after every reply
 };
 
-// A conversation rendered by the template, and its tokens.
-struct ChatPrompt {
-  std::string text;
-  std::vector<int32_t> tokens;
-};
+using ImageList = std::vector<std::shared_ptr<const PreparedImage>>;
 
 // A conversation with one model through its chat template, in sequence 0 of a Context.
-// Not thread-safe. The Context, Sampler, template and reverse prompts must outlive it.
+// Not thread-safe. The Context, Sampler, template, reverse prompts and the vision encoder (null
+// without --mmproj) must outlive it.
 class ChatSession {
  public:
   ChatSession(Context& ctx, Sampler& sampler, const ModelChatTemplate& chat, const ReversePrompts& stops,
-              const std::string& system_prompt, ChatOptions options)
-      : ctx_(ctx), sampler_(sampler), chat_(chat), stops_(stops), options_(options) {
-    if (!system_prompt.empty()) messages_.push_back(chat_message("system", system_prompt));
+              VisionEncoder* encoder, const std::string& system_prompt, ChatOptions options)
+      : ctx_(ctx), sampler_(sampler), chat_(chat), stops_(stops), encoder_(encoder), options_(options) {
+    if (!system_prompt.empty()) add_message("system", system_prompt, {});
     n_fixed_ = messages_.size();
   }
 
   // A new conversation: only the system prompt stays (its tokens stay cached too).
-  void reset() { messages_.resize(n_fixed_); }
+  void reset() {
+    messages_.resize(n_fixed_);
+    images_.resize(n_fixed_);
+  }
 
-  // The user's message and the model's reply, streamed to stdout. Problems with the message (a
-  // template error, no room) are reported on stderr and leave the conversation as it was; the
-  // error returned is a failed decode, after which the chat cannot go on.
-  Status turn(const std::string& user_message) {
-    messages_.push_back(chat_message("user", user_message));
-    auto prompt = fit_conversation();
+  // The user's message (with its images, placed before its text) and the model's reply, streamed
+  // to stdout. Problems with the message (a template error, no room) are reported on stderr and
+  // leave the conversation as it was; the error returned is a failed decode, after which the chat
+  // cannot go on.
+  Status turn(const std::string& user_message, ImageList images) {
+    std::string content = with_media_markers(user_message, images.size());
+    add_message("user", std::move(content), std::move(images));
+    std::string text;  // the rendered conversation
+    auto prompt = fit_conversation(text);
     if (!prompt) {
       messages_.pop_back();
+      images_.pop_back();
       return {};
     }
-    const std::vector<int32_t>& tokens = prompt->tokens;
-    // Decode what the cache does not hold yet; at least the last token, whose logits we need.
-    size_t keep = 0;
-    while (keep < cached_.tokens.size() && keep < tokens.size() && cached_.tokens[keep] == tokens[keep])
-      ++keep;
-    keep = std::min(keep, tokens.size() - 1);
+    // Decode what the cache does not hold yet; at least the last position, whose logits we need
+    // (an image only whole).
+    const int64_t n = prompt->n_positions();
+    int64_t keep = common_prefix(cached_prompt_, *prompt);
+    if (keep == n) {
+      const PromptChunk& last_chunk = prompt->chunks.back();
+      keep = last_chunk.image ? n - last_chunk.n_positions() : n - 1;
+    }
     ctx_.seq_rm(cached_.seq, static_cast<int32_t>(keep), -1);
-    cached_.tokens.resize(keep);
     const auto t_prompt = Clock::now();
-    KILN_ASSIGN_OR_RETURN(const size_t last,
-                          decode_tokens(ctx_, std::span(tokens).subspan(keep), cached_, options_.n_batch));
+    KILN_ASSIGN_OR_RETURN(const size_t last, decode_media_prompt(ctx_, encoder_, *prompt, keep,
+                                                                 {.seq = cached_.seq, .n_batch = options_.n_batch}));
     const double prompt_s = seconds_since(t_prompt);
+    cached_.tokens = prompt->flat_tokens();
+    cached_prompt_ = *prompt;
     sampler_.reset_history();
-    for (int32_t t : tokens) sampler_.accept(t);
+    for (int32_t t : cached_.tokens) {
+      if (t != kMediaToken) sampler_.accept_prompt(t);
+    }
 
     const auto t_gen = Clock::now();
     Utf8Stream out(stdout);
@@ -159,9 +175,11 @@ class ChatSession {
                  {.n_predict = options_.n_predict, .reverse_prompts = &stops_, .interrupted = &g_interrupted},
                  out));
     const double gen_s = seconds_since(t_gen);
+    cached_prompt_.append_text(std::span(cached_.tokens).subspan(static_cast<size_t>(n)));
     std::fputs("\n", stdout);
     std::fflush(stdout);
     clear_interrupt();  // a Ctrl-C from now on is one at the prompt
+    if (sampler_.grammar_stalled()) print_error("chat", sampler_.grammar_error());
     if (reply.stop == StopReason::ContextFull) {
       print_error("chat", "the context of " + std::to_string(ctx_.n_ctx()) +
                               " tokens is full: the reply stops here (the oldest turns make room with your "
@@ -171,14 +189,15 @@ class ChatSession {
     }
     if (reply.stop == StopReason::Interrupted && reply.text.empty()) {
       messages_.pop_back();  // nothing was said: the turn did not happen
+      images_.pop_back();
     } else {
-      messages_.push_back(chat_message("assistant", reply.text));
-      transcript_.text = prompt->text + reply.text;
-      transcript_.tokens = tokens;
-      transcript_.tokens.insert(transcript_.tokens.end(), reply.tokens.begin(), reply.tokens.end());
+      add_message("assistant", reply.text, {});
+      transcript_text_ = text + reply.text;
+      transcript_ = *prompt;
+      transcript_.append_text(reply.tokens);
     }
 
-    const size_t n_new = tokens.size() - keep;
+    const auto n_new = static_cast<size_t>(n - keep);
     ++n_replies_;
     n_prompt_ += static_cast<int64_t>(n_new);
     n_generated_ += reply.n_generated;
@@ -186,9 +205,9 @@ class ChatSession {
     gen_s_ += gen_s;
     if (options_.verbose) {
       std::fprintf(stderr,
-                   "kiln chat: prompt %zu new tokens (%zu cached) in %.2f s (%.1f t/s), reply %lld tokens in "
+                   "kiln chat: prompt %zu new tokens (%lld cached) in %.2f s (%.1f t/s), reply %lld tokens in "
                    "%.2f s (%.1f t/s)\n",
-                   n_new, keep, prompt_s, static_cast<double>(n_new) / std::max(prompt_s, 1e-9),
+                   n_new, static_cast<long long>(keep), prompt_s, static_cast<double>(n_new) / std::max(prompt_s, 1e-9),
                    static_cast<long long>(reply.n_generated), gen_s,
                    static_cast<double>(reply.n_generated) / std::max(gen_s, 1e-9));
     }
@@ -206,25 +225,48 @@ class ChatSession {
   }
 
  private:
-  // The conversation rendered with the generation prompt, and its tokens: the transcript's tokens
-  // followed by those of the rest of the text when the rendering begins with the transcript's text,
-  // else the whole rendering's.
-  Result<ChatPrompt> render(const std::vector<ChatMessage>& messages) const {
+  void add_message(std::string role, std::string content, ImageList images) {
+    messages_.push_back(chat_message(std::move(role), std::move(content)));
+    images_.push_back(std::move(images));
+  }
+
+  // The conversation's tokens and images, with the generation prompt.
+  // When the rendering begins with the transcript's text, its tokens are the transcript's followed
+  // by those of the rest of the text (so a reply's sampled tokens stay as they were), else the
+  // whole rendering's. `text` (optional) gets the rendered text.
+  Result<MediaPrompt> render(const std::vector<ChatMessage>& messages, const std::vector<ImageList>& images,
+                             std::string* text = nullptr) const {
     ChatRenderOptions ro;
     ro.messages = messages;
     ro.add_generation_prompt = true;
     ro.bos_token = chat_.bos_text;
     ro.eos_token = chat_.eos_text;
-    ChatPrompt p;
-    KILN_ASSIGN_OR_RETURN(p.text, chat_.chat_template.render(ro));
+    KILN_ASSIGN_OR_RETURN(const std::string rendered, chat_.chat_template.render(ro));
+    if (text) *text = rendered;
     const auto& tok = ctx_.model().tokenizer();
-    if (!transcript_.text.empty() && p.text.starts_with(transcript_.text)) {
-      p.tokens = transcript_.tokens;
-      const std::vector<int32_t> rest = tok.tokenize(std::string_view(p.text).substr(transcript_.text.size()),
-                                                     /*add_special=*/false, /*parse_special=*/true);
-      p.tokens.insert(p.tokens.end(), rest.begin(), rest.end());
-    } else {
-      p.tokens = serve::tokenize_chat(tok, p.text);
+    ImageList all;
+    for (const ImageList& l : images) all.insert(all.end(), l.begin(), l.end());
+    const bool continues = !transcript_text_.empty() && rendered.starts_with(transcript_text_) &&
+                           transcript_.n_images() <= all.size();
+    const std::string_view rest =
+        continues ? std::string_view(rendered).substr(transcript_text_.size()) : rendered;
+    MediaPrompt p = continues ? transcript_ : MediaPrompt();
+    if (encoder_ == nullptr) {
+      p.append_text(continues ? tok.tokenize(rest, /*add_special=*/false, /*parse_special=*/true)
+                              : serve::tokenize_chat(tok, rendered));
+      return p;
+    }
+    const std::span<const std::shared_ptr<const PreparedImage>> rest_images =
+        std::span(all).subspan(continues ? transcript_.n_images() : 0);
+    KILN_ASSIGN_OR_RETURN(MediaPrompt more, tokenize_media_prompt(tok, &encoder_->model(), rest, rest_images,
+                                                                  {.add_special = !continues,
+                                                                   .parse_special = true,
+                                                                   .collapse_bos = !continues}));
+    for (PromptChunk& c : more.chunks) {
+      if (c.image)
+        p.chunks.push_back(std::move(c));
+      else
+        p.append_text(c.tokens);
     }
     return p;
   }
@@ -237,52 +279,58 @@ class ChatSession {
     return std::max<int64_t>(1, std::min(want, n_ctx / 2));
   }
 
-  // The conversation's prompt, after dropping its oldest turns (never the system prompt nor the
-  // last message) until it leaves reply_room() free. Nullopt, with the reason on stderr, when the
-  // template fails or the last message does not fit even alone; the conversation is then as it was.
-  std::optional<ChatPrompt> fit_conversation() {
+  // The prompt of the conversation, after dropping its oldest turns (never the system prompt nor
+  // the last message) until it leaves reply_room() free. Nullopt, with the reason on stderr, when
+  // the template fails or the last message does not fit even alone; the conversation is then as it
+  // was.
+  std::optional<MediaPrompt> fit_conversation(std::string& text) {
     const int64_t limit = ctx_.n_ctx() - reply_room();
-    auto prompt = render(messages_);
+    auto prompt = render(messages_, images_, &text);
     if (!prompt.ok()) {
-      print_error("chat", prompt.error().message);
+      std::fprintf(stderr, "kiln chat: %s\n", prompt.error().message.c_str());
       return std::nullopt;
     }
-    if (static_cast<int64_t>(prompt->tokens.size()) <= limit) return std::move(*prompt);
-    std::vector<ChatMessage> alone(messages_.begin(),
-                                   messages_.begin() + static_cast<std::ptrdiff_t>(n_fixed_));
+    if (prompt->n_positions() <= limit) return std::move(*prompt);
+    const auto n_fixed = static_cast<std::ptrdiff_t>(n_fixed_);
+    std::vector<ChatMessage> alone(messages_.begin(), messages_.begin() + n_fixed);
+    std::vector<ImageList> alone_images(images_.begin(), images_.begin() + n_fixed);
     alone.push_back(messages_.back());
-    auto alone_prompt = render(alone);
-    if (!alone_prompt.ok()) {
-      print_error("chat", alone_prompt.error().message);
-      return std::nullopt;
-    }
-    if (static_cast<int64_t>(alone_prompt->tokens.size()) > limit) {
-      print_error("chat", "this message makes a prompt of " + std::to_string(alone_prompt->tokens.size()) +
-                              " tokens" + (n_fixed_ > 0 ? " with the system prompt" : "") +
-                              ", which leaves no room for a reply of " + std::to_string(reply_room()) +
-                              " tokens in the context of " + std::to_string(ctx_.n_ctx()) +
-                              " (raise -c, or send a shorter message)");
+    alone_images.push_back(images_.back());
+    auto alone_prompt = render(alone, alone_images);
+    if (!alone_prompt.ok() || alone_prompt->n_positions() > limit) {
+      if (!alone_prompt.ok()) {
+        std::fprintf(stderr, "kiln chat: %s\n", alone_prompt.error().message.c_str());
+      } else {
+        std::fprintf(stderr,
+                     "kiln chat: this message makes a prompt of %lld tokens%s, which leaves no room for a "
+                     "reply of %lld tokens in the context of %lld (raise -c, or send a shorter message)\n",
+                     static_cast<long long>(alone_prompt->n_positions()), n_fixed_ > 0 ? " with the system prompt" : "",
+                     static_cast<long long>(reply_room()), static_cast<long long>(ctx_.n_ctx()));
+      }
       return std::nullopt;
     }
     // Drop whole turns: from the first message after the system prompt up to the next user message.
     std::vector<ChatMessage> kept = messages_;
+    std::vector<ImageList> kept_images = images_;
     size_t n_dropped = 0;
-    while (static_cast<int64_t>(prompt->tokens.size()) > limit) {
-      auto first = kept.begin() + static_cast<std::ptrdiff_t>(n_fixed_);
+    while (prompt->n_positions() > limit) {
       do {
-        first = kept.erase(first);
+        kept.erase(kept.begin() + n_fixed);
+        kept_images.erase(kept_images.begin() + n_fixed);
         ++n_dropped;
-      } while (first + 1 != kept.end() && first->role != "user");
-      prompt = render(kept);
+      } while (kept.begin() + n_fixed + 1 != kept.end() && kept[n_fixed_].role != "user");
+      prompt = render(kept, kept_images, &text);
       if (!prompt.ok()) {
-        print_error("chat", prompt.error().message);
+        std::fprintf(stderr, "kiln chat: %s\n", prompt.error().message.c_str());
         return std::nullopt;
       }
     }
     messages_ = std::move(kept);
-    print_error("chat", "the conversation no longer fits the context of " + std::to_string(ctx_.n_ctx()) +
-                            " tokens: dropped the " + std::to_string(n_dropped) +
-                            " oldest messages (the system prompt stays; /reset starts over)");
+    images_ = std::move(kept_images);
+    std::fprintf(stderr,
+                 "kiln chat: the conversation no longer fits the context of %lld tokens: dropped the %zu "
+                 "oldest messages (the system prompt stays; /reset starts over)\n",
+                 static_cast<long long>(ctx_.n_ctx()), n_dropped);
     return std::move(*prompt);
   }
 
@@ -290,25 +338,31 @@ class ChatSession {
   Sampler& sampler_;
   const ModelChatTemplate& chat_;
   const ReversePrompts& stops_;
+  VisionEncoder* encoder_;  // null without --mmproj
   ChatOptions options_;
   std::vector<ChatMessage> messages_;
-  size_t n_fixed_ = 0;     // leading messages never dropped (the system prompt)
-  SequenceState cached_;   // what sequence 0 of the KV cache holds
+  std::vector<ImageList> images_;  // per message, in marker order
+  size_t n_fixed_ = 0;             // leading messages never dropped (the system prompt)
+  SequenceState cached_;           // what sequence 0 of the KV cache holds (kMediaToken at image positions)
+  MediaPrompt cached_prompt_;      // the same as a prompt, images whole
   // The last turn's prompt and reply: their text as rendered and streamed, their tokens as decoded
   // and sampled (the reply's last token may not be in the cache yet).
-  ChatPrompt transcript_;
+  std::string transcript_text_;
+  MediaPrompt transcript_;
   int64_t n_replies_ = 0, n_prompt_ = 0, n_generated_ = 0;
   double prompt_s_ = 0, gen_s_ = 0;
 };
 
 constexpr const char* kHelp =
-    "  /exit    end the chat (also Ctrl-D, or Ctrl-C at the prompt)\n"
-    "  /reset   start a new conversation (the system prompt stays)\n"
-    "  /help    this list\n"
+    "  /exit        end the chat (also Ctrl-D, or Ctrl-C at the prompt)\n"
+    "  /reset       start a new conversation (the system prompt stays)\n"
+    "  /image FILE  attach a PNG or JPEG image to your next message (needs --mmproj)\n"
+    "  /help        this list\n"
     "  A line ending in '\\' continues the message on the next line. Ctrl-C stops a reply.\n";
 
 int run_chat(int argc, char** argv) {
   ModelFlags mf;
+  MediaFlags media;
   SamplerFlags sf;
   std::string system_prompt, prompt, template_file;
   std::vector<std::string> reverse_prompts;
@@ -333,6 +387,7 @@ int run_chat(int argc, char** argv) {
   p.value({"--chat-template-file"}, &template_file, "FILE",
           "Jinja chat template to use instead of the model's (default: the model's, else ChatML)");
   p.flag({"-v", "--verbose"}, &co.verbose, "print the template's origin and timings after every reply");
+  media.declare(p);
   sf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("chat")) return *code;
@@ -353,19 +408,38 @@ int run_chat(int argc, char** argv) {
   if (co.verbose) std::fprintf(stderr, "kiln chat: chat template: %s\n", chat->origin.c_str());
   auto sampler = sf.make_sampler(*model, "chat");
   if (!sampler) return 1;
+  auto vision = media.load_vision(*model);
+  if (!vision.ok()) {
+    std::fprintf(stderr, "kiln chat: %s\n", vision.error().message.c_str());
+    return 1;
+  }
+  mf.context.input_embeddings = *vision != nullptr;
+  // The decoder and the vision encoder take turns on the context's compute arena.
   auto mc = mf.create_context("chat", model, mf.context);
   if (!mc) return 1;
+  std::unique_ptr<VisionEncoder> encoder;
+  ImageList pending;  // images for the next message
+  if (*vision) {
+    auto enc = make_encoder(*vision, *mc, mf.context);
+    if (!enc.ok()) return fail("chat", enc.error().message);
+    encoder = std::move(*enc);
+    for (const std::string& path : media.images) {
+      auto img = read_image(**vision, path);
+      if (!img.ok()) return fail("chat", "--image: " + img.error().message);
+      pending.push_back(*img);
+    }
+  }
   if (!install_interrupt_handler())
     return fail("chat", std::string("cannot install the Ctrl-C handler: ") + std::strerror(errno));
 
   const ReversePrompts stops(model->tokenizer(), reverse_prompts, /*slack=*/0);
-  ChatSession session(*mc->context, *sampler, *chat, stops, system_prompt, co);
+  ChatSession session(*mc->context, *sampler, *chat, stops, encoder.get(), system_prompt, co);
   const std::unique_ptr<LineInput> in = LineInput::open(g_interrupt_pipe[0]);
   const bool tty = in->is_terminal();
   if (tty) std::fprintf(stderr, "kiln chat: /help lists the commands; /exit or Ctrl-D ends the chat\n");
   int exit_code = 0;
   auto reply = [&](const std::string& message) {
-    const Status st = session.turn(message);
+    const Status st = session.turn(message, std::exchange(pending, {}));
     if (st.ok()) return true;
     print_error("chat", st.error().message);
     exit_code = 1;
@@ -391,7 +465,26 @@ int run_chat(int argc, char** argv) {
     if (message == "/exit") break;
     if (message == "/reset") {
       session.reset();
+      pending.clear();
       std::fprintf(stderr, "kiln chat: new conversation\n");
+      continue;
+    }
+    if (message == "/image" || message.rfind("/image ", 0) == 0) {
+      std::string path = message.size() > 7 ? message.substr(7) : "";
+      path.erase(0, path.find_first_not_of(" \t"));
+      path.erase(path.find_last_not_of(" \t") + 1);
+      if (!encoder) {
+        std::fprintf(stderr, "kiln chat: /image needs --mmproj FILE (the model's vision projector)\n");
+      } else if (path.empty()) {
+        std::fprintf(stderr, "kiln chat: /image needs a file name\n");
+      } else if (auto img = read_image(encoder->model(), path); !img.ok()) {
+        std::fprintf(stderr, "kiln chat: /image: %s\n", img.error().message.c_str());
+      } else {
+        pending.push_back(*img);
+        std::fprintf(stderr, "kiln chat: image '%s' (%d x %d, %lld tokens) goes with your next message\n",
+                     path.c_str(), (*img)->source_width, (*img)->source_height,
+                     static_cast<long long>((*img)->n_tokens));
+      }
       continue;
     }
     if (message == "/help") {

@@ -1,12 +1,16 @@
 // `kiln run`: plain text completion, streamed to stdout, with llama.cpp's flag names.
 //   kiln run [-m MODEL.gguf] -p PROMPT [-n N] [-r STOP] [--temp T] [--top-k K] [--top-p P] ...
 //            [--spec-type TYPES] [-md DRAFT.gguf] ...   (speculative decoding: same output, faster)
+//   kiln run -m MODEL.gguf --mmproj MMPROJ.gguf --image A.png [--image B.jpg] -p "...<__media__>..."
+// With images, the prompt is tokenized and decoded as llama-mtmd-cli does (llm/media_prompt.h).
 #include <algorithm>
 #include <cstdio>
 
 #include "command.h"
 #include "generation.h"
+#include "llm/media_prompt.h"
 #include "llm/sampler.h"
+#include "media_flags.h"
 #include "messages.h"
 #include "model_flags.h"
 #include "reverse_prompt.h"
@@ -17,16 +21,27 @@
 namespace kiln::cli {
 namespace {
 
+// " (N images, M of their tokens)" for a prompt with images, else "".
+std::string image_note(const MediaPrompt& p) {
+  int64_t n = 0;
+  for (const PromptChunk& c : p.chunks) n += c.image ? c.n_positions() : 0;
+  if (p.n_images() == 0) return "";
+  return " (" + std::to_string(p.n_images()) + (p.n_images() == 1 ? " image, " : " images, ") + std::to_string(n) +
+         " of their tokens)";
+}
+
 constexpr int64_t kUntilContextFull = -2;  // -n -2, as llama.cpp's completion tool
 
 int run_run(int argc, char** argv) {
   ModelFlags mf;
+  MediaFlags media;
   SamplerFlags sf;
   SpeculativeFlags spf;
   std::string prompt, prompt_file;
   std::vector<std::string> reverse_prompts;
   int64_t n_predict = -1, n_keep = 0;
   bool no_display_prompt = false, parse_special = false, context_shift = false, show_special = false;
+  bool verbose = false;
   OptionParser p("run", "kiln run [-m MODEL.gguf] (-p PROMPT | -f FILE) [-n N] [options]");
   p.description(
       "Continues a prompt with a model (plain completion): the text streams to stdout, a timing\n"
@@ -48,10 +63,16 @@ int run_run(int argc, char** argv) {
          "when the context is full, drop the older half of the text (after --keep) and go on");
   p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0; -1: all)",
           IntRange::at_least(-1));
+  media.declare(p);
+  p.flag({"-v", "--verbose"}, &verbose, "print the memory breakdown (per device and model) at exit");
   sf.declare(p);
   spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("run")) return *code;
+  if (context_shift && !media.images.empty())
+    return fail("run", "--context-shift is not supported with images (as in llama.cpp)");
+  if (spf.requested() && !media.images.empty())
+    return fail("run", "speculative decoding is not supported with images");
   if (!prompt.empty() && !prompt_file.empty())
     return fail("run", "give the prompt with -p or -f, not both", 2);
   if (n_predict == kUntilContextFull) {
@@ -65,6 +86,13 @@ int run_run(int argc, char** argv) {
   auto sampler = sf.make_sampler(*model, "run");
   if (!sampler) return 1;
 
+  auto vision = media.load_vision(*model);
+  if (!vision.ok()) {
+    std::fprintf(stderr, "kiln run: %s\n", vision.error().message.c_str());
+    return 1;
+  }
+  mf.context.input_embeddings = *vision != nullptr;
+  // The decoder and the vision encoder take turns on the context's compute arena.
   auto mc = mf.create_context("run", model, mf.context);
   if (!mc) return 1;
   Context& ctx = *mc->context;
@@ -74,7 +102,35 @@ int run_run(int argc, char** argv) {
   bool spec_failed = false;
   const auto speculator = spf.make(*model, mc->backend(), target_options, "run", &spec_failed);
   if (spec_failed) return 1;
-  std::vector<int32_t> tokens = tok.tokenize(prompt, true, parse_special);
+  std::unique_ptr<VisionEncoder> encoder;
+  MediaPrompt media_prompt;
+  if (*vision) {
+    auto enc = make_encoder(*vision, *mc, mf.context);
+    if (!enc.ok()) {
+      std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
+      return 1;
+    }
+    encoder = std::move(*enc);
+    std::vector<std::shared_ptr<const PreparedImage>> images;
+    for (const std::string& path : media.images) {
+      auto img = read_image(**vision, path);
+      if (!img.ok()) {
+        std::fprintf(stderr, "kiln run: --image: %s\n", img.error().message.c_str());
+        return 1;
+      }
+      images.push_back(*img);
+    }
+    auto mp = tokenize_media_prompt(tok, vision->get(), with_media_markers(prompt, images.size()), images,
+                                    {.add_special = true, .parse_special = parse_special});
+    if (!mp.ok()) {
+      std::fprintf(stderr, "kiln run: %s\n", mp.error().message.c_str());
+      return 1;
+    }
+    media_prompt = std::move(*mp);
+  } else {
+    media_prompt.append_text(tok.tokenize(prompt, true, parse_special));
+  }
+  const std::vector<int32_t> tokens = media_prompt.flat_tokens();  // kMediaToken at image positions
   if (tokens.empty()) return fail("run", "the prompt is empty (give one with -p or -f)");
   if (static_cast<int64_t>(tokens.size()) >= n_ctx) {
     return fail("run", "the prompt has " + std::to_string(tokens.size()) +
@@ -92,12 +148,15 @@ int run_run(int argc, char** argv) {
   // Prompt, in batches of n_batch tokens; logits only for the last token.
   const auto t_prompt = Clock::now();
   SequenceState cached;
-  auto last = decode_tokens(ctx, tokens, cached, mf.context.n_batch);
+  auto last = decode_media_prompt(ctx, encoder.get(), media_prompt, 0, {.seq = 0, .n_batch = mf.context.n_batch});
   if (!last.ok()) {
     std::fputc('\n', stderr);
     return fail("run", last.error().message);
   }
-  for (int32_t t : tokens) sampler->accept(t);
+  cached.tokens = tokens;
+  for (int32_t t : tokens) {
+    if (t != kMediaToken) sampler->accept_prompt(t);
+  }
   const auto drafter = speculator ? speculator->drafter(cached.seq) : nullptr;
   if (drafter) {
     if (const Status st = drafter->begin(cached.tokens); !st.ok()) {
@@ -121,6 +180,10 @@ int run_run(int argc, char** argv) {
     std::fputc('\n', stderr);
     return fail("run", gen.error().message);
   }
+  if (sampler->grammar_stalled()) {
+    std::fputc('\n', stderr);
+    print_error("run", sampler->grammar_error());
+  }
   if (gen->stop == StopReason::ContextFull) {
     std::fputc('\n', stderr);
     print_error("run", "the context of " + std::to_string(n_ctx) +
@@ -131,13 +194,14 @@ int run_run(int argc, char** argv) {
   std::printf("\n");
   std::fprintf(
       stderr,
-      "\nkiln run: prompt %zu tokens in %.2f s (%.1f t/s), generated %lld tokens in %.2f s (%.1f t/s)\n",
-      tokens.size(), prompt_s, static_cast<double>(tokens.size()) / std::max(prompt_s, 1e-9),
+      "\nkiln run: prompt %zu tokens%s in %.2f s (%.1f t/s), generated %lld tokens in %.2f s (%.1f t/s)\n",
+      tokens.size(), image_note(media_prompt).c_str(), prompt_s, static_cast<double>(tokens.size()) / std::max(prompt_s, 1e-9),
       static_cast<long long>(n_generated), gen_s, static_cast<double>(n_generated) / std::max(gen_s, 1e-9));
   if (drafter) {
     std::fprintf(stderr, "kiln run: speculative: drafted %lld, accepted %lld\n",
                  static_cast<long long>(drafter->n_drafted()), static_cast<long long>(drafter->n_accepted()));
   }
+  if (verbose) std::fputs(format_memory_breakdown(mc->devices->memory_breakdown()).c_str(), stderr);
   return 0;
 }
 

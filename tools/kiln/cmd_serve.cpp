@@ -1,11 +1,12 @@
 // `kiln serve`: the OpenAI-compatible HTTP server (src/serve/server.h).
 //   kiln serve [-m MODEL.gguf] [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key K]
-//              [--chat-template-file F] [--sleep-idle-seconds N] [--timeout S] [--max-body N]
-//              [--reuse-port] [--cors-origins LIST] [model flags]
+//              [--chat-template-file F] [--sleep-idle-seconds N] [--mmproj MMPROJ.gguf] [--timeout S]
+//              [--max-body N] [--reuse-port] [--cors-origins LIST] [model flags]
 // It raises its open-file limit to the hard limit (every connection is a descriptor), listens
 // (GET /health answers 503 while the model loads; a port in use is an error), then serves until
-// SIGINT or SIGTERM: in-flight generations are cancelled, their clients answered, and it exits 0.
-// Whatever the clients do it exits within kStopLimit; a second signal ends it at once (exit 1).
+// SIGINT or SIGTERM: in-flight generations are cancelled, their clients answered, and it exits 0
+// (at once when asleep; a reload in progress finishes first). Whatever the clients do it exits
+// within kStopLimit; a second signal ends it at once (exit 1).
 // With --sleep-idle-seconds the model is released when idle and loaded again, from the same file
 // with the same flags, by the next request that needs it.
 #include <pthread.h>
@@ -74,7 +75,7 @@ const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; 
 
 int run_serve(int argc, char** argv) {
   ModelFlags mf;
-  std::string host = "127.0.0.1", api_key, template_file, pooling;
+  std::string host = "127.0.0.1", api_key, template_file, pooling, mmproj;
   int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0, timeout = 3600;
   size_t max_body = size_t{16} << 20;
   bool embeddings = false, reuse_port = false;
@@ -92,6 +93,8 @@ int run_serve(int argc, char** argv) {
   p.value({"--api-key"}, &api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
   p.value({"--chat-template-file"}, &template_file, "FILE",
           "Jinja chat template to use instead of the model's");
+  p.value({"--mmproj"}, &mmproj, "FILE",
+          "the model's vision encoder and projector (llama.cpp's mmproj GGUF): requests may carry images");
   p.flag({"--embeddings"}, &embeddings, "serve POST /v1/embeddings and /embeddings");
   p.value({"--pooling"}, &pooling, "none|mean|cls|last",
           "embedding pooling (default: the model's, else mean)");
@@ -125,9 +128,11 @@ int run_serve(int argc, char** argv) {
   opt.n_threads = mf.threads;
   opt.device = mf.device;
   opt.sim_devices = mf.device_options().sim;
+  opt.budgets = mf.budgets;
   opt.context = mf.context;
   opt.embeddings = embeddings;
   opt.pooling = pooling;
+  opt.mmproj = mmproj;
   opt.sleep_idle_seconds = sleep_idle;
   opt.timeout_seconds = timeout;
   opt.max_body = max_body;
@@ -168,8 +173,8 @@ int run_serve(int argc, char** argv) {
   if (const Status st = server.attach(std::move(loader)); !st.ok()) return fail("serve", st.error().message);
   const std::string sleeps =
       sleep_idle > 0 ? ", sleeping after " + std::to_string(sleep_idle) + " s idle" : "";
-  std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s\n", server.info()->name.c_str(), parallel,
-               sleeps.c_str());
+  std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s%s\n", server.info()->name.c_str(), parallel,
+               server.info()->vision ? ", vision (--mmproj)" : "", sleeps.c_str());
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "kiln serve: %s, shutting down\n", signal_name(sig));

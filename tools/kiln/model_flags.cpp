@@ -34,8 +34,8 @@ std::string parse_device(const std::string& v, std::string* out) {
   return "";
 }
 
-// "sim0=4,sim1=0.5": capacities in GiB, decimals allowed.
-std::string parse_sim_capacities(const std::string& v, std::vector<SimDeviceOptions>* out) {
+// "DEV=GiB,DEV=GiB": each device once, GiB a finite decimal number.
+std::string parse_device_gib_list(const std::string& v, std::vector<std::pair<std::string, double>>* out) {
   size_t begin = 0;
   for (;;) {
     const size_t comma = v.find(',', begin);
@@ -43,22 +43,57 @@ std::string parse_sim_capacities(const std::string& v, std::vector<SimDeviceOpti
     const size_t eq = item.find('=');
     if (eq == std::string::npos) return "'" + item + "' is not DEVICE=GiB (e.g. sim0=2)";
     const std::string name = item.substr(0, eq), gib_text = item.substr(eq + 1);
-    if (!is_sim_device_name(name)) return "'" + name + "' is not a sim device name (sim0, sim1, ...)";
-    for (const SimDeviceOptions& o : *out) {
-      if (o.name == name) return "'" + name + "' is given twice";
+    for (const auto& [other, gib] : *out) {
+      if (other == name) return "'" + name + "' is given twice";
     }
     errno = 0;
     char* end = nullptr;
     const double gib = std::strtod(gib_text.c_str(), &end);
     if (gib_text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(gib))
       return "'" + gib_text + "' is not a number of GiB";
-    if (gib <= 0 || gib > 65536)
-      return "the capacity of " + name + " must be in (0, 65536] GiB, not " + gib_text;
-    out->push_back(
-        {.name = name, .capacity = static_cast<size_t>(gib * static_cast<double>(size_t{1} << 30))});
+    out->emplace_back(name, gib);
     if (comma == std::string::npos) return "";
     begin = comma + 1;
   }
+}
+
+constexpr double kBytesPerGiB = static_cast<double>(size_t{1} << 30);
+
+std::string gib_text(double gib) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", gib);
+  return buf;
+}
+
+// "sim0=4,sim1=0.5": capacities in GiB, decimals allowed.
+std::string parse_sim_capacities(const std::string& v, std::vector<SimDeviceOptions>* out) {
+  std::vector<std::pair<std::string, double>> items;
+  for (const SimDeviceOptions& o : *out) items.emplace_back(o.name, 0.0);
+  if (std::string e = parse_device_gib_list(v, &items); !e.empty()) return e;
+  for (size_t i = out->size(); i < items.size(); ++i) {
+    const auto& [name, gib] = items[i];
+    if (!is_sim_device_name(name)) return "'" + name + "' is not a sim device name (sim0, sim1, ...)";
+    if (gib <= 0 || gib > 65536)
+      return "the capacity of " + name + " must be in (0, 65536] GiB, not " + gib_text(gib);
+    out->push_back({.name = name, .capacity = static_cast<size_t>(gib * kBytesPerGiB)});
+  }
+  return "";
+}
+
+// "cpu=12,sim0=0.5,sim1=-1": residency budgets in GiB; negative: all but this much.
+std::string parse_budgets(const std::string& v, std::vector<DeviceBudget>* out) {
+  std::vector<std::pair<std::string, double>> items;
+  for (const DeviceBudget& b : *out) items.emplace_back(b.device, b.gib);
+  if (std::string e = parse_device_gib_list(v, &items); !e.empty()) return e;
+  for (size_t i = out->size(); i < items.size(); ++i) {
+    const auto& [name, gib] = items[i];
+    if (name != "cpu" && !is_sim_device_name(name))
+      return "'" + name + "' is not a device (cpu, sim0, sim1, ...)";
+    if (gib == 0 || gib < -65536 || gib > 65536)
+      return "the budget of " + name + " must be in [-65536, 65536] GiB and not 0, not " + gib_text(gib);
+    out->push_back({.device = name, .gib = gib});
+  }
+  return "";
 }
 
 }  // namespace
@@ -119,14 +154,22 @@ void ModelFlags::declare(OptionParser& p) {
   p.custom(
       {"--sim-capacity"}, [this](const std::string& v) { return parse_sim_capacities(v, &sim_devices); },
       "SIM=GiB,...", "capacity of sim devices, e.g. sim0=0.5 (default 4 GiB each)");
+  p.custom(
+      {"--max-mem"}, [this](const std::string& v) { return parse_budgets(v, &budgets); }, "DEV=GiB,...",
+      "memory budget per device, e.g. cpu=12,sim0=0.5 (negative: all but this much); the residency "
+      "manager evicts idle models to stay within it");
   p.flag({"--list-devices"}, &list_devices, "print the devices (name, kind, capacity, free memory) and exit");
 }
 
 DeviceRegistryOptions ModelFlags::device_options() const {
-  DeviceRegistryOptions o{.n_threads = threads, .sim = sim_devices};
-  bool named = device == "cpu";
-  for (const SimDeviceOptions& s : sim_devices) named = named || s.name == device;
-  if (!named) o.sim.push_back({.name = device, .capacity = kDefaultSimCapacity});
+  DeviceRegistryOptions o{.n_threads = threads, .sim = sim_devices, .budgets = budgets};
+  auto name = [&](const std::string& dev) {
+    bool named = dev == "cpu";
+    for (const SimDeviceOptions& s : o.sim) named = named || s.name == dev;
+    if (!named) o.sim.push_back({.name = dev, .capacity = kDefaultSimCapacity});
+  };
+  name(device);
+  for (const DeviceBudget& b : budgets) name(b.device);
   return o;
 }
 
@@ -173,7 +216,10 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
   auto weights = DeviceWeights::create(std::move(model), **dev);
   if (!weights.ok()) return fail(weights.error().message);
   mc.weights = std::move(*weights);
-  auto ctx = Context::create(mc.weights, mc.devices->backend(**dev), options);
+  mc.arena = std::make_unique<ComputeArena>(**dev, mc.weights->model().name());
+  ContextOptions in_arena = options;
+  in_arena.arena = mc.arena.get();
+  auto ctx = Context::create(mc.weights, mc.devices->backend(**dev), in_arena);
   if (!ctx.ok()) return fail(ctx.error().message);
   mc.context = std::move(*ctx);
   warn_beyond_training_context(command, mc.context->n_ctx(), m);

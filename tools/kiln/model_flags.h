@@ -19,10 +19,13 @@
 namespace kiln::cli {
 
 // What run, chat, perplexity and bench compute with: the process's devices, the model's weights
-// on the device --device names, and a context there (members are destroyed context first).
+// on the device --device names, the compute arena there, and a context planning in it (members
+// are destroyed context first). A vision encoder made for the context plans in the same arena
+// (media_flags.h: make_encoder), so the arena fits the larger of their worst cases.
 struct ModelContext {
   std::unique_ptr<DeviceRegistry> devices;
   std::shared_ptr<DeviceWeights> weights;
+  std::unique_ptr<ComputeArena> arena;
   std::unique_ptr<Context> context;
   // The backend `context` runs on (the registry's, for the weights' device).
   Backend& backend() const { return devices->backend(weights->device()); }
@@ -43,22 +46,25 @@ struct ModelFlags {
   ContextOptions context;
   std::string device = "cpu";                 // --device: where the model runs
   std::vector<SimDeviceOptions> sim_devices;  // --sim-capacity, in the order named
+  std::vector<DeviceBudget> budgets;          // --max-mem
   bool list_devices = false;                  // --list-devices
   std::string ctx_default;
 
-  // Declares -m, -t, -c, -b, -ub, -ctk, -ctv, -fa, --device, --sim-capacity, --list-devices on `p`.
+  // Declares -m, -t, -c, -b, -ub, -ctk, -ctv, -fa, --device, --sim-capacity, --max-mem,
+  // --list-devices on `p`.
   void declare(OptionParser& p);
   // With --list-devices: prints every device (name, kind, capacity, free memory) to stdout and
   // returns the exit code; else nullopt.
   std::optional<int> list_devices_if_asked(const char* command) const;
-  // The devices these flags name: the CPU, and sim devices named by --sim-capacity or --device
-  // (4 GiB unless --sim-capacity sizes them).
+  // The devices these flags name: the CPU, and sim devices named by --sim-capacity, --device or
+  // --max-mem (4 GiB unless --sim-capacity sizes them), with the --max-mem budgets.
   DeviceRegistryOptions device_options() const;
   // Loads the model named by -m (or the embedded default); prints the error and returns null.
   std::shared_ptr<const Model> load_model(const char* command) const;
   // Opens the devices, places `model` on the --device one and creates a context with `options`
-  // (warning when it is larger than the model's training context);
-  // prints the error ("kiln COMMAND: ...") and returns nullopt.
+  // in a compute arena of its own there (options.arena is replaced; warning when the context is
+  // larger than the model's training context); prints the error ("kiln COMMAND: ...") and returns
+  // nullopt.
   std::optional<ModelContext> create_context(const char* command, std::shared_ptr<const Model> model,
                                              const ContextOptions& options) const;
 };

@@ -3,9 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "messages.h"
+#include "text/grammar/grammar_constraint.h"
+#include "text/grammar/json_schema.h"
+#include "user_files.h"
 
 namespace kiln::cli {
 namespace {
@@ -50,6 +54,31 @@ void SamplerFlags::declare(OptionParser& p) {
       {"-l", "--logit-bias"},
       [this](const std::string& v) { return parse_logit_bias(v, &params.logit_bias); }, "TOKEN(+|-)BIAS",
       "add BIAS to TOKEN's logit, e.g. 15043+1 or 2-inf (repeatable)");
+  p.value({"--grammar"}, &grammar, "GRAMMAR", "GBNF grammar the output must follow (llama.cpp's syntax)");
+  p.value({"--grammar-file"}, &grammar_file, "FILE", "read the GBNF grammar from FILE");
+  p.value({"-j", "--json-schema"}, &json_schema, "SCHEMA",
+          "JSON schema the output must follow, e.g. '{\"type\": \"object\"}' for any JSON object");
+  p.value({"-jf", "--json-schema-file"}, &json_schema_file, "FILE", "read the JSON schema from FILE");
+}
+
+Result<std::string> SamplerFlags::grammar_text() const {
+  const int given =
+      !grammar.empty() + !grammar_file.empty() + !json_schema.empty() + !json_schema_file.empty();
+  if (given > 1)
+    return make_error("give only one of --grammar, --grammar-file, --json-schema, --json-schema-file");
+  if (!grammar.empty()) return grammar;
+  if (!grammar_file.empty()) return read_text_file(grammar_file);
+  if (json_schema.empty() && json_schema_file.empty()) return std::string();
+  std::string text = json_schema;
+  if (!json_schema_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(text, read_text_file(json_schema_file));
+  }
+  const char* flag = json_schema_file.empty() ? "--json-schema" : "--json-schema-file";
+  const auto schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) return make_error(flag, ": not valid JSON");
+  auto gbnf = grammar::json_schema_to_gbnf(schema);
+  if (!gbnf.ok()) return make_error(flag, ": ", gbnf.error().message);
+  return std::move(*gbnf);
 }
 
 std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char* command) const {
@@ -75,6 +104,20 @@ std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char
   if (!s.ok()) {
     print_error(command, s.error().message);
     return std::nullopt;
+  }
+  auto gbnf = grammar_text();
+  if (!gbnf.ok()) {
+    print_error(command, gbnf.error().message);
+    return std::nullopt;
+  }
+  if (!gbnf->empty()) {
+    auto constraint = grammar::GrammarConstraint::create({.gbnf = *gbnf, .lazy = false, .triggers = {}},
+                                                         model.grammar_vocab(), &model.tokenizer());
+    if (!constraint.ok()) {
+      print_error(command, constraint.error().message);
+      return std::nullopt;
+    }
+    s->set_grammar(std::move(*constraint));
   }
   return std::move(*s);
 }

@@ -62,7 +62,7 @@ MemoryInfo SimDevice::memory_info() const {
   return MemoryInfo{capacity_, capacity_ - alloc_->used()};
 }
 
-size_t SimDevice::largest_free_block() const {
+std::optional<size_t> SimDevice::largest_free_block() const {
   std::lock_guard<std::mutex> lock(mu_);
   return alloc_->largest_free();
 }

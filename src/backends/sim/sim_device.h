@@ -41,7 +41,7 @@ class SimDevice : public Device {
   Result<std::unique_ptr<Buffer>> allocate(const BufferDesc& desc) override;
   void* host_address(const void* addr, size_t n) const override;
 
-  size_t largest_free_block() const;
+  std::optional<size_t> largest_free_block() const override;
   // The most bytes in use at once since creation or the last reset_peak_used() (for tests that
   // check a budget was never passed), and a reset to what is in use now.
   size_t peak_used() const;

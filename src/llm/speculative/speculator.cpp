@@ -16,7 +16,10 @@ Result<std::unique_ptr<Speculator>> Speculator::create(const SpeculativeOptions&
     return make_error("speculative type draft-simple needs a draft model (-md FILE)");
   if (!wants_model && draft) {
     std::string types;
-    for (DraftSource src : options.sources) types += (types.empty() ? "" : ",") + std::string(draft_source_name(src));
+    for (DraftSource src : options.sources) {
+      if (!types.empty()) types += ',';
+      types += draft_source_name(src);
+    }
     return make_error("a draft model is given but the speculative types (", types.empty() ? "none" : types,
                       ") do not include draft-simple");
   }

@@ -2,22 +2,24 @@
   llama-ropefreqs.gguf: a llama with Llama-3.1-style per-dimension frequency factors
                         (rope_freqs.weight) and a 2048-token context, for prompts past 1000 tokens;
   qwen2-yarn.gguf:      a qwen2 with YaRN scaling (factor 4 over an original context of 32).
-Both use the byte-level vocabulary fixtures/quant/vocab512.gguf and random weights from
-../shared/tools/mkmodel.py. Usage: make_rope_models.py SHARED_DIR OUT_DIR (run with /usr/bin/python3).
+Both use the byte-level vocabulary tests/data/quant/vocab512.gguf and random weights from
+tools/fixtures/mkmodel.py. Usage: make_rope_models.py OUT_DIR (run with /usr/bin/python3).
 """
 import math
 import os
 import subprocess
 import sys
 
-shared, out = sys.argv[1], sys.argv[2]
-sys.path.insert(0, os.path.join(shared, "tools"))
+out = sys.argv[1]
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+tools = os.path.join(root, "tools", "fixtures")
+sys.path.insert(0, tools)
 import gguf_lite as g  # noqa: E402
 
 
 def mkmodel(path, arch, ctx):
-    subprocess.run([sys.executable, os.path.join(shared, "tools", "mkmodel.py"),
-                    "--vocab", os.path.join(shared, "fixtures", "quant", "vocab512.gguf"), "--out", path,
+    subprocess.run([sys.executable, os.path.join(tools, "mkmodel.py"),
+                    "--vocab", os.path.join(root, "tests", "data", "quant", "vocab512.gguf"), "--out", path,
                     "--arch", arch, "--embd", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2",
                     "--ff", "128", "--ctx", str(ctx), "--seed", "7"], check=True)
 

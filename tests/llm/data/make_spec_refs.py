@@ -19,11 +19,11 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from llama_server import LlamaServer  # noqa: E402
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+TEST_MODELS = os.path.join(ROOT, "build", "test-data", "models")  # tools/fixtures/make_test_data.py
 MODELS = {
     "default": os.path.join(ROOT, "models", "kjv-llama-q8_0.gguf"),
-    "llama-spm-e128-f32": os.path.join(SHARED, "fixtures", "models", "llama-spm-e128-f32.gguf"),
-    "qwen2-e64-Q8_0": os.path.join(SHARED, "fixtures", "models", "qwen2-e64-Q8_0.gguf"),
+    "llama-spm-e128-f32": os.path.join(TEST_MODELS, "llama-spm-e128-f32.gguf"),
+    "qwen2-e64-Q8_0": os.path.join(TEST_MODELS, "qwen2-e64-Q8_0.gguf"),
 }
 N_CTX = 1024  # the server's -c; a slot's context is at most the model's trained context
 

@@ -1,15 +1,17 @@
 // The official OpenAI Node SDK (package.json pins the version) against a real `kiln serve`:
-// chat completions (plain and streamed), completions, embeddings and errors, checked field by field.
+// chat completions (plain and streamed), completions, embeddings, tool calls (a round trip),
+// response_format json_schema (validated with ajv) and errors, checked field by field.
 //
-// Usage: node openai_sdk_test.mjs KILN_BINARY [SHARED_DIR]
+// Usage: node openai_sdk_test.mjs KILN_BINARY [MODEL]
 //   KILN_BINARY  the `kiln` executable (or env KILN_BIN)
-//   SHARED_DIR   the shared fixtures folder (or env KILN_SHARED_DIR; default ../shared beside the repo)
+//   MODEL        the qwen2 test model (default: build/test-data/models/qwen2-e64-Q8_0.gguf of this
+//                checkout, made by tools/fixtures/make_test_data.py)
 // Registered with ctest (label server) by CMakeLists.txt; its packages come from `npm ci` in this
 // folder (scripts/test.sh runs it). The script starts the server itself on a free port and kills it
 // when it ends, on failure too.
 import { spawn } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -22,24 +24,24 @@ if (!existsSync(path.join(here, 'node_modules', 'openai'))) {
 const { default: OpenAI } = await import('openai');
 
 const kilnBin = process.argv[2] ?? process.env.KILN_BIN;
-const sharedDir = process.argv[3] ?? process.env.KILN_SHARED_DIR ?? path.resolve(here, '../../../../shared');
 if (!kilnBin || !existsSync(kilnBin)) {
   console.error(`openai_sdk_test: no kiln binary (got '${kilnBin ?? ''}'): pass it as the first argument`);
   process.exit(1);
 }
 // qwen2 fixture: a random-weight model with the real Qwen2 vocabulary; its embedding width is 64.
-const kModel = path.join(sharedDir, 'fixtures/models/qwen2-e64-Q8_0.gguf');
+const kModel = process.argv[3] ?? path.resolve(here, '../../../build/test-data/models/qwen2-e64-Q8_0.gguf');
 const kEmbd = 64;
 const kStartTimeoutMs = 60_000;
 
-let server = null;  // the child process
+const servers = [];  // the child processes
 let baseURL = '';
 let client = null;
 let servedModel = '';  // the id /v1/models reports: every response must name it
 let serverLog = '';
 
 function killServer() {
-  if (server && server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
+  for (const server of servers)
+    if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
 }
 process.on('exit', killServer);
 for (const sig of ['SIGINT', 'SIGTERM']) {
@@ -49,17 +51,19 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
   });
 }
 
-// Starts `kiln serve --port 0`, reads the bound port from its log, then waits for /health 200.
-async function startServer() {
-  server = spawn(kilnBin, ['serve', '-m', kModel, '--port', '0', '-c', '1024', '-t', '2', '--parallel', '2',
-                           '--embeddings'], { stdio: ['ignore', 'ignore', 'pipe'] });
+// Starts `kiln serve --port 0 ARGS`, reads the bound port from its log, then waits for /health 200.
+async function startServer(args) {
+  const server = spawn(kilnBin, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  servers.push(server);
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`kiln serve printed no port in time:\n${serverLog}`)),
                              kStartTimeoutMs);
     server.stderr.setEncoding('utf8');
+    let log = '';  // this server's own output: its port
     server.stderr.on('data', (text) => {
       serverLog += text;
-      const m = serverLog.match(/http:\/\/127\.0\.0\.1:(\d+)/);
+      log += text;
+      const m = log.match(/http:\/\/127\.0\.0\.1:(\d+)/);
       if (m) {
         clearTimeout(timer);
         resolve(Number(m[1]));
@@ -80,7 +84,7 @@ async function startServer() {
 }
 
 before(async () => {
-  const origin = await startServer();
+  const origin = await startServer(['-m', kModel, '-c', '1024', '-t', '2', '--parallel', '2', '--embeddings']);
   baseURL = `${origin}/v1`;
   // No retries: every answer the server gives must be the one the test sees.
   client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
@@ -327,6 +331,70 @@ test('embeddings.create: float, base64 and the SDK default decode to the same ve
   });
 });
 
+const kWeatherTool = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'Weather in a city',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', enum: ['Paris', 'Oslo'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+      required: ['city', 'days'],
+      additionalProperties: false,
+    },
+  },
+};
+
+test('tool calls: a required call, streamed alike, its result sent back, then an answer', async () => {
+  const { default: Ajv } = await import('ajv');
+  const validate = new Ajv({ strict: false }).compile(kWeatherTool.function.parameters);
+  const messages = [{ role: 'user', content: 'What is the weather in Oslo?' }];
+  const request = { model: 'x', messages, tools: [kWeatherTool], tool_choice: 'required', temperature: 0, max_tokens: 200 };
+  const r = await client.chat.completions.create(request);
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls');
+  assert.equal(c.message.tool_calls.length, 1);
+  const call = c.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'get_weather');
+  assert.ok(typeof call.id === 'string' && call.id.length > 0);
+  const args = JSON.parse(call.function.arguments);
+  assert.ok(validate(args), `${call.function.arguments}: ${JSON.stringify(validate.errors)}`);
+
+  // Streamed: the SDK puts the deltas together into the same call.
+  const stream = client.chat.completions.stream(request);
+  const streamed = await stream.finalChatCompletion();
+  assert.equal(streamed.choices[0].finish_reason, 'tool_calls');
+  const sc = streamed.choices[0].message.tool_calls;
+  assert.equal(sc.length, 1);
+  assert.equal(sc[0].function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(sc[0].function.arguments), args);
+
+  // The call and its result in the conversation; the model answers in text.
+  const followUp = await client.chat.completions.create({
+    model: 'x', temperature: 0, max_tokens: 12, tools: [kWeatherTool], tool_choice: 'none',
+    messages: [...messages, c.message, { role: 'tool', tool_call_id: call.id, content: 'Rain, 4 degrees.' }],
+  });
+  const answer = followUp.choices[0];
+  assert.equal(typeof answer.message.content, 'string');
+  assert.ok(!answer.message.tool_calls || answer.message.tool_calls.length === 0);
+  assert.ok(['stop', 'length'].includes(answer.finish_reason), `finish_reason ${answer.finish_reason}`);
+});
+
+test('response_format json_schema: the content validates', async () => {
+  const { default: Ajv } = await import('ajv');
+  const schema = kWeatherTool.function.parameters;
+  const validate = new Ajv({ strict: false }).compile(schema);
+  for (const temperature of [0, 1]) {
+    const r = await client.chat.completions.create({
+      model: 'x', messages: kMessages, temperature, seed: 5, max_tokens: 200,
+      response_format: { type: 'json_schema', json_schema: { name: 'weather', schema } },
+    });
+    const value = JSON.parse(r.choices[0].message.content);
+    assert.ok(validate(value), `${r.choices[0].message.content}: ${JSON.stringify(validate.errors)}`);
+  }
+});
+
 test('a 400 surfaces as BadRequestError with the server message', async () => {
   const cases = [
     [{ model: 'x', messages: kMessages, max_tokens: 0 }, /max_tokens/],
@@ -334,7 +402,7 @@ test('a 400 surfaces as BadRequestError with the server message', async () => {
     [{ model: 'x', messages: kMessages, response_format: { type: 'json_schema', json_schema: { name: 's' } } },
      /response_format/],
     [{ model: 'x', messages: [] }, /messages/],
-    [{ model: 'x', messages: kMessages, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] },
+    [{ model: 'x', messages: kMessages, tools: [{ type: 'retrieval' }] },
      /tools/],
     [{ model: 'x', messages: [{ role: 'user', content: 'word '.repeat(4000) }] }, /prompt/],
   ];
@@ -352,6 +420,31 @@ test('a 400 surfaces as BadRequestError with the server message', async () => {
   await assert.rejects(client.completions.create({ model: 'x', prompt: 'hi', temperature: 'hot' }), (err) => {
     assert.ok(err instanceof OpenAI.BadRequestError, `${err?.constructor?.name}: ${err?.message}`);
     assert.match(err.message, /temperature/);
+    return true;
+  });
+});
+
+test('an image_url content part (data: URL) gets an answer from a server with --mmproj', async () => {
+  // The llama fixture with the gemma3 projector of tests/conformance/data/mtmd (embedding width 128).
+  const mtmd = path.resolve(here, '../../conformance/data/mtmd');
+  const origin = await startServer(['-m', path.resolve(here, '../../../build/test-data/models/llama-spm-e128-f32.gguf'),
+                                    '--mmproj', path.join(mtmd, 'mmproj-gemma3.gguf'), '-c', '512', '-t', '2',
+                                    '--parallel', '1']);
+  const vision = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+  const png = readFileSync(path.join(mtmd, 'test-224.png')).toString('base64');
+  const content = [{ type: 'text', text: 'What is in this image?' },
+                   { type: 'image_url', image_url: { url: `data:image/png;base64,${png}` } }];
+  const r = await vision.chat.completions.create({ model: 'x', messages: [{ role: 'user', content }], max_tokens: 6,
+                                                   temperature: 0 });
+  assert.ok(r.choices[0].message.content.length > 0);
+  assertUsage(r.usage, 6);
+  assert.ok(r.usage.prompt_tokens > 16, `the image's 16 positions count: ${r.usage.prompt_tokens}`);
+  await assert.rejects(vision.chat.completions.create({
+    model: 'x', max_tokens: 4, messages: [{ role: 'user', content: [
+      { type: 'image_url', image_url: { url: 'data:image/png;base64,aGVsbG8=' } }] }],
+  }), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, `${err?.constructor?.name}: ${err?.message}`);
+    assert.match(err.message, /image 0: image:/);
     return true;
   });
 });

@@ -3,7 +3,7 @@
 // extra variables, a conversation that breaks role rules), with and without the generation
 // prompt, on the fixtures' fixed clock. A case the reference refuses (raise_exception or an
 // unsupported construct) is written with `error` and its message.
-//   NODE_PATH=/work/oracle/node_modules node render_chat_cases.mjs ../../../../shared/fixtures/templates chat_cases.json
+//   NODE_PATH=/path/to/node_modules node render_chat_cases.mjs ../../data/templates chat_cases.json
 import {createRequire} from "module";
 const require = createRequire(process.env.NODE_PATH ? process.env.NODE_PATH + "/" : import.meta.url);
 const {Template} = require("@huggingface/jinja");

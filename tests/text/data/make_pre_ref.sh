@@ -1,18 +1,20 @@
 #!/bin/sh
 # Regenerates tests/text/data/pre_ref.json: llama.cpp's tokens for pre_cases.json with the GPT-2
-# vocabulary under each pre-tokenizer name (the file's tokenizer.ggml.pre replaced).
-#   NODE_PATH=/path/to/node_modules sh tests/text/data/make_pre_ref.sh ../shared
+# vocabulary (build/test-data/vocab, made by tools/fixtures/make_test_data.py) under each
+# pre-tokenizer name (the file's tokenizer.ggml.pre replaced).
+#   NODE_PATH=/path/to/node_modules sh tests/text/data/make_pre_ref.sh   (from the repository root)
 set -e
-SHARED=${1:-../shared}
-DATA=$(dirname "$0")
+ROOT=$(pwd)
+VOCAB=${KILN_TEST_DATA_GEN_DIR:-$ROOT/build/test-data}/vocab
+DATA=$ROOT/tests/text/data
 TMP=$(mktemp -d)
-/usr/bin/python3 - "$SHARED" "$TMP" "$DATA" <<'PY'
+/usr/bin/python3 - "$ROOT/tools/fixtures" "$VOCAB" "$TMP" "$DATA" <<'PY'
 import json, sys
-sys.path.insert(0, sys.argv[1] + "/tools")
+tools, vocab, tmp, data = sys.argv[1:5]
+sys.path.insert(0, tools)
 from gguf_lite import Reader, Writer
-shared, tmp, data = sys.argv[1:4]
 pres = json.load(open(data + "/pre_ref.json"))["tokens"].keys()
-r = Reader(shared + "/fixtures/vocab/ggml-vocab-gpt-2.gguf")
+r = Reader(vocab + "/ggml-vocab-gpt-2.gguf")
 for p in pres:
     w = Writer(f"{tmp}/{p}.gguf")
     for k, (t, v, et) in r.kv.items():
@@ -20,7 +22,7 @@ for p in pres:
     w.write()
 PY
 for f in "$TMP"/*.gguf; do
-  node "$SHARED/tools/oracle.mjs" "$f" "$DATA/pre_cases.json" > "${f%.gguf}.json"
+  node "$ROOT/tools/fixtures/oracle.mjs" "$f" "$DATA/pre_cases.json" > "${f%.gguf}.json"
 done
 /usr/bin/python3 - "$TMP" "$DATA" <<'PY'
 import glob, json, os, sys

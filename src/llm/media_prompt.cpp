@@ -1,0 +1,152 @@
+#include "llm/media_prompt.h"
+
+#include <algorithm>
+#include <string>
+
+namespace kiln {
+
+int64_t MediaPrompt::n_positions() const {
+  int64_t n = 0;
+  for (const PromptChunk& c : chunks) n += c.n_positions();
+  return n;
+}
+
+size_t MediaPrompt::n_images() const {
+  return static_cast<size_t>(std::count_if(chunks.begin(), chunks.end(), [](const PromptChunk& c) { return c.image != nullptr; }));
+}
+
+std::vector<int32_t> MediaPrompt::flat_tokens() const {
+  std::vector<int32_t> out;
+  out.reserve(static_cast<size_t>(n_positions()));
+  for (const PromptChunk& c : chunks) {
+    if (c.image) {
+      out.insert(out.end(), static_cast<size_t>(c.image->n_tokens), kMediaToken);
+    } else {
+      out.insert(out.end(), c.tokens.begin(), c.tokens.end());
+    }
+  }
+  return out;
+}
+
+void MediaPrompt::append_text(std::span<const int32_t> tokens) {
+  if (tokens.empty()) return;
+  if (chunks.empty() || chunks.back().image) chunks.emplace_back();
+  chunks.back().tokens.insert(chunks.back().tokens.end(), tokens.begin(), tokens.end());
+}
+
+std::string with_media_markers(std::string_view text, size_t n_images) {
+  std::string out;
+  if (text.find(kMediaMarker) == std::string_view::npos) {
+    for (size_t i = 0; i < n_images; ++i) out += kMediaMarker;
+  }
+  out += text;
+  return out;
+}
+
+Result<MediaPrompt> tokenize_media_prompt(const text::Tokenizer& tok, const VisionModel* vision, std::string_view text,
+                                          std::span<const std::shared_ptr<const PreparedImage>> images,
+                                          const MediaTokenizeOptions& options) {
+  // ref: mtmd_tokenizer (tools/mtmd/mtmd.cpp): split_text, add_text, add_media, then BOS / EOS.
+  size_t n_markers = 0;
+  for (size_t p = text.find(kMediaMarker); p != std::string_view::npos; p = text.find(kMediaMarker, p + kMediaMarker.size()))
+    ++n_markers;
+  if (n_markers != images.size())
+    return make_error("prompt: ", n_markers, " media markers (", kMediaMarker, ") for ", images.size(),
+                      " images: each image needs one marker where it goes");
+  if (!images.empty() && vision == nullptr) return make_error("prompt: images need a vision model (--mmproj)");
+  MediaPrompt prompt;
+  auto add_text = [&](std::string_view piece, bool parse_special) {
+    if (piece.empty()) return;
+    prompt.append_text(tok.tokenize(piece, /*add_special=*/false, parse_special));
+  };
+  size_t start = 0, i_image = 0;
+  while (true) {
+    const size_t p = text.find(kMediaMarker, start);
+    add_text(text.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start), options.parse_special);
+    if (p == std::string_view::npos) break;
+    const ImageMarkup markup = vision->markup();
+    add_text(markup.begin, true);
+    PromptChunk chunk;
+    chunk.image = images[i_image++];
+    prompt.chunks.push_back(std::move(chunk));
+    add_text(markup.end, true);
+    start = p + kMediaMarker.size();
+  }
+  if (options.add_special && tok.add_bos()) {
+    const int32_t bos = tok.bos();
+    if (!prompt.chunks.empty() && !prompt.chunks.front().image) {
+      std::vector<int32_t>& first = prompt.chunks.front().tokens;
+      if (!(options.collapse_bos && first.front() == bos)) first.insert(first.begin(), bos);
+    } else {
+      PromptChunk chunk;
+      chunk.tokens.push_back(bos);
+      prompt.chunks.insert(prompt.chunks.begin(), std::move(chunk));
+    }
+  }
+  if (options.add_special && tok.add_eos()) {
+    const int32_t eos = tok.eos();
+    prompt.append_text(std::span(&eos, 1));
+  }
+  return prompt;
+}
+
+int64_t common_prefix(const MediaPrompt& a, const MediaPrompt& b) {
+  int64_t n = 0;
+  for (size_t i = 0; i < a.chunks.size() && i < b.chunks.size(); ++i) {
+    const PromptChunk& x = a.chunks[i];
+    const PromptChunk& y = b.chunks[i];
+    if (x.image || y.image) {
+      if (!(x.image && y.image && x.image->id == y.image->id && x.image->n_tokens == y.image->n_tokens)) return n;
+      n += x.image->n_tokens;
+      continue;
+    }
+    const size_t m = std::min(x.tokens.size(), y.tokens.size());
+    size_t k = 0;
+    while (k < m && x.tokens[k] == y.tokens[k]) ++k;
+    n += static_cast<int64_t>(k);
+    if (k < x.tokens.size() || k < y.tokens.size()) return n;
+  }
+  return n;
+}
+
+Result<size_t> decode_media_prompt(Context& ctx, VisionEncoder* encoder, const MediaPrompt& prompt, int64_t from,
+                                   const MediaDecodeOptions& options) {
+  const int64_t total = prompt.n_positions();
+  KILN_ASSERT(from >= 0 && from < total && options.n_batch > 0, "decode_media_prompt: nothing to decode");
+  Batch batch;
+  int64_t pos = 0;  // the first position of the chunk at hand
+  for (const PromptChunk& chunk : prompt.chunks) {
+    const int64_t n = chunk.n_positions();
+    if (pos + n <= from) {
+      pos += n;
+      continue;
+    }
+    if (chunk.image) {
+      if (pos < from) return make_error("prompt: decoding cannot start inside an image (position ", from, ")");
+      if (encoder == nullptr) return make_error("prompt: images need a vision encoder (--mmproj)");
+      KILN_ASSIGN_OR_RETURN(const auto embd, encoder->encode(*chunk.image));
+      // ref: mtmd_helper_decode_image_chunk: batches of n_batch; an image whose tokens see each
+      // other both ways goes in one (the context refuses it when it exceeds n_batch or n_ubatch).
+      const int64_t step = embd->non_causal ? embd->n_tokens : options.n_batch;
+      for (int64_t t0 = 0; t0 < embd->n_tokens; t0 += step) {
+        batch.clear();
+        batch.causal = !embd->non_causal;
+        for (int64_t t = t0; t < std::min(embd->n_tokens, t0 + step); ++t)
+          batch.add_embedding(embd->row(t), static_cast<int32_t>(pos + t), options.seq, pos + t + 1 == total);
+        KILN_TRY(ctx.decode(batch));
+      }
+    } else {
+      for (int64_t i = std::max<int64_t>(0, from - pos); i < n; i += options.n_batch) {
+        const int64_t end = std::min(n, i + options.n_batch);
+        batch.clear();
+        for (int64_t k = i; k < end; ++k)
+          batch.add(chunk.tokens[static_cast<size_t>(k)], static_cast<int32_t>(pos + k), options.seq, pos + k + 1 == total);
+      KILN_TRY(ctx.decode(batch));
+      }
+    }
+    pos += n;
+  }
+  return batch.size() - 1;
+}
+
+}  // namespace kiln

@@ -1,0 +1,163 @@
+#include "models/clip/vit.h"
+
+#include <cmath>
+#include <string>
+
+#include "models/weight_binder.h"
+
+namespace kiln {
+namespace {
+
+std::string blk(int64_t il, const char* name) { return "v.blk." + std::to_string(il) + "." + name; }
+
+}  // namespace
+
+Result<VitWeights> bind_vit_weights(const GgufFile& file, const ClipHParams& hp) {
+  const WeightBinder b(file, "mmproj");
+  const int64_t D = hp.n_embd, F = hp.n_ff, P = hp.patch_size;
+  const int64_t q_width = hp.n_head * hp.head_dim, kv_width = hp.n_head_kv * hp.head_dim;
+  VitWeights w;
+  KILN_ASSIGN_OR_RETURN(w.patch_embd, b.required("v.patch_embd.weight", {P, P, 3, D}));
+  KILN_ASSIGN_OR_RETURN(w.patch_bias, b.optional("v.patch_embd.bias", {D}));
+  KILN_ASSIGN_OR_RETURN(w.class_embd, b.optional("v.class_embd", {D}));
+  const int64_t n_patches = hp.patches_per_side() * hp.patches_per_side();
+  KILN_ASSIGN_OR_RETURN(w.pos_embd, b.required("v.position_embd.weight", {D, n_patches + (w.class_embd ? 1 : 0)}));
+  KILN_ASSIGN_OR_RETURN(w.pre_ln_w, b.optional("v.pre_ln.weight", {D}));
+  KILN_ASSIGN_OR_RETURN(w.pre_ln_b, b.optional("v.pre_ln.bias", {D}));
+  KILN_ASSIGN_OR_RETURN(w.post_ln_w, b.optional("v.post_ln.weight", {D}));
+  KILN_ASSIGN_OR_RETURN(w.post_ln_b, b.optional("v.post_ln.bias", {D}));
+  for (const char* name : {"v.patch_embd.weight.1", "v.norm_embd.weight"}) {
+    if (file.find_tensor(name) != nullptr)
+      return make_error("mmproj: tensor '", name, "' belongs to a vision encoder kiln does not support");
+  }
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    for (const char* other : {"attn_qkv.weight", "attn_q_norm.weight", "attn_k_norm.weight", "ffn_gate.weight",
+                              "ffn_gate_exps.weight", "ls1.weight", "ls2.weight", "attn_post_norm.weight",
+                              "ffn_post_norm.weight", "out_scale.weight"}) {
+      if (file.find_tensor(blk(il, other)) != nullptr)
+        return make_error("mmproj: tensor '", blk(il, other), "' belongs to a ViT variant kiln does not support");
+    }
+    VitLayer& l = w.layers[static_cast<size_t>(il)];
+    KILN_ASSIGN_OR_RETURN(l.ln1_w, b.required(blk(il, "ln1.weight"), {D}));
+    KILN_ASSIGN_OR_RETURN(l.ln1_b, b.optional(blk(il, "ln1.bias"), {D}));
+    KILN_ASSIGN_OR_RETURN(l.q_w, b.required(blk(il, "attn_q.weight"), {D, q_width}));
+    KILN_ASSIGN_OR_RETURN(l.k_w, b.required(blk(il, "attn_k.weight"), {D, kv_width}));
+    KILN_ASSIGN_OR_RETURN(l.v_w, b.required(blk(il, "attn_v.weight"), {D, kv_width}));
+    KILN_ASSIGN_OR_RETURN(l.o_w, b.required(blk(il, "attn_out.weight"), {q_width, D}));
+    KILN_ASSIGN_OR_RETURN(l.q_b, b.optional(blk(il, "attn_q.bias"), {q_width}));
+    KILN_ASSIGN_OR_RETURN(l.k_b, b.optional(blk(il, "attn_k.bias"), {kv_width}));
+    KILN_ASSIGN_OR_RETURN(l.v_b, b.optional(blk(il, "attn_v.bias"), {kv_width}));
+    KILN_ASSIGN_OR_RETURN(l.o_b, b.optional(blk(il, "attn_out.bias"), {D}));
+    KILN_ASSIGN_OR_RETURN(l.ln2_w, b.required(blk(il, "ln2.weight"), {D}));
+    KILN_ASSIGN_OR_RETURN(l.ln2_b, b.optional(blk(il, "ln2.bias"), {D}));
+    // ref: clip.cpp's is_ffn_swapped: legacy converters wrote ffn_up and ffn_down swapped, which
+    // shows as an "ffn_down" whose input width is n_embd.
+    const GgufTensorInfo* down = file.find_tensor(blk(il, "ffn_down.weight"));
+    const bool swapped = down != nullptr && down->ne[0] == D && F != D;
+    const char* up_name = swapped ? "ffn_down" : "ffn_up";
+    const char* down_name = swapped ? "ffn_up" : "ffn_down";
+    KILN_ASSIGN_OR_RETURN(l.up_w, b.required(blk(il, (std::string(up_name) + ".weight").c_str()), {D, F}));
+    KILN_ASSIGN_OR_RETURN(l.up_b, b.optional(blk(il, (std::string(up_name) + ".bias").c_str()), {F}));
+    KILN_ASSIGN_OR_RETURN(l.down_w, b.required(blk(il, (std::string(down_name) + ".weight").c_str()), {F, D}));
+    KILN_ASSIGN_OR_RETURN(l.down_b, b.optional(blk(il, (std::string(down_name) + ".bias").c_str()), {D}));
+  }
+  return w;
+}
+
+void image_to_patches(const RgbImage& img, const ClipHParams& hp, std::span<float> out) {
+  const int64_t P = hp.patch_size, n_side = hp.patches_per_side();
+  const int64_t K = 3 * P * P;
+  KILN_ASSERT(img.width == hp.image_size && img.height == hp.image_size, "image_to_patches: image of the wrong size");
+  KILN_ASSERT(static_cast<int64_t>(out.size()) == n_side * n_side * K, "image_to_patches: output of the wrong size");
+  for (int64_t py = 0; py < n_side; ++py) {
+    for (int64_t px = 0; px < n_side; ++px) {
+      float* patch = out.data() + (py * n_side + px) * K;
+      for (int64_t c = 0; c < 3; ++c) {
+        for (int64_t ky = 0; ky < P; ++ky) {
+          for (int64_t kx = 0; kx < P; ++kx) {
+            const uint8_t v = img.pixel(static_cast<int32_t>(px * P + kx), static_cast<int32_t>(py * P + ky))[c];
+            // ref: clip_image_f32::from_u8 then normalize.
+            const float f = static_cast<float>(v) / 255.0f;
+            patch[(c * P + ky) * P + kx] = (f - hp.image_mean[static_cast<size_t>(c)]) / hp.image_std[static_cast<size_t>(c)];
+          }
+        }
+      }
+    }
+  }
+}
+
+Tensor weight_tensor(Graph& g, const Weight& w) { return w ? g.external(w.info->name, w.view) : Tensor{}; }
+
+Tensor vit_linear(Graph& g, const Weight& w, const Weight& b, Tensor x, const std::string& name) {
+  const Tensor y = g.mul_mat(weight_tensor(g, w), x, name);
+  return b ? g.add(y, weight_tensor(g, b), name + "+b") : y;
+}
+
+Tensor vit_norm(Graph& g, Tensor x, const Weight& w, const Weight& b, float eps, const std::string& name) {
+  Tensor y = g.layer_norm(x, eps, name);
+  if (w) y = g.mul(y, weight_tensor(g, w), name + "*w");
+  if (b) y = g.add(y, weight_tensor(g, b), name + "+b");
+  return y;
+}
+
+Tensor vit_patch_embeddings(Graph& g, const ClipHParams& hp, const VitWeights& w, Tensor patches) {
+  // ref: ggml_conv_2d: im2col writes the pixels as F16 and mul_mat converts the kernel to F16, so
+  // every product is of two F16 values. The kernel goes first here (its rows are the output
+  // channels), which gives [n_embd, n_patches] directly; each dot product is the same.
+  const int64_t K = 3 * hp.patch_size * hp.patch_size;
+  Tensor kernel = g.reshape(weight_tensor(g, w.patch_embd), {K, hp.n_embd, 1, 1});
+  if (w.patch_embd.view.type != DType::F16) kernel = g.cast(kernel, DType::F16, "patch_kernel_f16");
+  Tensor x = g.mul_mat(kernel, patches, "patch_embd");
+  if (w.patch_bias) x = g.add(x, weight_tensor(g, w.patch_bias), "patch_bias");
+  return x;
+}
+
+Tensor vit_blocks(Graph& g, const ClipHParams& hp, const VitWeights& w, Tensor x, int64_t n_layers,
+                  AttentionPath attention) {
+  const int64_t hd = hp.head_dim, H = hp.n_head, Hkv = hp.n_head_kv;
+  const int64_t T = g.tensor(x).view.ne[1];
+  OpParams attn;
+  attn.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  attn.causal = false;
+  attn.attn_path = attention;
+  for (int64_t il = 0; il < n_layers; ++il) {
+    const VitLayer& l = w.layers[static_cast<size_t>(il)];
+    const std::string p = "v" + std::to_string(il) + ".";
+    Tensor cur = vit_norm(g, x, l.ln1_w, l.ln1_b, hp.eps, p + "ln1");
+    Tensor q = g.reshape(vit_linear(g, l.q_w, l.q_b, cur, p + "q"), {hd, H, T, 1});
+    Tensor k = g.reshape(vit_linear(g, l.k_w, l.k_b, cur, p + "k"), {hd, Hkv, T, 1});
+    Tensor v = g.reshape(vit_linear(g, l.v_w, l.v_b, cur, p + "v"), {hd, Hkv, T, 1});
+    // Heads outermost: [hd, T, heads]. ref: build_attn: with flash attention K and V are cast to
+    // F16; without, kq = k.q, softmax, then v times the probabilities, all F32.
+    q = g.permute(q, {0, 2, 1, 3});
+    k = g.permute(k, {0, 2, 1, 3});
+    v = g.permute(v, {0, 2, 1, 3});
+    if (attention == AttentionPath::Flash) {
+      k = g.cast(k, DType::F16, p + "k_f16");
+      v = g.cast(v, DType::F16, p + "v_f16");
+    }
+    Tensor a = g.attention(q, k, v, Tensor{}, attn, p + "attn");           // [hd, T, H]
+    a = g.cast(g.permute(a, {0, 2, 1, 3}), DType::F32, p + "attn_merge");  // [hd, H, T]
+    a = vit_linear(g, l.o_w, l.o_b, g.reshape(a, {hd * H, T, 1, 1}), p + "attn_out");
+    x = g.add(a, x, p + "attn_res");
+    cur = vit_norm(g, x, l.ln2_w, l.ln2_b, hp.eps, p + "ln2");
+    cur = vit_linear(g, l.up_w, l.up_b, cur, p + "ffn_up");
+    switch (hp.ffn_act) {
+      case ClipFfnAct::Gelu:
+        cur = g.gelu(cur, p + "ffn_gelu");
+        break;
+      case ClipFfnAct::GeluQuick:
+        cur = g.gelu_quick(cur, p + "ffn_gelu_quick");
+        break;
+      case ClipFfnAct::Silu:
+        cur = g.silu(cur, p + "ffn_silu");
+        break;
+    }
+    cur = vit_linear(g, l.down_w, l.down_b, cur, p + "ffn_down");
+    x = g.add(x, cur, p + "layer_out");
+  }
+  return x;
+}
+
+}  // namespace kiln

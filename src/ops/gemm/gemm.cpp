@@ -1,0 +1,160 @@
+// The family table of gemm.h: which kernels multiply which weights on this CPU, and the generic
+// families over quant.h's dot products (types without a tile kernel of their own).
+#include "ops/gemm/gemm.h"
+
+#include "core/check.h"
+#include "ops/gemm/layouts.h"
+#include "ops/quant/kernels.h"
+#include "ops/quant/quant.h"
+
+namespace kiln::gemm {
+namespace {
+
+// Activation format ids (Family::act_id).
+enum : int {
+  kActQ8_0 = 1,     // ActQ8_0
+  kActNative = 16,  // + the vec_dot_type's id: quant.h's act_from_float
+};
+
+bool is_2d(const TensorView& w) { return w.ne[2] == 1 && w.ne[3] == 1; }
+
+// ggml repacks 2-D Q4_0, IQ4_NL and Q4_K weights with a multiple of 8 rows on AVX2 CPUs and
+// multiplies them in its 8-row kernels' order (quant.h vec_dot_rows8).
+bool rows8_order(const TensorView& w) {
+  const QuantTraits* t = quant_traits(w.type);
+  return t != nullptr && t->vec_dot_rows8 != nullptr && w.ne[1] % 8 == 0 && is_2d(w);
+}
+
+const char* act_at(const Tile& t, int64_t r) { return t.act + static_cast<size_t>(r) * t.act_stride; }
+const char* row_at(const Tile& t, int64_t i) { return t.w + static_cast<size_t>(i) * t.w_stride; }
+
+// The type's vec_dot for every output; four activation rows per call where it has vec_dot_x4
+// (bit-identical to four calls).
+void run_vec_dot(const Tile& t) {
+  const QuantTraits* q = quant_traits(t.type);
+  int64_t r = 0;
+  if (q->vec_dot_x4 != nullptr) {
+    for (; r + 4 <= t.n_act; r += 4)
+      for (int64_t i = 0; i < t.n_rows; ++i)
+        q->vec_dot_x4(t.k, out_ptr(t, r, i), t.dst_row_stride, row_at(t, i), act_at(t, r), t.act_stride);
+  }
+  for (; r < t.n_act; ++r)
+    for (int64_t i = 0; i < t.n_rows; ++i) q->vec_dot(t.k, out_ptr(t, r, i), row_at(t, i), act_at(t, r));
+}
+
+// Plain weights in the rows8 orders: one output at a time (the prompt kernel's order for the
+// n_gemm_act rows), or tiles of 8 weight rows x 4 activation rows where the type has such a kernel
+// (Q4_0, whose prompt and one-token orders are one).
+void run_rows8(const Tile& t) {
+  const QuantTraits* q = quant_traits(t.type);
+  int64_t r = 0;
+  if (q->vec_dot_rows8_x4_8x4 != nullptr && t.dst_col_stride == sizeof(float) && t.n_rows % 8 == 0) {
+    for (; r + 4 <= t.n_act; r += 4)
+      for (int64_t i = 0; i < t.n_rows; i += 8)
+        q->vec_dot_rows8_x4_8x4(t.k, out_ptr(t, r, i), t.dst_row_stride, row_at(t, i), t.w_stride,
+                                act_at(t, r), t.act_stride);
+  }
+  for (; r < t.n_act; ++r) {
+    const VecDotFn dot = r < t.n_gemm_act ? q->vec_dot_rows8_x4 : q->vec_dot_rows8;
+    for (int64_t i = 0; i < t.n_rows; ++i) dot(t.k, out_ptr(t, r, i), row_at(t, i), act_at(t, r));
+  }
+}
+
+// One family per type for the generic paths (their act format is the type's vec_dot_type).
+struct Table {
+  Family vec_dot[kDTypeIdLimit];
+  Family rows8[kDTypeIdLimit];
+  Family q4_0x8, q4_Kx8, q8_0;
+
+  Table() {
+    const bool avx2 = quant::cpu_has_avx2();
+    for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
+      const QuantTraits* q = quant_traits(static_cast<DType>(id));
+      if (q == nullptr || q->vec_dot == nullptr) continue;
+      const DType at = q->vec_dot_type;
+      const int act = kActNative + static_cast<int>(at);
+      vec_dot[id] = {"vec_dot", act, block_size(at), type_size(at), q->act_from_float, 1, run_vec_dot};
+      rows8[id] = {"rows8", act, block_size(at), type_size(at), q->act_from_float, 8, run_rows8};
+    }
+    const size_t q8_0 = sizeof(ActQ8_0);
+    this->q4_0x8 = {"q4_0x8", kActQ8_0, 32, q8_0, convert_act_q8_0, 8, avx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8};
+    q4_Kx8 = {"q4_Kx8",
+              kActNative + static_cast<int>(DType::Q8_K),
+              256,
+              type_size(DType::Q8_K),
+              quant_traits(DType::Q8_K)->from_float,
+              8,
+              avx2 ? gemm_q4_Kx8_avx2 : gemm_q4_Kx8};
+    this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2};  // AVX2 CPUs only
+  }
+};
+
+const Table& table() {
+  static const Table t;
+  return t;
+}
+
+}  // namespace
+
+bool supported(const TensorView& w) {
+  switch (w.layout) {
+    case TensorLayout::Plain: {
+      const QuantTraits* q = quant_traits(w.type);
+      return q != nullptr && q->vec_dot != nullptr;
+    }
+    case TensorLayout::Q4_0x8:
+      return w.type == DType::Q4_0 && is_2d(w) && w.ne[1] % 8 == 0;
+    case TensorLayout::Q4_Kx8:
+      return w.type == DType::Q4_K && is_2d(w) && w.ne[1] % 8 == 0;
+  }
+  return false;
+}
+
+const Family& family_for(const TensorView& w) {
+  KILN_ASSERT(supported(w), "gemm: no family for these weights");
+  const Table& tb = table();
+  if (w.layout == TensorLayout::Q4_0x8) return tb.q4_0x8;
+  if (w.layout == TensorLayout::Q4_Kx8) return tb.q4_Kx8;
+  // Q8_0's tile kernel has the AVX2 vec_dot's order; without AVX2 the type's vec_dot keeps its own.
+  if (w.type == DType::Q8_0 && quant::cpu_has_avx2()) return tb.q8_0;
+  const auto id = static_cast<uint32_t>(w.type);
+  return rows8_order(w) ? tb.rows8[id] : tb.vec_dot[id];
+}
+
+TensorLayout preferred_layout(const TensorView& w) {
+  if (!quant::cpu_has_avx2() || !is_2d(w) || w.ne[1] % 8 != 0) return TensorLayout::Plain;
+  if (w.type == DType::Q4_0) return TensorLayout::Q4_0x8;
+  // Not Q4_Kx8: its kernels have only the one-token order, and llama.cpp's prompt order for Q4_K
+  // (vec_dot_rows8_x4) is needed to stay within the conformance tolerance (embeddings: 1e-5).
+  return TensorLayout::Plain;
+}
+
+size_t prepared_bytes(const TensorView& w, TensorLayout layout) {
+  switch (layout) {
+    case TensorLayout::Plain:
+      return w.span_bytes();
+    case TensorLayout::Q4_0x8:
+      return static_cast<size_t>(w.ne[1]) * row_size(DType::Q4_0, w.ne[0]);
+    case TensorLayout::Q4_Kx8:
+      return static_cast<size_t>(w.ne[1] / 8) * static_cast<size_t>(w.ne[0] / 256) * kQ4_Kx8SuperBytes;
+  }
+  return 0;
+}
+
+void prepare(const TensorView& w, TensorLayout layout, void* dst) {
+  auto* out = static_cast<uint8_t*>(dst);
+  const auto* rows = static_cast<const char*>(w.data);
+  switch (layout) {
+    case TensorLayout::Plain:
+      __builtin_memcpy(out, rows, w.span_bytes());
+      return;
+    case TensorLayout::Q4_0x8:
+      prepare_q4_0x8(rows, w.nb[1], w.ne[1], w.ne[0], out);
+      return;
+    case TensorLayout::Q4_Kx8:
+      prepare_q4_Kx8(rows, w.nb[1], w.ne[1], w.ne[0], out);
+      return;
+  }
+}
+
+}  // namespace kiln::gemm

@@ -1,0 +1,72 @@
+// Byte layouts of the prepared weights and the activation formats of the matrix families
+// (gemm.h), and the kernels over them (internal to src/ops/gemm and its tests).
+//
+// Prepared layouts keep eight weight rows side by side so that a kernel holds one row per 32-bit
+// lane of a vector: a dot product of four weight bytes with four activation bytes broadcast to all
+// lanes adds to eight rows' sums at once, with no horizontal reductions and no per-use transposes.
+// Quants stay unsigned nibbles (the unsigned operand of vpmaddubsw); offsets are applied to the
+// integer sums. Both layouts have exactly the plain tensor's bytes (Q4_0) or 2.8% more (Q4_K: the
+// 6-bit scales and mins stored as bytes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/gemm/gemm.h"
+#include "ops/quant/blocks.h"
+
+namespace kiln::gemm {
+
+// Activations of the Q8_0 families (Q4_0 and Q8_0 weights): ggml's x86 Q8_0 quantization (the
+// same levels and scale as quant.h's Q8_0 from_float), with the scale widened to F32 and the sum
+// of the levels kept, times 8 (what the Q4_0 kernels subtract for the nibble offset).
+struct ActQ8_0 {
+  float d;       // the F16 scale of the Q8_0 block, widened (exact)
+  int32_t sum8;  // 8 * sum(qs)
+  int8_t qs[32];
+};
+static_assert(sizeof(ActQ8_0) == 40);
+void convert_act_q8_0(const float* x, void* dst, int64_t k);
+
+// TensorLayout::Q4_0x8: rows 8g .. 8g+7 form group g, stored at g * (nb * 144) bytes (nb = k / 32
+// blocks per row) as
+//   uint16_t d[nb][8]        block b's F16 scale of row i at d[b][i]
+//   uint8_t  q[nb][4][8][4]  q[b][m][i] = bytes 4m .. 4m+3 of row i's block b qs: low nibbles are
+//                            elements 4m .. 4m+3, high nibbles elements 16+4m .. 16+4m+3 (as stored).
+inline constexpr size_t kQ4_0x8BlockBytes = 8 * 18;  // per block of a group
+void prepare_q4_0x8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, uint8_t* dst);
+// Order: vec_dot_q4_0_q8_0_rows8 per output (acc = fma(float(isum), d_w * d_a, acc) per block).
+void gemm_q4_0x8(const Tile& t);       // scalar: the portable kernel and the oracle
+void gemm_q4_0x8_avx2(const Tile& t);  // call only when quant::cpu_has_avx2()
+
+// TensorLayout::Q4_Kx8: rows 8g .. 8g+7 form group g, stored at g * (nsb * 1184) bytes (nsb =
+// k / 256 super-blocks per row) as nsb headers, then nsb quant blocks:
+struct Q4Kx8Header {
+  uint16_t d[8], dmin[8];  // super-block scales of rows 0..7 (F16)
+  uint8_t scales[8][8];    // scales[j][i]: sub-block j's 6-bit scale of row i
+  uint8_t mins[4][8][2];   // mins[p][i][h]: sub-block 2p+h's 6-bit min of row i
+};
+static_assert(sizeof(Q4Kx8Header) == 160);
+//   uint8_t q[nsb][4][8][8][4]  q[s][p][m][i] = bytes 4m .. 4m+3 of row i's qs[32p .. 32p+31] in
+//                               super-block s: low nibbles are elements 64p+4m .. (sub-block 2p),
+//                               high nibbles 64p+32+4m .. (sub-block 2p+1), as stored.
+inline constexpr size_t kQ4_Kx8SuperBytes = sizeof(Q4Kx8Header) + 1024;
+void prepare_q4_Kx8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, uint8_t* dst);
+// Order: vec_dot_q4_K_q8_K_rows8 per output; activations are Q8_K blocks.
+void gemm_q4_Kx8(const Tile& t);
+void gemm_q4_Kx8_avx2(const Tile& t);
+
+// Plain Q8_0 weights with ActQ8_0 activations, in ggml's AVX2 vec_dot_q8_0_q8_0 order: per block,
+// lanes l = 0..7 add fma(d_w * d_a, float(sum of products 4l .. 4l+3), lane); at the end the lanes
+// are summed as hsum_float_8 ((l + l+4) pairs, then (0+2, 1+3), then 0+1).
+void gemm_q8_0(const Tile& t);
+void gemm_q8_0_avx2(const Tile& t);
+
+// hsum_float_8's reduction of eight lane sums, in scalar form.
+inline float reduce_lanes8(const float l[8]) {
+  const float a0 = l[0] + l[4], a1 = l[1] + l[5], a2 = l[2] + l[6], a3 = l[3] + l[7];
+  const float b0 = a0 + a2, b1 = a1 + a3;
+  return b0 + b1;
+}
+
+}  // namespace kiln::gemm

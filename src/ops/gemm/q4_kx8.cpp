@@ -1,0 +1,70 @@
+// Q4_K in eight-row groups (layouts.h): preparation and the scalar kernel (the portable path, and
+// the oracle of the SIMD ones).
+#include <cmath>
+#include <cstring>
+
+#include "core/half.h"
+#include "ops/gemm/layouts.h"
+#include "ops/quant/search.h"
+
+namespace kiln::gemm {
+
+void prepare_q4_Kx8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, uint8_t* dst) {
+  const int64_t nsb = k / 256;
+  for (int64_t g = 0; g < n_rows / 8; ++g) {
+    uint8_t* group = dst + static_cast<size_t>(g * nsb) * kQ4_Kx8SuperBytes;
+    auto* headers = reinterpret_cast<Q4Kx8Header*>(group);
+    uint8_t* q = group + static_cast<size_t>(nsb) * sizeof(Q4Kx8Header);
+    for (int i = 0; i < 8; ++i) {
+      const auto* blocks =
+          reinterpret_cast<const quant::BlockQ4_K*>(rows + static_cast<size_t>(8 * g + i) * row_bytes);
+      for (int64_t s = 0; s < nsb; ++s) {
+        Q4Kx8Header& h = headers[s];
+        std::memcpy(&h.d[i], &blocks[s].d, 2);
+        std::memcpy(&h.dmin[i], &blocks[s].dmin, 2);
+        for (int j = 0; j < 8; ++j)
+          quant::get_scale_min_k4(j, blocks[s].scales, &h.scales[j][i], &h.mins[j / 2][i][j % 2]);
+        for (int p = 0; p < 4; ++p)
+          for (int m = 0; m < 8; ++m)
+            std::memcpy(q + s * 1024 + p * 256 + m * 32 + i * 4, blocks[s].qs + 32 * p + 4 * m, 4);
+      }
+    }
+  }
+}
+
+void gemm_q4_Kx8(const Tile& t) {
+  const int64_t nsb = t.k / 256;
+  for (int64_t g = 0; g < t.n_rows / 8; ++g) {
+    const char* group = t.w + static_cast<size_t>(g) * t.w_stride;
+    const auto* headers = reinterpret_cast<const Q4Kx8Header*>(group);
+    const auto* q = reinterpret_cast<const uint8_t*>(group) + static_cast<size_t>(nsb) * sizeof(Q4Kx8Header);
+    for (int64_t r = 0; r < t.n_act; ++r) {
+      const auto* a =
+          reinterpret_cast<const quant::BlockQ8_K*>(t.act + static_cast<size_t>(r) * t.act_stride);
+      float out[8];
+      for (int i = 0; i < 8; ++i) {
+        float acc = 0.0f, acc_min = 0.0f;
+        for (int64_t s = 0; s < nsb; ++s) {
+          const Q4Kx8Header& h = headers[s];
+          int isum = 0, imin = 0;
+          for (int j = 0; j < 8; ++j) {
+            const int p = j / 2, shift = 4 * (j % 2);
+            int dot = 0;
+            for (int m = 0; m < 8; ++m)
+              for (int e = 0; e < 4; ++e)
+                dot += ((q[s * 1024 + p * 256 + m * 32 + i * 4 + e] >> shift) & 0x0F) *
+                       a[s].qs[32 * j + 4 * m + e];
+            isum += h.scales[j][i] * dot;
+            imin += h.mins[p][i][j % 2] * (a[s].bsums[2 * j] + a[s].bsums[2 * j + 1]);
+          }
+          acc = std::fma(static_cast<float>(isum), f16_to_f32(h.d[i]) * a[s].d, acc);
+          acc_min = std::fma(static_cast<float>(imin), f16_to_f32(h.dmin[i]) * a[s].d, acc_min);
+        }
+        out[i] = acc - acc_min;
+      }
+      store8(t, r, 8 * g, out);
+    }
+  }
+}
+
+}  // namespace kiln::gemm

@@ -1,0 +1,43 @@
+#include "runtime/memory_breakdown.h"
+
+#include <cstdio>
+
+namespace kiln {
+namespace {
+
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%zu", (bytes + (size_t{1} << 19)) >> 20);  // rounded to nearest
+  return buf;
+}
+
+std::string line(const char* fmt, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+}  // namespace
+
+std::string format_memory_breakdown(std::span<const DeviceMemoryBreakdown> devices) {
+  std::string out = line("%-24s | %7s %7s %7s %7s | %7s %7s %7s %7s | %11s\n", "memory breakdown [MiB]", "total",
+                         "free", "budget", "counted", "weights", "kv", "compute", "evicted", "unaccounted");
+  for (const DeviceMemoryBreakdown& d : devices) {
+    const std::string budget = d.budget == kNoBudget ? "-" : mib(d.budget);
+    out += line("%-24s | %7s %7s %7s %7s | %7s %7s %7s %7s | %11s\n", (" - " + d.device).c_str(),
+                mib(d.total).c_str(), mib(d.free).c_str(), budget.c_str(), mib(d.counted).c_str(), "", "", "", "",
+                mib(d.unaccounted).c_str());
+    for (const OwnerMemory& o : d.owners) {
+      const std::string name = "   - " + o.name + " #" + std::to_string(o.owner);
+      out += line("%-24s | %7s %7s %7s %7s | %7s %7s %7s %7zu | %11s\n", name.c_str(), "", "", "", "",
+                  mib(o.bytes[static_cast<int>(MemoryKind::Weights)]).c_str(),
+                  mib(o.bytes[static_cast<int>(MemoryKind::Kv)]).c_str(),
+                  mib(o.bytes[static_cast<int>(MemoryKind::Compute)] + o.bytes[static_cast<int>(MemoryKind::Scratch)])
+                      .c_str(),
+                  o.evicted_residents, "");
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln

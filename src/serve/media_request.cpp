@@ -1,0 +1,96 @@
+#include "serve/media_request.h"
+
+#include "image/data_uri.h"
+
+namespace kiln::serve {
+namespace {
+
+constexpr const char* kNoVision =
+    "image input needs a vision projector: start the server with --mmproj FILE (the model's mmproj GGUF)";
+
+std::optional<HttpError> prepare(const ServerState& st, std::span<const uint8_t> bytes, size_t index,
+                                 std::shared_ptr<const PreparedImage>& out) {
+  auto img = st.vision->prepare_image(bytes);
+  if (!img.ok()) return HttpError{400, "image " + std::to_string(index) + ": " + img.error().message};
+  out = std::move(*img);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<HttpError> read_image_url(const ServerState& st, std::string_view url, size_t index,
+                                        std::shared_ptr<const PreparedImage>& out) {
+  if (!st.vision) return HttpError{400, kNoVision};
+  if (!url.starts_with("data:")) {
+    const bool remote = url.starts_with("http://") || url.starts_with("https://");
+    return HttpError{
+        400, std::string("image ") + std::to_string(index) + ": " +
+                 (remote ? "remote image URLs are not fetched"
+                         : "only data: URLs are read (no file paths or other schemes)") +
+                 "; send the image inline as data:image/png;base64,... or data:image/jpeg;base64,..."};
+  }
+  auto uri = parse_data_uri(url);
+  if (!uri.ok()) return HttpError{400, "image " + std::to_string(index) + ": " + uri.error().message};
+  return prepare(st, uri->bytes, index, out);
+}
+
+std::optional<HttpError> media_prompt_request(const ServerState& st, const std::string& text,
+                                              std::span<const std::shared_ptr<const PreparedImage>> images,
+                                              bool collapse_bos, GenerationRequest& out) {
+  if (!images.empty() && !st.vision) return HttpError{400, kNoVision};
+  auto mp = tokenize_media_prompt(st.model->tokenizer(), st.vision.get(), text, images,
+                                  {.add_special = true, .parse_special = true, .collapse_bos = collapse_bos});
+  if (!mp.ok()) return HttpError{400, mp.error().message};
+  out.prompt = mp->flat_tokens();
+  out.images.clear();
+  int64_t pos = 0;
+  size_t index = 0;
+  for (const PromptChunk& chunk : mp->chunks) {
+    if (chunk.image) {
+      // The engine decodes an image as one batch; one whose tokens see each other both ways is
+      // also one micro-batch.
+      const int64_t limit = st.vision->markup().non_causal ? std::min(st.ctx->n_batch(), st.ctx->n_ubatch())
+                                                           : st.ctx->n_batch();
+      if (chunk.image->n_tokens > limit)
+        return HttpError{400, "image " + std::to_string(index) + " fills " +
+                                  std::to_string(chunk.image->n_tokens) +
+                                  " positions, more than a batch of " + std::to_string(limit) +
+                                  " (start the server with larger -b and -ub)"};
+      auto embd = st.encoder->encode(*chunk.image);
+      if (!embd.ok()) return HttpError{500, "image " + std::to_string(index) + ": " + embd.error().message};
+      out.images.push_back({static_cast<int32_t>(pos), std::move(*embd)});
+      ++index;
+    }
+    pos += chunk.n_positions();
+  }
+  return std::nullopt;
+}
+
+std::optional<HttpError> parse_prompt_object(const ServerState& st, const json& value, const char* field,
+                                             GenerationRequest& out, bool& handled) {
+  handled = value.is_object();
+  if (!handled) return std::nullopt;
+  const std::string f(field);
+  auto text = value.find("prompt_string");
+  if (text == value.end() || !text->is_string())
+    return HttpError{400, "field '" + f + "': an object prompt needs a string 'prompt_string'"};
+  std::vector<std::shared_ptr<const PreparedImage>> images;
+  if (auto data = value.find("multimodal_data"); data != value.end()) {
+    if (!data->is_array())
+      return HttpError{400, "field '" + f + ".multimodal_data' must be a list of base64 strings"};
+    if (!data->empty() && !st.vision) return HttpError{400, kNoVision};
+    for (const json& item : *data) {
+      if (!item.is_string())
+        return HttpError{400, "field '" + f + ".multimodal_data' must be a list of base64 strings"};
+      auto bytes = decode_base64(item.get_ref<const std::string&>());
+      if (!bytes.ok())
+        return HttpError{400, "image " + std::to_string(images.size()) + ": " + bytes.error().message};
+      std::shared_ptr<const PreparedImage> img;
+      if (auto e = prepare(st, *bytes, images.size(), img)) return e;
+      images.push_back(std::move(img));
+    }
+  }
+  return media_prompt_request(st, text->get_ref<const std::string&>(), images, false, out);
+}
+
+}  // namespace kiln::serve

@@ -1,0 +1,490 @@
+// The GBNF parser: llama.cpp's llama_grammar_parser rules (ref: src/llama-grammar.cpp), with
+// errors that name the line and column instead of echoing the rest of the text, and limits
+// checked before any expansion (a repetition whose maximum is below its minimum is refused).
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "text/grammar/gbnf.h"
+#include "text/grammar/utf8_decode.h"
+#include "text/tokenizer.h"
+
+namespace kiln::grammar {
+namespace {
+
+// llama.cpp's MAX_REPETITION_THRESHOLD: repetition counts and generated-rule products above it
+// are refused (a maximum above it means "unbounded").
+constexpr uint64_t kMaxRepetition = 2000;
+
+bool is_digit(char c) { return '0' <= c && c <= '9'; }
+bool is_word_char(char c) { return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || c == '-' || is_digit(c); }
+
+using Rule = std::vector<Element>;
+
+struct ParseError {
+  size_t offset;
+  std::string message;
+};
+
+class Parser {
+ public:
+  Parser(std::string_view text, const text::Tokenizer* tokenizer) : text_(text), tokenizer_(tokenizer) {}
+
+  // Parses the whole text; a ParseError on failure.
+  std::optional<ParseError> run() {
+    try {
+      size_t pos = parse_space(0, true);
+      while (at(pos) != '\0') pos = parse_rule(pos);
+    } catch (ParseError& e) {
+      return e;
+    }
+    return std::nullopt;
+  }
+
+  std::map<std::string, uint32_t, std::less<>> symbol_ids;
+  std::vector<Rule> rules;
+
+ private:
+  // The byte at `pos`, or '\0' at the end (llama.cpp reads a NUL-terminated string).
+  char at(size_t pos) const { return pos < text_.size() ? text_[pos] : '\0'; }
+
+  [[noreturn]] void fail(size_t pos, std::string message) const { throw ParseError{pos, std::move(message)}; }
+
+  uint32_t symbol_id(std::string_view name) {
+    auto it = symbol_ids.find(name);
+    if (it != symbol_ids.end()) return it->second;
+    const auto id = static_cast<uint32_t>(symbol_ids.size());
+    symbol_ids.emplace(std::string(name), id);
+    return id;
+  }
+
+  uint32_t generate_symbol_id(const std::string& base) {
+    const auto id = static_cast<uint32_t>(symbol_ids.size());
+    symbol_ids[base + '_' + std::to_string(id)] = id;
+    return id;
+  }
+
+  void add_rule(uint32_t id, Rule rule) {
+    if (rules.size() <= id) rules.resize(id + 1);
+    rules[id] = std::move(rule);
+  }
+
+  size_t parse_space(size_t pos, bool newline_ok) const {
+    while (true) {
+      const char c = at(pos);
+      if (c == ' ' || c == '\t' || (newline_ok && (c == '\r' || c == '\n'))) {
+        ++pos;
+      } else if (c == '#') {
+        while (at(pos) != '\0' && at(pos) != '\r' && at(pos) != '\n') ++pos;
+      } else {
+        return pos;
+      }
+    }
+  }
+
+  size_t parse_name(size_t pos) const {
+    const size_t begin = pos;
+    while (is_word_char(at(pos))) ++pos;
+    if (pos == begin) fail(begin, "expecting name");
+    return pos;
+  }
+
+  // Digits at `pos` as a number (an error when there are none or they overflow).
+  std::pair<uint64_t, size_t> parse_int(size_t pos) const {
+    const size_t begin = pos;
+    uint64_t value = 0;
+    while (is_digit(at(pos))) {
+      const uint64_t digit = static_cast<uint64_t>(at(pos) - '0');
+      if (value > (UINT64_MAX - digit) / 10) fail(begin, "number too large");
+      value = value * 10 + digit;
+      ++pos;
+    }
+    if (pos == begin) fail(begin, "expecting integer");
+    return {value, pos};
+  }
+
+  std::pair<uint32_t, size_t> parse_hex(size_t pos, int size) const {
+    uint32_t value = 0;
+    for (int i = 0; i < size; ++i) {
+      const char c = at(pos + static_cast<size_t>(i));
+      uint32_t digit;
+      if ('a' <= c && c <= 'f') {
+        digit = static_cast<uint32_t>(c - 'a' + 10);
+      } else if ('A' <= c && c <= 'F') {
+        digit = static_cast<uint32_t>(c - 'A' + 10);
+      } else if (is_digit(c)) {
+        digit = static_cast<uint32_t>(c - '0');
+      } else {
+        fail(pos, "expecting " + std::to_string(size) + " hex chars");
+      }
+      value = (value << 4) + digit;
+    }
+    return {value, pos + static_cast<size_t>(size)};
+  }
+
+  // One character of a literal or class: an escape or a UTF-8 sequence.
+  std::pair<uint32_t, size_t> parse_char(size_t pos) const {
+    if (at(pos) == '\\') {
+      switch (at(pos + 1)) {
+        case 'x': return parse_hex(pos + 2, 2);
+        case 'u': return parse_hex(pos + 2, 4);
+        case 'U': return parse_hex(pos + 2, 8);
+        case 't': return {'\t', pos + 2};
+        case 'r': return {'\r', pos + 2};
+        case 'n': return {'\n', pos + 2};
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-': return {static_cast<uint32_t>(at(pos + 1)), pos + 2};
+        default: fail(pos, "unknown escape");
+      }
+    }
+    if (at(pos) == '\0') fail(pos, "unexpected end of input");
+    const auto [cp, len] = decode_utf8_char(text_.substr(pos));
+    return {cp, pos + len};
+  }
+
+  // <[id]> or <text> (one token of the vocabulary, special tokens included).
+  std::pair<uint32_t, size_t> parse_token(size_t pos) const {
+    const size_t begin = pos;
+    if (at(pos) != '<') fail(pos, "expecting '<'");
+    ++pos;
+    if (at(pos) == '[') {
+      const auto [id, end] = parse_int(pos + 1);
+      if (id > UINT32_MAX) fail(pos + 1, "token id too large");
+      if (at(end) != ']') fail(end, "expecting ']'");
+      if (at(end + 1) != '>') fail(end + 1, "expecting '>'");
+      return {static_cast<uint32_t>(id), end + 2};
+    }
+    if (tokenizer_ == nullptr) fail(begin, "no vocabulary to resolve the token");
+    while (at(pos) != '\0' && at(pos) != '>') ++pos;
+    if (at(pos) != '>') fail(pos, "expecting '>'");
+    ++pos;
+    const std::string_view written = text_.substr(begin, pos - begin);
+    const auto ids = tokenizer_->tokenize(written, false, true);
+    if (ids.size() != 1) fail(begin, "'" + std::string(written) + "' is not one token of the vocabulary");
+    return {static_cast<uint32_t>(ids[0]), pos};
+  }
+
+  size_t parse_alternates(size_t pos, const std::string& rule_name, uint32_t rule_id, bool nested) {
+    Rule rule;
+    pos = parse_sequence(pos, rule_name, rule, nested);
+    while (at(pos) == '|') {
+      rule.push_back({ElementType::Alt, 0});
+      pos = parse_space(pos + 1, true);
+      pos = parse_sequence(pos, rule_name, rule, nested);
+    }
+    rule.push_back({ElementType::End, 0});
+    add_rule(rule_id, std::move(rule));
+    return pos;
+  }
+
+  // ref: llama_grammar_parser::parse_sequence; repetitions are rewritten as
+  //   S{m,n} -> S ... S (m times) S'(n-m), S'(x) ::= S S'(x-1) | , S'(1) ::= S |
+  //   S{m,}  -> S ... S (m times) S',      S'    ::= S S' |
+  size_t parse_sequence(size_t pos, const std::string& rule_name, Rule& rule, bool nested) {
+    size_t last_sym_start = rule.size();
+    uint64_t n_prev_rules = 1;
+
+    auto handle_repetitions = [&](size_t at_pos, uint64_t min_times, std::optional<uint64_t> max_times) {
+      if (last_sym_start == rule.size()) fail(at_pos, "expecting an item before the repetition operator");
+      if (max_times && *max_times < min_times) fail(at_pos, "repetition maximum is below its minimum");
+      const Rule prev(rule.begin() + static_cast<std::ptrdiff_t>(last_sym_start), rule.end());
+      uint64_t total_rules = 1;
+      if (max_times && *max_times > 0) {
+        total_rules = *max_times;
+      } else if (min_times > 0) {
+        total_rules = min_times;
+      }
+      if (n_prev_rules * total_rules > kMaxRepetition)
+        fail(at_pos, "repetitions multiplied by the rules they repeat exceed " + std::to_string(kMaxRepetition));
+      if (min_times == 0) {
+        rule.resize(last_sym_start);
+      } else {
+        for (uint64_t i = 1; i < min_times; ++i) rule.insert(rule.end(), prev.begin(), prev.end());
+      }
+      uint32_t last_rec_rule_id = 0;
+      const uint64_t n_opt = max_times ? *max_times - min_times : 1;
+      Rule rec_rule(prev);
+      for (uint64_t i = 0; i < n_opt; ++i) {
+        rec_rule.resize(prev.size());
+        const uint32_t rec_rule_id = generate_symbol_id(rule_name);
+        if (i > 0 || !max_times) rec_rule.push_back({ElementType::RuleRef, max_times ? last_rec_rule_id : rec_rule_id});
+        rec_rule.push_back({ElementType::Alt, 0});
+        rec_rule.push_back({ElementType::End, 0});
+        add_rule(rec_rule_id, rec_rule);
+        last_rec_rule_id = rec_rule_id;
+      }
+      if (n_opt > 0) rule.push_back({ElementType::RuleRef, last_rec_rule_id});
+      n_prev_rules *= total_rules;
+    };
+
+    while (at(pos) != '\0') {
+      const char c = at(pos);
+      if (c == '"') {  // literal string
+        ++pos;
+        last_sym_start = rule.size();
+        n_prev_rules = 1;
+        while (at(pos) != '"') {
+          if (at(pos) == '\0') fail(pos, "unexpected end of input in a string literal");
+          const auto [cp, next] = parse_char(pos);
+          rule.push_back({ElementType::Char, cp});
+          pos = next;
+        }
+        pos = parse_space(pos + 1, nested);
+      } else if (c == '[') {  // character class
+        ++pos;
+        ElementType start_type = ElementType::Char;
+        if (at(pos) == '^') {
+          ++pos;
+          start_type = ElementType::CharNot;
+        }
+        last_sym_start = rule.size();
+        n_prev_rules = 1;
+        while (at(pos) != ']') {
+          if (at(pos) == '\0') fail(pos, "unexpected end of input in a character class");
+          const auto [cp, next] = parse_char(pos);
+          pos = next;
+          rule.push_back({last_sym_start < rule.size() ? ElementType::CharAlt : start_type, cp});
+          if (at(pos) == '-' && at(pos + 1) != ']') {
+            if (at(pos + 1) == '\0') fail(pos + 1, "unexpected end of input in a character class");
+            const auto [upper, after] = parse_char(pos + 1);
+            pos = after;
+            rule.push_back({ElementType::CharRangeUpper, upper});
+          }
+        }
+        pos = parse_space(pos + 1, nested);
+      } else if (c == '<' || c == '!') {  // token
+        ElementType type = ElementType::Token;
+        if (c == '!') {
+          type = ElementType::TokenNot;
+          ++pos;
+        }
+        const auto [id, end] = parse_token(pos);
+        last_sym_start = rule.size();
+        n_prev_rules = 1;
+        rule.push_back({type, id});
+        pos = parse_space(end, nested);
+      } else if (is_word_char(c)) {  // rule reference
+        const size_t name_end = parse_name(pos);
+        const uint32_t ref = symbol_id(text_.substr(pos, name_end - pos));
+        pos = parse_space(name_end, nested);
+        last_sym_start = rule.size();
+        n_prev_rules = 1;
+        rule.push_back({ElementType::RuleRef, ref});
+      } else if (c == '(') {  // group: a generated rule
+        const size_t open = pos;
+        pos = parse_space(pos + 1, true);
+        const size_t n_rules_before = symbol_ids.size();
+        const uint32_t sub_rule_id = generate_symbol_id(rule_name);
+        pos = parse_alternates(pos, rule_name, sub_rule_id, true);
+        n_prev_rules = std::max<uint64_t>(1, symbol_ids.size() - n_rules_before);
+        last_sym_start = rule.size();
+        rule.push_back({ElementType::RuleRef, sub_rule_id});
+        if (at(pos) != ')') fail(pos, "expecting ')' to close the '(' at " + location(open));
+        pos = parse_space(pos + 1, nested);
+      } else if (c == '.') {
+        last_sym_start = rule.size();
+        n_prev_rules = 1;
+        rule.push_back({ElementType::CharAny, 0});
+        pos = parse_space(pos + 1, nested);
+      } else if (c == '*' || c == '+' || c == '?') {
+        const size_t op = pos;
+        pos = parse_space(pos + 1, nested);
+        if (c == '*') handle_repetitions(op, 0, std::nullopt);
+        if (c == '+') handle_repetitions(op, 1, std::nullopt);
+        if (c == '?') handle_repetitions(op, 0, 1);
+      } else if (c == '{') {
+        const size_t op = pos;
+        pos = parse_space(pos + 1, nested);
+        if (!is_digit(at(pos))) fail(pos, "expecting an integer");
+        auto [min_times, int_end] = parse_int(pos);
+        pos = parse_space(int_end, nested);
+        std::optional<uint64_t> max_times;  // nullopt: no maximum
+        if (at(pos) == '}') {
+          max_times = min_times;
+          pos = parse_space(pos + 1, nested);
+        } else if (at(pos) == ',') {
+          pos = parse_space(pos + 1, nested);
+          if (is_digit(at(pos))) {
+            const auto [max_value, max_end] = parse_int(pos);
+            max_times = max_value;
+            pos = parse_space(max_end, nested);
+          }
+          if (at(pos) != '}') fail(pos, "expecting '}'");
+          pos = parse_space(pos + 1, nested);
+        } else {
+          fail(pos, "expecting ',' or '}'");
+        }
+        if (min_times > kMaxRepetition)
+          fail(op, "repetition count " + std::to_string(min_times) + " exceeds " + std::to_string(kMaxRepetition));
+        if (max_times && *max_times > kMaxRepetition) max_times.reset();  // llama.cpp: unbounded
+        handle_repetitions(op, min_times, max_times);
+      } else {
+        break;
+      }
+    }
+    return pos;
+  }
+
+  size_t parse_rule(size_t pos) {
+    const size_t name_end = parse_name(pos);
+    const std::string name(text_.substr(pos, name_end - pos));
+    const uint32_t rule_id = symbol_id(name);
+    pos = parse_space(name_end, false);
+    if (!(at(pos) == ':' && at(pos + 1) == ':' && at(pos + 2) == '=')) fail(pos, "expecting ::=");
+    pos = parse_space(pos + 3, true);
+    pos = parse_alternates(pos, name, rule_id, false);
+    if (at(pos) == '\r') {
+      pos += at(pos + 1) == '\n' ? 2 : 1;
+    } else if (at(pos) == '\n') {
+      ++pos;
+    } else if (at(pos) != '\0') {
+      fail(pos, std::string("unexpected '") + at(pos) + "' (expecting the end of the rule)");
+    }
+    return parse_space(pos, true);
+  }
+
+ public:
+  std::string location(size_t offset) const {
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i < offset && i < text_.size(); ++i) {
+      if (text_[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    return "line " + std::to_string(line) + ", column " + std::to_string(column);
+  }
+
+ private:
+  std::string_view text_;
+  const text::Tokenizer* tokenizer_;
+};
+
+// ref: llama_grammar_detect_left_recursion
+bool detect_left_recursion(const std::vector<Rule>& rules, size_t index, std::vector<bool>& visited,
+                           std::vector<bool>& in_progress, std::vector<bool>& may_be_empty) {
+  if (in_progress[index]) return true;
+  in_progress[index] = true;
+  const Rule& rule = rules[index];
+  bool at_rule_start = true;
+  for (const Element& e : rule) {
+    if (is_end_of_sequence(e.type)) {
+      if (at_rule_start) {
+        may_be_empty[index] = true;
+        break;
+      }
+      at_rule_start = true;
+    } else {
+      at_rule_start = false;
+    }
+  }
+  bool recurse = true;
+  for (const Element& e : rule) {
+    if (e.type == ElementType::RuleRef && recurse) {
+      if (detect_left_recursion(rules, e.value, visited, in_progress, may_be_empty)) return true;
+      if (!may_be_empty[e.value]) recurse = false;
+    } else if (is_end_of_sequence(e.type)) {
+      recurse = true;
+    } else {
+      recurse = false;
+    }
+  }
+  in_progress[index] = false;
+  visited[index] = true;
+  return false;
+}
+
+}  // namespace
+
+Result<Grammar> Grammar::parse(std::string_view text, const ParseOptions& options) {
+  Parser parser(text, options.tokenizer);
+  if (auto err = parser.run()) return make_error("grammar: ", parser.location(err->offset), ": ", err->message);
+
+  std::vector<std::string> names(parser.rules.size());
+  for (const auto& [name, id] : parser.symbol_ids) {
+    if (id < names.size()) names[id] = name;
+  }
+  auto name_of = [&](uint32_t id) -> std::string {
+    for (const auto& [name, sid] : parser.symbol_ids) {
+      if (sid == id) return name;
+    }
+    return "#" + std::to_string(id);
+  };
+  if (parser.rules.empty()) return make_error("grammar: no rules");
+  for (size_t i = 0; i < parser.rules.size(); ++i) {
+    if (parser.rules[i].empty()) return make_error("grammar: undefined rule '", name_of(static_cast<uint32_t>(i)), "'");
+    for (const Element& e : parser.rules[i]) {
+      if (e.type == ElementType::RuleRef && (e.value >= parser.rules.size() || parser.rules[e.value].empty()))
+        return make_error("grammar: undefined rule '", name_of(e.value), "' (used in '", names[i], "')");
+    }
+  }
+  auto root = parser.symbol_ids.find(options.root);
+  if (root == parser.symbol_ids.end()) return make_error("grammar: no '", options.root, "' rule");
+
+  const size_t n = parser.rules.size();
+  std::vector<bool> visited(n), in_progress(n), may_be_empty(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!visited[i] && detect_left_recursion(parser.rules, i, visited, in_progress, may_be_empty))
+      return make_error("grammar: left recursion in rule '", names[i], "' (unsupported)");
+  }
+
+  Grammar g;
+  g.root_ = root->second;
+  g.rule_names_ = std::move(names);
+  for (const Rule& rule : parser.rules) {
+    g.rule_starts_.push_back(static_cast<uint32_t>(g.elements_.size()));
+    g.elements_.insert(g.elements_.end(), rule.begin(), rule.end());
+  }
+  return g;
+}
+
+namespace {
+
+void print_char(std::string& out, uint32_t c) {
+  if (0x20 <= c && c <= 0x7f) {
+    out += static_cast<char>(c);
+  } else {
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "<U+%04X>", c);
+    out += buf;
+  }
+}
+
+}  // namespace
+
+std::string Grammar::to_string() const {
+  std::string out;
+  for (uint32_t r = 0; r < n_rules(); ++r) {
+    out += rule_names_[r] + " ::= ";
+    for (uint32_t i = rule_starts_[r]; elements_[i].type != ElementType::End; ++i) {
+      const Element& e = elements_[i];
+      switch (e.type) {
+        case ElementType::End: break;
+        case ElementType::Alt: out += "| "; break;
+        case ElementType::RuleRef: out += rule_names_[e.value] + " "; break;
+        case ElementType::Char: out += "["; print_char(out, e.value); break;
+        case ElementType::CharNot: out += "[^"; print_char(out, e.value); break;
+        case ElementType::CharRangeUpper: out += "-"; print_char(out, e.value); break;
+        case ElementType::CharAlt: print_char(out, e.value); break;
+        case ElementType::CharAny: out += ". "; break;
+        case ElementType::Token: out += "<[" + std::to_string(e.value) + "]> "; break;
+        case ElementType::TokenNot: out += "!<[" + std::to_string(e.value) + "]> "; break;
+      }
+      const bool is_char = e.type == ElementType::Char || e.type == ElementType::CharNot ||
+                           e.type == ElementType::CharAlt || e.type == ElementType::CharRangeUpper;
+      if (is_char) {
+        const ElementType next = elements_[i + 1].type;
+        if (next != ElementType::CharAlt && next != ElementType::CharRangeUpper) out += "] ";
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace kiln::grammar

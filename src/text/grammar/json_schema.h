@@ -1,0 +1,60 @@
+// JSON schema to GBNF, producing the grammar llama.cpp's converter produces (ref: llama.cpp
+// common/json-schema.cpp and common/json-schema-to-grammar.cpp: same rules, same rule names, same
+// text), so a model under the same schema writes the same JSON.
+//
+// Covered: type (one or a list), enum, const, properties / required / additionalProperties,
+// items / prefixItems (tuples), minItems / maxItems, minLength / maxLength, pattern (anchored
+// regexes: literals, classes, groups, alternation, quantifiers), format date / time / date-time /
+// uuid, integer minimum / maximum / exclusiveMinimum / exclusiveMaximum, $ref into the same
+// document ($defs, definitions, any JSON pointer), anyOf, oneOf (as anyOf: the alternatives should
+// not overlap), allOf of objects (their properties merged) or of enums (their intersection).
+// Ignored annotations: title, description, $schema, $id, $comment, default, examples, readOnly,
+// writeOnly, deprecated. Anything else (not, if/then/else, multipleOf, uniqueItems, number
+// bounds, minProperties, patternProperties, a pattern with lookarounds, ...) is refused with an
+// error that names the keyword and where it is, where llama.cpp would silently produce JSON the
+// schema rejects.
+//
+// Thread-safety: SchemaConverter is a builder for one grammar; the free function is reentrant.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "core/result.h"
+
+namespace kiln::grammar {
+
+// The GBNF for a JSON schema (the root rule matches one JSON value the schema accepts).
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+
+// A GBNF string literal for `text` ("..." with \r \n " \\ escaped), as llama.cpp writes them.
+std::string gbnf_literal(std::string_view text);
+
+// Builds one grammar from rules and schemas (llama.cpp's build_grammar / common_grammar_builder):
+// the tool-call grammars combine their own rules with the argument schemas of every tool.
+class SchemaConverter {
+ public:
+  explicit SchemaConverter(bool dotall = false);
+
+  // Adds `rule` under `name` (characters outside [a-zA-Z0-9-] become '-'); a different rule of
+  // the same name gets a numbered name. Returns the name used.
+  std::string add_rule(const std::string& name, const std::string& rule);
+  // Adds the rules for a schema; `name` "" or "root" makes it the root rule. Returns the rule
+  // name that matches it. Errors name the keyword and its place in the schema.
+  Result<std::string> add_schema(const std::string& name, const nlohmann::ordered_json& schema);
+  // The grammar text: every rule, by name.
+  std::string grammar() const;
+
+ private:
+  struct Visit;  // one schema document's traversal (json_schema.cpp)
+
+  std::string add_primitive(const std::string& name, const std::string& key);
+  std::string not_strings(const std::vector<std::string>& strings);
+
+  bool dotall_;
+  std::map<std::string, std::string> rules_;
+};
+
+}  // namespace kiln::grammar

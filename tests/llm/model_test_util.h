@@ -1,0 +1,90 @@
+// Helpers of the tests that run fixture models on devices: loading, decoding a run of tokens,
+// greedy choice, bitwise comparison of logits.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/device_registry.h"
+#include "llm/context.h"
+#include "llm/device_weights.h"
+#include "test_data.h"
+
+namespace kiln::test {
+
+// A test model (tests/test_data.h: build/test-data/models).
+inline std::string model_path(const std::string& name) { return test_data::path("models/" + name); }
+
+inline std::shared_ptr<const Model> load(const std::string& path) {
+  auto m = Model::load(path);
+  EXPECT_TRUE(m.ok()) << m.error().message;
+  return m.ok() ? *m : nullptr;
+}
+
+// Decodes `toks` of sequence `seq` from position pos0 and appends the logits of the marked tokens
+// (every token, or the last) to `out`.
+inline void decode(Context& c, const std::vector<int32_t>& toks, int32_t pos0, int32_t seq, bool all,
+                   std::vector<float>& out) {
+  Batch b;
+  for (size_t i = 0; i < toks.size(); ++i)
+    b.add(toks[i], pos0 + static_cast<int32_t>(i), seq, all || i + 1 == toks.size());
+  const Status st = c.decode(b);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  for (size_t i = 0; i < toks.size(); ++i) {
+    const auto l = c.logits(i);
+    out.insert(out.end(), l.begin(), l.end());
+  }
+}
+
+inline int32_t argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// `n` token ids spread over the vocabulary (the same for any tokenizer).
+inline std::vector<int32_t> spread_tokens(const Context& c, size_t n) {
+  std::vector<int32_t> t;
+  for (size_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 7919 + 11) % static_cast<size_t>(c.n_vocab())));
+  return t;
+}
+
+// A registry with the CPU and a sim0 of `sim_capacity` bytes, two threads, and `budgets`.
+inline std::unique_ptr<DeviceRegistry> make_devices(size_t sim_capacity, std::vector<DeviceBudget> budgets = {}) {
+  auto r = DeviceRegistry::create(
+      {.n_threads = 2, .sim = {{.name = "sim0", .capacity = sim_capacity}}, .budgets = std::move(budgets)});
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+inline SimDevice& sim_of(DeviceRegistry& r) { return static_cast<SimDevice&>(**r.find("sim0")); }
+
+// A model placed on one device of `devices`, with a context there.
+struct OnDevice {
+  std::shared_ptr<DeviceWeights> weights;
+  std::unique_ptr<Context> ctx;
+};
+
+inline OnDevice place(DeviceRegistry& devices, const std::string& device, std::shared_ptr<const Model> model,
+                      const ContextOptions& opt) {
+  OnDevice o;
+  Device& dev = **devices.find(device);
+  auto w = DeviceWeights::create(std::move(model), dev);
+  EXPECT_TRUE(w.ok()) << w.error().message;
+  if (!w.ok()) return o;
+  o.weights = *w;
+  auto c = Context::create(o.weights, devices.backend(dev), opt);
+  EXPECT_TRUE(c.ok()) << c.error().message;
+  if (c.ok()) o.ctx = std::move(*c);
+  return o;
+}
+
+}  // namespace kiln::test

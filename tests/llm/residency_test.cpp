@@ -1,0 +1,236 @@
+// Models under a residency manager: evicted and restored in the middle of a generation at new
+// device addresses, the logits equal an uninterrupted run's bit for bit (sim0 and the CPU); two
+// models that take turns on a sim0 budget that holds one give the answers they give with room for
+// both, and the device never holds more than the budget; a model whose weights alone pass the
+// budget is refused with nothing left allocated.
+#include <gtest/gtest.h>
+
+#include "backends/device_registry.h"
+#include "llm/context.h"
+#include "llm/device_weights.h"
+#include "llm/model_test_util.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::test;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+const ContextOptions kOpt{.n_ctx = 96, .n_batch = 64, .n_ubatch = 16};
+constexpr int kSteps = 50;
+
+// Logits of a 12-token prompt and of kSteps greedy steps after it; before each step `between(step)`
+// runs (eviction, spacers, ...).
+template <typename Between>
+std::vector<float> generate(Context& c, Between between) {
+  std::vector<float> out;
+  const auto prompt = spread_tokens(c, 12);
+  decode(c, prompt, 0, 0, false, out);
+  int32_t pos = static_cast<int32_t>(prompt.size());
+  for (int step = 0; step < kSteps; ++step) {
+    between(step);
+    decode(c, {argmax({out.end() - c.n_vocab(), out.end()})}, pos++, 0, false, out);
+  }
+  return out;
+}
+
+// generate() on `device` of a registry of its own, uninterrupted.
+std::vector<float> uninterrupted(const std::shared_ptr<const Model>& model, const std::string& device) {
+  auto devices = make_devices(64 * kMiB);
+  OnDevice o = place(*devices, device, model, kOpt);
+  return o.ctx ? generate(*o.ctx, [](int) {}) : std::vector<float>{};
+}
+
+TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) {
+  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
+  ASSERT_TRUE(model);
+  const std::vector<float> reference = uninterrupted(model, "sim0");
+  auto devices = make_devices(64 * kMiB);
+  SimDevice& sim = sim_of(*devices);
+  ResidencyManager& manager = devices->residency(sim);
+  OnDevice o = place(*devices, "sim0", model, kOpt);
+  ASSERT_TRUE(o.ctx);
+  const OwnerId owner = o.weights->owner();
+  std::unique_ptr<Buffer> spacer;
+  const void* weights_at = nullptr;
+  const void* kv_at = nullptr;
+  uint64_t kv_generation = o.ctx->kv().generation();
+  int moved_weights = 0, moved_kv = 0;
+  const auto logits = generate(*o.ctx, [&](int step) {
+    if (step > 0) {  // the previous step restored everything: did it land elsewhere?
+      moved_weights += o.weights->buffer()->base() != weights_at;
+      moved_kv += o.ctx->kv().k(0).data != kv_at;
+      EXPECT_EQ(o.ctx->kv().generation(), kv_generation + 1);
+      kv_generation = o.ctx->kv().generation();
+    }
+    weights_at = o.weights->buffer()->base();
+    kv_at = o.ctx->kv().k(0).data;
+    const Status st = manager.evict_owner(owner);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    ASSERT_FALSE(o.weights->resident());
+    ASSERT_FALSE(manager.owner_resident(owner));
+    // A spacer of another size than the last one, at the front of the freed memory: the restore
+    // that the next decode does must place everything at other offsets.
+    spacer.reset();
+    auto s = sim.allocate({(1 + static_cast<size_t>(step % 2)) * kMiB / 4, MemoryKind::Compute, "spacer"});
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    spacer = std::move(*s);
+  });
+  EXPECT_TRUE(same_bits(logits, reference)) << "logits after eviction and restore differ";
+  EXPECT_EQ(moved_weights, kSteps - 1);
+  EXPECT_EQ(moved_kv, kSteps - 1);
+  EXPECT_TRUE(manager.owner_resident(owner));
+}
+
+TEST(Residency, FiftyEvictRestoreCyclesOnTheCpuGiveIdenticalLogits) {
+  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
+  ASSERT_TRUE(model);
+  const std::vector<float> reference = uninterrupted(model, "cpu");
+  auto devices = make_devices(4 * kMiB);
+  Device& cpu = devices->cpu();
+  ResidencyManager& manager = devices->residency(cpu);
+  OnDevice o = place(*devices, "cpu", model, kOpt);
+  ASSERT_TRUE(o.ctx);
+  const OwnerId owner = o.weights->owner();
+  const size_t kv_bytes = o.ctx->kv().bytes();
+  std::unique_ptr<Buffer> spacer;
+  const auto logits = generate(*o.ctx, [&](int step) {
+    const size_t before = manager.used();
+    const Status st = manager.evict_owner(owner);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    // The mapped weights' pages are dropped and the compute memory freed; the KV cache stays (on
+    // the host its copy would take the same RAM).
+    ASSERT_FALSE(manager.owner_resident(owner));
+    ASSERT_LT(manager.used(), before);
+    ASSERT_GE(manager.used(), kv_bytes);
+    spacer.reset();
+    auto s = cpu.allocate({(1 + static_cast<size_t>(step % 2)) * kMiB / 4, MemoryKind::Compute, "spacer"});
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    spacer = std::move(*s);
+  });
+  EXPECT_TRUE(same_bits(logits, reference)) << "logits after eviction and restore differ";
+  EXPECT_TRUE(manager.owner_resident(owner));
+}
+
+// Bytes model `path` takes on a sim0 of its own (weights, KV, compute, and the backend's scratch).
+size_t footprint(const std::shared_ptr<const Model>& model) {
+  auto devices = make_devices(256 * kMiB);
+  OnDevice o = place(*devices, "sim0", model, kOpt);
+  std::vector<float> out;
+  decode(*o.ctx, spread_tokens(*o.ctx, 8), 0, 0, false, out);  // the scratch is allocated by the first pass
+  return sim_of(*devices).peak_used();
+}
+
+// One request: the cache cleared, a prompt of 4 `seed`-dependent tokens, 2 greedy steps; its logits.
+std::vector<float> request(Context& c, int seed) {
+  c.clear();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 4; ++i) prompt.push_back(static_cast<int32_t>((seed * 131 + i * 7919 + 3) % c.n_vocab()));
+  std::vector<float> out;
+  decode(c, prompt, 0, 0, false, out);
+  for (int32_t pos = 4; pos < 6; ++pos) decode(c, {argmax({out.end() - c.n_vocab(), out.end()})}, pos, 0, false, out);
+  return out;
+}
+
+TEST(Residency, TwoModelsTakeTurnsOnABudgetThatHoldsOne) {
+  auto a = load(model_path("llama-spm-e256-Q4_0.gguf"));
+  auto b = load(model_path("qwen2-e64-Q8_0.gguf"));
+  ASSERT_TRUE(a && b);
+  const size_t fa = footprint(a), fb = footprint(b);
+  const size_t budget = std::max(fa, fb) + kMiB / 2;
+  ASSERT_LT(budget, fa + fb) << "the budget must not hold both models";
+
+  // References: a device with room for both.
+  std::vector<std::vector<float>> ref_a, ref_b;
+  {
+    auto devices = make_devices(256 * kMiB);
+    OnDevice oa = place(*devices, "sim0", a, kOpt), ob = place(*devices, "sim0", b, kOpt);
+    ASSERT_TRUE(oa.ctx && ob.ctx);
+    for (int i = 0; i < 25; ++i) {
+      ref_a.push_back(request(*oa.ctx, i));
+      ref_b.push_back(request(*ob.ctx, i));
+    }
+  }
+  const double gib = static_cast<double>(budget) / static_cast<double>(size_t{1} << 30);
+  auto devices = make_devices(256 * kMiB, {{.device = "sim0", .gib = gib}});
+  SimDevice& sim = sim_of(*devices);
+  ResidencyManager& manager = devices->residency(sim);
+  sim.reset_peak_used();
+  OnDevice oa = place(*devices, "sim0", a, kOpt);
+  OnDevice ob = place(*devices, "sim0", b, kOpt);  // evicts a
+  ASSERT_TRUE(oa.ctx && ob.ctx);
+  EXPECT_FALSE(manager.owner_resident(oa.weights->owner()));
+  for (int i = 0; i < 25; ++i) {
+    EXPECT_TRUE(same_bits(request(*oa.ctx, i), ref_a[static_cast<size_t>(i)])) << "request " << 2 * i;
+    EXPECT_FALSE(manager.owner_resident(ob.weights->owner()));
+    EXPECT_TRUE(same_bits(request(*ob.ctx, i), ref_b[static_cast<size_t>(i)])) << "request " << 2 * i + 1;
+    EXPECT_FALSE(manager.owner_resident(oa.weights->owner()));
+  }
+  EXPECT_LE(sim.peak_used(), manager.budget());
+  EXPECT_LE(manager.used(), manager.budget());
+
+  // The breakdown counts both owners: b resident, a evicted.
+  const DeviceMemoryBreakdown bd = manager.breakdown();
+  EXPECT_EQ(bd.unaccounted, 0u);
+  size_t owners_with_weights = 0;
+  for (const OwnerMemory& om : bd.owners) {
+    if (om.owner == oa.weights->owner()) EXPECT_GT(om.evicted_residents, 0u);
+    if (om.owner == ob.weights->owner()) EXPECT_GT(om.bytes[static_cast<int>(MemoryKind::Weights)], 0u);
+    owners_with_weights += om.bytes[static_cast<int>(MemoryKind::Weights)] > 0;
+  }
+  EXPECT_EQ(owners_with_weights, 1u);
+}
+
+TEST(Residency, APinnedOwnerIsNotEvictedAndTheRequestIsRefusedWithTheNumbers) {
+  auto a = load(model_path("llama-spm-e256-Q4_0.gguf"));
+  auto b = load(model_path("qwen2-e64-Q8_0.gguf"));
+  ASSERT_TRUE(a && b);
+  const size_t budget = std::max(footprint(a), footprint(b)) + kMiB / 2;
+  const double gib = static_cast<double>(budget) / static_cast<double>(size_t{1} << 30);
+  auto devices = make_devices(256 * kMiB, {{.device = "sim0", .gib = gib}});
+  SimDevice& sim = sim_of(*devices);
+  ResidencyManager& manager = devices->residency(sim);
+  OnDevice oa = place(*devices, "sim0", a, kOpt);
+  OnDevice ob = place(*devices, "sim0", b, kOpt);
+  ASSERT_TRUE(oa.ctx && ob.ctx);
+  auto pin = manager.pin(ob.weights->owner());  // b is in the middle of a request
+  ASSERT_TRUE(pin.ok()) << pin.error().message;
+  Batch batch;
+  batch.add(1, 0, 0, true);
+  const Status st = oa.ctx->decode(batch);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("sim0: out of memory for"), std::string::npos) << st.error().message;
+  EXPECT_NE(st.error().message.find("budget " + std::to_string(budget) + " bytes"), std::string::npos)
+      << st.error().message;
+  EXPECT_TRUE(manager.owner_resident(ob.weights->owner()));
+  pin->reset();
+  std::vector<float> out;
+  decode(*oa.ctx, {1}, 0, 0, true, out);  // b is evictable again
+  EXPECT_FALSE(manager.owner_resident(ob.weights->owner()));
+}
+
+TEST(Residency, WeightsAboveTheBudgetAreRefusedAtLoadWithNothingAllocated) {
+  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
+  ASSERT_TRUE(model);
+  auto devices = make_devices(256 * kMiB, {{.device = "sim0", .gib = 0.004}});  // 4 MiB < 12 MiB of weights
+  SimDevice& sim = sim_of(*devices);
+  auto w = DeviceWeights::create(model, sim);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message.find("more than the budget of 4294967 bytes"), std::string::npos)
+      << w.error().message;
+  EXPECT_EQ(sim.memory_info().free, sim.memory_info().total);
+  EXPECT_EQ(devices->residency(sim).used(), 0u);
+
+  // On the CPU the mapped weights count: a budget below them refuses the model too.
+  auto w_cpu = DeviceWeights::create(model, devices->cpu());
+  ASSERT_TRUE(w_cpu.ok()) << w_cpu.error().message;  // no CPU budget
+  auto small = make_devices(kMiB, {{.device = "cpu", .gib = 0.004}});
+  auto refused = DeviceWeights::create(model, small->cpu());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("more than the budget"), std::string::npos) << refused.error().message;
+  EXPECT_EQ(small->residency(small->cpu()).used(), 0u);
+}
+
+}  // namespace
+}  // namespace kiln

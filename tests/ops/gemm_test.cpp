@@ -1,0 +1,306 @@
+// The matrix families of mul_mat (ops/gemm): every SIMD kernel bit-identical to its scalar kernel,
+// every scalar kernel against the reference dot products, prepared and plain weights alike, over
+// awkward sizes; and mul_mat's result for a row independent of the rest of its batch.
+#include "ops/gemm/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "op_harness.h"
+#include "ops/gemm/layouts.h"
+#include "ops/quant/kernels.h"
+#include "ops/quant/quant.h"
+#include "ops/weight_prep.h"
+
+namespace kiln::test {
+namespace {
+
+using gemm::Tile;
+using TileFn = void (*)(const Tile&);
+
+// Rows of `type` from normal values, each row with its own scale (and a few exact zeros, so that
+// blocks with d = 0 occur).
+std::vector<uint8_t> random_rows(DType type, int64_t n_rows, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n_rows * k));
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < k; ++i)
+      v[static_cast<size_t>(r * k + i)] = r % 5 == 3 && i < 64 ? 0.0f : dist(rng) * (1 + r % 3);
+  std::vector<uint8_t> out(static_cast<size_t>(n_rows) * row_size(type, k));
+  quantize_chunk(type, v.data(), out.data(), n_rows, k, nullptr);
+  return out;
+}
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// m activation rows of k values converted by `family` into rows `stride` bytes apart.
+std::vector<uint8_t> converted(const gemm::Family& family, int64_t m, int64_t k, uint32_t seed,
+                               size_t* stride) {
+  *stride = gemm::act_row_bytes(family, k) + 8;  // padded apart
+  const std::vector<float> x = random_floats(m * k, seed);
+  std::vector<uint8_t> out(static_cast<size_t>(m) * *stride, 0xAB);
+  for (int64_t r = 0; r < m; ++r) family.convert_act(x.data() + r * k, out.data() + r * *stride, k);
+  return out;
+}
+
+struct TileCase {
+  const char* name;
+  DType type;
+  TensorLayout layout;
+  TileFn scalar, simd;
+  std::vector<int64_t> ks, rows;
+};
+
+// Runs `fn` over all rows x m activations, outputs `col_stride` floats apart; returns the outputs.
+std::vector<float> run_tile(TileFn fn, const TileCase& c, const std::vector<uint8_t>& w, size_t w_stride,
+                            int64_t n_rows, int64_t k, const std::vector<uint8_t>& act, size_t act_stride,
+                            int64_t m, int col_stride) {
+  std::vector<float> out(static_cast<size_t>(m * n_rows * col_stride), -7.0f);
+  Tile t;
+  t.type = c.type;
+  t.k = k;
+  t.w = reinterpret_cast<const char*>(w.data());
+  t.w_stride = w_stride;
+  t.n_rows = n_rows;
+  t.act = reinterpret_cast<const char*>(act.data());
+  t.act_stride = act_stride;
+  t.n_act = m;
+  t.dst = out.data();
+  t.dst_row_stride = static_cast<size_t>(n_rows * col_stride) * sizeof(float);
+  t.dst_col_stride = static_cast<size_t>(col_stride) * sizeof(float);
+  fn(t);
+  return out;
+}
+
+std::vector<TileCase> tile_cases() {
+  return {
+      {"q4_0x8",
+       DType::Q4_0,
+       TensorLayout::Q4_0x8,
+       gemm::gemm_q4_0x8,
+       gemm::gemm_q4_0x8_avx2,
+       {32, 96, 2080},
+       {8, 24}},
+      {"q4_Kx8",
+       DType::Q4_K,
+       TensorLayout::Q4_Kx8,
+       gemm::gemm_q4_Kx8,
+       gemm::gemm_q4_Kx8_avx2,
+       {256, 768},
+       {8, 16}},
+      {"q8_0",
+       DType::Q8_0,
+       TensorLayout::Plain,
+       gemm::gemm_q8_0,
+       gemm::gemm_q8_0_avx2,
+       {32, 160, 2048},
+       {1, 3, 8}},
+  };
+}
+
+// Weights of a case in its layout: bytes and the stride between rows (plain) or groups.
+std::vector<uint8_t> weights_in_layout(const TileCase& c, int64_t n_rows, int64_t k, uint32_t seed,
+                                       size_t* stride) {
+  std::vector<uint8_t> plain = random_rows(c.type, n_rows, k, seed);
+  const TensorView v = contiguous_view(c.type, {k, n_rows, 1, 1}, plain.data());
+  if (c.layout == TensorLayout::Plain) {
+    *stride = row_size(c.type, k);
+    return plain;
+  }
+  std::vector<uint8_t> prepared(gemm::prepared_bytes(v, c.layout));
+  gemm::prepare(v, c.layout, prepared.data());
+  *stride = prepared.size() / static_cast<size_t>(n_rows / 8);
+  return prepared;
+}
+
+TEST(GemmKernels, SimdKernelsEqualTheirScalarKernels) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar kernels run here";
+  uint32_t seed = 1;
+  for (const TileCase& c : tile_cases()) {
+    const TensorView probe = contiguous_view(c.type, {c.ks[0], c.rows[0], 1, 1}, nullptr);
+    const gemm::Family& fam = gemm::family_for([&] {
+      TensorView v = probe;
+      v.layout = c.layout;
+      return v;
+    }());
+    for (int64_t k : c.ks) {
+      for (int64_t n_rows : c.rows) {
+        size_t w_stride = 0, a_stride = 0;
+        const std::vector<uint8_t> w = weights_in_layout(c, n_rows, k, ++seed, &w_stride);
+        const std::vector<uint8_t> act = converted(fam, 11, k, ++seed, &a_stride);
+        for (int64_t m : {1, 2, 3, 4, 5, 8, 11}) {
+          for (int col_stride : {1, 3}) {
+            const auto want = run_tile(c.scalar, c, w, w_stride, n_rows, k, act, a_stride, m, col_stride);
+            const auto got = run_tile(c.simd, c, w, w_stride, n_rows, k, act, a_stride, m, col_stride);
+            ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                << c.name << " k=" << k << " rows=" << n_rows << " m=" << m << " col_stride=" << col_stride;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The scalar kernels against quant.h's dot products of the same order, bit for bit.
+TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
+  uint32_t seed = 100;
+  for (const TileCase& c : tile_cases()) {
+    // Q8_0's tile family (and its reference, the AVX2 vec_dot) exist on AVX2 CPUs only.
+    if (c.type == DType::Q8_0 && !quant::cpu_has_avx2()) continue;
+    TensorView probe = contiguous_view(c.type, {c.ks[0], c.rows[0], 1, 1}, nullptr);
+    probe.layout = c.layout;
+    const gemm::Family& fam = gemm::family_for(probe);
+    const QuantTraits* q = quant_traits(c.type);
+    const QuantTraits* qa = quant_traits(q->vec_dot_type);
+    for (int64_t k : c.ks) {
+      const int64_t n_rows = c.rows.back(), m = 5;
+      std::vector<uint8_t> plain = random_rows(c.type, n_rows, k, ++seed);
+      size_t w_stride = row_size(c.type, k);
+      std::vector<uint8_t> w = plain;
+      if (c.layout != TensorLayout::Plain) {
+        const TensorView v = contiguous_view(c.type, {k, n_rows, 1, 1}, plain.data());
+        w.resize(gemm::prepared_bytes(v, c.layout));
+        gemm::prepare(v, c.layout, w.data());
+        w_stride = w.size() / static_cast<size_t>(n_rows / 8);
+      }
+      const std::vector<float> x = random_floats(m * k, ++seed);
+      size_t a_stride = gemm::act_row_bytes(fam, k);
+      std::vector<uint8_t> act(static_cast<size_t>(m) * a_stride), native(row_size(q->vec_dot_type, k));
+      for (int64_t r = 0; r < m; ++r) fam.convert_act(x.data() + r * k, act.data() + r * a_stride, k);
+      const auto got = run_tile(c.scalar, c, w, w_stride, n_rows, k, act, a_stride, m, 1);
+      for (int64_t r = 0; r < m; ++r) {
+        qa->from_float(x.data() + r * k, native.data(), k);  // the activation as quant.h converts it
+        for (int64_t i = 0; i < n_rows; ++i) {
+          const uint8_t* row = plain.data() + static_cast<size_t>(i) * row_size(c.type, k);
+          const float out = got[static_cast<size_t>(r * n_rows + i)];
+          const std::string where = std::string(c.name) + " k=" + std::to_string(k) + " row " +
+                                    std::to_string(i) + " act " + std::to_string(r);
+          float want = 0;
+          if (c.type == DType::Q4_0) {
+            quant::vec_dot_q4_0_q8_0_rows8(k, &want, reinterpret_cast<const quant::BlockQ4_0*>(row),
+                                           reinterpret_cast<const quant::BlockQ8_0*>(native.data()));
+          } else if (c.type == DType::Q4_K) {
+            quant::vec_dot_q4_K_q8_K_rows8(k, &want, reinterpret_cast<const quant::BlockQ4_K*>(row),
+                                           reinterpret_cast<const quant::BlockQ8_K*>(native.data()));
+          } else {
+            quant::vec_dot_q8_0_q8_0_avx2(k, &want, reinterpret_cast<const quant::BlockQ8_0*>(row),
+                                          reinterpret_cast<const quant::BlockQ8_0*>(native.data()));
+          }
+          EXPECT_EQ(std::memcmp(&out, &want, sizeof(float)), 0) << where << ": " << out << " vs " << want;
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmKernels, PreparingIsAPureFunctionOfThePlainBytes) {
+  for (const auto& [type, layout, k] : {std::tuple{DType::Q4_0, TensorLayout::Q4_0x8, int64_t{96}},
+                                        std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{512}}}) {
+    std::vector<uint8_t> plain = random_rows(type, 16, k, 7);
+    const TensorView v = contiguous_view(type, {k, 16, 1, 1}, plain.data());
+    std::vector<uint8_t> a(gemm::prepared_bytes(v, layout), 1), b(a.size(), 2);
+    gemm::prepare(v, layout, a.data());
+    gemm::prepare(v, layout, b.data());
+    EXPECT_EQ(a, b) << dtype_name(type);
+    EXPECT_EQ(a.size(), layout == TensorLayout::Q4_0x8 ? plain.size() : plain.size() / 144 * 148);
+  }
+}
+
+// mul_mat over weights as given, and over a copy in the family's prepared layout (forced, so the
+// scalar kernels of the layouts run on CPUs without AVX2 too): identical bits, in the one-row order
+// (the only one of the Q4_Kx8 kernels; plain Q4_K prompt rows take ggml's prompt order).
+TEST(OpsMulMat, PreparedWeightsGiveThePlainWeightsBits) {
+  std::mt19937 rng(5);
+  for (const auto& [type, layout, k] : {std::tuple{DType::Q4_0, TensorLayout::Q4_0x8, int64_t{160}},
+                                        std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{512}}}) {
+    for (int64_t m : {1, 3, 4, 5, 17, 70}) {
+      const int64_t n = 40;
+      HostTensor w(type, {k, n, 1, 1});
+      std::vector<float> wv(static_cast<size_t>(k * n));
+      for (float& v : wv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+      w.set_quantized(wv);
+      HostTensor a(DType::F32, {k, m, 1, 1});
+      a.fill_uniform(rng, -2, 2);
+      HostTensor plain_out(DType::F32, {n, m, 1, 1}), prepared_out(DType::F32, {n, m, 1, 1});
+      OpCall plain_call = make_call(OpKind::MulMat, plain_out, {&w, &a});
+      plain_call.params.single_row_order = true;
+      run_checked(plain_call, plain_out);
+      std::vector<uint8_t> prepared(gemm::prepared_bytes(w.view(), layout));
+      gemm::prepare(w.view(), layout, prepared.data());
+      OpCall call = make_call(OpKind::MulMat, prepared_out, {&w, &a});
+      call.src[0] = prepared_view(w.view(), {layout, prepared.size()}, prepared.data());
+      call.params.single_row_order = true;
+      run_checked(call, prepared_out);
+      for (int64_t j = 0; j < m; ++j)
+        ASSERT_EQ(std::memcmp(plain_out.row(j), prepared_out.row(j), static_cast<size_t>(n) * sizeof(float)),
+                  0)
+            << dtype_name(type) << " m=" << m << " row " << j;
+    }
+  }
+}
+
+// With single_row_order, a row's outputs are the same bits whether it is multiplied alone, in any
+// sub-batch or in the whole batch (what speculative decoding relies on).
+TEST(OpsMulMat, ARowsResultDoesNotDependOnItsBatch) {
+  const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,  DType::Q4_1,
+                         DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,  DType::Q3_K,
+                         DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL};
+  std::mt19937 rng(9);
+  for (DType type : types) {
+    const int64_t k = block_size(type) == 256 ? 512 : 96, n = 24, m = 19;
+    HostTensor w(type, {k, n, 1, 1});
+    std::vector<float> wv(static_cast<size_t>(k * n));
+    for (float& v : wv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+    if (info(type).quantized) {
+      w.set_quantized(wv);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t e = 0; e < k; ++e) w.set(e, i, 0, 0, wv[static_cast<size_t>(i * k + e)]);
+    }
+    // Plain weights, and the prepared copy this CPU's kernels prefer (if any).
+    const WeightPlacement place = choose_weight_layout(w.view());
+    std::vector<uint8_t> prepared(place.bytes);
+    ASSERT_TRUE(prepare_weight(w.view(), place, prepared.data()).ok());
+    for (const TensorView& wview : {w.view(), prepared_view(w.view(), place, prepared.data())}) {
+      HostTensor a(DType::F32, {k, m, 1, 1});
+      a.fill_uniform(rng, -3, 3);
+      HostTensor whole(DType::F32, {n, m, 1, 1});
+      OpCall call = make_call(OpKind::MulMat, whole, {&w, &a});
+      call.src[0] = wview;
+      call.params.single_row_order = true;
+      run_checked(call, whole);
+      for (int64_t b = 1; b <= 16; ++b) {
+        for (int64_t j0 = 0; j0 < m; j0 += b) {
+          const int64_t len = std::min(b, m - j0);
+          HostTensor part_a(DType::F32, {k, len, 1, 1}), part(DType::F32, {n, len, 1, 1});
+          for (int64_t j = 0; j < len; ++j)
+            std::memcpy(part_a.row(j), a.row(j0 + j), static_cast<size_t>(k) * 4);
+          OpCall pc = make_call(OpKind::MulMat, part, {&w, &part_a});
+          pc.src[0] = wview;
+          pc.params.single_row_order = true;
+          run_checked(pc, part);
+          for (int64_t j = 0; j < len; ++j)
+            ASSERT_EQ(std::memcmp(part.row(j), whole.row(j0 + j), static_cast<size_t>(n) * 4), 0)
+                << dtype_name(type) << (wview.layout == TensorLayout::Plain ? " plain" : " prepared")
+                << ": row " << j0 + j << " in batches of " << b;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test

@@ -1,0 +1,182 @@
+// A server with an mmproj (ServerOptions::mmproj, `kiln serve --mmproj`): llama-server's
+// /completion multimodal_data reproduces llama.cpp's greedy tokens for both projectors, an OpenAI
+// image_url part answers as the same prompt on /completion does, a repeated image is reused from
+// the slot's cache, and bad images get a 400 naming the problem while the server keeps serving.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "image/data_uri.h"
+#include "image/png_header.h"
+#include "http_client.h"
+#include "serve/server.h"
+#include "test_data.h"
+
+namespace kiln::serve {
+namespace {
+
+using nlohmann::json;
+
+const std::string kMtmd = std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/mtmd/";
+
+std::shared_ptr<const Model> text_model() {
+  static auto m = Model::load(test_data::path("models/llama-spm-e128-f32.gguf"));
+  EXPECT_TRUE(m.ok());
+  return *m;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::string base64(const std::string& bytes) {
+  return encode_base64(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+}
+
+// A server on a free loopback port, stopped by the destructor. The llama.cpp references were made
+// with F32 K/V and flash attention off.
+struct TestServer {
+  std::unique_ptr<Server> server;
+  int port = 0;
+  explicit TestServer(const std::string& mmproj, int32_t n_parallel = 1) {
+    ServerOptions o;
+    o.n_parallel = n_parallel;
+    o.n_threads = 2;
+    o.context.n_ctx = 512;
+    o.context.type_k = DType::F32;
+    o.context.type_v = DType::F32;
+    o.context.flash_attention = FlashAttention::Off;
+    o.mmproj = mmproj;
+    server = std::make_unique<Server>(o);
+    auto p = server->listen("127.0.0.1", 0);
+    EXPECT_TRUE(p.ok());
+    port = p.ok() ? *p : 0;
+    const Status st = server->attach(text_model());
+    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
+  }
+  ~TestServer() { server->stop(); }
+
+  // POST `body` to `path`; the status and the parsed body.
+  std::pair<int, json> post(const std::string& path, const json& body) const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60);
+    auto r = c.Post(path.c_str(), body.dump(), "application/json");
+    if (!r) return {0, json()};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+  json get(const std::string& path) const {
+    httplib::Client c("127.0.0.1", port);
+    auto r = c.Get(path.c_str());
+    return r ? json::parse(r->body, nullptr, false) : json();
+  }
+};
+
+TEST(ServerImages, CompletionMultimodalDataReproducesLlamaCppGreedyTokens) {
+  const std::string png = file_bytes(kMtmd + "test-224.png");
+  for (const char* proj : {"gemma3", "mlp"}) {
+    TestServer s(kMtmd + "mmproj-" + proj + ".gguf");
+    EXPECT_EQ(s.get("/props")["modalities"]["vision"], true);
+    std::ifstream in(kMtmd + proj + "-test-224.ref.json");
+    const json ref = json::parse(in);
+    const json body = {{"prompt", {{"prompt_string", ref["prompt"]}, {"multimodal_data", {base64(png)}}}},
+                       {"n_predict", 8},
+                       {"temperature", 0},
+                       {"return_tokens", true}};
+    const auto [status, out] = s.post("/completion", body);
+    ASSERT_EQ(status, 200) << out.dump();
+    EXPECT_EQ(out["tokens"], ref["greedy_tokens"]) << proj;
+    EXPECT_EQ(out["tokens_evaluated"], ref["n_past"]) << proj;  // text and image positions
+  }
+}
+
+TEST(ServerImages, ChatImageUrlAnswersAsCompletionAndReusesTheCachedImage) {
+  TestServer s(kMtmd + "mmproj-gemma3.gguf");
+  const std::string url = "data:image/png;base64," + base64(file_bytes(kMtmd + "test-224.png"));
+  const json messages = {{{"role", "user"},
+                          {"content",
+                           {{{"type", "image_url"}, {"image_url", {{"url", url}}}},
+                            {{"type", "text"}, {"text", "What is this?"}}}}}};
+  const json chat = {{"messages", messages}, {"max_tokens", 6}, {"temperature", 0}};
+  const auto [status, first] = s.post("/v1/chat/completions", chat);
+  ASSERT_EQ(status, 200) << first.dump();
+  const std::string reply = first["choices"][0]["message"]["content"];
+
+  // The rendered chat holds the media marker where the image part was; /completion with that
+  // prompt and the image as multimodal_data decodes the same positions.
+  const auto [t_status, rendered] = s.post("/apply-template", {{"messages", messages}});
+  ASSERT_EQ(t_status, 200) << rendered.dump();
+  const std::string prompt = rendered["prompt"];
+  EXPECT_NE(prompt.find("<__media__>What is this?"), std::string::npos) << prompt;
+  const json native = {
+      {"prompt", {{"prompt_string", prompt}, {"multimodal_data", {url.substr(url.find(',') + 1)}}}},
+      {"n_predict", 6},
+      {"temperature", 0}};
+  const auto [n_status, completion] = s.post("/completion", native);
+  ASSERT_EQ(n_status, 200) << completion.dump();
+  EXPECT_EQ(completion["content"], reply);
+  EXPECT_EQ(completion["tokens_evaluated"], first["usage"]["prompt_tokens"]);
+
+  // The same request again: the slot's cache holds the image and the text around it, so all but
+  // the last prompt position are reused, and the answer is the same.
+  const auto [again_status, again] = s.post("/v1/chat/completions", chat);
+  ASSERT_EQ(again_status, 200) << again.dump();
+  EXPECT_EQ(again["choices"][0]["message"]["content"], reply);
+  EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"],
+            again["usage"]["prompt_tokens"].get<int>() - 1);
+}
+
+json image_chat(const std::string& url) {
+  return {
+      {"messages",
+       {{{"role", "user"},
+         {"content",
+          {{{"type", "text"}, {"text", "Hi"}}, {{"type", "image_url"}, {"image_url", {{"url", url}}}}}}}}},
+      {"max_tokens", 2}};
+}
+
+TEST(ServerImages, BadImagesGetA400AndTheServerKeepsServing) {
+  TestServer s(kMtmd + "mmproj-mlp.gguf");
+  const std::string png = file_bytes(kMtmd + "test-224.png");
+  const std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\"/>";
+  const struct {
+    std::string url, message;
+  } cases[] = {
+      {"data:image/png;base64," + base64(png.substr(0, png.size() / 2)), "image 0: image: truncated PNG"},
+      {"data:image/png;base64,iVBO!w0K", "image 0: image: invalid base64 character '!'"},
+      {"data:image/png;base64," + base64(test::png_header_only(30000, 30000)),
+       "PNG of 30000 x 30000 pixels exceeds the limit"},
+      {"data:image/svg+xml;base64," + base64(svg), "image: SVG is not supported (PNG and JPEG images are)"},
+      {"https://example.com/cat.png", "remote image URLs are not fetched"},
+      {"/etc/passwd", "only data: URLs are read"},
+  };
+  for (const auto& c : cases) {
+    const auto [status, out] = s.post("/v1/chat/completions", image_chat(c.url));
+    EXPECT_EQ(status, 400) << c.url.substr(0, 60);
+    const std::string message = out["error"]["message"];
+    EXPECT_NE(message.find(c.message), std::string::npos) << message;
+  }
+  const auto [n_status, native] = s.post(
+      "/completion",
+      {{"prompt", {{"prompt_string", "<__media__><__media__>two"}, {"multimodal_data", {base64(png)}}}},
+       {"n_predict", 1}});
+  EXPECT_EQ(n_status, 400);
+  EXPECT_NE(native["error"]["message"].get<std::string>().find("2 media markers"), std::string::npos)
+      << native;
+  const auto [ok_status, ok] =
+      s.post("/v1/chat/completions", image_chat("data:image/png;base64," + base64(png)));
+  EXPECT_EQ(ok_status, 200) << ok.dump();
+
+  // Without --mmproj: vision is off and an image is refused with the flag to use.
+  TestServer text_only("");
+  EXPECT_EQ(text_only.get("/props")["modalities"]["vision"], false);
+  const auto [t_status, t_out] =
+      text_only.post("/v1/chat/completions", image_chat("data:image/png;base64," + base64(png)));
+  EXPECT_EQ(t_status, 400);
+  EXPECT_NE(t_out["error"]["message"].get<std::string>().find("--mmproj"), std::string::npos) << t_out;
+}
+
+}  // namespace
+}  // namespace kiln::serve
