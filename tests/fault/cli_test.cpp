@@ -110,7 +110,7 @@ TEST(Cli, BadInputGetsAClearErrorAndExitCode) {
       {"run -m " + kModel + " -p hi --sim-capacity sim0=lots", 2, "'lots' is not a number of GiB"},
       {"run -m " + kModel + " -p hi --sim-capacity gpu=1", 2, "'gpu' is not a sim device name"},
       {"run -m " + kModel + " -p hi --device sim0 --sim-capacity sim0=0.01", 1,
-       "weights of 'random-llama-2x128' do not fit: sim0: out of memory: cannot allocate"},
+       "weights of 'random-llama-2x128' do not fit: sim0: out of memory for 'random-llama-2x128' (weights)"},
       {"serve -m " + kModel + " --port 0 --device sim0 --sim-capacity sim0=0.01", 1,
        "do not fit: sim0: out of memory"},
   };
@@ -253,6 +253,7 @@ TEST(Cli, ListDevicesNamesKindCapacityAndFreeMemory) {
   EXPECT_NE(named.out.find("  sim1: sim, simulated accelerator, not host-visible (4096 MiB, 4096 MiB free)"),
             std::string::npos)
       << named.out;
+}
 
 // Values that make no sense are refused while the options are parsed, before any model is read
 // (-m names no file): exit code 2 and one line naming the flag and the value.

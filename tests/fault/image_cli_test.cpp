@@ -3,6 +3,7 @@
 // bad images, files and flags answered with a message naming the problem and exit code 1.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -29,10 +30,12 @@ struct CliResult {
   std::string out;  // stdout and stderr together
 };
 
-// Runs kiln with `args`, `input` piped into its standard input.
+// Runs kiln with `args`, `input` piped into its standard input (a file of this process: ctest runs
+// the tests of this binary in parallel processes).
 CliResult run(const std::string& args, const std::string& input = "") {
-  std::ofstream(kTmp + ".stdin") << input;
-  const std::string cmd = kKiln + " " + args + " < " + kTmp + ".stdin 2>&1";
+  const std::string stdin_path = kTmp + "." + std::to_string(getpid()) + ".stdin";
+  std::ofstream(stdin_path) << input;
+  const std::string cmd = kKiln + " " + args + " < " + stdin_path + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   std::string out;
@@ -40,6 +43,7 @@ CliResult run(const std::string& args, const std::string& input = "") {
   size_t n = 0;
   while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
   const int status = pclose(pipe);
+  std::remove(stdin_path.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
 
