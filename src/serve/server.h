@@ -45,6 +45,7 @@
 #include <string>
 #include <thread>
 
+#include "backends/device_registry.h"
 #include "backends/sim/sim_device.h"
 #include "core/result.h"
 #include "llm/context.h"

@@ -1,5 +1,5 @@
 // Images through an mmproj against llama.cpp's libmtmd (tests/conformance/data/mtmd: outputs of
-// ../shared/tools/mtmd_oracle.c for the fixture text model llama-spm-e128-f32): the prompt's chunk
+// tools/fixtures/mtmd_oracle.c for the fixture text model llama-spm-e128-f32): the prompt's chunk
 // layout and token ids, the image embeddings (within 1e-3 of the largest value), the last
 // position's logits (the conformance tolerances) and 8 greedy tokens.
 #include <gtest/gtest.h>

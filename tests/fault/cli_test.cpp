@@ -1,9 +1,7 @@
 // The `kiln` command line as a user runs it: outputs checked against llama.cpp's references, and
 // bad input answered with a message and an exit code, never a crash.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "shell_command.h"
 #include "test_data.h"
 
 namespace {
@@ -19,22 +18,11 @@ namespace {
 const std::string kKiln = std::string(KILN_BINARY_DIR) + "/kiln";
 const std::string kModel = kiln::test_data::path("models/llama-spm-e128-f32.gguf");
 
-struct CliResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
+using kiln::test::CliResult;
 
 // Runs `kiln ARGS`; `redirect` says where stderr goes (with stdout by default).
 CliResult run(const std::string& args, const std::string& redirect = "2>&1") {
-  const std::string cmd = kKiln + " " + args + " " + redirect;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+  return kiln::test::run_shell(kKiln + " " + args + " " + redirect);
 }
 
 std::string quote(const std::string& s) {
@@ -110,7 +98,7 @@ TEST(Cli, BadInputGetsAClearErrorAndExitCode) {
       {"run -m " + kModel + " -p hi --sim-capacity sim0=lots", 2, "'lots' is not a number of GiB"},
       {"run -m " + kModel + " -p hi --sim-capacity gpu=1", 2, "'gpu' is not a sim device name"},
       {"run -m " + kModel + " -p hi --device sim0 --sim-capacity sim0=0.01", 1,
-       "weights of 'random-llama-2x128' do not fit: sim0: out of memory: cannot allocate"},
+       "weights of 'random-llama-2x128' do not fit: sim0: out of memory for 'random-llama-2x128' (weights)"},
       {"serve -m " + kModel + " --port 0 --device sim0 --sim-capacity sim0=0.01", 1,
        "do not fit: sim0: out of memory"},
   };
@@ -253,6 +241,7 @@ TEST(Cli, ListDevicesNamesKindCapacityAndFreeMemory) {
   EXPECT_NE(named.out.find("  sim1: sim, simulated accelerator, not host-visible (4096 MiB, 4096 MiB free)"),
             std::string::npos)
       << named.out;
+}
 
 // Values that make no sense are refused while the options are parsed, before any model is read
 // (-m names no file): exit code 2 and one line naming the flag and the value.

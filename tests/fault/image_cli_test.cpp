@@ -2,9 +2,8 @@
 // greedy text for an image prompt, a chat turn with an image equal to decoding it directly, and
 // bad images, files and flags answered with a message naming the problem and exit code 1.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -14,6 +13,7 @@
 #include "image/png_header.h"
 #include "llm/cpu_engine.h"
 #include "llm/media_prompt.h"
+#include "shell_command.h"
 #include "test_data.h"
 
 namespace kiln {
@@ -24,23 +24,16 @@ const std::string kModel = test_data::path("models/llama-spm-e128-f32.gguf");
 const std::string kMtmd = std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/mtmd/";
 const std::string kTmp = std::string(KILN_BINARY_DIR) + "/image_cli_test";
 
-struct CliResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
+using test::CliResult;
 
-// Runs kiln with `args`, `input` piped into its standard input.
+// Runs kiln with `args`, `input` piped into its standard input (a file of this process: ctest runs
+// the tests of this binary in parallel processes).
 CliResult run(const std::string& args, const std::string& input = "") {
-  std::ofstream(kTmp + ".stdin") << input;
-  const std::string cmd = kKiln + " " + args + " < " + kTmp + ".stdin 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+  const std::string stdin_path = kTmp + "." + std::to_string(getpid()) + ".stdin";
+  std::ofstream(stdin_path) << input;
+  const CliResult r = test::run_shell(kKiln + " " + args + " < " + stdin_path + " 2>&1");
+  std::remove(stdin_path.c_str());
+  return r;
 }
 
 std::shared_ptr<const Model> model() {

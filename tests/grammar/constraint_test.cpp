@@ -48,7 +48,7 @@ std::shared_ptr<const GrammarVocab> small_vocab() {
 }
 
 TEST(GrammarConstraint, PiecesThatSpanRulesAndUtf8) {
-  auto c = make({.gbnf = "root ::= \"a\"+ (\"€\" \"b\")?"}, small_vocab());
+  auto c = make({.gbnf = "root ::= \"a\"+ (\"€\" \"b\")?", .lazy = false, .triggers = {}}, small_vocab());
   ASSERT_TRUE(c);
   EXPECT_EQ(allowed_one_by_one(*c), (std::vector<int32_t>{0, 10}));
   EXPECT_EQ(allowed_by_walk(*c), (std::vector<int32_t>{0, 10}));
@@ -68,7 +68,7 @@ TEST(GrammarConstraint, PiecesThatSpanRulesAndUtf8) {
 }
 
 TEST(GrammarConstraint, RefusedTokensLeaveTheStateUnchanged) {
-  auto c = make({.gbnf = "root ::= \"ab\""}, small_vocab());
+  auto c = make({.gbnf = "root ::= \"ab\"", .lazy = false, .triggers = {}}, small_vocab());
   ASSERT_TRUE(c);
   EXPECT_FALSE(c->accept(1).ok());
   EXPECT_FALSE(c->accept(8).ok());  // end of generation before the grammar is complete
@@ -81,7 +81,7 @@ TEST(GrammarConstraint, RefusedTokensLeaveTheStateUnchanged) {
 }
 
 TEST(GrammarConstraint, TokenElements) {
-  auto c = make({.gbnf = "root ::= \"a\" <[1]> !<[0]>"}, small_vocab());
+  auto c = make({.gbnf = "root ::= \"a\" <[1]> !<[0]>", .lazy = false, .triggers = {}}, small_vocab());
   ASSERT_TRUE(c);
   ASSERT_TRUE(c->accept(0).ok());
   EXPECT_EQ(allowed_by_walk(*c), (std::vector<int32_t>{1}));
@@ -104,7 +104,7 @@ void check_walk_equals_checks(const std::string& vocab_name, size_t max_steps) {
       "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
       "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
       "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
-  auto c = make({.gbnf = json_gbnf}, vocab);
+  auto c = make({.gbnf = json_gbnf, .lazy = false, .triggers = {}}, vocab);
   ASSERT_TRUE(c);
   const std::string doc = "{\"name\": \"Zoë ☃\", \"n\": [1, -2.5e3, true], \"o\": {}}";
   const auto ids = tok.tokenize(doc, false, false);
@@ -146,7 +146,7 @@ TEST(GrammarConstraint, LazyPatternTriggerStartsAtItsGroup) {
   // The grammar applies from the first non-empty capture group ("{"), not from "call".
   auto c = make({.gbnf = "root ::= \"{\" \"}\"",
                  .lazy = true,
-                 .triggers = {{.type = Trigger::Type::Pattern, .value = "call[^:]*:(\\{)"}}},
+                 .triggers = {{.type = Trigger::Type::Pattern, .value = "call[^:]*:(\\{)", .token = -1}}},
                 vocab);
   ASSERT_TRUE(c);
   for (int32_t id : {0, 1, 2}) ASSERT_TRUE(c->accept(id).ok());
@@ -160,14 +160,14 @@ TEST(GrammarConstraint, LazyFullPatternAndTokenTriggers) {
   auto vocab = GrammarVocab::from_pieces({"<call>", "x", "y", "</s>"}, {3});
   auto full = make({.gbnf = "root ::= \"x\" \"y\"",
                     .lazy = true,
-                    .triggers = {{.type = Trigger::Type::PatternFull, .value = "(x)"}}},
+                    .triggers = {{.type = Trigger::Type::PatternFull, .value = "(x)", .token = -1}}},
                    vocab);
   ASSERT_TRUE(full);
   ASSERT_TRUE(full->accept(1).ok());  // "x" is the whole output: triggered
   EXPECT_FALSE(full->awaiting_trigger());
   EXPECT_EQ(allowed_by_walk(*full), (std::vector<int32_t>{2}));
 
-  auto token = make({.gbnf = "root ::= <[0]> \"y\"", .lazy = true, .triggers = {{.type = Trigger::Type::Token, .token = 0}}},
+  auto token = make({.gbnf = "root ::= <[0]> \"y\"", .lazy = true, .triggers = {{.type = Trigger::Type::Token, .value = "", .token = 0}}},
                     vocab);
   ASSERT_TRUE(token);
   ASSERT_TRUE(token->accept(1).ok());
@@ -183,19 +183,19 @@ TEST(GrammarConstraint, CreateErrors) {
     auto c = GrammarConstraint::create(spec, vocab);
     return c.ok() ? std::string() : c.error().message;
   };
-  EXPECT_EQ(err({.gbnf = "root ::= \"a\"", .lazy = true}), "grammar: a lazy grammar needs at least one trigger");
-  EXPECT_EQ(err({.gbnf = "root ::= \"a\"", .lazy = true, .triggers = {{.type = Trigger::Type::Token, .token = 99}}}),
+  EXPECT_EQ(err({.gbnf = "root ::= \"a\"", .lazy = true, .triggers = {}}), "grammar: a lazy grammar needs at least one trigger");
+  EXPECT_EQ(err({.gbnf = "root ::= \"a\"", .lazy = true, .triggers = {{.type = Trigger::Type::Token, .value = "", .token = 99}}}),
             "grammar: trigger token 99 outside the vocabulary [0, 11)");
-  EXPECT_NE(err({.gbnf = "root ::= \"a\"", .lazy = true, .triggers = {{.type = Trigger::Type::Pattern, .value = "(("}}})
+  EXPECT_NE(err({.gbnf = "root ::= \"a\"", .lazy = true, .triggers = {{.type = Trigger::Type::Pattern, .value = "((", .token = -1}}})
                 .find("grammar: trigger pattern '((':"),
             std::string::npos);
-  EXPECT_EQ(err({.gbnf = "root ::= x"}), "grammar: undefined rule 'x' (used in 'root')");
+  EXPECT_EQ(err({.gbnf = "root ::= x", .lazy = false, .triggers = {}}), "grammar: undefined rule 'x' (used in 'root')");
 }
 
 TEST(GrammarConstraint, TokenNamesResolveThroughTheTokenizer) {
   const auto& tok = fixture_tokenizer("qwen2");
   auto vocab = GrammarVocab::build(tok);
-  auto c = make({.gbnf = "root ::= <|im_start|>"}, vocab, &tok);
+  auto c = make({.gbnf = "root ::= <|im_start|>", .lazy = false, .triggers = {}}, vocab, &tok);
   ASSERT_TRUE(c);
   const int32_t im_start = tok.tokenize("<|im_start|>", false, true).at(0);
   const auto ids = allowed_by_walk(*c);

@@ -175,8 +175,12 @@ TEST(Residency, TwoModelsTakeTurnsOnABudgetThatHoldsOne) {
   EXPECT_EQ(bd.unaccounted, 0u);
   size_t owners_with_weights = 0;
   for (const OwnerMemory& om : bd.owners) {
-    if (om.owner == oa.weights->owner()) EXPECT_GT(om.evicted_residents, 0u);
-    if (om.owner == ob.weights->owner()) EXPECT_GT(om.bytes[static_cast<int>(MemoryKind::Weights)], 0u);
+    if (om.owner == oa.weights->owner()) {
+      EXPECT_GT(om.evicted_residents, 0u);
+    }
+    if (om.owner == ob.weights->owner()) {
+      EXPECT_GT(om.bytes[static_cast<int>(MemoryKind::Weights)], 0u);
+    }
     owners_with_weights += om.bytes[static_cast<int>(MemoryKind::Weights)] > 0;
   }
   EXPECT_EQ(owners_with_weights, 1u);

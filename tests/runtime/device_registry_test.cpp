@@ -9,7 +9,8 @@ namespace {
 TEST(DeviceRegistry, HasTheCpuAndTheNamedSimDevices) {
   auto r = DeviceRegistry::create(
       {.n_threads = 1,
-       .sim = {{.name = "sim1", .capacity = 3 << 20}, {.name = "sim0", .capacity = 1 << 20}}});
+       .sim = {{.name = "sim1", .capacity = 3 << 20}, {.name = "sim0", .capacity = 1 << 20}},
+       .budgets = {}});
   ASSERT_TRUE(r.ok()) << r.error().message;
   const auto list = (*r)->describe();
   ASSERT_EQ(list.size(), 3u);
@@ -49,7 +50,7 @@ TEST(DeviceRegistry, RefusesBadSimDevices) {
         << r.error().message;
   }
   auto twice = DeviceRegistry::create(
-      {.sim = {{.name = "sim0", .capacity = 1 << 20}, {.name = "sim0", .capacity = 1 << 20}}});
+      {.sim = {{.name = "sim0", .capacity = 1 << 20}, {.name = "sim0", .capacity = 1 << 20}}, .budgets = {}});
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.error().message.find("given twice"), std::string::npos);
   auto tiny = DeviceRegistry::create({.sim = {{.name = "sim0", .capacity = 100}}, .budgets = {}});

@@ -41,7 +41,7 @@ const char* kKjv = KILN_SOURCE_DIR "/models/kjv-llama-q8_0.gguf";
 // A copy of `src` at a path of this process, removed with the object.
 struct ModelCopy {
   std::string path;
-  explicit ModelCopy(const char* src, const char* tag) {
+  explicit ModelCopy(const std::string& src, const char* tag) {
     path = (fs::temp_directory_path() / ("kiln-lifecycle-" + std::to_string(getpid()) + "-" + tag + ".gguf"))
                .string();
     fs::copy_file(src, path, fs::copy_options::overwrite_existing);

@@ -15,6 +15,9 @@ Result<std::vector<ChatMessage>> prepare_messages(const ChatSyntax& syntax, cons
   std::vector<ChatMessage> out;
   const bool generic = syntax.tools.shape == ToolSyntax::Shape::Generic && !r.tools.empty();
   const bool describe = !r.tools.empty() && (generic || !syntax.renders_tools);
+  // Calls and results as text for the generic format and for templates that render no tools
+  // (they would read an assistant call's null content), as llama.cpp's template polyfills do.
+  const bool calls_as_text = generic || !syntax.renders_tools;
   for (size_t i = 0; i < r.messages.size(); ++i) {
     ChatMessage m = r.messages[i];
     if (m.extra.contains("tool_calls") && m.extra["tool_calls"].is_array()) {
@@ -33,15 +36,16 @@ Result<std::vector<ChatMessage>> prepare_messages(const ChatSyntax& syntax, cons
           args = args.dump();
         }
       }
-      if (generic) {
+      if (calls_as_text) {
         json text_calls = json::array();
         for (const auto& c : calls) text_calls.push_back({{"name", c["function"]["name"]}, {"arguments", c["function"]["arguments"]}});
         const json answer = text_calls.size() == 1 ? json{{"tool_call", text_calls[0]}} : json{{"tool_calls", text_calls}};
         m.content = answer.dump();
         m.extra.erase("tool_calls");
+        m.extra.erase("content");  // a null content
       }
     }
-    if (generic && m.role == "tool") {
+    if (calls_as_text && m.role == "tool") {
       m.role = "user";
       m.content = "Tool result" + (m.extra.contains("name") && m.extra["name"].is_string() ? " (" + m.extra["name"].get<std::string>() + ")" : std::string()) +
                   ": " + m.content;

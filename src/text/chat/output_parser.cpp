@@ -9,6 +9,17 @@
 namespace kiln::chat {
 namespace {
 
+// `s` between double quotes. Built by appending: GCC 12 warns falsely (-Wrestrict, GCC bug 105329)
+// on operator+(const char*, std::string&&), and CI makes warnings errors.
+std::string in_quotes(std::string_view s) {
+  std::string q;
+  q.reserve(s.size() + 2);
+  q += '"';
+  q += s;
+  q += '"';
+  return q;
+}
+
 using json = nlohmann::ordered_json;
 constexpr size_t npos = std::string::npos;
 
@@ -199,7 +210,7 @@ std::string string_prefix(std::string_view text, size_t p, bool& closed) {
     const char e = text[i + 1];
     if (e == 'u') {
       if (i + 6 > text.size()) break;
-      const json v = json::parse("\"" + std::string(text.substr(i, 6)) + "\"", nullptr, false);
+      const json v = json::parse(in_quotes(text.substr(i, 6)), nullptr, false);
       if (v.is_string()) {
         out += v.get<std::string>();
         i += 6;
@@ -207,7 +218,7 @@ std::string string_prefix(std::string_view text, size_t p, bool& closed) {
       }
       // A surrogate pair: decode both halves together.
       if (i + 12 > text.size()) break;
-      const json pair = json::parse("\"" + std::string(text.substr(i, 12)) + "\"", nullptr, false);
+      const json pair = json::parse(in_quotes(text.substr(i, 12)), nullptr, false);
       if (pair.is_string()) out += pair.get<std::string>();
       i += 12;
       continue;
@@ -548,16 +559,21 @@ class Parse {
         std::string_view v = ltrim(s.substr(e));
         v = rtrim(v.substr(0, v.size() - partial_marker_suffix(v, suffix)));
         v = v.substr(0, v.size() - incomplete_utf8(v));
-        args += as_string ? "\"" + escape_json(v) : std::string(v);
+        if (as_string) {
+          args += '"';
+          args += escape_json(v);
+        } else {
+          args += v;
+        }
         add_call(name, "", args);
         return s.size();
       }
       const std::string value = trim(s.substr(e, value_end - e));
       if (as_string) {
-        args += "\"" + escape_json(value) + "\"";
+        args += in_quotes(escape_json(value));
       } else {
         const json v = json::parse(value, nullptr, false);
-        args += v.is_discarded() ? "\"" + escape_json(value) + "\"" : value;
+        args += v.is_discarded() ? in_quotes(escape_json(value)) : value;
       }
       p = value_end + suffix.size();
     }

@@ -71,7 +71,10 @@ class ToolGrammar {
     const std::string body = until_rule(c_, "reasoning-body", s_.reasoning.end);
     const std::string end = grammar::gbnf_literal(s_.reasoning.end);
     if (o_.starts_in_reasoning) return body + " " + end + " space ";
-    return "(" + grammar::gbnf_literal(s_.reasoning.start) + " " + body + " " + end + " space)? ";
+    std::string rule = "(";  // appended: GCC 12's false -Wrestrict on "x" + std::string&& (bug 105329)
+    rule += grammar::gbnf_literal(s_.reasoning.start);
+    rule += " " + body + " " + end + " space)? ";
+    return rule;
   }
 
   grammar::Trigger trigger() {
@@ -245,7 +248,7 @@ Result<std::optional<grammar::GrammarSpec>> tool_call_grammar(const ChatSyntax& 
     const json response = {{"type", "object"}, {"properties", {{"response", {{"type", "string"}}}}}, {"required", {"response"}}};
     const json schema = options.choice.mode == ToolChoice::Mode::Auto ? json{{"anyOf", {calls, response}}} : calls;
     KILN_ASSIGN_OR_RETURN(std::string gbnf, grammar::json_schema_to_gbnf(schema));
-    return std::optional<grammar::GrammarSpec>(grammar::GrammarSpec{.gbnf = std::move(gbnf)});
+    return std::optional<grammar::GrammarSpec>(grammar::GrammarSpec{.gbnf = std::move(gbnf), .lazy = false, .triggers = {}});
   }
   if (options.choice.mode == ToolChoice::Mode::Auto && trim(syntax.tools.trigger).empty()) return std::optional<grammar::GrammarSpec>();
   KILN_ASSIGN_OR_RETURN(grammar::GrammarSpec spec, ToolGrammar(syntax, options).build());

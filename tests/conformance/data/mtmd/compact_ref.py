@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Shrink an mtmd_oracle output (../shared/tools/mtmd_oracle.c: OUT.json, OUT.embd.f32) into what
+"""Shrink an mtmd_oracle output (tools/fixtures/mtmd_oracle.c: OUT.json, OUT.embd.f32) into what
 kiln's vision conformance test reads: NAME.ref.json (prompt, mode, chunk layout and token ids,
 image embedding shape, the top 40 last-position logits, greedy tokens) and NAME.embd.f32 (the
 image embeddings, token-major float32, copied unchanged).

@@ -1,41 +1,43 @@
 #!/bin/bash
 # Regenerates the vision references of tests/conformance/vision_test.cpp from llama.cpp's libmtmd.
-#   tests/conformance/data/mtmd/make_refs.sh LCPP
+#   tests/conformance/data/mtmd/make_refs.sh LCPP FIXTURES
 # LCPP: a llama.cpp tree built with cmake into LCPP/build (libmtmd, libllama), e.g. the source that
-# node-llama-cpp@3.22.1 bundles (see ../shared/tools/mkmtmd_fixtures.sh). Needs ../shared (its
-# tools and the text model fixtures/models/llama-spm-e128-f32.gguf), Debian's python3-numpy,
-# libpng-dev and libjpeg-dev.
+# node-llama-cpp@3.22.1 bundles (see tools/fixtures/mkmtmd_fixtures.sh). FIXTURES: the output
+# folder of tools/fixtures/mkmtmd_fixtures.sh. Needs the text model
+# build/test-data/models/llama-spm-e128-f32.gguf (tools/fixtures/make_test_data.py), Debian's
+# python3-numpy, libpng-dev and libjpeg-dev.
 #
 # The first four references (mmproj-gemma3/mlp.gguf on test-224.png, exact and with llama.cpp's
-# defaults) are ../shared/fixtures/mtmd's, shrunk by compact_ref.py; the rest are made here:
+# defaults) are FIXTURES', shrunk by compact_ref.py; the rest are made here:
 # other image sizes (resize + pad), F16 weights, a pooling factor of 2, a JPEG, a prompt that starts
 # with the image, flash attention with F16 weights.
 set -euo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 L=$(realpath "$1")
-S=$(realpath "$D/../../../../../shared")
+F=$(realpath "$2")
+T=$(realpath "$D/../../../../tools/fixtures")
 PY=/usr/bin/python3
-TEXT="$S/fixtures/models/llama-spm-e128-f32.gguf"
+TEXT=$(realpath "$D/../../../../build/test-data/models/llama-spm-e128-f32.gguf")
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 cd "$D"
 
-gcc -O2 -std=c11 -o "$W/mtmd_oracle" "$S/tools/mtmd_oracle.c" -I"$L/include" -I"$L/ggml/include" \
+gcc -O2 -std=c11 -o "$W/mtmd_oracle" "$T/mtmd_oracle.c" -I"$L/include" -I"$L/ggml/include" \
   -I"$L/tools/mtmd" -L"$L/build/bin" -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,"$L/build/bin" -lm
 gcc -O2 -o "$W/jpeg_from_png" jpeg_from_png.c -lpng -ljpeg
 
 for p in gemma3 mlp; do
-  cp "$S/fixtures/mtmd/mmproj-$p.gguf" .
-  $PY compact_ref.py "$S/fixtures/mtmd/out-$p-test-224" "$p-test-224"
+  cp "$F/mmproj-$p.gguf" .
+  $PY compact_ref.py "$F/out-$p-test-224" "$p-test-224"
   # The defaults run has no .embd.f32: write one from its JSON.
-  cp "$S/fixtures/mtmd/out-$p-test-224-cli.json" "$W/$p-fa.json"
+  cp "$F/out-$p-test-224-cli.json" "$W/$p-fa.json"
   $PY -c "import json, struct, sys; d = json.load(open(sys.argv[1])); open(sys.argv[2], 'wb').write(b''.join(struct.pack('<f', v) for r in d['image_embd'] for v in r))" \
     "$W/$p-fa.json" "$W/$p-fa.embd.f32"
   $PY compact_ref.py "$W/$p-fa" "$p-test-224-fa"
 done
-cp "$S/fixtures/mtmd/test-224.png" .
+cp "$F/test-224.png" .
 
-(cd "$S/tools" && $PY mkimage.py --out "$D/test-300x200.png" --width 300 --height 200 &&
+(cd "$T" && $PY mkimage.py --out "$D/test-300x200.png" --width 300 --height 200 &&
   $PY mkimage.py --out "$D/test-100x150.png" --width 100 --height 150 --cell 12 &&
   $PY mkimage.py --out "$W/photo.png" --width 160 --height 120 --cell 20 &&
   $PY mkmmproj.py --proj gemma3 --type f16 --image-size 112 --merge 2 --embd 64 --ff 160 --layers 2 --heads 4 \
