@@ -44,6 +44,11 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<PromptImag
 
 }  // namespace
 
+void EngineSignal::notify() {
+  { std::lock_guard lock(mutex); }  // a waiter between its check and its wait sees the change
+  cv.notify_all();
+}
+
 uint64_t Notifier::version() const {
   std::lock_guard lock(mutex_);
   return version_;
@@ -71,14 +76,29 @@ Generation::Generation(GenerationRequest request, Sampler sampler, std::shared_p
 }
 
 Generation::Chunk Generation::take() {
-  std::lock_guard lock(mutex_);
   Chunk c;
-  c.text = std::move(pending_);
-  pending_.clear();
-  c.tokens = std::move(pending_tokens_);
-  pending_tokens_.clear();
-  c.final = done_;
+  bool was_paused = false;
+  {
+    std::lock_guard lock(mutex_);
+    was_paused = pending_tokens_.size() >= kMaxUntakenTokens && !done_;
+    c.text = std::move(pending_);
+    pending_.clear();
+    c.tokens = std::move(pending_tokens_);
+    pending_tokens_.clear();
+    c.final = done_;
+  }
+  if (was_paused && engine_) engine_->notify();
   return c;
+}
+
+void Generation::cancel() {
+  cancelled_ = true;
+  if (engine_) engine_->notify();
+}
+
+bool Generation::backlogged() const {
+  std::lock_guard lock(mutex_);
+  return pending_tokens_.size() >= kMaxUntakenTokens;
 }
 
 Generation::Chunk Generation::next() {
@@ -182,6 +202,7 @@ void Engine::stop() {
 Result<std::shared_ptr<Generation>> Engine::submit(GenerationRequest request, Sampler sampler,
                                                    std::shared_ptr<Notifier> notifier) {
   auto gen = std::make_shared<Generation>(std::move(request), std::move(sampler), std::move(notifier));
+  gen->engine_ = signal_;
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return make_error("the server is shutting down");
@@ -233,10 +254,7 @@ void Engine::loop() {
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      auto busy = [&] {
-        return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.gen != nullptr; });
-      };
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || busy(); });
+      cv_.wait(lock, [&] { return stopping_ || has_work(); });
       if (stopping_) break;
       // Requests cancelled while queued end here; the others take free slots in order.
       std::erase_if(queue_, [](const std::shared_ptr<Generation>& g) {
@@ -254,11 +272,28 @@ void Engine::loop() {
     step();
   }
   std::lock_guard lock(mutex_);
-  for (Slot& s : slots_)
-    if (s.gen) release(s, StopType::None, "the server is shutting down");
-  for (auto& g : queue_) g->finish(StopType::None, "the server is shutting down");
+  for (Slot& s : slots_) {
+    if (!s.gen) continue;
+    s.gen->shut_down_ = true;
+    release(s, StopType::None, "the server is shutting down");
+  }
+  for (auto& g : queue_) {
+    g->shut_down_ = true;
+    g->finish(StopType::None, "the server is shutting down");
+  }
   queue_.clear();
   publish();
+}
+
+bool Engine::has_work() const {
+  const bool free_slot =
+      std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.gen == nullptr; });
+  for (const auto& g : queue_)
+    if (free_slot || g->cancelled()) return true;
+  // A slot works unless its generation is paused for its client (and not cancelled).
+  return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) {
+    return s.gen && (s.pending < 0 || s.gen->cancelled() || !s.gen->backlogged());
+  });
 }
 
 void Engine::assign(std::shared_ptr<Generation> gen) {
@@ -325,7 +360,7 @@ bool Engine::step() {
     chunks.emplace_back(image_slot, batch.size());
   } else {
     for (Slot& s : slots_) {
-      if (!s.gen || s.pending < 0) continue;
+      if (!s.gen || s.pending < 0 || s.gen->backlogged()) continue;  // paused: its client lags
       s.batch_index = static_cast<int64_t>(batch.size());
       batch.add(s.pending, static_cast<int32_t>(s.cache.size()), s.id, true);
     }

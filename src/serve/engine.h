@@ -16,6 +16,10 @@
 // (StopText); a token is handed over once all of its text has been released, and a token whose
 // text a stop string cut is never reported. The engine keeps llama-server's counters (metrics()).
 //
+// Backpressure: a generation whose client has not taken kMaxUntakenTokens of its tokens is
+// paused (its slot keeps its place; the others go on) until the client takes them or cancels it.
+// A client that stops reading thus holds a bounded amount of output, never a whole stream.
+//
 // Thread-safety: submit(), slots(), metrics() and stop() may be called from any thread; a
 // Generation is read by one client thread while the engine thread writes it. A Notifier may be
 // shared by several generations so that one client thread waits for any of them.
@@ -45,6 +49,16 @@ namespace kiln::serve {
 // Prompt tokens one step decodes at most (over all slots): a long prompt is processed in chunks
 // between the token steps of the streams already running.
 inline constexpr size_t kPromptChunk = 512;
+// Tokens a generation may hold for its client before the engine pauses it (see above).
+inline constexpr size_t kMaxUntakenTokens = 64;
+
+// Wakes the engine thread from client threads (output taken, a generation cancelled). Shared by
+// the engine and its generations, which may outlive it.
+struct EngineSignal {
+  std::mutex mutex;
+  std::condition_variable cv;
+  void notify();
+};
 
 // An image of a prompt: its embedding rows fill prompt positions [pos, pos + embd->n_tokens),
 // which hold kMediaToken (llm/media_prompt.h).
@@ -124,7 +138,8 @@ class Generation {
   // Blocks until text, tokens or the end are available.
   Chunk next();
   // Asks the engine to stop this generation and free its slot (no effect once it ended).
-  void cancel() { cancelled_ = true; }
+  // May lock the engine's mutex briefly; any thread.
+  void cancel();
   bool cancelled() const { return cancelled_; }
 
   // Valid after the final chunk.
@@ -132,6 +147,7 @@ class Generation {
   StopType stop_type() const { return stop_type_; }
   const std::string& stopping_word() const { return stopping_word_; }  // the stop string that matched
   const std::string& error() const { return error_; }                  // non-empty: it failed
+  bool shut_down() const { return shut_down_; }                        // it failed because the engine stopped
   GenerationTimings timings() const;
   int32_t n_prompt() const { return static_cast<int32_t>(request_.prompt.size()); }
   int32_t n_cached() const { return n_cached_; }
@@ -144,10 +160,12 @@ class Generation {
   bool append(TokenOutput token);
   void release_text(bool flush);  // under mutex_: moves released text and tokens to pending
   void finish(StopType type, std::string error);
+  bool backlogged() const;  // the client holds back kMaxUntakenTokens or more
 
   GenerationRequest request_;
   Sampler sampler_;
   std::shared_ptr<Notifier> notifier_;
+  std::shared_ptr<EngineSignal> engine_;  // set by Engine::submit
   // Engine thread only.
   StopText stop_text_;
   size_t max_stop_ = 0;
@@ -161,6 +179,7 @@ class Generation {
   std::string pending_;
   std::vector<TokenOutput> pending_tokens_;
   bool done_ = false;
+  bool shut_down_ = false;
   std::string finish_reason_, stopping_word_, error_;
   StopType stop_type_ = StopType::None;
   std::atomic<int32_t> n_cached_{0}, n_generated_{0};
@@ -230,14 +249,16 @@ class Engine {
   Slot* add_image(Batch& batch);
   void release(Slot& s, StopType type, std::string error);               // under mutex_
   void on_token(Slot& s, int32_t token, std::span<const float> logits);  // under mutex_
-  void publish();  // copies slot states for slots(), under mutex_
+  void publish();         // copies slot states for slots(), under mutex_
+  bool has_work() const;  // under mutex_: a step would do something
 
   Context& ctx_;
   int32_t n_ctx_slot_;
   int32_t queue_limit_;
   std::vector<Slot> slots_;  // engine thread (and assign() under mutex_)
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
+  std::shared_ptr<EngineSignal> signal_ = std::make_shared<EngineSignal>();
+  std::mutex& mutex_ = signal_->mutex;
+  std::condition_variable& cv_ = signal_->cv;
   std::deque<std::shared_ptr<Generation>> queue_;
   std::vector<SlotInfo> info_;
   EngineMetrics metrics_;  // under mutex_

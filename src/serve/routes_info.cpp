@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "serve/api_json.h"
-#include "serve/http.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
@@ -64,21 +63,21 @@ std::string metrics_text(const EngineMetrics& m) {
 
 }  // namespace
 
-void add_info_routes(httplib::Server& h, const RouteContext& rc) {
-  h.Get("/v1/models", [rc](const httplib::Request&, httplib::Response& res) {
+void add_info_routes(http::Router& r, const RouteContext& rc) {
+  r.get("/v1/models", [rc](const http::Request&, http::Exchange& ex) {
     auto info = rc.info();
-    if (!info) return send_error(res, {503, "the model is loading"});
+    if (!info) return send_error(ex, {503, "the model is loading"});
     send_json(
-        res,
+        ex,
         {{"object", "list"},
          {"data",
           json::array(
               {{{"id", info->name}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "kiln"}}})}});
   });
 
-  h.Get("/slots", [rc](const httplib::Request&, httplib::Response& res) {
+  r.get("/slots", [rc](const http::Request&, http::Exchange& ex) {
     auto info = rc.info();
-    if (!info) return send_error(res, {503, "the model is loading"});
+    if (!info) return send_error(ex, {503, "the model is loading"});
     json out = json::array();
     for (const SlotInfo& s : rc.slots()) {
       json slot = {{"id", s.id},
@@ -92,13 +91,16 @@ void add_info_routes(httplib::Server& h, const RouteContext& rc) {
       }
       out.push_back(std::move(slot));
     }
-    send_json(res, out);
+    send_json(ex, out);
   });
 
-  h.Get("/metrics", [rc](const httplib::Request&, httplib::Response& res) {
+  r.get("/metrics", [rc](const http::Request&, http::Exchange& ex) {
     auto st = rc.peek();
-    if (!st) return send_error(res, {503, "no model is loaded now (loading or asleep): no metrics"});
-    res.set_content(metrics_text(st->engine->metrics()), "text/plain; version=0.0.4");
+    if (!st) return send_error(ex, {503, "no model is loaded now (loading or asleep): no metrics"});
+    ex.respond({.status = 200,
+                .content_type = "text/plain; version=0.0.4",
+                .body = metrics_text(st->engine->metrics()),
+                .headers = {}});
   });
 }
 
