@@ -27,6 +27,13 @@ using nlohmann::json;
 constexpr double kRoomForOne = 0.025;
 constexpr double kRoomForBoth = 1.0;
 
+ModelSpec spec(const std::string& name, const std::string& path) {
+  ModelSpec m;
+  m.name = name;
+  m.path = path;
+  return m;
+}
+
 ServerOptions options(double budget_gib, int32_t residency_timeout = 30) {
   ServerOptions o;
   o.n_parallel = 1;
@@ -36,8 +43,8 @@ ServerOptions options(double budget_gib, int32_t residency_timeout = 30) {
   o.sim_devices = {{.name = "sim0", .capacity = size_t{256} << 20}};
   o.budgets = {{.device = "sim0", .gib = budget_gib}};
   o.residency_timeout_seconds = residency_timeout;
-  o.models = {{.name = "qwen2", .path = test_data::path("models/qwen2-e64-Q8_0.gguf")},
-              {.name = "qwen3", .path = test_data::path("models/qwen3-e64-Q8_0.gguf")}};
+  o.models = {spec("qwen2", test_data::path("models/qwen2-e64-Q8_0.gguf")),
+              spec("qwen3", test_data::path("models/qwen3-e64-Q8_0.gguf"))};
   return o;
 }
 
@@ -261,7 +268,7 @@ TEST(ManyModels, ARequestThatCannotGetRoomInTimeGets503) {
 }
 
 TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
-  std::vector<ModelSpec> models = {{.name = "a", .path = "/m/a.gguf"}};
+  std::vector<ModelSpec> models = {spec("a", "/m/a.gguf")};
   const std::string preset =
       "version = 1\n"
       "; comment\n"
@@ -293,7 +300,7 @@ TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
   EXPECT_FALSE(apply_models_preset("[c]\nc = 64\n", "p.ini", models).ok());  // no model path
   EXPECT_FALSE(apply_models_preset("[a]\nnp = many\n", "p.ini", models).ok());
   EXPECT_FALSE(parse_model_flag("no-equals-sign").ok());
-  EXPECT_FALSE(check_models({{.name = "x", .path = "1"}, {.name = "x", .path = "2"}}).ok());
+  EXPECT_FALSE(check_models({spec("x", "1"), spec("x", "2")}).ok());
 }
 
 }  // namespace
