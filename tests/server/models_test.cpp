@@ -111,12 +111,15 @@ TEST(ManyModels, AlternatingRequestsOnABudgetForOneEqualARoomyServer) {
       const Answer got = answer(tight, completion(model, prompt));
       ASSERT_EQ(got.text, want.text) << model << " turn " << turn;
       EXPECT_EQ(got.prompt_n, want.prompt_n) << model << " turn " << turn;
-      if (turn > 0) EXPECT_LT(got.prompt_n, got.prompt_tokens) << "the restored prompt cache was not used";
+      if (turn > 0) {
+        EXPECT_LT(got.prompt_n, got.prompt_tokens) << "the restored prompt cache was not used";
+      }
       // The other model was evicted to make room, and keeps its state (sleeping, not unloaded).
       const auto states = tight.states();
       EXPECT_EQ(states.at(model), "loaded");
-      if (turn > 0 || std::string(model) == "qwen3")
+      if (turn > 0 || std::string(model) == "qwen3") {
         EXPECT_EQ(states.at(std::string(model) == "qwen2" ? "qwen3" : "qwen2"), "sleeping");
+      }
       prompt += got.text + " and";
     }
   }
