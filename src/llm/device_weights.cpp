@@ -1,8 +1,5 @@
 #include "llm/device_weights.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 
 namespace kiln {
@@ -99,21 +96,26 @@ Status DeviceWeights::rebuild() {
   buffer_ = std::move(buffer);
   resident_ = true;
   bind_views();
+  drop_file_pages(/*also_read_in_place=*/false);
   return ok_status();
 }
 
 Status DeviceWeights::evict() {
   release();
-  if (mapped_bytes_ == 0 || !model_->file().mapped()) return ok_status();
-  // Drop the pages of the tensors read in place: the data section, page-aligned inward (the
-  // mapping is read-only and private: the kernel reads the pages from the file again on access).
-  const std::span<const uint8_t> file = model_->file().bytes();
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(file.data()) + model_->file().data_offset();
-  const uintptr_t hi = reinterpret_cast<uintptr_t>(file.data() + file.size());
-  const uintptr_t first = (lo + page - 1) / page * page, last = hi / page * page;
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  drop_file_pages(/*also_read_in_place=*/true);
   return ok_status();
+}
+
+void DeviceWeights::drop_file_pages(bool also_read_in_place) const {
+  std::vector<const GgufTensorInfo*> drop;
+  for (const Placement& p : placements_) {
+    if (std::find(drop.begin(), drop.end(), p.info) != drop.end()) continue;
+    const bool read_in_place = std::any_of(placements_.begin(), placements_.end(), [&](const Placement& q) {
+      return q.info == p.info && q.offset == kMapped;
+    });
+    if (also_read_in_place || !read_in_place) drop.push_back(p.info);
+  }
+  model_->file().drop_tensor_pages(drop);
 }
 
 void DeviceWeights::bind_views() {
