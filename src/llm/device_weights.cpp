@@ -14,6 +14,13 @@ WeightPlacement placement_for(const TensorView& source, WeightUse use) {
   return {TensorLayout::Plain, source.span_bytes()};
 }
 
+// Whether a placement reads tensor `info` in place from the mapped file.
+bool read_in_place(const std::vector<DeviceWeights::Placement>& placements, const GgufTensorInfo* info) {
+  return std::any_of(placements.begin(), placements.end(), [&](const DeviceWeights::Placement& q) {
+    return q.info == info && q.offset == DeviceWeights::kMapped;
+  });
+}
+
 }  // namespace
 
 DeviceWeights::~DeviceWeights() = default;
@@ -92,6 +99,9 @@ Status DeviceWeights::rebuild() {
           buffer->view(DType::I8, {static_cast<int64_t>(p.prepared.bytes), 1, 1, 1}, p.offset));
       KILN_TRY(device_->upload(bytes, staging.data(), staging.size()));
     }
+    // At once, so that the peak holds one tensor's source beside the copy, not the whole file
+    // (the pages it shares with the next tensor go with drop_file_pages below).
+    if (!read_in_place(placements_, p.info)) model_->file().drop_tensor_pages({&p.info, 1});
   }
   buffer_ = std::move(buffer);
   resident_ = true;
@@ -110,10 +120,7 @@ void DeviceWeights::drop_file_pages(bool also_read_in_place) const {
   std::vector<const GgufTensorInfo*> drop;
   for (const Placement& p : placements_) {
     if (std::find(drop.begin(), drop.end(), p.info) != drop.end()) continue;
-    const bool read_in_place = std::any_of(placements_.begin(), placements_.end(), [&](const Placement& q) {
-      return q.info == p.info && q.offset == kMapped;
-    });
-    if (also_read_in_place || !read_in_place) drop.push_back(p.info);
+    if (also_read_in_place || !read_in_place(placements_, p.info)) drop.push_back(p.info);
   }
   model_->file().drop_tensor_pages(drop);
 }

@@ -109,14 +109,14 @@ TEST(Cli, BadInputGetsAClearErrorAndExitCode) {
   }
 }
 
-// A context that no machine's memory holds (2^31 cells of the fixture: 2 TiB of KV cache, 4 TiB of
+// A context that no machine's memory holds (2^31 cells of the fixture: 1 TiB of KV cache, 4 TiB of
 // inputs) is refused before anything is allocated, by run, chat and serve alike, in one line with
 // the sizes in GiB; with --max-mem the budget is the limit; a normal size still runs.
 TEST(Cli, AContextLargerThanTheMemoryIsRefusedBeforeAllocating) {
   const std::string huge = " -m " + kModel + " -t 2 -c 2147483647";
   const std::string refusal =
-      ": cpu: out of memory for 'random-llama-2x128' (a context of 2147483647 tokens: KV cache 2048.00 GiB, inputs "
-      "4096.00 GiB): 6144.00 GiB needed, ";
+      ": cpu: out of memory for 'random-llama-2x128' (a context of 2147483647 tokens: KV cache 1024.00 GiB, inputs "
+      "4096.00 GiB): 5120.00 GiB needed, ";
   for (const std::string command : {"run", "chat", "serve"}) {
     const std::string extra = command == "run" ? " -p hi -n 1" : command == "serve" ? " --port 0" : "";
     // timeout: a server that came up after all would otherwise keep the test waiting.
@@ -129,8 +129,8 @@ TEST(Cli, AContextLargerThanTheMemoryIsRefusedBeforeAllocating) {
   }
   const CliResult budget = run("run" + huge + " -p hi -n 1 --max-mem cpu=2");
   EXPECT_EQ(budget.exit_code, 1) << budget.out;
-  EXPECT_NE(budget.out.find("kiln run: cpu: 'random-llama-2x128' (a context of 2147483647 tokens: KV cache 2048.00 "
-                            "GiB, inputs 4096.00 GiB) needs 6144.00 GiB, more than the budget of 2.00 GiB (--max-mem "
+  EXPECT_NE(budget.out.find("kiln run: cpu: 'random-llama-2x128' (a context of 2147483647 tokens: KV cache 1024.00 "
+                            "GiB, inputs 4096.00 GiB) needs 5120.00 GiB, more than the budget of 2.00 GiB (--max-mem "
                             "cpu=GiB sets it)"),
             std::string::npos)
       << budget.out;
