@@ -1,6 +1,7 @@
 #include "serve/engine.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/check.h"
 #include "llm/kv_cache.h"
@@ -364,62 +365,80 @@ bool Engine::step() {
     publish();
   }
 
-  Batch batch;
-  std::vector<std::pair<Slot*, size_t>> chunks;  // slot, prompt positions added this step
   for (Slot& s : slots_) {
     s.batch_index = -1;
     s.draft.clear();
   }
-  bool drafted = false;
+  Batch batch;
+  std::vector<std::pair<Slot*, size_t>> chunks;  // slot, prompt positions added this step
   // An image that a slot's prompt has reached is decoded alone (a batch holds token ids or
   // embeddings): the generating slots wait one step, as in llama-server.
   if (Slot* image_slot = add_image(batch)) {
     chunks.emplace_back(image_slot, batch.size());
-  } else {
-    std::vector<Slot*> generating;
-    for (Slot& s : slots_)
-      if (s.gen && s.pending >= 0 && !s.gen->backlogged()) generating.push_back(&s);  // else paused
-    std::vector<std::pair<Slot*, std::string>> failed;
-    drafted = draft(generating, failed);
-    if (!failed.empty()) {
-      std::lock_guard lock(mutex_);
-      for (auto& [s, message] : failed) {
-        std::erase(generating, s);
-        release(*s, StopType::None, "draft model: " + message);
-      }
-      publish();
-    }
-    // The sampled token of each generating slot, then its draft.
-    for (Slot* s : generating) {
-      s->batch_index = static_cast<int64_t>(batch.size());
-      add_verification_rows(batch, s->id, static_cast<int32_t>(s->cache.size()), s->pending, s->draft);
-    }
-    // Prompt chunks: at most kPromptChunk prompt tokens a step, so streams keep flowing. A chunk
-    // stops before an image (decoded by a later step).
-    size_t budget = kPromptChunk;
-    for (Slot& s : slots_) {
-      if (!s.gen || s.pending >= 0 || budget == 0) continue;
-      const auto& prompt = s.gen->request_.prompt;
-      size_t n = std::min(budget, prompt.size() - s.n_prompt_done);
-      for (size_t j = 0; j < n; ++j) {
-        if (prompt[s.n_prompt_done + j] == kMediaToken) {
-          n = j;
-          break;
-        }
-      }
-      for (size_t j = 0; j < n; ++j) {
-        const size_t i = s.n_prompt_done + j;
-        const bool last = i + 1 == prompt.size();
-        if (last) s.batch_index = static_cast<int64_t>(batch.size());
-        batch.add(prompt[i], static_cast<int32_t>(i), s.id, last);
-      }
-      if (n > 0) chunks.emplace_back(&s, n);
-      budget -= n;
-    }
+    decode_rows(batch, chunks, false);
+    return true;
   }
-  if (batch.size() == 0) return false;
+  std::vector<Slot*> generating;
+  for (Slot& s : slots_)
+    if (s.gen && s.pending >= 0 && !s.gen->backlogged()) generating.push_back(&s);  // else paused
+  std::vector<std::pair<Slot*, std::string>> failed;
+  draft(generating, failed);
+  if (!failed.empty()) {
+    std::lock_guard lock(mutex_);
+    for (auto& [s, message] : failed) {
+      std::erase(generating, s);
+      release(*s, StopType::None, "draft model: " + message);
+    }
+    publish();
+  }
+  // The sampled token of each generating slot, then its draft.
+  for (Slot* s : generating) {
+    s->batch_index = static_cast<int64_t>(batch.size());
+    add_verification_rows(batch, s->id, static_cast<int32_t>(s->cache.size()), s->pending, s->draft);
+  }
+  // With a speculator these rows decode in single-row order, each as it would alone, so a slot's
+  // text depends neither on its drafts nor on the other slots; prompt chunks then go in a batch of
+  // their own, in the batch kernels' (faster) order.
+  bool worked = false;
+  if (speculator_ != nullptr && batch.size() > 0) {
+    decode_rows(batch, {}, true);
+    batch.clear();
+    worked = true;
+  }
+  add_prompt_chunks(batch, chunks);
+  if (batch.size() == 0) return worked;
+  decode_rows(batch, chunks, false);
+  return true;
+}
 
-  const Status st = ctx_.decode(batch, {.single_row_order = drafted});
+void Engine::add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t>>& chunks) {
+  // Prompt chunks: at most kPromptChunk prompt tokens a step, so streams keep flowing. A chunk
+  // stops before an image (decoded by a later step).
+  size_t budget = kPromptChunk;
+  for (Slot& s : slots_) {
+    if (!s.gen || s.pending >= 0 || budget == 0) continue;
+    const auto& prompt = s.gen->request_.prompt;
+    size_t n = std::min(budget, prompt.size() - s.n_prompt_done);
+    for (size_t j = 0; j < n; ++j) {
+      if (prompt[s.n_prompt_done + j] == kMediaToken) {
+        n = j;
+        break;
+      }
+    }
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = s.n_prompt_done + j;
+      const bool last = i + 1 == prompt.size();
+      if (last) s.batch_index = static_cast<int64_t>(batch.size());
+      batch.add(prompt[i], static_cast<int32_t>(i), s.id, last);
+    }
+    if (n > 0) chunks.emplace_back(&s, n);
+    budget -= n;
+  }
+}
+
+void Engine::decode_rows(const Batch& batch, const std::vector<std::pair<Slot*, size_t>>& chunks,
+                         bool single_row_order) {
+  const Status st = ctx_.decode(batch, {.single_row_order = single_row_order});
   {
     std::lock_guard lock(mutex_);
     if (!st.ok()) {
@@ -431,7 +450,7 @@ bool Engine::step() {
         release(s, StopType::None, st.error().message);
       }
       publish();
-      return true;
+      return;
     }
     ++metrics_.n_decode;
     metrics_.n_busy_slots += static_cast<uint64_t>(
@@ -447,8 +466,9 @@ bool Engine::step() {
     const auto now = Generation::Clock::now();
     for (Slot& s : slots_) {
       if (!s.gen || s.batch_index < 0) continue;
+      const int64_t row = std::exchange(s.batch_index, -1);  // handled: not again by a later batch
       if (s.pending >= 0) {
-        conclude(s);
+        conclude(s, static_cast<size_t>(row));
         continue;
       }
       Generation& g = *s.gen;
@@ -462,14 +482,13 @@ bool Engine::step() {
         release(s, StopType::Limit, "");
         continue;
       }
-      const auto logits = ctx_.logits(static_cast<size_t>(s.batch_index));
+      const auto logits = ctx_.logits(static_cast<size_t>(row));
       const int32_t token = g.sampler_.sample(logits);
       g.sampler_.accept(token);
       on_token(s, token, logits, s.cache.size());
     }
     publish();
   }
-  return true;
 }
 
 Engine::Slot* Engine::add_image(Batch& batch) {
@@ -492,14 +511,10 @@ Engine::Slot* Engine::add_image(Batch& batch) {
   return nullptr;
 }
 
-bool Engine::draft(const std::vector<Slot*>& generating, std::vector<std::pair<Slot*, std::string>>& failed) {
-  if (!speculator_ || generating.empty()) return false;
-  // Prompt chunks keep the batch kernels' order (a single-row-order batch of 64+ rows is slower).
-  for (const Slot& s : slots_)
-    if (s.gen && s.pending < 0) return false;
+void Engine::draft(const std::vector<Slot*>& generating, std::vector<std::pair<Slot*, std::string>>& failed) {
+  if (!speculator_ || generating.empty()) return;
   // Every generating slot's rows fit one decode() call.
   const int64_t rows_per_slot = ctx_.n_batch() / static_cast<int64_t>(generating.size());
-  bool any = false;
   for (Slot* s : generating) {
     Generation& g = *s->gen;
     if (!g.speculative_) continue;
@@ -528,15 +543,12 @@ bool Engine::draft(const std::vector<Slot*>& generating, std::vector<std::pair<S
       continue;
     }
     s->draft = std::move(*d);
-    any = any || !s->draft.empty();
   }
-  return any;
 }
 
-void Engine::conclude(Slot& s) {
+void Engine::conclude(Slot& s, size_t first) {
   Generation& g = *s.gen;
   const auto pos = static_cast<int32_t>(s.cache.size());
-  const auto first = static_cast<size_t>(s.batch_index);
   s.cache.push_back(s.pending);
   const Verdict v = conclude_verification(ctx_, s.id, pos, first, s.draft, g.sampler_,
                                           g.speculative_ ? s.drafter.get() : nullptr);

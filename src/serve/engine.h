@@ -19,9 +19,10 @@
 // Speculative decoding (with a Speculator): every generating slot drafts (its SequenceDrafter,
 // sequence = slot id) and all slots' verification rows (sampled token + draft) go into the step's
 // one batch, decoded in single-row order (DecodeOptions) so that each row's logits are those of
-// plain decoding: the output equals the output without speculation. A step that also decodes
-// prompt tokens does not draft (prompt chunks keep the batch kernels' fast order); a generation
-// with images never drafts.
+// plain decoding: the output equals the output without speculation. With a speculator, every
+// step's generation rows decode in that order (each row's text is then what the request alone
+// gives, whatever else the step holds), and prompt chunks in a second batch of the step, in the
+// batch kernels' order. A generation with images never drafts.
 //
 // Backpressure: a generation whose client has not taken kMaxUntakenTokens of its tokens is
 // paused (its slot keeps its place; the others go on) until the client takes them or cancels it.
@@ -274,13 +275,19 @@ class Engine {
   // Hands `token` to the slot's client (`n_before`: the tokens before it in the sequence, which
   // the cells hold); under mutex_.
   void on_token(Slot& s, int32_t token, std::span<const float> logits, size_t n_before);
-  // Drafts for each of `generating` (the slots that decode their sampled token this step; none
-  // drafts while prompts are decoded); true when any draft is not empty. A slot whose draft model
-  // failed goes to `failed` with the message.
-  bool draft(const std::vector<Slot*>& generating, std::vector<std::pair<Slot*, std::string>>& failed);
-  // Verifies the slot's draft on the decoded rows (plain sampling without one) and hands over
-  // the tokens; under mutex_.
-  void conclude(Slot& s);
+  // Drafts (Slot::draft) for each of `generating`, the slots that decode their sampled token this
+  // step. A slot whose draft model failed goes to `failed` with the message.
+  void draft(const std::vector<Slot*>& generating, std::vector<std::pair<Slot*, std::string>>& failed);
+  // Prompt tokens of the slots still reading their prompt, at most kPromptChunk, into `batch`
+  // (setting batch_index where a prompt ends); `chunks` gets each slot and its count.
+  void add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t>>& chunks);
+  // Decodes `batch` and hands over its results: the cache grows by `chunks` and the decoded
+  // sampled tokens, every slot with a batch_index samples (or verifies its draft) from its rows
+  // and its batch_index is reset. A failed decode ends every generation.
+  void decode_rows(const Batch& batch, const std::vector<std::pair<Slot*, size_t>>& chunks, bool single_row_order);
+  // Verifies the slot's draft on its rows from batch index `first` (plain sampling without one)
+  // and hands over the tokens; under mutex_.
+  void conclude(Slot& s, size_t first);
   void publish();         // copies slot states for slots(), under mutex_
   bool has_work() const;  // under mutex_: a step would do something
 
