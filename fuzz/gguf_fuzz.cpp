@@ -1,6 +1,6 @@
 // libFuzzer target for the GGUF reader: any input must parse to a value or a clean Error, never
 // crash, read out of bounds or leak (built with ASan+UBSan by the `fuzz` preset).
-// Run: fuzz/run_gguf_fuzz.sh [SECONDS]
+// Run: fuzz/run_fuzz.sh gguf [SECONDS]
 #include <cstddef>
 #include <cstdint>
 #include <span>

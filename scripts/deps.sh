@@ -2,12 +2,14 @@
 # Installs the Debian packages kiln needs to build and test, only those not installed yet.
 # Usage: scripts/deps.sh [build|test|all]   (default: build)
 set -euo pipefail
-# libedit-dev: line editing and history in `kiln chat` (BSD licence). libpng-dev and
-# libjpeg62-turbo-dev: image inputs; libssl-dev: SHA-256 content ids of images (libcrypto).
-want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libedit-dev
-      libpng-dev libjpeg62-turbo-dev libssl-dev)
+# libedit-dev: line editing and history in `kiln chat` (BSD licence). libboost-dev: Boost.Asio and
+# Boost.Beast (header-only) for the server's HTTP layer. libpng-dev and libjpeg62-turbo-dev: image
+# inputs; libssl-dev: SHA-256 content ids of images (libcrypto). libcpp-httplib-dev: the server
+# tests' HTTP client.
+want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev libboost-dev libcpp-httplib-dev
+      libedit-dev libpng-dev libjpeg62-turbo-dev libssl-dev)
 if [[ "${1:-build}" != build ]]; then
-  # clang + its runtime: libFuzzer target for the GGUF reader. python3-numpy: the test data
+  # clang + its runtime: the libFuzzer targets (fuzz/). python3-numpy: the test data
   # generator (tools/fixtures); git: it reads llama.cpp's vocabularies out of a git bundle.
   want+=(clang libclang-rt-14-dev python3-numpy git)
   # node + npm: the OpenAI Node SDK test (tests/server/node). Only when missing: a node installed

@@ -3,34 +3,89 @@
 #include <atomic>
 #include <chrono>
 
-#include "serve/http.h"
-
 namespace kiln::serve {
 namespace {
 
 const char* error_type(int status) {
   switch (status) {
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 503: return "unavailable_error";
-    case 500: return "server_error";
-    default: return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 404:
+      return "not_found_error";
+    case 501:
+      return "not_supported_error";
+    case 503:
+      return "unavailable_error";
+    case 500:
+      return "server_error";
+    default:
+      return "invalid_request_error";
   }
 }
 
-std::string dump_lenient(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+// True when arrays and objects in `text` nest deeper than `limit` (strings are skipped; the text
+// need not be valid JSON). One pass, no recursion.
+bool nests_deeper_than(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
+      continue;
+    }
+    switch (ch) {
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
+        if (++depth > limit) return true;
+        break;
+      case ']':
+      case '}':
+        --depth;
+        break;
+      default:
+        break;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
-void send_error(httplib::Response& res, const HttpError& e) {
-  res.status = e.status;
-  json body = {{"error", {{"message", e.message}, {"type", error_type(e.status)}, {"code", e.status}}}};
-  res.set_content(body.dump(), "application/json");
+std::string dump_json(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json error_json(const HttpError& e) {
+  return {{"error", {{"message", e.message}, {"type", error_type(e.status)}, {"code", e.status}}}};
 }
 
-void send_json(httplib::Response& res, const json& body) { res.set_content(dump_lenient(body), "application/json"); }
+http::Response error_response(const HttpError& e) {
+  http::Response r{.status = e.status,
+                   .content_type = "application/json; charset=utf-8",
+                   .body = dump_json(error_json(e)),
+                   .headers = {}};
+  if (e.status == 503) r.headers.push_back({"Retry-After", "1"});
+  return r;
+}
 
-std::string sse_event(const json& body) { return "data: " + dump_lenient(body) + "\n\n"; }
+http::Response json_response(const json& body) {
+  return {.status = 200,
+          .content_type = "application/json; charset=utf-8",
+          .body = dump_json(body),
+          .headers = {}};
+}
+
+void send_error(http::Exchange& ex, const HttpError& e) { ex.respond(error_response(e)); }
+
+void send_json(http::Exchange& ex, const json& body) { ex.respond(json_response(body)); }
+
+std::string sse_event(const json& body) { return "data: " + dump_json(body) + "\n\n"; }
 
 bool valid_utf8(const std::string& s) {
   try {
@@ -42,7 +97,8 @@ bool valid_utf8(const std::string& s) {
 }
 
 int64_t unix_time() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string make_id(const char* prefix) {
@@ -50,23 +106,33 @@ std::string make_id(const char* prefix) {
   return std::string(prefix) + std::to_string(unix_time()) + "-" + std::to_string(counter++);
 }
 
-std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res) {
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    send_error(res, {400, "the request body is not valid JSON"});
-    return std::nullopt;
-  }
-  if (!body.is_object()) {
-    send_error(res, {400, "the request body must be a JSON object"});
+std::optional<HttpError> parse_json_object(std::string_view text, json& out) {
+  if (nests_deeper_than(text, kMaxJsonDepth))
+    return HttpError{400, "the request body nests arrays and objects deeper than " +
+                              std::to_string(kMaxJsonDepth) + " levels"};
+  out = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) return HttpError{400, "the request body is not valid JSON"};
+  if (!out.is_object()) return HttpError{400, "the request body must be a JSON object"};
+  return std::nullopt;
+}
+
+std::optional<json> parse_body(const http::Request& req, http::Exchange& ex) {
+  json body;
+  if (auto e = parse_json_object(req.body, body)) {
+    send_error(ex, *e);
     return std::nullopt;
   }
   return body;
 }
 
+std::string field_message(std::string_view key, std::string_view what) {
+  return "field '" + std::string(key) + "' " + std::string(what);
+}
+
 std::optional<HttpError> read_bool(const json& body, const char* key, bool& out) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) return HttpError{400, std::string("field '") + key + "' must be a boolean"};
+  if (!it->is_boolean()) return HttpError{400, field_message(key, "must be a boolean")};
   out = it->get<bool>();
   return std::nullopt;
 }

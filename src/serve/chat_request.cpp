@@ -15,7 +15,8 @@ bool given(const ordered_json& body, const char* key) {
 // The messages, parts joined into one string content (as llama-server does for templates that
 // expect strings): text parts with "\n" between them, each image_url part as a media marker with
 // no line break around it; the parts' urls go to `image_urls` in order (null: ignored). Other
-// part types are refused.
+// part types are refused. Null content is empty text, except beside tool calls (templates test
+// it there).
 std::optional<HttpError> read_messages(const ordered_json& body, std::vector<ChatMessage>& out,
                                        std::vector<std::string>* image_urls) {
   auto it = body.find("messages");
@@ -23,7 +24,10 @@ std::optional<HttpError> read_messages(const ordered_json& body, std::vector<Cha
     return HttpError{400, "field 'messages' must be a non-empty list of messages"};
   auto messages = chat_messages_from_json(*it);
   if (!messages.ok()) return HttpError{400, "field 'messages': " + messages.error().message};
-  for (ChatMessage& m : *messages) {
+  for (size_t i = 0; i < messages->size(); ++i) {
+    ChatMessage& m = (*messages)[i];
+    if (auto c = m.extra.find("content"); c != m.extra.end() && c->is_null() && !m.extra.contains("tool_calls"))
+      m.extra.erase(c);
     if (m.parts.empty()) continue;
     std::string joined;
     bool after_marker = false;
@@ -41,8 +45,8 @@ std::optional<HttpError> read_messages(const ordered_json& body, std::vector<Cha
         continue;
       }
       if (part.type != "text")
-        return HttpError{400,
-                         "field 'messages': content parts of type '" + part.type + "' are not supported"};
+        return HttpError{400, "field 'messages': message " + std::to_string(i) + ": content parts of type '" +
+                                  part.type + "' are not supported"};
       joined += (joined.empty() || after_marker ? "" : "\n") + part.text;
       after_marker = false;
     }
@@ -130,10 +134,41 @@ std::optional<HttpError> apply_output_format(const OutputFormat& format, Generat
 
 namespace {
 
+// A final assistant message is continued unless body["continue_final_message"] is false
+// (llama-server's prefill): it leaves r.messages, the assistant's turn is opened, and its text goes
+// to `prefill` (for the end of the prompt). One with tool_calls is a finished turn, not continued.
+std::optional<HttpError> take_prefill(const ordered_json& body, chat::ChatRequest& r, std::string& prefill) {
+  bool continue_final = true;
+  if (given(body, "continue_final_message")) {
+    if (!body["continue_final_message"].is_boolean())
+      return HttpError{400, "field 'continue_final_message' must be a boolean"};
+    continue_final = body["continue_final_message"].get<bool>();
+  }
+  const size_t n = r.messages.size();
+  if (!continue_final || r.messages.back().role != "assistant" || r.messages.back().extra.contains("tool_calls"))
+    return std::nullopt;
+  if (n >= 2 && r.messages[n - 2].role == "assistant")
+    return HttpError{400, "field 'messages': two assistant messages at the end (only the last one can be continued)"};
+  prefill = std::move(r.messages.back().content);
+  r.messages.pop_back();
+  r.add_generation_prompt = true;
+  return std::nullopt;
+}
+
+// The chat of `body` planned: with the generation prompt unless body["add_generation_prompt"] is
+// false; a final assistant message continued (take_prefill); chat_template_kwargs as template
+// variables.
 std::optional<HttpError> make_plan(const ServerState& st, const ordered_json& body, chat::ChatPlan& plan,
                                    std::vector<std::string>* image_urls) {
   chat::ChatRequest r;
   if (auto e = read_messages(body, r.messages, image_urls)) return e;
+  if (given(body, "add_generation_prompt")) {
+    if (!body["add_generation_prompt"].is_boolean())
+      return HttpError{400, "field 'add_generation_prompt' must be a boolean"};
+    r.add_generation_prompt = body["add_generation_prompt"].get<bool>();
+  }
+  std::string prefill;
+  if (auto e = take_prefill(body, r, prefill)) return e;
   if (auto e = read_tools(body, r)) return e;
   OutputFormat format;
   if (auto e = parse_output_format(body, true, format)) return e;
@@ -149,6 +184,7 @@ std::optional<HttpError> make_plan(const ServerState& st, const ordered_json& bo
   auto planned = chat::plan_chat(*st.chat_template, st.chat_syntax, r);
   if (!planned.ok()) return HttpError{400, planned.error().message};
   plan = std::move(*planned);
+  plan.prompt += prefill;
   return std::nullopt;
 }
 

@@ -1,7 +1,10 @@
 // The chat side of a completion request: messages, tools, tool_choice, parallel_tool_calls, the
-// output format (grammar, json_schema, response_format) and chat_template_kwargs turned into a
-// chat::ChatPlan (prompt, grammar, output parser options) and applied to the GenerationRequest.
-// Every bad value is a 400 naming the field.
+// output format (grammar, json_schema, response_format), chat_template_kwargs,
+// add_generation_prompt and continue_final_message (a final assistant message continued: its text
+// ends the prompt, its turn left open, as llama-server's prefill) turned into a chat::ChatPlan
+// (prompt, grammar, output parser options) and applied to the GenerationRequest. Message content
+// null is empty text (kept null beside tool_calls). Every bad value is a 400 naming the field.
+// Stateless; safe from any thread.
 #pragma once
 
 #include <optional>

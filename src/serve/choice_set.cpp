@@ -73,4 +73,10 @@ std::string ChoiceSet::error() const {
   return {};
 }
 
+int ChoiceSet::error_status() const {
+  for (size_t i = 0; i < gens_.size(); ++i)
+    if (ended_[i] && !gens_[i]->error().empty()) return gens_[i]->shut_down() ? 503 : 500;
+  return 500;
+}
+
 }  // namespace kiln::serve

@@ -41,6 +41,8 @@ class ChoiceSet {
   const Generation& gen(size_t i) const { return *gens_[i]; }
   // The first error among the ended choices; empty when none failed.
   std::string error() const;
+  // The HTTP status of that error: 503 when the server is shutting down, else 500.
+  int error_status() const;
 
  private:
   std::shared_ptr<Notifier> notifier_;

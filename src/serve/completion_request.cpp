@@ -4,23 +4,10 @@
 #include <limits>
 #include <random>
 
+#include "serve/unsupported_fields.h"
 
 namespace kiln::serve {
 namespace {
-
-std::string field_msg(const char* field, const std::string& what) {
-  return std::string("field '") + field + "' " + what;
-}
-
-// An integer field within [lo, hi]; absent or null leaves `out` unchanged.
-std::optional<HttpError> read_int_in(const json& body, const char* key, int64_t lo, int64_t hi,
-                                     int64_t& out) {
-  if (auto e = read_number(body, key, out)) return e;
-  if (out < lo || out > hi)
-    return HttpError{400, field_msg(key, "must be in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                                             " (got " + std::to_string(out) + ")")};
-  return std::nullopt;
-}
 
 std::optional<HttpError> read_stop(const json& body, std::vector<std::string>& out) {
   auto it = body.find("stop");
@@ -47,7 +34,10 @@ std::optional<HttpError> add_bias(const json& key, const json& value, const text
   if (value.is_boolean() && !value.get<bool>()) {
     bias = -std::numeric_limits<float>::infinity();
   } else if (value.is_number()) {
-    bias = value.get<float>();
+    const double v = value.get<double>();
+    if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max())
+      return HttpError{400, "field 'logit_bias': the bias of " + key.dump() + " is out of range"};
+    bias = static_cast<float>(v);
   } else {
     return HttpError{400, "field 'logit_bias': the bias of " + key.dump() + " must be a number or false"};
   }
@@ -56,9 +46,11 @@ std::optional<HttpError> add_bias(const json& key, const json& value, const text
     return HttpError{400, "field 'logit_bias': " + what + " is not a token id of this vocabulary (0.." +
                               std::to_string(n_vocab - 1) + ")"};
   };
-  if (key.is_number_integer() || key.is_number_unsigned()) {
+  if (key.is_number_integer()) {
+    const bool in_vocab = key.is_number_unsigned() ? key.get<uint64_t>() < static_cast<uint64_t>(n_vocab)
+                                                   : key.get<int64_t>() >= 0 && key.get<int64_t>() < n_vocab;
+    if (!in_vocab) return range_error(key.dump());
     const int64_t id = key.get<int64_t>();
-    if (id < 0 || id >= n_vocab) return range_error(std::to_string(id));
     out.emplace_back(static_cast<int32_t>(id), bias);
     return std::nullopt;
   }
@@ -102,45 +94,20 @@ std::optional<HttpError> read_logit_bias(const json& body, const text::Tokenizer
   return HttpError{400, "field 'logit_bias' must be an object of token id -> bias, or a list of [id, bias]"};
 }
 
-// llama-server fields kiln does not implement: refused when set to anything but their default.
-std::optional<HttpError> refuse_native_extras(const json& body) {
-  for (const char* key : {"image_data", "lora", "samplers", "response_fields", "id_slot"}) {
-    auto it = body.find(key);
-    if (it == body.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty()) ||
-        (key == std::string("id_slot") && it->is_number() && it->get<double>() == -1))
-      continue;
-    return HttpError{400, field_msg(key, "is not supported")};
-  }
-  for (const char* key : {"mirostat", "dry_multiplier", "xtc_probability", "n_indent", "t_max_predict_ms",
-                          "dynatemp_range", "n_keep"}) {
-    auto it = body.find(key);
-    if (it == body.end() || it->is_null() || (it->is_number() && it->get<double>() == 0)) continue;
-    return HttpError{400, field_msg(key, "is not supported (only 0)")};
-  }
-  for (const char* key : {"post_sampling_probs", "ignore_eos", "timings_per_token"}) {
-    auto it = body.find(key);
-    if (it == body.end() || it->is_null() || *it == false) continue;
-    return HttpError{400, field_msg(key, "is not supported (only false)")};
-  }
+// read_number_in() into an optional: set only when the field is present (and not null).
+template <class T>
+std::optional<HttpError> read_optional_in(const json& body, const char* key, T lo, T hi, std::optional<T>& out) {
+  T v{};
+  if (auto e = read_number_in(body, key, lo, hi, v)) return e;
+  if (auto it = body.find(key); it != body.end() && !it->is_null()) out = v;
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<HttpError> parse_completion_fields(const json& body, const Model& model, CompletionRequest& p,
-                                                 CompletionApi api) {
-  const auto& tok = model.tokenizer();
-  // Tool calls belong to the chat route (chat_request.cpp reads them there).
-  if (api != CompletionApi::Chat) {
-    for (const char* key : {"tools", "tool_choice"}) {
-      auto it = body.find(key);
-      if (it != body.end() && !it->is_null() && !(it->is_array() && it->empty()))
-        return HttpError{400, field_msg(key, "is only supported on /v1/chat/completions")};
-    }
-  }
-  if (api == CompletionApi::Native) {
-    if (auto e = refuse_native_extras(body)) return e;
-  }
+std::optional<HttpError> parse_completion_fields(const json& body, const text::Tokenizer& tok,
+                                                 CompletionRequest& p, CompletionApi api) {
+  if (auto e = refuse_unsupported_fields(body, api)) return e;
 
   SamplerParams& sp = p.gen.sampler;
   if (api != CompletionApi::Native) {
@@ -150,42 +117,35 @@ std::optional<HttpError> parse_completion_fields(const json& body, const Model& 
     sp.min_p = 0.0f;
   }
   if (auto e = read_number(body, "temperature", sp.temperature)) return e;
-  if (auto e = read_number(body, "top_p", sp.top_p)) return e;
+  if (auto e = read_number_in(body, "top_p", 0.0f, 1.0f, sp.top_p)) return e;
   if (auto e = read_number(body, "top_k", sp.top_k)) return e;
-  if (auto e = read_number(body, "min_p", sp.min_p)) return e;
-  if (auto e = read_number(body, "typical_p", sp.typical_p)) return e;
+  if (auto e = read_number_in(body, "min_p", 0.0f, 1.0f, sp.min_p)) return e;
+  if (auto e = read_number_in(body, "typical_p", 0.0f, 1.0f, sp.typical_p)) return e;
   if (auto e = read_number(body, "presence_penalty", sp.presence_penalty)) return e;
   if (auto e = read_number(body, "frequency_penalty", sp.frequency_penalty)) return e;
-  if (api == CompletionApi::Native) {
-    if (auto e = read_number(body, "repeat_penalty", sp.repeat_penalty)) return e;
-    if (auto e = read_number(body, "repeat_last_n", sp.penalty_last_n)) return e;
-    if (sp.penalty_last_n < -1) return HttpError{400, "field 'repeat_last_n' must be -1 or more"};
-    if (auto e = read_number(body, "min_keep", sp.min_keep)) return e;
-  } else if (sp.presence_penalty != 0 || sp.frequency_penalty != 0) {
+  if (api != CompletionApi::Native && (sp.presence_penalty != 0 || sp.frequency_penalty != 0))
     sp.penalty_last_n = -1;  // OpenAI's penalties look at the whole text
-  }
+  // llama-server's sampling fields, on every route as llama-server takes them.
+  if (auto e = read_number(body, "repeat_penalty", sp.repeat_penalty)) return e;
+  if (auto e = read_number_in(body, "repeat_last_n", -1, INT32_MAX, sp.penalty_last_n)) return e;
+  if (auto e = read_number(body, "min_keep", sp.min_keep)) return e;
   int64_t seed = -1;
   if (auto e = read_number(body, "seed", seed)) return e;
   // llama-server's "random" seed is 0xFFFFFFFF (LLAMA_DEFAULT_SEED) as well as -1.
   p.seeded = seed >= 0 && seed != 0xFFFFFFFFLL;
   sp.seed = p.seeded ? static_cast<uint64_t>(seed) : std::random_device{}();
 
-  int64_t max_tokens = -1;
+  // -1: until the end of text or the slot's context; the native route also takes 0 (only cache).
+  int32_t max_tokens = -1;
   if (api == CompletionApi::Native) {
-    if (auto e = read_number(body, "n_predict", max_tokens)) return e;
-    if (max_tokens < -1)
-      return HttpError{400, "field 'n_predict' must be -1 or more (got " + std::to_string(max_tokens) + ")"};
+    if (auto e = read_number_in(body, "n_predict", -1, INT32_MAX, max_tokens)) return e;
   } else {
-    if (auto e = read_number(body, "max_tokens", max_tokens)) return e;
-    if (auto e = read_number(body, "max_completion_tokens", max_tokens)) return e;
-    if (body.contains("max_tokens") || body.contains("max_completion_tokens")) {
-      if (max_tokens < 1 && max_tokens != -1)
-        return HttpError{400,
-                         "field 'max_tokens' must be at least 1 (got " + std::to_string(max_tokens) + ")"};
+    for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+      if (auto e = read_number_in(body, key, -1, INT32_MAX, max_tokens)) return e;
+      if (max_tokens == 0) return HttpError{400, field_message(key, "must be at least 1 (or -1: no limit)")};
     }
   }
-  if (max_tokens > INT32_MAX) max_tokens = -1;
-  p.gen.max_tokens = static_cast<int32_t>(max_tokens);
+  p.gen.max_tokens = max_tokens;
   if (auto e = read_bool(body, "stream", p.stream)) return e;
   if (auto e = read_bool(body, "cache_prompt", p.gen.cache_prompt)) return e;
   if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
@@ -196,37 +156,45 @@ std::optional<HttpError> parse_completion_fields(const json& body, const Model& 
   if (auto e = read_logit_bias(body, tok, sp.logit_bias)) return e;
 
   // Choices and log-probabilities.
-  int64_t n = 1;
+  int32_t n = 1;
   if (api != CompletionApi::Native) {
-    if (auto e = read_int_in(body, "n", 1, kMaxChoices, n)) return e;
+    if (auto e = read_number_in(body, "n", 1, static_cast<int32_t>(kMaxChoices), n)) return e;
   }
-  p.n = static_cast<int32_t>(n);
-  int64_t top = 0;
+  p.n = n;
+  int32_t top = 0;
   switch (api) {
     case CompletionApi::Chat: {
       if (auto e = read_bool(body, "logprobs", p.gen.logprobs)) return e;
-      if (auto e = read_int_in(body, "top_logprobs", 0, kMaxTopLogprobsChat, top)) return e;
+      if (auto e = read_number_in(body, "top_logprobs", 0, static_cast<int32_t>(kMaxTopLogprobsChat), top))
+        return e;
       if (top > 0 && !p.gen.logprobs) return HttpError{400, "field 'top_logprobs' needs 'logprobs': true"};
       break;
     }
     case CompletionApi::Completions: {
       auto it = body.find("logprobs");
       if (it != body.end() && !it->is_null()) {
-        if (!it->is_number_integer() && !it->is_number_unsigned())
+        if (!it->is_number_integer())
           return HttpError{400, "field 'logprobs' must be an integer in 0..5 (or null)"};
-        if (auto e = read_int_in(body, "logprobs", 0, kMaxLogprobsLegacy, top)) return e;
+        if (auto e = read_number_in(body, "logprobs", 0, static_cast<int32_t>(kMaxLogprobsLegacy), top))
+          return e;
         p.gen.logprobs = true;
       }
       break;
     }
     case CompletionApi::Native: {
-      if (auto e = read_int_in(body, "n_probs", 0, kMaxProbsNative, top)) return e;
+      if (auto e = read_number_in(body, "n_probs", 0, static_cast<int32_t>(kMaxProbsNative), top)) return e;
       p.gen.logprobs = top > 0;
       if (auto e = read_bool(body, "return_tokens", p.return_tokens)) return e;
       break;
     }
   }
-  p.gen.top_logprobs = static_cast<int32_t>(top);
+  p.gen.top_logprobs = top;
+
+  // Draft-model limits for speculative decoding (flat keys, as llama-server once took them); the
+  // server's flags where absent. n_min above n_max is cut to n_max.
+  if (auto e = read_optional_in(body, "speculative.n_max", 0, 1024, p.gen.draft_n_max)) return e;
+  if (auto e = read_optional_in(body, "speculative.n_min", 0, 1024, p.gen.draft_n_min)) return e;
+  if (auto e = read_optional_in(body, "speculative.p_min", 0.0f, 1.0f, p.gen.draft_p_min)) return e;
   return std::nullopt;
 }
 
@@ -238,24 +206,27 @@ std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& 
     return std::nullopt;
   }
   const std::string what = "must be a string, or a list of token ids and strings";
-  if (!value.is_array() || value.empty()) return HttpError{400, field_msg(field, what)};
+  if (!value.is_array() || value.empty()) return HttpError{400, field_message(field, what)};
   bool first = true;
   for (const auto& part : value) {
     if (part.is_string()) {
       const auto ids = tok.tokenize(part.get<std::string>(), first, true);
       out.insert(out.end(), ids.begin(), ids.end());
-    } else if (part.is_number_integer() || part.is_number_unsigned()) {
-      const int64_t id = part.get<int64_t>();
-      if (id < 0 || id >= tok.n_tokens())
+    } else if (part.is_number_integer()) {
+      const bool in_vocab = part.is_number_unsigned()
+                                ? part.get<uint64_t>() < static_cast<uint64_t>(tok.n_tokens())
+                                : part.get<int64_t>() >= 0 && part.get<int64_t>() < tok.n_tokens();
+      if (!in_vocab)
         return HttpError{
-            400, field_msg(field, "holds " + std::to_string(id) + ", not a token id of this vocabulary (0.." +
-                                      std::to_string(tok.n_tokens() - 1) + ")")};
+            400, field_message(field, "holds " + part.dump() + ", not a token id of this vocabulary (0.." +
+                                          std::to_string(tok.n_tokens() - 1) + ")")};
+      const int64_t id = part.get<int64_t>();
       out.push_back(static_cast<int32_t>(id));
     } else if (part.is_array()) {
-      return HttpError{400,
-                       field_msg(field, "holds a list: several prompts in one request are not supported")};
+      return HttpError{
+          400, field_message(field, "holds a list: several prompts in one request are not supported")};
     } else {
-      return HttpError{400, field_msg(field, what)};
+      return HttpError{400, field_message(field, what)};
     }
     first = false;
   }

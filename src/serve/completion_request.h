@@ -1,7 +1,8 @@
 // Turning a completion request's JSON into GenerationRequests: OpenAI's fields (chat and legacy
 // completions: sampling, limits, n, logprobs) and llama-server's native /completion fields,
-// refusals of fields kiln does not implement, prompts (text, token ids, or both mixed). The chat
-// side (messages, tools, output formats) is chat_request.h. Every bad value is a 400 naming the field.
+// refusals of fields kiln does not implement (unsupported_fields.h), prompts (text, token ids, or
+// both mixed). The chat side (messages, tools, output formats) is chat_request.h. Every bad value
+// is a 400 naming the field. Stateless; safe from any thread.
 #pragma once
 
 #include <optional>
@@ -36,7 +37,9 @@ struct CompletionRequest {
 };
 
 // Reads every field but the prompt (sampling, limits, stop, stream, logit_bias, n, logprobs...).
-std::optional<HttpError> parse_completion_fields(const json& body, const Model& model, CompletionRequest& out,
+// `tok` resolves logit_bias keys.
+std::optional<HttpError> parse_completion_fields(const json& body, const text::Tokenizer& tok,
+                                                 CompletionRequest& out,
                                                  CompletionApi api = CompletionApi::Chat);
 
 // A prompt as llama-server takes it: a string, or a list of token ids and strings (a string is

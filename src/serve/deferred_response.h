@@ -1,22 +1,9 @@
-// Non-streaming answers to generation requests, with disconnect detection.
-//
-// httplib 0.11 gives a handler no way to see its socket, so a client that goes away from a
-// non-streaming request is noticed only when the server writes to it. The answer is therefore
-// deferred: the handler first waits up to kKeepaliveInterval; a generation that ended by then is
-// answered normally (200 with Content-Length, or the error's own status). Otherwise the response
-// becomes chunked (status 200, "application/json; charset=utf-8"): while the generation runs, a
-// single space is written every kKeepaliveInterval (JSON allows leading whitespace, so httplib's
-// client, curl, and the OpenAI SDKs parse the body unchanged), and the final JSON follows. A write
-// that fails means the client has gone: every choice is cancelled and its slot freed (within about
-// two intervals: the first write after a close may still be accepted by the kernel). Once bytes
-// are sent the status cannot change, so a generation that fails later is reported in the body as
-// OpenAI's {"error": {...}} object with status 200.
-// The content type carries "; charset=utf-8" on purpose: httplib would compress a plain
-// "application/json" body for clients that accept gzip/brotli, holding the spaces in the
-// compressor where they never reach the socket.
+// Non-streaming answers to generation requests: the handler waits for every choice to end, then
+// answers with the body built from their output (200), or with the error (503 when the server is
+// shutting down, else 500). A client that leaves meanwhile (its connection closes: the HTTP layer
+// sees it at once) cancels every choice and frees their slots.
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -24,18 +11,16 @@
 #include "serve/api_json.h"
 #include "serve/choice_set.h"
 
-namespace httplib {
-struct Response;
-}
-
 namespace kiln::serve {
 
-inline constexpr std::chrono::milliseconds kKeepaliveInterval{500};
+// How long a handler waits on its choices before looking again (a stream's keep-going check, and
+// the upper bound on noticing an output without its notification).
+inline constexpr std::chrono::milliseconds kPollInterval{1000};
 
 // Builds the body from the choices' gathered output once every choice ended without error.
 using BodyBuilder = std::function<json(const ChoiceSet&, std::vector<ChoiceOutput>&)>;
 
-// Answers `res` with build(...) when `set` ends (see above); cancels it when the client goes.
-void respond_when_done(httplib::Response& res, std::shared_ptr<ChoiceSet> set, BodyBuilder build);
+// Answers `ex` with build(...) when `set` ends; cancels `set` when the client goes. Blocks.
+void respond_when_done(http::Exchange& ex, const std::shared_ptr<ChoiceSet>& set, const BodyBuilder& build);
 
 }  // namespace kiln::serve

@@ -4,6 +4,8 @@
 // answers go through respond_when_done (disconnects cancel the generation, see
 // deferred_response.h); streaming answers are SSE chunks, each carrying its choice's index, one
 // finish chunk per choice, then the usage chunk (stream_options.include_usage) and "data: [DONE]".
+// A client that stops reading a stream pauses its generation (the engine's backlog bound) and is
+// dropped, its generation cancelled, after the server's write timeout.
 // Chat answers of a request with tools (or a JSON schema on a reasoning template) go through the
 // chat output parser: message.tool_calls / reasoning_content / content, finish_reason
 // "tool_calls" when the model called a tool; streamed as delta.tool_calls (the first delta of a
@@ -18,7 +20,6 @@
 #include "serve/completion_json.h"
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
-#include "serve/http.h"
 #include "serve/media_request.h"
 #include "serve/routes_native.h"
 #include "serve/server_state.h"
@@ -79,32 +80,32 @@ std::string finish_reason(const Generation& g, bool called_tools) {
 }
 
 // The handler of one completion route: `chat` selects the chat shape.
-httplib::Server::Handler completion_handler(const RouteContext& rc, bool chat) {
-  return [rc, chat](const httplib::Request& req, httplib::Response& res) {
-    auto st = rc.ready(res);
-    if (!st) return;
-    auto body = parse_body(req, res);
+http::Handler completion_handler(const RouteContext& rc, bool chat) {
+  return [rc, chat](const http::Request& req, http::Exchange& ex) {
+    auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
+    auto st = rc.ready(ex);
+    if (!st) return;
     CompletionRequest p;
-    if (auto e = parse_completion_fields(*body, *st->model, p,
-                                         chat ? CompletionApi::Chat : CompletionApi::Completions))
-      return send_error(res, *e);
     const auto& tok = st->model->tokenizer();
+    if (auto e =
+            parse_completion_fields(*body, tok, p, chat ? CompletionApi::Chat : CompletionApi::Completions))
+      return send_error(ex, *e);
     const ordered_json ordered = ordered_json::parse(req.body);  // schemas keep their key order
     chat::ChatPlan plan;
     if (chat) {
-      if (auto e = plan_chat_request(*st, ordered, p, plan)) return send_error(res, *e);
+      if (auto e = plan_chat_request(*st, ordered, p, plan)) return send_error(ex, *e);
     } else {
       OutputFormat format;
-      if (auto e = parse_output_format(ordered, true, format)) return send_error(res, *e);
-      if (auto e = apply_output_format(format, p.gen)) return send_error(res, *e);
+      if (auto e = parse_output_format(ordered, true, format)) return send_error(ex, *e);
+      if (auto e = apply_output_format(format, p.gen)) return send_error(ex, *e);
       auto it = body->find("prompt");
       if (it == body->end())
-        return send_error(res, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
+        return send_error(ex, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
       bool handled = false;
-      if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(res, *e);
+      if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(ex, *e);
       if (!handled)
-        if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(res, *e);
+        if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(ex, *e);
     }
     // One output parser per choice when the chat's answer is split (tool calls, reasoning).
     using Parsers = std::vector<std::shared_ptr<chat::ChatOutputParser>>;
@@ -113,9 +114,9 @@ httplib::Server::Handler completion_handler(const RouteContext& rc, bool chat) {
       for (int32_t i = 0; i < p.n; ++i)
         parsers->push_back(std::make_shared<chat::ChatOutputParser>(plan.parser, random_call_id));
     }
-    if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(res, *e);
+    if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
     auto submitted = ChoiceSet::submit(*st->engine, p.gen, p.n, p.seeded);
-    if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(res, *e);
+    if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
 
     const std::string id = make_id(chat ? "chatcmpl-" : "cmpl-");
@@ -133,7 +134,7 @@ httplib::Server::Handler completion_handler(const RouteContext& rc, bool chat) {
 
     if (!p.stream) {
       return respond_when_done(
-          res, set,
+          ex, set,
           [st, chat, logprobs, envelope, parsers](const ChoiceSet& s, std::vector<ChoiceOutput>& outs) {
             json choices = json::array();
             for (size_t i = 0; i < s.size(); ++i) {
@@ -162,81 +163,67 @@ httplib::Server::Handler completion_handler(const RouteContext& rc, bool chat) {
           });
     }
 
-    struct StreamState {
-      std::vector<bool> first;     // the choice's next chunk is its first (chat: carries the role)
-      std::vector<size_t> offset;  // legacy text_offset of the choice's next token
+    std::vector<bool> first(set->size(),
+                            chat);  // the choice's next chunk is its first (chat: carries the role)
+    std::vector<size_t> offset(set->size(), 0);  // legacy text_offset of the choice's next token
+    SseWriter out(ex);
+    ex.on_client_gone([set] { set->cancel(); });
+    auto choice = [&](size_t i, const std::string& text, const std::vector<TokenOutput>& tokens,
+                      const json& finish) {
+      json c = {{"index", i}, {"finish_reason", finish}, {"logprobs", nullptr}};
+      if (chat && !parsers->empty()) {
+        c["delta"] = json::object();
+        if (first[i]) c["delta"]["role"] = "assistant";
+        first[i] = false;
+        chat::ChatOutputParser& parser = *(*parsers)[i];
+        if (!text.empty()) add_parsed_delta(parser.feed(text), c["delta"]);
+        if (!finish.is_null()) {
+          add_parsed_delta(parser.finish(), c["delta"]);
+          c["finish_reason"] = finish_reason(set->gen(i), !parser.message().tool_calls.empty());
+        }
+        if (logprobs && !tokens.empty()) c["logprobs"] = {{"content", chat_logprobs(tokens)}};
+      } else if (chat) {
+        c["delta"] = json::object();
+        if (first[i]) c["delta"]["role"] = "assistant";
+        if (!text.empty() || first[i]) c["delta"]["content"] = text;
+        first[i] = false;
+        if (logprobs && !tokens.empty()) c["logprobs"] = {{"content", chat_logprobs(tokens)}};
+      } else {
+        c["text"] = text;
+        if (logprobs && !tokens.empty()) c["logprobs"] = legacy_logprobs(tokens, offset[i]);
+      }
+      return c;
     };
-    auto ss = std::make_shared<StreamState>();
-    ss->first.assign(set->size(), chat);
-    ss->offset.assign(set->size(), 0);
-    const bool include_usage = p.include_usage;
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [=](size_t, httplib::DataSink& sink) {
-          SseWriter out(sink);
-          auto choice = [&](size_t i, const std::string& text, const std::vector<TokenOutput>& tokens,
-                            const json& finish) {
-            json c = {{"index", i}, {"finish_reason", finish}, {"logprobs", nullptr}};
-            if (chat && !parsers->empty()) {
-              c["delta"] = json::object();
-              if (ss->first[i]) c["delta"]["role"] = "assistant";
-              ss->first[i] = false;
-              chat::ChatOutputParser& parser = *(*parsers)[i];
-              if (!text.empty()) add_parsed_delta(parser.feed(text), c["delta"]);
-              if (!finish.is_null()) {
-                add_parsed_delta(parser.finish(), c["delta"]);
-                c["finish_reason"] = finish_reason(set->gen(i), !parser.message().tool_calls.empty());
-              }
-              if (logprobs && !tokens.empty()) c["logprobs"] = {{"content", chat_logprobs(tokens)}};
-            } else if (chat) {
-              c["delta"] = json::object();
-              if (ss->first[i]) c["delta"]["role"] = "assistant";
-              if (!text.empty() || ss->first[i]) c["delta"]["content"] = text;
-              ss->first[i] = false;
-              if (logprobs && !tokens.empty()) c["logprobs"] = {{"content", chat_logprobs(tokens)}};
-            } else {
-              c["text"] = text;
-              if (logprobs && !tokens.empty()) c["logprobs"] = legacy_logprobs(tokens, ss->offset[i]);
-            }
-            return c;
-          };
-          const bool done = set->poll(kKeepaliveInterval, [&](size_t i, Generation::Chunk& c) {
-            if (!c.text.empty() || !c.tokens.empty())
-              out.event(envelope(json::array({choice(i, c.text, c.tokens, nullptr)})));
-            if (c.final && set->gen(i).error().empty())
-              out.event(envelope(json::array({choice(i, "", {}, set->gen(i).finish_reason())})));
-          });
-          if (!out.ok()) {
-            set->cancel();
-            return false;
-          }
-          if (!done) return true;
-          (void)st;  // held until the stream ends: the server stays awake
-          if (const std::string e = set->error(); !e.empty()) {
-            out.error(e);
-          } else if (include_usage) {
-            json u = envelope(json::array());
-            u["usage"] = usage_json(*set);
-            u["timings"] = timings_json(*set);
-            out.event(u);
-          }
-          out.write("data: [DONE]\n\n");
-          sink.done();
-          return true;
-        },
-        [set](bool) { set->cancel(); });
+    bool done = false;
+    while (!done) {
+      done = set->poll(kPollInterval, [&](size_t i, Generation::Chunk& c) {
+        if (!c.text.empty() || !c.tokens.empty())
+          out.event(envelope(json::array({choice(i, c.text, c.tokens, nullptr)})));
+        if (c.final && set->gen(i).error().empty())
+          out.event(envelope(json::array({choice(i, "", {}, set->gen(i).finish_reason())})));
+      });
+      if (!out.ok()) return set->cancel();
+    }
+    if (const std::string e = set->error(); !e.empty()) {
+      out.error({set->error_status(), e});
+    } else if (p.include_usage) {
+      json u = envelope(json::array());
+      u["usage"] = usage_json(*set);
+      u["timings"] = timings_json(*set);
+      out.event(u);
+    }
+    out.write("data: [DONE]\n\n");
   };
 }
 
 }  // namespace
 
-void add_completion_routes(httplib::Server& h, const RouteContext& rc) {
-  h.Post("/v1/completions", completion_handler(rc, false));
-  h.Post("/completions", completion_handler(rc, false));
-  h.Post("/v1/chat/completions", completion_handler(rc, true));
-  h.Post("/chat/completions", completion_handler(rc, true));
-  add_native_completion_routes(h, rc);
+void add_completion_routes(http::Router& r, const RouteContext& rc) {
+  r.post("/v1/completions", completion_handler(rc, false));
+  r.post("/completions", completion_handler(rc, false));
+  r.post("/v1/chat/completions", completion_handler(rc, true));
+  r.post("/chat/completions", completion_handler(rc, true));
+  add_native_completion_routes(r, rc);
 }
 
 }  // namespace kiln::serve

@@ -5,13 +5,13 @@
 // tokens_predicted_total, tokens_predicted_seconds_total, n_decode_total (counters);
 // n_busy_slots_per_decode, prompt_tokens_seconds, predicted_tokens_seconds (averages since the
 // engine started; llama-server resets its throughput buckets at each scrape), kv_cache_usage_ratio,
-// kv_cache_tokens, requests_processing, requests_deferred (gauges); plus kiln:requests_total and
+// kv_cache_tokens, requests_processing, requests_deferred (gauges); spec_decode_num_draft_tokens_total,
+// spec_decode_num_accepted_tokens_total, spec_decode_num_drafts_total (speculative decoding); plus kiln:requests_total and
 // kiln:requests_rejected_total (503 because the queue was full). The counters belong to the engine:
 // while the server sleeps (or loads) there is none, and /metrics answers 503.
 #include <sstream>
 
 #include "serve/api_json.h"
-#include "serve/http.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
@@ -55,6 +55,12 @@ std::string metrics_text(const EngineMetrics& m) {
   e.add("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", static_cast<double>(m.kv_tokens));
   e.add("llamacpp:requests_processing", "gauge", "Number of requests processing.", m.requests_processing);
   e.add("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", m.requests_deferred);
+  e.add("llamacpp:spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated",
+        static_cast<double>(m.draft_tokens));
+  e.add("llamacpp:spec_decode_num_accepted_tokens_total", "counter",
+        "Speculative: Total draft tokens accepted by the target model", static_cast<double>(m.draft_accepted));
+  e.add("llamacpp:spec_decode_num_drafts_total", "counter",
+        "Speculative: Total speculative decoding verification steps", static_cast<double>(m.drafts));
   e.add("kiln:requests_total", "counter", "Generation requests submitted to the engine (each choice counts).",
         static_cast<double>(m.requests_total));
   e.add("kiln:requests_rejected_total", "counter", "Generation requests refused with 503 (queue full).",
@@ -64,21 +70,21 @@ std::string metrics_text(const EngineMetrics& m) {
 
 }  // namespace
 
-void add_info_routes(httplib::Server& h, const RouteContext& rc) {
-  h.Get("/v1/models", [rc](const httplib::Request&, httplib::Response& res) {
+void add_info_routes(http::Router& r, const RouteContext& rc) {
+  r.get("/v1/models", [rc](const http::Request&, http::Exchange& ex) {
     auto info = rc.info();
-    if (!info) return send_error(res, {503, "the model is loading"});
+    if (!info) return send_error(ex, {503, "the model is loading"});
     send_json(
-        res,
+        ex,
         {{"object", "list"},
          {"data",
           json::array(
               {{{"id", info->name}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "kiln"}}})}});
   });
 
-  h.Get("/slots", [rc](const httplib::Request&, httplib::Response& res) {
+  r.get("/slots", [rc](const http::Request&, http::Exchange& ex) {
     auto info = rc.info();
-    if (!info) return send_error(res, {503, "the model is loading"});
+    if (!info) return send_error(ex, {503, "the model is loading"});
     json out = json::array();
     for (const SlotInfo& s : rc.slots()) {
       json slot = {{"id", s.id},
@@ -92,13 +98,16 @@ void add_info_routes(httplib::Server& h, const RouteContext& rc) {
       }
       out.push_back(std::move(slot));
     }
-    send_json(res, out);
+    send_json(ex, out);
   });
 
-  h.Get("/metrics", [rc](const httplib::Request&, httplib::Response& res) {
+  r.get("/metrics", [rc](const http::Request&, http::Exchange& ex) {
     auto st = rc.peek();
-    if (!st) return send_error(res, {503, "no model is loaded now (loading or asleep): no metrics"});
-    res.set_content(metrics_text(st->engine->metrics()), "text/plain; version=0.0.4");
+    if (!st) return send_error(ex, {503, "no model is loaded now (loading or asleep): no metrics"});
+    ex.respond({.status = 200,
+                .content_type = "text/plain; version=0.0.4",
+                .body = metrics_text(st->engine->metrics()),
+                .headers = {}});
   });
 }
 

@@ -5,8 +5,8 @@
 // repeat_last_n, presence_penalty, frequency_penalty, stop, seed, stream, n_probs (0..100),
 // cache_prompt, logit_bias ({"id": bias} or [[id or text, bias], ...], false bans), return_tokens,
 // grammar (GBNF) or json_schema (one of them).
-// Fields that would change the output and that kiln lacks (mirostat, dry_*,
-// xtc_*, samplers, lora, post_sampling_probs, ignore_eos, ...) are refused with a 400.
+// Fields that would change the output and that kiln lacks (mirostat, dry_*, xtc_*, samplers, lora,
+// post_sampling_probs, ignore_eos, n, ...) are refused with a 400 (unsupported_fields.h).
 //
 // Response: content, tokens (with return_tokens), stop: true, stop_type ("eos", "limit", "word";
 // "none" when cancelled), stopping_word, model, tokens_predicted, tokens_evaluated (the prompt's
@@ -21,7 +21,6 @@
 #include "serve/completion_json.h"
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
-#include "serve/http.h"
 #include "serve/media_request.h"
 #include "serve/server_state.h"
 #include "serve/sse_writer.h"
@@ -66,77 +65,63 @@ json final_fields(const ChoiceSet& set, const std::string& model_name, int32_t n
 
 }  // namespace
 
-void add_native_completion_routes(httplib::Server& h, const RouteContext& rc) {
-  h.Post("/completion", [rc](const httplib::Request& req, httplib::Response& res) {
-    auto st = rc.ready(res);
-    if (!st) return;
-    auto body = parse_body(req, res);
+void add_native_completion_routes(http::Router& r, const RouteContext& rc) {
+  r.post("/completion", [rc](const http::Request& req, http::Exchange& ex) {
+    auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
+    auto st = rc.ready(ex);
+    if (!st) return;
     CompletionRequest p;
-    if (auto e = parse_completion_fields(*body, *st->model, p, CompletionApi::Native))
-      return send_error(res, *e);
+    const auto& tok = st->model->tokenizer();
+    if (auto e = parse_completion_fields(*body, tok, p, CompletionApi::Native)) return send_error(ex, *e);
     OutputFormat format;
-    if (auto e = parse_output_format(ordered_json::parse(req.body), false, format))
-      return send_error(res, *e);
-    if (auto e = apply_output_format(format, p.gen)) return send_error(res, *e);
+    if (auto e = parse_output_format(ordered_json::parse(req.body), false, format)) return send_error(ex, *e);
+    if (auto e = apply_output_format(format, p.gen)) return send_error(ex, *e);
     auto it = body->find("prompt");
     if (it == body->end())
-      return send_error(res, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
+      return send_error(ex, {400, "field 'prompt' must be a string, or a list of token ids and strings"});
     bool handled = false;
-    if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(res, *e);
+    if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(ex, *e);
     if (!handled)
-      if (auto e = parse_prompt(*it, st->model->tokenizer(), "prompt", p.gen.prompt))
-        return send_error(res, *e);
-    if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(res, *e);
+      if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(ex, *e);
+    if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
     auto submitted = ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
-    if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(res, *e);
+    if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
     const std::string model_name = st->model->name();
     const int32_t n_ctx_slot = st->engine->n_ctx_slot();
     const bool probs = p.gen.logprobs, return_tokens = p.return_tokens;
 
     if (!p.stream) {
-      return respond_when_done(res, set,
-                               [st, model_name, n_ctx_slot, probs, return_tokens](
-                                   const ChoiceSet& s, std::vector<ChoiceOutput>& outs) {
-                                 json out = final_fields(s, model_name, n_ctx_slot);
-                                 out["content"] = outs[0].text;
-                                 out["tokens"] = return_tokens ? token_ids(outs[0].tokens) : json::array();
-                                 if (probs) out["completion_probabilities"] = native_probs(outs[0].tokens);
-                                 return out;
-                               });
+      return respond_when_done(ex, set, [&](const ChoiceSet& s, std::vector<ChoiceOutput>& outs) {
+        json out = final_fields(s, model_name, n_ctx_slot);
+        out["content"] = outs[0].text;
+        out["tokens"] = return_tokens ? token_ids(outs[0].tokens) : json::array();
+        if (probs) out["completion_probabilities"] = native_probs(outs[0].tokens);
+        return out;
+      });
     }
 
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [=](size_t, httplib::DataSink& sink) {
-          SseWriter out(sink);
-          const bool done = set->poll(kKeepaliveInterval, [&](size_t, Generation::Chunk& c) {
-            if (c.final) {
-              if (!set->gen(0).error().empty()) return;
-              json last = final_fields(*set, model_name, n_ctx_slot);
-              last["content"] = c.text;
-              last["tokens"] = token_ids(c.tokens);
-              if (probs) last["completion_probabilities"] = native_probs(c.tokens);
-              return out.event(last);
-            }
-            json e = {{"index", 0}, {"content", c.text}, {"tokens", token_ids(c.tokens)}, {"stop", false}};
-            if (probs) e["completion_probabilities"] = native_probs(c.tokens);
-            out.event(e);
-          });
-          if (!out.ok()) {
-            set->cancel();
-            return false;
-          }
-          if (!done) return true;
-          (void)st;  // held until the stream ends: the server stays awake
-          if (const std::string e = set->error(); !e.empty())
-            out.error(e);
-          sink.done();
-          return true;
-        },
-        [set](bool) { set->cancel(); });
+    SseWriter out(ex);
+    ex.on_client_gone([set] { set->cancel(); });
+    bool done = false;
+    while (!done) {
+      done = set->poll(kPollInterval, [&](size_t, Generation::Chunk& c) {
+        if (c.final) {
+          if (!set->gen(0).error().empty()) return;
+          json last = final_fields(*set, model_name, n_ctx_slot);
+          last["content"] = c.text;
+          last["tokens"] = token_ids(c.tokens);
+          if (probs) last["completion_probabilities"] = native_probs(c.tokens);
+          return out.event(last);
+        }
+        json e = {{"index", 0}, {"content", c.text}, {"tokens", token_ids(c.tokens)}, {"stop", false}};
+        if (probs) e["completion_probabilities"] = native_probs(c.tokens);
+        out.event(e);
+      });
+      if (!out.ok()) return set->cancel();
+    }
+    if (const std::string e = set->error(); !e.empty()) out.error({set->error_status(), e});
   });
 }
 

@@ -3,25 +3,24 @@
 #include "serve/api_json.h"
 #include "serve/chat_request.h"
 #include "serve/completion_request.h"
-#include "serve/http.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
 
-void add_token_routes(httplib::Server& h, const RouteContext& rc) {
-  h.Post("/tokenize", [rc](const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_body(req, res);  // a malformed request does not wake a sleeping server
+void add_token_routes(http::Router& r, const RouteContext& rc) {
+  r.post("/tokenize", [rc](const http::Request& req, http::Exchange& ex) {
+    auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
-    auto st = rc.ready(res);
+    auto st = rc.ready(ex);
     if (!st) return;
     auto it = body->find("content");
     if (it == body->end() || !it->is_string())
-      return send_error(res, {400, "field 'content' must be a string"});
+      return send_error(ex, {400, "field 'content' must be a string"});
     bool add_special = false, parse_special = true, with_pieces = false;
     for (auto [key, out] :
          {std::pair{"add_special", &add_special}, std::pair{"parse_special", &parse_special},
           std::pair{"with_pieces", &with_pieces}})
-      if (auto e = read_bool(*body, key, *out)) return send_error(res, *e);
+      if (auto e = read_bool(*body, key, *out)) return send_error(ex, *e);
     const auto& tok = st->model->tokenizer();
     const auto ids = tok.tokenize(it->get<std::string>(), add_special, parse_special);
     json tokens = json::array();
@@ -42,40 +41,40 @@ void add_token_routes(httplib::Server& h, const RouteContext& rc) {
       entry["piece"] = std::move(jp);
       tokens.push_back(std::move(entry));
     }
-    send_json(res, {{"tokens", tokens}});
+    send_json(ex, {{"tokens", tokens}});
   });
 
-  h.Post("/detokenize", [rc](const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_body(req, res);  // a malformed request does not wake a sleeping server
+  r.post("/detokenize", [rc](const http::Request& req, http::Exchange& ex) {
+    auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
-    auto st = rc.ready(res);
+    auto st = rc.ready(ex);
     if (!st) return;
     auto it = body->find("tokens");
     if (it == body->end() || !it->is_array())
-      return send_error(res, {400, "field 'tokens' must be a list of token ids"});
+      return send_error(ex, {400, "field 'tokens' must be a list of token ids"});
     std::vector<int32_t> ids;
     for (const auto& t : *it) {
       // Out of int32 range is never a token id: refused here rather than wrapped into one.
       if (!t.is_number_integer() || (t.is_number_unsigned() && t.get<uint64_t>() > INT32_MAX) ||
           (!t.is_number_unsigned() && (t.get<int64_t>() < INT32_MIN || t.get<int64_t>() > INT32_MAX)))
-        return send_error(res, {400, "field 'tokens' must be a list of token ids"});
+        return send_error(ex, {400, "field 'tokens' must be a list of token ids"});
       ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
     auto text = st->model->tokenizer().detokenize(ids, false, false);
-    if (!text.ok()) return send_error(res, {400, "field 'tokens': " + text.error().message});
-    send_json(res, {{"content", *text}});
+    if (!text.ok()) return send_error(ex, {400, "field 'tokens': " + text.error().message});
+    send_json(ex, {{"content", *text}});
   });
 
-  // The chat as the completion routes would prompt the model (generation prompt added), without
-  // generating: {"messages": [...]} -> {"prompt": "..."}.
-  h.Post("/apply-template", [rc](const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_body(req, res);
+  // The chat as the completion routes would prompt the model, without generating:
+  // {"messages": [...], "add_generation_prompt"?, "chat_template_kwargs"?} -> {"prompt": "..."}.
+  r.post("/apply-template", [rc](const http::Request& req, http::Exchange& ex) {
+    auto body = parse_body(req, ex);
     if (!body) return;
-    auto st = rc.ready(res);
+    auto st = rc.ready(ex);
     if (!st) return;
     std::string prompt;
-    if (auto e = render_chat(*st, ordered_json::parse(req.body), prompt)) return send_error(res, *e);
-    send_json(res, {{"prompt", prompt}});
+    if (auto e = render_chat(*st, ordered_json::parse(req.body), prompt)) return send_error(ex, *e);
+    send_json(ex, {{"prompt", prompt}});
   });
 }
 

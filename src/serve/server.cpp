@@ -3,16 +3,12 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
-#include <sys/socket.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include "llm/media_prompt.h"
 #include "serve/api_json.h"
 #include "serve/completion_request.h"
 #include "serve/embedder.h"
-#include "serve/http.h"
+#include "serve/http/http_server.h"
 #include "serve/model_chat_template.h"
 #include "serve/server_state.h"
 
@@ -54,7 +50,20 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   if (st->ctx->n_ctx() / opt.n_parallel < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,
                       " slots");
-  st->engine = std::make_unique<Engine>(*st->ctx, opt.n_parallel, opt.queue_limit);
+  if (opt.speculative.enabled() || !opt.draft_model.empty()) {  // Speculator::create checks the pair
+    std::shared_ptr<const Model> draft;
+    if (!opt.draft_model.empty()) {
+      auto loaded = Model::load(opt.draft_model);
+      if (!loaded.ok()) return make_error("serve: draft model: ", loaded.error().message);
+      draft = std::move(*loaded);
+    }
+    ContextOptions dc = draft_context_options(co);
+    dc.n_ctx = st->ctx->n_ctx();
+    auto spec = Speculator::create(opt.speculative, *model, std::move(draft), backend, dc);
+    if (!spec.ok()) return make_error("serve: ", spec.error().message);
+    st->speculator = std::move(*spec);
+  }
+  st->engine = std::make_unique<Engine>(*st->ctx, opt.n_parallel, opt.queue_limit, st->speculator.get());
   return st;
 }
 
@@ -71,7 +80,7 @@ std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots
   info->vision = st.vision != nullptr;
   // The defaults are what the completion routes make of a request that sets nothing.
   CompletionRequest defaults;
-  if (!parse_completion_fields(json::object(), *st.model, defaults)) {
+  if (!parse_completion_fields(json::object(), st.model->tokenizer(), defaults)) {
     info->defaults = std::move(defaults.gen);
     info->stream_default = defaults.stream;
   }
@@ -150,10 +159,10 @@ std::shared_ptr<ServerState> RouteContext::ready() const {
   return st.ok() ? *st : nullptr;
 }
 
-std::shared_ptr<ServerState> RouteContext::ready(httplib::Response& res) const {
+std::shared_ptr<ServerState> RouteContext::ready(http::Exchange& ex) const {
   auto st = server.acquire();
   if (st.ok()) return *st;
-  send_error(res, {503, st.error().message});
+  send_error(ex, {503, st.error().message});
   return nullptr;
 }
 
@@ -169,19 +178,7 @@ std::vector<SlotInfo> RouteContext::slots() const {
   return out;
 }
 
-Server::Server(ServerOptions options) : opt_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
-  // Each streaming client holds an HTTP thread while it waits: enough for every slot and queue.
-  const size_t n_threads = static_cast<size_t>(opt_.n_parallel + opt_.queue_limit + 4);
-  http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
-  // httplib's options plus a note of the socket, whose listen backlog listen() raises.
-  http_->set_socket_options([this](socket_t sock) {
-    httplib::default_socket_options(sock);
-    listen_socket_ = sock;
-  });
-  // Bodies beyond this are answered 413 before they are held in memory.
-  http_->set_payload_max_length(kMaxRequestBytes);
-  routes();
-}
+Server::Server(ServerOptions options) : opt_(std::move(options)) {}
 
 Server::~Server() { stop(); }
 
@@ -190,19 +187,27 @@ void Server::log(const std::string& message) const {
 }
 
 Result<int> Server::listen(const std::string& host, int port) {
-  int bound = port;
-  if (port == 0) {
-    bound = http_->bind_to_any_port(host);
-    if (bound < 0) return make_error("serve: cannot bind ", host, " to any port");
-  } else if (!http_->bind_to_port(host, port)) {
-    return make_error("serve: cannot bind ", host, ":", port, " (in use, or not an address of this machine)");
-  }
-  // Debian's httplib listens with a backlog of 5 (compiled in): a burst of clients connecting at
-  // once would overflow it and wait for the kernel's 1 s retransmission, or be reset. Calling
-  // listen() again on the bound socket sets the system's maximum (on failure it stays 5).
-  if (::listen(listen_socket_, SOMAXCONN) != 0) log(std::string("listen backlog stays 5: ") + std::strerror(errno));
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
-  return bound;
+  KILN_ASSERT(http_ == nullptr, "Server::listen called twice");
+  http::Router router;
+  routes(router);
+  http::HttpOptions o;
+  o.limits.max_body = opt_.max_body;
+  o.head_timeout = std::chrono::milliseconds(opt_.head_timeout_ms);
+  o.io_timeout = std::chrono::seconds(opt_.timeout_seconds);
+  o.reuse_port = opt_.reuse_port;
+  o.cors_origins = opt_.cors_origins;
+  // Each generation request holds a worker while it waits: enough for every slot and the queue,
+  // and a few for the other routes.
+  o.max_workers = static_cast<size_t>(opt_.n_parallel + opt_.queue_limit + 8);
+  o.error_response = [](int status, std::string_view message) {
+    return error_response({status, std::string(message)});
+  };
+  o.log = opt_.log;
+  auto server = std::make_unique<http::HttpServer>(std::move(router), std::move(o));
+  auto bound = server->listen(host, port);
+  if (!bound.ok()) return bound.error();
+  http_ = std::move(server);
+  return *bound;
 }
 
 Status Server::attach(ModelLoader loader) {
@@ -360,41 +365,43 @@ void Server::stop() {
     st = state_;
   }
   cv_.notify_all();
-  if (st) st->engine->stop();  // ends every generation: their handlers return
+  if (st) st->engine->stop();  // ends every generation: their handlers answer and return
   st.reset();
   if (sleeper_.joinable()) sleeper_.join();
-  http_->stop();
-  if (thread_.joinable()) thread_.join();
+  // Their last bytes get a moment to go out; then every connection closes.
+  if (http_) http_->stop(std::chrono::milliseconds(1000));
 }
 
-void Server::routes() {
-  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (opt_.api_key.empty() || req.path == "/health" || req.path == "/v1/health")
-      return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key)
-      return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, {401, "invalid or missing API key (send 'Authorization: Bearer KEY')"});
-    return httplib::Server::HandlerResponse::Handled;
+void Server::routes(http::Router& router) {
+  router.set_guard([this](const http::Request& req) -> std::optional<http::Response> {
+    if (opt_.api_key.empty() || req.path == "/health" || req.path == "/v1/health") return std::nullopt;
+    if (req.header("Authorization") == "Bearer " + opt_.api_key) return std::nullopt;
+    return error_response({401, "invalid or missing API key (send 'Authorization: Bearer KEY')"});
   });
-  // Health and properties look at the server without waking it.
-  auto health = [this](const httplib::Request&, httplib::Response& res) {
-    if (!info()) return send_error(res, {503, "the model is loading"});
+  // Health and properties look at the server without waking it, on the I/O thread: they answer
+  // however busy the workers are.
+  auto health = [this](const http::Request&, http::Exchange& ex) {
+    if (!info()) return send_error(ex, {503, "the model is loading"});
     json body = {{"status", "ok"}};
     if (sleeping()) body["sleeping"] = true;
-    send_json(res, body);
+    send_json(ex, body);
   };
-  http_->Get("/health", health);
-  http_->Get("/v1/health", health);
-  http_->Get("/props", [this](const httplib::Request&, httplib::Response& res) {
-    const auto i = info();
-    if (!i) return send_error(res, {503, "the model is loading"});
-    send_json(res, props_json(*i, sleeping()));
-  });
+  const http::RouteOptions inline_route{.dispatch = http::Dispatch::Inline};
+  router.get("/health", health, inline_route);
+  router.get("/v1/health", health, inline_route);
+  router.get(
+      "/props",
+      [this](const http::Request&, http::Exchange& ex) {
+        const auto i = info();
+        if (!i) return send_error(ex, {503, "the model is loading"});
+        send_json(ex, props_json(*i, sleeping()));
+      },
+      inline_route);
   const RouteContext rc{opt_, *this};
-  add_info_routes(*http_, rc);
-  add_token_routes(*http_, rc);
-  add_completion_routes(*http_, rc);
-  add_embedding_routes(*http_, rc);
+  add_info_routes(router, rc);
+  add_token_routes(router, rc);
+  add_completion_routes(router, rc);
+  add_embedding_routes(router, rc);
 }
 
 }  // namespace kiln::serve

@@ -10,13 +10,16 @@
 //   POST /v1/embeddings, /embeddings             (with options.embeddings)
 //   POST /tokenize, /detokenize                  (llama-server's shapes)
 //   POST /apply-template        {"messages": [...]} -> {"prompt": "<the rendered chat>"}
-// Errors use OpenAI's shape {"error": {"message", "type", "code"}}. With --api-key every route
-// but the health checks wants "Authorization: Bearer KEY".
+// Errors use OpenAI's shape {"error": {"message", "type", "code"}}, for the HTTP layer's own
+// refusals too (404, 405, 408, 411, 413, 431, ...). With --api-key every route but the health
+// checks wants "Authorization: Bearer KEY". The HTTP layer (http/http_server.h) bounds what
+// clients can hold: head and body deadlines, a write timeout, body and head size limits.
 //
 // Lifecycle: listen() (port 0 picks a free one) starts the HTTP threads; attach() gives it the
-// model; stop() cancels every generation and stops listening. A client that disconnects from a
-// stream cancels its generation (noticed at the next piece); a non-streaming client that
-// disconnects cancels its generation within about a second (see deferred_response.h).
+// model; stop() cancels every generation (in-flight answers end with 503, streams with an error
+// event), gives their answers a moment to go out, and closes every connection. A client that
+// disconnects cancels its generation at once; one that stops reading a stream pauses it and is
+// dropped after options.timeout_seconds.
 //
 // Idle sleep (options.sleep_idle_seconds > 0, a server attached with a ModelLoader): after that
 // many seconds with no request holding the state (see acquire()) and no generation in the engine,
@@ -30,7 +33,7 @@
 // and are not activity.
 //
 // Thread-safety: listen/attach/stop from one controlling thread; acquire/peek/info/sleeping from
-// any thread (handlers run on HTTP threads).
+// any thread (handlers run on the HTTP layer's worker threads).
 #pragma once
 
 #include <chrono>
@@ -47,18 +50,16 @@
 #include "core/result.h"
 #include "llm/context.h"
 #include "llm/model.h"
-
-namespace httplib {
-class Server;
-}
+#include "llm/speculative/options.h"
 
 namespace kiln::serve {
 
+namespace http {
+class HttpServer;
+class Router;
+}  // namespace http
 struct ServerState;
 struct ModelInfo;
-
-// The largest request body the server reads (64 MiB); larger ones get 413.
-inline constexpr size_t kMaxRequestBytes = size_t{64} << 20;
 
 struct ServerOptions {
   int32_t n_parallel = 4;            // slots
@@ -74,7 +75,18 @@ struct ServerOptions {
   std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
                                      // Loaded with the model, released with it when asleep.
   std::string pooling;               // none|mean|cls|last; empty: the model's, else mean (--pooling)
+  // Speculative decoding (--spec-type, --spec-*; no sources: off). draft_model: the draft-simple
+  // model's file (-md), loaded with the model (and again at every wake from sleep).
+  SpeculativeOptions speculative;
+  std::string draft_model;
   int32_t sleep_idle_seconds = 0;    // > 0: release the model after this many idle seconds
+  // HTTP (see http/http_server.h). A request's body must arrive, and a client take an answer's
+  // bytes, within timeout_seconds (--timeout); headers within head_timeout_ms.
+  int32_t timeout_seconds = 3600;
+  int32_t head_timeout_ms = 10'000;
+  size_t max_body = size_t{16} << 20;  // bytes (--max-body); larger bodies get 413 unread
+  bool reuse_port = false;             // --reuse-port: let other sockets bind this port too
+  std::string cors_origins = "*";      // --cors-origins: "*", a list, or empty (no CORS)
   // Lifecycle events for the operator ("sleeping: ...", "awake: ..."), from any thread; empty:
   // quiet.
   std::function<void(const std::string&)> log;
@@ -122,7 +134,7 @@ class Server {
  private:
   using Clock = std::chrono::steady_clock;
   class Lease;
-  void routes();
+  void routes(http::Router& router);
   Status install(std::shared_ptr<const Model> model, ModelLoader loader);
   std::shared_ptr<ServerState> lease(std::shared_ptr<ServerState> st);  // under mutex_
   void end_activity();
@@ -130,9 +142,7 @@ class Server {
   void log(const std::string& message) const;
 
   ServerOptions opt_;
-  std::unique_ptr<httplib::Server> http_;
-  int listen_socket_ = -1;  // the socket httplib last created to listen on
-  std::thread thread_;
+  std::unique_ptr<http::HttpServer> http_;  // from listen()
   mutable std::mutex mutex_;
   std::condition_variable cv_;             // state_, active_, waking_, stopping_ changed
   std::shared_ptr<ServerState> state_;     // null until attached, and while asleep

@@ -1,7 +1,7 @@
 // What the route handlers share: the server's options and, once a model is attached, the model
 // with its chat template, devices, weights, context and engine (ServerState), plus what is known
 // of the model even while the server sleeps (ModelInfo). Route files (routes_*.cpp) register
-// handlers on the HTTP server through the add_*_routes functions below.
+// their handlers on the server's http::Router through the add_*_routes functions below.
 // Thread-safety: a ServerState and a ModelInfo are immutable once published (the Engine inside is
 // thread-safe); handlers hold a shared_ptr to the state for the length of a request.
 #pragma once
@@ -17,17 +17,14 @@
 #include "llm/context.h"
 #include "llm/device_weights.h"
 #include "llm/model.h"
+#include "llm/speculative/speculator.h"
 #include "llm/vision_encoder.h"
 #include "llm/vision_model.h"
 #include "serve/engine.h"
+#include "serve/http/router.h"
 #include "serve/server.h"
 #include "text/chat/chat_syntax.h"
 #include "text/chat_template.h"
-
-namespace httplib {
-class Server;
-struct Response;
-}  // namespace httplib
 
 namespace kiln::serve {
 
@@ -44,6 +41,9 @@ struct ServerState {
   std::unique_ptr<ComputeArena> arena;
   std::unique_ptr<Context> ctx;
   std::unique_ptr<VisionEncoder> encoder;  // with `vision`: encodes request images (any thread)
+  // With options.speculative: the draft sources and the draft model's context (a second owner of
+  // the device's memory, in the same compute arena); driven by the engine thread only.
+  std::unique_ptr<Speculator> speculator;
   std::unique_ptr<Engine> engine;
   ~ServerState() {
     if (engine) engine->stop();  // before the context it decodes with goes away
@@ -71,9 +71,9 @@ struct RouteContext {
 
   // For a request that needs the model: wakes a sleeping server (see Server::acquire). Null while
   // the model first loads, when a reload failed or when the server stops; the overload taking
-  // the response then answers 503 with the reason. Holding the pointer keeps the server awake.
+  // the exchange then answers 503 with the reason. Holding the pointer keeps the server awake.
   std::shared_ptr<ServerState> ready() const;
-  std::shared_ptr<ServerState> ready(httplib::Response& res) const;
+  std::shared_ptr<ServerState> ready(http::Exchange& ex) const;
   // For routes that only look (/slots, /metrics): the state if loaded now, else null; never wakes.
   std::shared_ptr<ServerState> peek() const { return server.peek(); }
   // Known through sleep (name, path, template, sizes); null before the model first loaded.
@@ -82,13 +82,13 @@ struct RouteContext {
   std::vector<SlotInfo> slots() const;
 };
 
-// GET /v1/models, /slots. (/health, /v1/health and /props are the server's own: server.cpp.)
-void add_info_routes(httplib::Server& http, const RouteContext& rc);
+// GET /v1/models, /slots, /metrics. (/health, /v1/health and /props are the server's own.)
+void add_info_routes(http::Router& router, const RouteContext& rc);
 // POST /tokenize, /detokenize, /apply-template.
-void add_token_routes(httplib::Server& http, const RouteContext& rc);
-// POST /v1/completions, /completions, /v1/chat/completions, /chat/completions.
-void add_completion_routes(httplib::Server& http, const RouteContext& rc);
-// POST /v1/embeddings, /embeddings (only with options.embeddings).
-void add_embedding_routes(httplib::Server& http, const RouteContext& rc);
+void add_token_routes(http::Router& router, const RouteContext& rc);
+// POST /v1/completions, /completions, /v1/chat/completions, /chat/completions, /completion.
+void add_completion_routes(http::Router& router, const RouteContext& rc);
+// POST /v1/embeddings, /embeddings, /embedding (501 without options.embeddings).
+void add_embedding_routes(http::Router& router, const RouteContext& rc);
 
 }  // namespace kiln::serve

@@ -1,33 +1,34 @@
-// Server-sent events of one streaming response (the chunked content providers of the completion
-// routes). After a failed write (the client went away) nothing more is written and ok() turns
-// false. Not thread-safe: one per content-provider call.
+// Server-sent events of one streaming answer (the completion routes), written through the
+// request's Exchange: a write blocks while the client lags behind (see http/exchange.h). After a
+// failed write (the client went away) nothing more is written and ok() turns false.
+// Not thread-safe: one per stream, on its handler's thread.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 #include "serve/api_json.h"
-#include "serve/http.h"
 
 namespace kiln::serve {
 
 class SseWriter {
  public:
-  explicit SseWriter(httplib::DataSink& sink) : sink_(sink) {}
+  // Starts the stream: 200, text/event-stream, not to be cached.
+  explicit SseWriter(http::Exchange& ex) : ex_(ex) {
+    ex_.stream("text/event-stream", {{"Cache-Control", "no-cache"}});
+  }
 
   // One "data: JSON\n\n" event.
   void event(const json& body) { write(sse_event(body)); }
-  // An error event in OpenAI's shape, type server_error, code 500.
-  void error(const std::string& message) {
-    event({{"error", {{"message", message}, {"type", "server_error"}, {"code", 500}}}});
-  }
+  // An error event in OpenAI's shape.
+  void error(const HttpError& e) { event(error_json(e)); }
   void write(std::string_view text) {
-    if (ok_) ok_ = sink_.write(text.data(), text.size());
+    if (ok_) ok_ = ex_.write(text);
   }
   bool ok() const { return ok_; }
 
  private:
-  httplib::DataSink& sink_;
+  http::Exchange& ex_;
   bool ok_ = true;
 };
 

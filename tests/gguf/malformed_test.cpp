@@ -149,7 +149,7 @@ TEST(GgufMalformed, OpenNamesThePath) {
 }
 
 // Writes the sample, the nested-array file and every malformed case to
-// $KILN_BINARY_DIR/fuzz-corpus/gguf, the seed corpus of fuzz/run_gguf_fuzz.sh.
+// $KILN_BINARY_DIR/fuzz-corpus/gguf, the seed corpus of fuzz/run_fuzz.sh gguf.
 TEST(GgufMalformed, WritesFuzzCorpus) {
   const fs::path dir = fs::path(KILN_BINARY_DIR) / "fuzz-corpus" / "gguf";
   fs::create_directories(dir);

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "serve/http.h"
+#include "http_client.h"
 #include "serve_process.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "serve/http.h"
+#include "http_client.h"
 #include "serve/server.h"
 #include "test_data.h"
 

@@ -6,7 +6,7 @@
 
 #include "llm/cpu_engine.h"
 #include "llm/embeddings.h"
-#include "serve/http.h"
+#include "http_client.h"
 #include "server/serve_process.h"
 #include "test_data.h"
 

@@ -16,7 +16,7 @@
 
 #include "llm/cpu_engine.h"
 #include "serve/embed_request.h"
-#include "serve/http.h"
+#include "http_client.h"
 #include "serve/server.h"
 #include "test_data.h"
 

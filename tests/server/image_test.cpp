@@ -10,7 +10,7 @@
 
 #include "image/data_uri.h"
 #include "image/png_header.h"
-#include "serve/http.h"
+#include "http_client.h"
 #include "serve/server.h"
 #include "test_data.h"
 

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "serve/http.h"
+#include "http_client.h"
 #include "serve/server.h"
 #include "serve/server_state.h"
 #include "serve_process.h"

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "serve/http.h"
+#include "http_client.h"
 #include "serve_process.h"
 #include "test_data.h"
 

@@ -10,12 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
-#include "serve/http.h"
+#include "http_client.h"
 
 namespace kiln::test {
 
@@ -29,9 +31,11 @@ std::unique_ptr<ServeProcess> ServeProcess::start(const std::vector<std::string>
     *error = "pipe() failed";
     return nullptr;
   }
-  std::vector<std::string> argv_s = {KILN_BINARY_DIR "/kiln", "serve"};
+  const char* other = std::getenv("KILN_TEST_SERVE_BINARY");  // another build, to compare
+  std::vector<std::string> argv_s = {other && *other ? other : KILN_BINARY_DIR "/kiln", "serve"};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
-  argv_s.insert(argv_s.end(), {"--port", "0"});
+  if (std::find(args.begin(), args.end(), "--port") == args.end())
+    argv_s.insert(argv_s.end(), {"--port", "0"});
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -50,7 +54,7 @@ std::unique_ptr<ServeProcess> ServeProcess::start(const std::vector<std::string>
 
   // A peer that closes first must not kill the test binary on its next write (httplib's client
   // sends without MSG_NOSIGNAL); the server gets the default disposition back below.
-  signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<ServeProcess> p(new ServeProcess());
   p->pid_ = fork();
   if (p->pid_ < 0) {
@@ -59,7 +63,7 @@ std::unique_ptr<ServeProcess> ServeProcess::start(const std::vector<std::string>
   }
   if (p->pid_ == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test binary
-    signal(SIGPIPE, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
     dup2(err[1], 2);
     close(err[0]);
     close(err[1]);
@@ -142,9 +146,30 @@ int64_t ServeProcess::rss_kib() const {
   return -1;
 }
 
+double ServeProcess::cpu_seconds() const {
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return -1;
+  // Fields after the command name (which ends with the last ')'): utime and stime are 14 and 15.
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i >= 14) ticks += std::atof(field.c_str());
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 int ServeProcess::terminate(std::chrono::milliseconds timeout) {
+  signal(SIGTERM);
+  return wait_exit(timeout);
+}
+
+void ServeProcess::signal(int sig) {
+  if (!reaped_) kill(pid_, sig);
+}
+
+int ServeProcess::wait_exit(std::chrono::milliseconds timeout) {
   if (reaped_) return -1;
-  kill(pid_, SIGTERM);
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     int status = 0;
@@ -179,9 +204,10 @@ bool wait_slots_idle(int port, std::chrono::milliseconds timeout, json* last) {
   }
 }
 
-RawSocket::RawSocket(int port) {
+RawSocket::RawSocket(int port, int receive_buffer) {
   fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return;
+  if (receive_buffer > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -220,19 +246,88 @@ void RawSocket::shutdown_write() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
 }
 
-std::string RawSocket::read_all(std::chrono::milliseconds timeout) {
-  std::string out;
+bool RawSocket::fill(Clock::time_point deadline) {
+  char buf[65536];
+  if (fd_ < 0) return false;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) return false;
+  pollfd p{fd_, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+  const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+  if (n <= 0) return false;
+  buffered_.append(buf, static_cast<size_t>(n));
+  return true;
+}
+
+std::string RawResponse::header(const std::string& name) const {
+  auto lower = [](std::string s) {
+    for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+  };
+  const std::string h = lower(head), key = "\r\n" + lower(name) + ":";
+  const size_t at = h.find(key);
+  if (at == std::string::npos) return {};
+  size_t from = at + key.size();
+  while (from < head.size() && head[from] == ' ') ++from;
+  return head.substr(from, head.find("\r\n", from) - from);
+}
+
+std::optional<RawResponse> RawSocket::read_response(std::chrono::milliseconds timeout, bool to_head) {
   const auto deadline = Clock::now() + timeout;
-  char buf[4096];
-  while (fd_ >= 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) break;
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left)) <= 0) break;
-    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
+  size_t end;
+  while ((end = buffered_.find("\r\n\r\n")) == std::string::npos)
+    if (!fill(deadline)) return std::nullopt;
+  RawResponse r;
+  r.head = buffered_.substr(0, end + 2);
+  r.status = http_status(r.head);
+  size_t at = end + 4;
+  if (to_head || r.status / 100 == 1 || r.status == 204 || r.status == 304) {  // no body
+    buffered_.erase(0, at);
+    return r;
   }
+  const std::string length = r.header("Content-Length");
+  if (!length.empty()) {
+    const size_t n = std::strtoull(length.c_str(), nullptr, 10);
+    while (buffered_.size() < at + n)
+      if (!fill(deadline)) return std::nullopt;
+    r.body = buffered_.substr(at, n);
+    buffered_.erase(0, at + n);
+    return r;
+  }
+  if (r.header("Transfer-Encoding") == "chunked") {
+    for (;;) {
+      size_t eol;
+      while ((eol = buffered_.find("\r\n", at)) == std::string::npos)
+        if (!fill(deadline)) return std::nullopt;
+      const size_t n = std::strtoull(buffered_.c_str() + at, nullptr, 16);
+      while (buffered_.size() < eol + 2 + n + 2)
+        if (!fill(deadline)) return std::nullopt;
+      r.body += buffered_.substr(eol + 2, n);
+      at = eol + 2 + n + 2;
+      if (n == 0) break;
+    }
+    buffered_.erase(0, at);
+    return r;
+  }
+  buffered_.erase(0, at);
+  r.body = read_all(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  return r;
+}
+
+bool RawSocket::closed_by_peer(std::chrono::milliseconds timeout) {
+  if (!buffered_.empty() || fd_ < 0) return fd_ < 0;
+  pollfd p{fd_, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+  char ch;
+  return ::recv(fd_, &ch, 1, MSG_PEEK) <= 0;
+}
+
+std::string RawSocket::read_all(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (fill(deadline)) {
+  }
+  std::string out = std::move(buffered_);
+  buffered_.clear();
   return out;
 }
 

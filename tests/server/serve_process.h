@@ -10,15 +10,17 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace kiln::test {
 
-// One `KILN_BINARY_DIR/kiln serve ARGS --port 0` child. Its stderr is drained on a thread into
-// log(). The destructor SIGKILLs it if it still runs. Not thread-safe except alive(), rss_kib(),
-// port() and log().
+// One `KILN_BINARY_DIR/kiln serve ARGS --port 0` child (ARGS may name a --port instead; the
+// environment variable KILN_TEST_SERVE_BINARY names another `kiln` to test, e.g. main's). Its
+// stderr is drained on a thread into log(). The destructor SIGKILLs it if it still runs. Not
+// thread-safe except alive(), rss_kib(), cpu_seconds(), port() and log().
 class ServeProcess {
  public:
   // Starts the server and waits until it prints "ready:" and GET /health answers 200. On failure
@@ -36,8 +38,13 @@ class ServeProcess {
   bool alive();
   // VmRSS of the process in KiB (/proc/PID/status); -1 when unreadable.
   int64_t rss_kib() const;
+  // CPU time the process used so far (user + system, /proc/PID/stat); -1 when unreadable.
+  double cpu_seconds() const;
   // SIGTERM, then waits up to `timeout` for the exit; the wait status, or -1 on timeout.
   int terminate(std::chrono::milliseconds timeout);
+  // Sends `sig`; then wait_exit() for the wait status (-1 when it still runs after `timeout`).
+  void signal(int sig);
+  int wait_exit(std::chrono::milliseconds timeout);
   std::string log() const;
 
  private:
@@ -58,11 +65,22 @@ nlohmann::json get_slots(int port);
 // *last (if non-null) gets the last /slots answer.
 bool wait_slots_idle(int port, std::chrono::milliseconds timeout, nlohmann::json* last = nullptr);
 
+// One HTTP response read off a raw connection.
+struct RawResponse {
+  int status = 0;
+  std::string head;  // status line and headers, up to the blank line
+  std::string body;  // chunked bodies decoded
+  // The value of a header in `head` (case-insensitive name); empty when absent.
+  std::string header(const std::string& name) const;
+};
+
 // A blocking TCP connection to 127.0.0.1:port (closed by the destructor), for requests httplib
-// cannot make: partial bodies, byte-by-byte headers, silence, abrupt closes.
+// cannot make: partial bodies, byte-by-byte headers, silence, abrupt closes, pipelining.
 class RawSocket {
  public:
-  explicit RawSocket(int port);  // connected() tells whether it worked
+  // connected() tells whether it worked. receive_buffer > 0: SO_RCVBUF before connecting (a
+  // client that reads nothing then holds little of what the server sends).
+  explicit RawSocket(int port, int receive_buffer = 0);
   ~RawSocket();
   RawSocket(const RawSocket&) = delete;
   RawSocket& operator=(const RawSocket&) = delete;
@@ -73,14 +91,24 @@ class RawSocket {
   // Sends one byte at a time with `gap` between bytes.
   bool send_slowly(const std::string& bytes, std::chrono::milliseconds gap);
   void shutdown_write();
-  // Reads until the peer closes or `timeout` passes; what it read.
+  // Reads until the peer closes or `timeout` passes; what it read (after what read_response left).
   std::string read_all(std::chrono::milliseconds timeout);
+  // Reads one response: its head, then a Content-Length or chunked body (or, without either,
+  // until the peer closes; none for 1xx, 204, 304 and, with `to_head`, answers to HEAD). Bytes
+  // after it stay for the next call. nullopt when the peer closed or `timeout` passed first.
+  std::optional<RawResponse> read_response(std::chrono::milliseconds timeout, bool to_head = false);
+  // True when the peer closed the connection (EOF or reset) within `timeout`, with nothing more
+  // to read.
+  bool closed_by_peer(std::chrono::milliseconds timeout);
   // True when the peer has sent something or closed the connection (checked without waiting).
   bool has_input();
   void close();
+  int fd() const { return fd_; }
 
  private:
+  bool fill(std::chrono::steady_clock::time_point deadline);  // false: closed or timed out
   int fd_ = -1;
+  std::string buffered_;  // received, not returned yet
 };
 
 // "POST PATH HTTP/1.1" with Host, Content-Type: application/json, Connection: close and a

@@ -2,7 +2,7 @@
 // chat template): real requests through httplib's client, greedy outputs compared with what a
 // Context gives directly for the same prompt.
 #include <gtest/gtest.h>
-#include "serve/http.h"
+#include "http_client.h"
 
 #include <nlohmann/json.hpp>
 #include <algorithm>

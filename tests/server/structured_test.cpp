@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "chat/chat_test_util.h"
-#include "serve/http.h"
+#include "http_client.h"
 #include "serve/server.h"
 #include "text/grammar/gbnf.h"
 #include "text/grammar/grammar_matcher.h"

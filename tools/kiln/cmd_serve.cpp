@@ -1,14 +1,26 @@
 // `kiln serve`: the OpenAI-compatible HTTP server (src/serve/server.h).
 //   kiln serve [-m MODEL.gguf] [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key K]
-//              [--chat-template-file F] [--sleep-idle-seconds N] [--mmproj MMPROJ.gguf] [model flags]
-// It listens first (GET /health answers 503 while the model loads), then serves until SIGINT or
-// SIGTERM: in-flight generations are cancelled and it exits 0 (at once when asleep; a reload in
-// progress finishes first). With --sleep-idle-seconds the model is released when idle and loaded
-// again, from the same file with the same flags, by the next request that needs it.
+//              [--chat-template-file F] [--sleep-idle-seconds N] [--mmproj MMPROJ.gguf] [--timeout S]
+//              [--max-body N] [--reuse-port] [--cors-origins LIST] [model flags]
+//              [--spec-type TYPES] [-md DRAFT.gguf] ...   (speculative decoding: same output, faster)
+// It raises its open-file limit to the hard limit (every connection is a descriptor), listens
+// (GET /health answers 503 while the model loads; a port in use is an error), then serves until
+// SIGINT or SIGTERM: in-flight generations are cancelled, their clients answered, and it exits 0
+// (at once when asleep; a reload in progress finishes first). Whatever the clients do it exits
+// within kStopLimit; a second signal ends it at once (exit 1).
+// With --sleep-idle-seconds the model is released when idle and loaded again, from the same file
+// with the same flags, by the next request that needs it.
 #include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <thread>
 
 #include "command.h"
 #include "default_model.h"
@@ -17,16 +29,60 @@
 #include "model_flags.h"
 #include "serve/server.h"
 #include "serve/server_state.h"
+#include "speculative_flags.h"
 #include "user_files.h"
 
 namespace kiln::cli {
 namespace {
 
+// The longest a shutdown may take (a model load or a long tokenization still running) before
+// the process ends without waiting for it.
+constexpr auto kStopLimit = std::chrono::seconds(4);
+
+// Every connection holds a descriptor: the soft limit (often 1024) goes up to the hard limit.
+void raise_open_file_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  const rlim_t was = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
+    print_warning("serve", "cannot raise the open-file limit from " + std::to_string(was) + ": " +
+                               std::strerror(errno));
+}
+
+// "16M", "512k", "1G" or plain bytes; 0 on a malformed or non-positive size.
+size_t parse_size(const std::string& text) {
+  size_t used = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &used);
+  } catch (...) {
+    return 0;
+  }
+  const std::string suffix = text.substr(used);
+  unsigned shift = 0;
+  if (suffix == "k" || suffix == "K")
+    shift = 10;
+  else if (suffix == "m" || suffix == "M")
+    shift = 20;
+  else if (suffix == "g" || suffix == "G")
+    shift = 30;
+  else if (!suffix.empty())
+    return 0;
+  if (n == 0 || n > (~0ULL >> shift)) return 0;
+  return static_cast<size_t>(n << shift);
+}
+
+const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+
 int run_serve(int argc, char** argv) {
   ModelFlags mf;
+  SpeculativeFlags spf;
   std::string host = "127.0.0.1", api_key, template_file, pooling, mmproj;
-  int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0;
-  bool embeddings = false;
+  int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0, timeout = 3600;
+  size_t max_body = size_t{16} << 20;
+  bool embeddings = false, reuse_port = false;
+  std::string cors_origins = "*";
   OptionParser p("serve", "kiln serve [-m MODEL.gguf] [--host H] [--port P] [--parallel N] [options]");
   mf.declare(p);
   p.value({"--host"}, &host, "HOST", "address to listen on (default 127.0.0.1)");
@@ -48,6 +104,20 @@ int run_serve(int argc, char** argv) {
   p.value({"--sleep-idle-seconds"}, &sleep_idle, "N",
           "release the model after N idle seconds; reload on the next request (0 or -1: never)",
           IntRange::at_least(-1));
+  p.value({"-to", "--timeout"}, &timeout, "SECONDS",
+          "a request body must arrive, and a client take each part of an answer, within this (default 3600)",
+          IntRange::at_least(1));
+  p.custom(
+      {"--max-body"},
+      [&](const std::string& v) {
+        max_body = parse_size(v);
+        return max_body > 0 ? std::string() : "'" + v + "' is not a size (bytes, or with k, M, G)";
+      },
+      "BYTES", "largest request body (default 16M); larger ones get 413 without being read");
+  p.flag({"--reuse-port"}, &reuse_port, "let other processes listen on the same port (SO_REUSEPORT)");
+  p.value({"--cors-origins"}, &cors_origins, "ORIGINS",
+          "origins browsers may call from: * (default), a comma-separated list, or '' for none");
+  spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("serve")) return *code;
   if (!pooling.empty()) {
@@ -68,6 +138,12 @@ int run_serve(int argc, char** argv) {
   opt.pooling = pooling;
   opt.mmproj = mmproj;
   opt.sleep_idle_seconds = sleep_idle;
+  opt.timeout_seconds = timeout;
+  opt.max_body = max_body;
+  opt.reuse_port = reuse_port;
+  opt.cors_origins = cors_origins;
+  opt.speculative = spf.resolved();
+  opt.draft_model = spf.draft_model_path;
   opt.log = [](const std::string& message) { std::fprintf(stderr, "kiln serve: %s\n", message.c_str()); };
   if (!template_file.empty()) {
     auto text = read_text_file(template_file);
@@ -81,6 +157,7 @@ int run_serve(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  raise_open_file_limit();
 
   serve::Server server(opt);
   auto bound = server.listen(host, port);
@@ -102,12 +179,32 @@ int run_serve(int argc, char** argv) {
   if (const Status st = server.attach(std::move(loader)); !st.ok()) return fail("serve", st.error().message);
   const std::string sleeps =
       sleep_idle > 0 ? ", sleeping after " + std::to_string(sleep_idle) + " s idle" : "";
-  std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s%s\n", server.info()->name.c_str(), parallel,
-               server.info()->vision ? ", vision (--mmproj)" : "", sleeps.c_str());
+  const std::string spec = opt.speculative.enabled() ? ", speculative decoding" : "";
+  std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s%s%s\n", server.info()->name.c_str(), parallel,
+               server.info()->vision ? ", vision (--mmproj)" : "", spec.c_str(), sleeps.c_str());
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "kiln serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  server.stop();
+  std::fprintf(stderr, "kiln serve: %s, shutting down\n", signal_name(sig));
+  // The stop runs beside this thread, which watches for a second signal and for kStopLimit.
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    server.stop();
+    stopped = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + kStopLimit;
+  while (!stopped) {
+    timespec wait{0, 20'000'000};
+    if (const int again = sigtimedwait(&signals, nullptr, &wait); again > 0) {
+      std::fprintf(stderr, "kiln serve: %s again, exiting now\n", signal_name(again));
+      _exit(1);
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "kiln serve: the shutdown takes longer than %lld s, exiting now\n",
+                   static_cast<long long>(kStopLimit.count()));
+      _exit(1);
+    }
+  }
+  stopper.join();
   return 0;
 }
 

@@ -111,6 +111,7 @@ Result<ChatPlan> plan_chat(const ChatTemplate& tmpl, const ChatSyntax& syntax, c
   size_t common = 0;
   while (common < without.size() && common < plan.prompt.size() && without[common] == plan.prompt[common]) ++common;
   plan.generation_prompt = plan.prompt.substr(common);
+  if (!r.add_generation_prompt) plan.prompt = without;
 
   const ReasoningSyntax& rs = syntax.reasoning;
   const std::string gen = trim(plan.generation_prompt);

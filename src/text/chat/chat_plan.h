@@ -42,6 +42,9 @@ struct ChatRequest {
   // response_format {type: json_schema} (the schema) or {type: json_object} ({"type": "object"}).
   std::optional<nlohmann::ordered_json> json_schema;
   std::string grammar;  // a GBNF grammar of the request ("grammar")
+  // false: the prompt ends after the last message, the assistant's turn not opened (the plan's
+  // generation_prompt still says what opening it would add).
+  bool add_generation_prompt = true;
   std::string bos_token, eos_token;
   std::function<std::chrono::system_clock::time_point()> clock;  // empty: the system clock
 };
