@@ -51,6 +51,7 @@
 #include "core/result.h"
 #include "llm/context.h"
 #include "llm/model.h"
+#include "llm/speculative/options.h"
 
 namespace kiln::serve {
 
@@ -88,6 +89,10 @@ struct ServerOptions {
   std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
                                      // Loaded with the model, released with it when asleep.
   std::string pooling;               // none|mean|cls|last; empty: the model's, else mean (--pooling)
+  // Speculative decoding (--spec-type, --spec-*; no sources: off). draft_model: the draft-simple
+  // model's file (-md), loaded with the model (and again at every wake from sleep).
+  SpeculativeOptions speculative;
+  std::string draft_model;
   int32_t sleep_idle_seconds = 0;    // > 0: release the model after this many idle seconds
   // Many models (model_router.h): non-empty, the server serves these by the request's "model"
   // (attach_models()), and `device`, `budgets` and the fields above are every model's defaults.
