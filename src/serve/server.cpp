@@ -319,7 +319,7 @@ Status Server::install(std::shared_ptr<const Model> model, ModelLoader loader) {
     if (auto pooling = server_pooling(opt_, *model); !pooling.ok())
       return make_error("serve: --embeddings: ", pooling.error().message);
   }
-  KILN_ASSIGN_OR_RETURN(auto st, build_state(opt_, std::move(model)));
+  KILN_ASSIGN_OR_RETURN(auto st, build_state(opt_, std::move(model), nullptr));
   auto info = describe(*st, opt_.n_parallel);
   const bool sleeps = loader && opt_.sleep_idle_seconds > 0;
   {
@@ -373,7 +373,7 @@ Result<std::shared_ptr<ServerState>> Server::acquire() {
   const auto t0 = Clock::now();
   Result<std::shared_ptr<ServerState>> built = make_error("");
   if (auto model = loader(); model.ok())
-    built = build_state(opt_, std::move(*model));
+    built = build_state(opt_, std::move(*model), nullptr);
   else
     built = model.error();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
