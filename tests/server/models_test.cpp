@@ -68,7 +68,8 @@ struct ModelsServer {
     std::map<std::string, std::string> out;
     EXPECT_TRUE(r && r->status == 200);
     if (!r) return out;
-    for (const json& m : json::parse(r->body)["data"]) out[m["id"]] = m["status"]["value"];
+    const json body = json::parse(r->body);  // a temporary's ["data"] would dangle in the loop
+    for (const json& m : body["data"]) out[m["id"]] = m["status"]["value"];
     return out;
   }
   Server server;
