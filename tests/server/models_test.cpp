@@ -39,6 +39,7 @@ ServerOptions options(double budget_gib, int32_t residency_timeout = 30) {
   o.n_parallel = 1;
   o.n_threads = 2;
   o.context.n_ctx = 256;
+  o.context.n_ubatch = 16;  // the compute arena holds n_ubatch rows of 151,936 logits
   o.device = "sim0";
   o.sim_devices = {{.name = "sim0", .capacity = size_t{256} << 20}};
   o.budgets = {{.device = "sim0", .gib = budget_gib}};
