@@ -86,7 +86,8 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
 
   // Reserve the arena for the largest micro-batch over the whole cache, allocate it once and
   // prepare the backend's scratch for it. An arena of the context's own is counted with its
-  // compute resident; a shared one belongs to whoever made it (it is not released on eviction).
+  // compute resident; a shared one is counted by whoever made it (a ResidentArena of the weights'
+  // owner is released and restored with the model).
   if (options.arena != nullptr) {
     if (&options.arena->device() != &dev)
       return make_error("context: the shared compute arena '", options.arena->owner(), "' is on device '",

@@ -12,8 +12,8 @@
 // once.
 //
 // Ownership: shares the VisionModel; the Backend (and a shared arena) must outlive the encoder.
-// Thread-safety: every public method takes the encoder's mutex, and the arena's turn while it
-// computes.
+// Thread-safety: every public method takes the encoder's mutex, pins the arena's owner
+// (VisionEncoderOptions::arena_owner) and then takes the arena's turn while it computes.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,7 @@
 #include "llm/context.h"
 #include "llm/vision_model.h"
 #include "runtime/backend.h"
+#include "runtime/residency.h"
 #include "runtime/planner.h"
 
 namespace kiln {
@@ -47,6 +48,9 @@ struct VisionEncoderOptions {
   // Off the plain F32 path.
   FlashAttention flash_attention = FlashAttention::Auto;
   ComputeArena* arena = nullptr;  // shared arena on the backend's device; null: the encoder's own
+  // With a shared arena that is a resident (ResidentArena): its owner, pinned while the encoder
+  // computes in it so that the residency manager never evicts it under a running graph. 0: none.
+  OwnerId arena_owner = 0;
   size_t cache_images = 16;       // images whose embeddings are kept (0: no cache)
 };
 
@@ -73,6 +77,8 @@ class VisionEncoder {
  private:
   VisionEncoder() = default;
   Result<std::shared_ptr<const ImageEmbeddings>> run(const PreparedImage& image);  // under mutex_ and the turn
+  // Keeps the shared arena's owner on the device (an empty pin without one or without a manager).
+  Result<ResidencyManager::Pin> pin_arena() const;
   void remember(std::shared_ptr<const ImageEmbeddings> e);                       // under mutex_
 
   std::shared_ptr<const VisionModel> model_;
