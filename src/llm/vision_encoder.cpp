@@ -74,8 +74,9 @@ Result<std::shared_ptr<const ImageEmbeddings>> VisionEncoder::encode(const Prepa
 
 Result<ResidencyManager::Pin> VisionEncoder::pin_arena() const {
   ResidencyManager* m = backend_->device().residency();
-  if (opt_.arena_owner == 0 || m == nullptr) return ResidencyManager::Pin();
-  return m->pin(opt_.arena_owner);
+  const OwnerId owner = arena_->resident_owner();
+  if (owner == 0 || m == nullptr) return ResidencyManager::Pin();
+  return m->pin(owner);
 }
 
 Result<std::shared_ptr<const ImageEmbeddings>> VisionEncoder::run(const PreparedImage& image) {

@@ -12,8 +12,9 @@
 // once.
 //
 // Ownership: shares the VisionModel; the Backend (and a shared arena) must outlive the encoder.
-// Thread-safety: every public method takes the encoder's mutex, pins the arena's owner
-// (VisionEncoderOptions::arena_owner) and then takes the arena's turn while it computes.
+// Thread-safety: every public method takes the encoder's mutex, pins the arena's owner (a shared
+// arena that is a model's resident: ComputeArena::resident_owner) and then takes the arena's turn
+// while it computes.
 #pragma once
 
 #include <cstdint>
@@ -48,9 +49,6 @@ struct VisionEncoderOptions {
   // Off the plain F32 path.
   FlashAttention flash_attention = FlashAttention::Auto;
   ComputeArena* arena = nullptr;  // shared arena on the backend's device; null: the encoder's own
-  // With a shared arena that is a resident (ResidentArena): its owner, pinned while the encoder
-  // computes in it so that the residency manager never evicts it under a running graph. 0: none.
-  OwnerId arena_owner = 0;
   size_t cache_images = 16;       // images whose embeddings are kept (0: no cache)
 };
 

@@ -4,8 +4,9 @@
 // allocated again when the owner is pinned (or at the next plan; plans are made anew for every
 // graph, so nothing keeps the old address).
 //
-// Users pin `owner()` while they compute in the arena (Context::decode pins its weights' owner,
-// which is this one; VisionEncoderOptions::owner), so it is never evicted under a running graph.
+// Users pin `owner()` (ComputeArena::resident_owner) while they compute in the arena: a Context
+// pins it beside its weights' owner, the vision encoder before it takes the arena's turn; so it is
+// never evicted under a running graph.
 // Ownership: holds the arena; `device` must outlive it. Thread-safety: as ComputeArena (users
 // take turns by its lock); the eviction hooks run under the residency manager's lock and touch
 // only the arena's buffer.

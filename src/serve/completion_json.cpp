@@ -16,23 +16,31 @@ json usage_json(const ChoiceSet& set) {
 
 json timings_json(const ChoiceSet& set) {
   const GenerationTimings first = set.gen(0).timings();
-  int32_t predicted_n = 0;
+  int32_t predicted_n = 0, draft_n = 0, draft_n_accepted = 0;
   double predicted_ms = 0;
   for (size_t i = 0; i < set.size(); ++i) {
     const GenerationTimings t = set.gen(i).timings();
     predicted_n += t.predicted_n;
     predicted_ms = std::max(predicted_ms, t.predicted_ms);
+    draft_n += t.draft_n;
+    draft_n_accepted += t.draft_n_accepted;
   }
   auto per_token = [](double ms, int32_t n) { return n > 0 ? ms / n : 0.0; };
   auto per_second = [](double ms, int32_t n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
-  return {{"prompt_n", first.prompt_n},
-          {"prompt_ms", first.prompt_ms},
-          {"prompt_per_token_ms", per_token(first.prompt_ms, first.prompt_n)},
-          {"prompt_per_second", per_second(first.prompt_ms, first.prompt_n)},
-          {"predicted_n", predicted_n},
-          {"predicted_ms", predicted_ms},
-          {"predicted_per_token_ms", per_token(predicted_ms, predicted_n)},
-          {"predicted_per_second", per_second(predicted_ms, predicted_n)}};
+  json out = {{"prompt_n", first.prompt_n},
+              {"prompt_ms", first.prompt_ms},
+              {"prompt_per_token_ms", per_token(first.prompt_ms, first.prompt_n)},
+              {"prompt_per_second", per_second(first.prompt_ms, first.prompt_n)},
+              {"predicted_n", predicted_n},
+              {"predicted_ms", predicted_ms},
+              {"predicted_per_token_ms", per_token(predicted_ms, predicted_n)},
+              {"predicted_per_second", per_second(predicted_ms, predicted_n)}};
+  // As llama-server: only when something was drafted.
+  if (draft_n > 0) {
+    out["draft_n"] = draft_n;
+    out["draft_n_accepted"] = draft_n_accepted;
+  }
+  return out;
 }
 
 json bytes_json(const std::string& s) {

@@ -94,6 +94,15 @@ std::optional<HttpError> read_logit_bias(const json& body, const text::Tokenizer
   return HttpError{400, "field 'logit_bias' must be an object of token id -> bias, or a list of [id, bias]"};
 }
 
+// read_number_in() into an optional: set only when the field is present (and not null).
+template <class T>
+std::optional<HttpError> read_optional_in(const json& body, const char* key, T lo, T hi, std::optional<T>& out) {
+  T v{};
+  if (auto e = read_number_in(body, key, lo, hi, v)) return e;
+  if (auto it = body.find(key); it != body.end() && !it->is_null()) out = v;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<HttpError> parse_completion_fields(const json& body, const text::Tokenizer& tok,
@@ -180,6 +189,12 @@ std::optional<HttpError> parse_completion_fields(const json& body, const text::T
     }
   }
   p.gen.top_logprobs = top;
+
+  // Draft-model limits for speculative decoding (flat keys, as llama-server once took them); the
+  // server's flags where absent. n_min above n_max is cut to n_max.
+  if (auto e = read_optional_in(body, "speculative.n_max", 0, 1024, p.gen.draft_n_max)) return e;
+  if (auto e = read_optional_in(body, "speculative.n_min", 0, 1024, p.gen.draft_n_min)) return e;
+  if (auto e = read_optional_in(body, "speculative.p_min", 0.0f, 1.0f, p.gen.draft_p_min)) return e;
   return std::nullopt;
 }
 

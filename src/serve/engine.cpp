@@ -1,10 +1,12 @@
 #include "serve/engine.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/check.h"
 #include "llm/kv_cache.h"
 #include "llm/media_prompt.h"
+#include "llm/speculative/step.h"
 
 namespace kiln::serve {
 namespace {
@@ -115,6 +117,8 @@ GenerationTimings Generation::timings() const {
   GenerationTimings t;
   t.prompt_n = n_prompt() - n_cached_;
   t.predicted_n = n_generated_;
+  t.draft_n = n_drafted_;
+  t.draft_n_accepted = n_draft_accepted_;
   if (has_first_) {
     t.prompt_ms = ms_between(t_start_, t_first_);
     t.predicted_ms = ms_between(t_first_, t_end_);
@@ -176,11 +180,18 @@ void Generation::finish(StopType type, std::string error) {
   notifier_->notify();
 }
 
-Engine::Engine(Context& ctx, int32_t n_slots, int32_t queue_limit)
-    : ctx_(ctx), n_ctx_slot_(static_cast<int32_t>(ctx.n_ctx() / n_slots)), queue_limit_(queue_limit) {
+Engine::Engine(Context& ctx, int32_t n_slots, int32_t queue_limit, Speculator* speculator)
+    : ctx_(ctx),
+      speculator_(speculator),
+      n_ctx_slot_(static_cast<int32_t>(ctx.n_ctx() / n_slots)),
+      queue_limit_(queue_limit) {
   KILN_ASSERT(n_slots >= 1 && n_slots <= kMaxSequences, "Engine: slot count out of range");
   slots_.resize(static_cast<size_t>(n_slots));
-  for (int32_t i = 0; i < n_slots; ++i) slots_[static_cast<size_t>(i)].id = i;
+  for (int32_t i = 0; i < n_slots; ++i) {
+    Slot& s = slots_[static_cast<size_t>(i)];
+    s.id = i;
+    if (speculator_) s.drafter = speculator_->drafter(i);
+  }
   ctx_.clear();
   metrics_.kv_size = ctx.n_ctx();
   publish();
@@ -325,6 +336,9 @@ void Engine::assign(std::shared_ptr<Generation> gen) {
                 [&](const PromptImage& im) { return static_cast<size_t>(im.pos) >= best_common; });
   best->n_prompt_done = best_common;
   best->pending = -1;
+  best->drafter_begun = false;
+  // The draft model and the n-gram sources read token ids: a prompt with images does not draft.
+  gen->speculative_ = speculator_ != nullptr && images.empty();
   gen->n_cached_ = static_cast<int32_t>(best_common);
   gen->t_start_ = Generation::Clock::now();
   for (int32_t t : prompt)
@@ -351,45 +365,80 @@ bool Engine::step() {
     publish();
   }
 
+  for (Slot& s : slots_) {
+    s.batch_index = -1;
+    s.draft.clear();
+  }
   Batch batch;
   std::vector<std::pair<Slot*, size_t>> chunks;  // slot, prompt positions added this step
-  for (Slot& s : slots_) s.batch_index = -1;
   // An image that a slot's prompt has reached is decoded alone (a batch holds token ids or
   // embeddings): the generating slots wait one step, as in llama-server.
   if (Slot* image_slot = add_image(batch)) {
     chunks.emplace_back(image_slot, batch.size());
-  } else {
-    for (Slot& s : slots_) {
-      if (!s.gen || s.pending < 0 || s.gen->backlogged()) continue;  // paused: its client lags
-      s.batch_index = static_cast<int64_t>(batch.size());
-      batch.add(s.pending, static_cast<int32_t>(s.cache.size()), s.id, true);
-    }
-    // Prompt chunks: at most kPromptChunk prompt tokens a step, so streams keep flowing. A chunk
-    // stops before an image (decoded by a later step).
-    size_t budget = kPromptChunk;
-    for (Slot& s : slots_) {
-      if (!s.gen || s.pending >= 0 || budget == 0) continue;
-      const auto& prompt = s.gen->request_.prompt;
-      size_t n = std::min(budget, prompt.size() - s.n_prompt_done);
-      for (size_t j = 0; j < n; ++j) {
-        if (prompt[s.n_prompt_done + j] == kMediaToken) {
-          n = j;
-          break;
-        }
-      }
-      for (size_t j = 0; j < n; ++j) {
-        const size_t i = s.n_prompt_done + j;
-        const bool last = i + 1 == prompt.size();
-        if (last) s.batch_index = static_cast<int64_t>(batch.size());
-        batch.add(prompt[i], static_cast<int32_t>(i), s.id, last);
-      }
-      if (n > 0) chunks.emplace_back(&s, n);
-      budget -= n;
-    }
+    decode_rows(batch, chunks, false);
+    return true;
   }
-  if (batch.size() == 0) return false;
+  std::vector<Slot*> generating;
+  for (Slot& s : slots_)
+    if (s.gen && s.pending >= 0 && !s.gen->backlogged()) generating.push_back(&s);  // else paused
+  std::vector<std::pair<Slot*, std::string>> failed;
+  draft(generating, failed);
+  if (!failed.empty()) {
+    std::lock_guard lock(mutex_);
+    for (auto& [s, message] : failed) {
+      std::erase(generating, s);
+      release(*s, StopType::None, "draft model: " + message);
+    }
+    publish();
+  }
+  // The sampled token of each generating slot, then its draft.
+  for (Slot* s : generating) {
+    s->batch_index = static_cast<int64_t>(batch.size());
+    add_verification_rows(batch, s->id, static_cast<int32_t>(s->cache.size()), s->pending, s->draft);
+  }
+  // With a speculator these rows decode in single-row order, each as it would alone, so a slot's
+  // text depends neither on its drafts nor on the other slots; prompt chunks then go in a batch of
+  // their own, in the batch kernels' (faster) order.
+  bool worked = false;
+  if (speculator_ != nullptr && batch.size() > 0) {
+    decode_rows(batch, {}, true);
+    batch.clear();
+    worked = true;
+  }
+  add_prompt_chunks(batch, chunks);
+  if (batch.size() == 0) return worked;
+  decode_rows(batch, chunks, false);
+  return true;
+}
 
-  const Status st = ctx_.decode(batch);
+void Engine::add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t>>& chunks) {
+  // Prompt chunks: at most kPromptChunk prompt tokens a step, so streams keep flowing. A chunk
+  // stops before an image (decoded by a later step).
+  size_t budget = kPromptChunk;
+  for (Slot& s : slots_) {
+    if (!s.gen || s.pending >= 0 || budget == 0) continue;
+    const auto& prompt = s.gen->request_.prompt;
+    size_t n = std::min(budget, prompt.size() - s.n_prompt_done);
+    for (size_t j = 0; j < n; ++j) {
+      if (prompt[s.n_prompt_done + j] == kMediaToken) {
+        n = j;
+        break;
+      }
+    }
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = s.n_prompt_done + j;
+      const bool last = i + 1 == prompt.size();
+      if (last) s.batch_index = static_cast<int64_t>(batch.size());
+      batch.add(prompt[i], static_cast<int32_t>(i), s.id, last);
+    }
+    if (n > 0) chunks.emplace_back(&s, n);
+    budget -= n;
+  }
+}
+
+void Engine::decode_rows(const Batch& batch, const std::vector<std::pair<Slot*, size_t>>& chunks,
+                         bool single_row_order) {
+  const Status st = ctx_.decode(batch, {.single_row_order = single_row_order});
   {
     std::lock_guard lock(mutex_);
     if (!st.ok()) {
@@ -401,13 +450,11 @@ bool Engine::step() {
         release(s, StopType::None, st.error().message);
       }
       publish();
-      return true;
+      return;
     }
     ++metrics_.n_decode;
     metrics_.n_busy_slots += static_cast<uint64_t>(
         std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.gen != nullptr; }));
-    for (Slot& s : slots_)
-      if (s.gen && s.pending >= 0 && s.batch_index >= 0) s.cache.push_back(s.pending);
     for (auto& [s, n] : chunks) {
       const auto& prompt = s->gen->request_.prompt;
       s->cache.insert(s->cache.end(), prompt.begin() + static_cast<ptrdiff_t>(s->n_prompt_done),
@@ -419,6 +466,11 @@ bool Engine::step() {
     const auto now = Generation::Clock::now();
     for (Slot& s : slots_) {
       if (!s.gen || s.batch_index < 0) continue;
+      const int64_t row = std::exchange(s.batch_index, -1);  // handled: not again by a later batch
+      if (s.pending >= 0) {
+        conclude(s, static_cast<size_t>(row));
+        continue;
+      }
       Generation& g = *s.gen;
       if (!g.has_first_) {  // the prompt is done: its logits are here
         g.has_first_ = true;
@@ -430,14 +482,13 @@ bool Engine::step() {
         release(s, StopType::Limit, "");
         continue;
       }
-      const auto logits = ctx_.logits(static_cast<size_t>(s.batch_index));
+      const auto logits = ctx_.logits(static_cast<size_t>(row));
       const int32_t token = g.sampler_.sample(logits);
       g.sampler_.accept(token);
-      on_token(s, token, logits);
+      on_token(s, token, logits, s.cache.size());
     }
     publish();
   }
-  return true;
 }
 
 Engine::Slot* Engine::add_image(Batch& batch) {
@@ -460,7 +511,62 @@ Engine::Slot* Engine::add_image(Batch& batch) {
   return nullptr;
 }
 
-void Engine::on_token(Slot& s, int32_t token, std::span<const float> logits) {
+void Engine::draft(const std::vector<Slot*>& generating, std::vector<std::pair<Slot*, std::string>>& failed) {
+  if (!speculator_ || generating.empty()) return;
+  // Every generating slot's rows fit one decode() call.
+  const int64_t rows_per_slot = ctx_.n_batch() / static_cast<int64_t>(generating.size());
+  for (Slot* s : generating) {
+    Generation& g = *s->gen;
+    if (!g.speculative_) continue;
+    if (!s->drafter_begun) {
+      // ref: llama.cpp's server read the request's speculative.n_min/n_max/p_min and kept
+      // n_min <= n_max.
+      DraftModelLimits& l = s->drafter->limits;
+      l = speculator_->options().draft;
+      l.n_max = g.request_.draft_n_max.value_or(l.n_max);
+      l.n_min = std::min(g.request_.draft_n_min.value_or(l.n_min), l.n_max);
+      l.p_min = g.request_.draft_p_min.value_or(l.p_min);
+      s->drafter_begun = true;
+      if (const Status st = s->drafter->begin(s->cache); !st.ok()) {
+        s->drafter = speculator_->drafter(s->id);  // forget what the failed decode left
+        failed.emplace_back(s, st.error().message);
+        continue;
+      }
+    }
+    const int64_t budget = std::min<int64_t>(
+        n_draft_budget(n_ctx_slot_, static_cast<int64_t>(s->cache.size()), g.request_.max_tokens, g.n_generated_),
+        rows_per_slot - 1);
+    auto d = s->drafter->propose(s->cache, s->pending, static_cast<int32_t>(budget));
+    if (!d.ok()) {
+      s->drafter = speculator_->drafter(s->id);
+      failed.emplace_back(s, d.error().message);
+      continue;
+    }
+    s->draft = std::move(*d);
+  }
+}
+
+void Engine::conclude(Slot& s, size_t first) {
+  Generation& g = *s.gen;
+  const auto pos = static_cast<int32_t>(s.cache.size());
+  s.cache.push_back(s.pending);
+  const Verdict v = conclude_verification(ctx_, s.id, pos, first, s.draft, g.sampler_,
+                                          g.speculative_ ? s.drafter.get() : nullptr);
+  // The accepted draft tokens stay in the cells; the last token is the new pending one.
+  s.cache.insert(s.cache.end(), v.tokens.begin(), v.tokens.end() - 1);
+  if (!s.draft.empty()) {
+    g.n_drafted_ += static_cast<int32_t>(s.draft.size());
+    g.n_draft_accepted_ += v.n_accepted();
+    metrics_.draft_tokens += s.draft.size();
+    metrics_.draft_accepted += static_cast<uint64_t>(v.n_accepted());
+    ++metrics_.drafts;
+  }
+  // Token i follows pos + 1 + i tokens, as it would without speculation.
+  for (size_t i = 0; i < v.tokens.size() && s.gen; ++i)
+    on_token(s, v.tokens[i], ctx_.logits(first + i), static_cast<size_t>(pos) + 1 + i);
+}
+
+void Engine::on_token(Slot& s, int32_t token, std::span<const float> logits, size_t n_before) {
   Generation& g = *s.gen;
   const auto& tok = ctx_.model().tokenizer();
   if (tok.is_eog(token)) return release(s, StopType::Eos, "");
@@ -483,7 +589,7 @@ void Engine::on_token(Slot& s, int32_t token, std::span<const float> logits) {
   if (g.request_.max_tokens >= 0 && g.n_generated_ >= g.request_.max_tokens)
     return release(s, StopType::Limit, "");
   // The sampled token still needs a cell of this slot's share of the cache.
-  if (static_cast<int32_t>(s.cache.size()) + 1 >= n_ctx_slot_) return release(s, StopType::Limit, "");
+  if (static_cast<int64_t>(n_before) + 1 >= n_ctx_slot_) return release(s, StopType::Limit, "");
   s.pending = token;
 }
 

@@ -16,6 +16,14 @@
 // (StopText); a token is handed over once all of its text has been released, and a token whose
 // text a stop string cut is never reported. The engine keeps llama-server's counters (metrics()).
 //
+// Speculative decoding (with a Speculator): every generating slot drafts (its SequenceDrafter,
+// sequence = slot id) and all slots' verification rows (sampled token + draft) go into the step's
+// one batch, decoded in single-row order (DecodeOptions) so that each row's logits are those of
+// plain decoding: the output equals the output without speculation. With a speculator, every
+// step's generation rows decode in that order (each row's text is then what the request alone
+// gives, whatever else the step holds), and prompt chunks in a second batch of the step, in the
+// batch kernels' order. A generation with images never drafts.
+//
 // Backpressure: a generation whose client has not taken kMaxUntakenTokens of its tokens is
 // paused (its slot keeps its place; the others go on) until the client takes them or cancels it.
 // A client that stops reading thus holds a bounded amount of output, never a whole stream.
@@ -39,6 +47,7 @@
 
 #include "llm/context.h"
 #include "llm/sampler.h"
+#include "llm/speculative/speculator.h"
 #include "llm/vision_encoder.h"
 #include "serve/stop_text.h"
 #include "serve/token_probs.h"
@@ -85,6 +94,10 @@ struct GenerationRequest {
   // Control tokens whose text the output keeps (tool-call markers the chat parser reads:
   // llama.cpp's preserved_tokens); other control tokens print as nothing.
   std::vector<int32_t> preserved_tokens;
+  // Draft-model limits of this request (the flat keys speculative.n_max, .n_min, .p_min); unset:
+  // the server's (--spec-draft-n-max, ...).
+  std::optional<int32_t> draft_n_max, draft_n_min;
+  std::optional<float> draft_p_min;
 };
 
 // Why a generation ended (llama-server's stop_type).
@@ -119,6 +132,8 @@ struct GenerationTimings {
   double prompt_ms = 0;  // from taking a slot to the first sampled token
   int32_t predicted_n = 0;
   double predicted_ms = 0;  // from the first sampled token to the end
+  int32_t draft_n = 0;           // speculative decoding: tokens drafted
+  int32_t draft_n_accepted = 0;  // and accepted by the target
 };
 
 // One request's output, handed from the engine thread to a client thread.
@@ -183,6 +198,8 @@ class Generation {
   std::string finish_reason_, stopping_word_, error_;
   StopType stop_type_ = StopType::None;
   std::atomic<int32_t> n_cached_{0}, n_generated_{0};
+  std::atomic<int32_t> n_drafted_{0}, n_draft_accepted_{0};
+  bool speculative_ = false;  // engine thread: this generation drafts
 };
 
 struct SlotInfo {
@@ -208,12 +225,16 @@ struct EngineMetrics {
   int32_t requests_deferred = 0;    // generations waiting for one
   int64_t kv_tokens = 0;            // tokens cached over all slots
   int64_t kv_size = 0;              // cells of the KV cache
+  uint64_t draft_tokens = 0;        // speculative decoding: tokens drafted
+  uint64_t draft_accepted = 0;      // draft tokens the target accepted
+  uint64_t drafts = 0;              // verifications of a non-empty draft
 };
 
 class Engine {
  public:
-  // `ctx` must outlive the Engine; n_slots in [1, kMaxSequences]; queue_limit >= 0.
-  Engine(Context& ctx, int32_t n_slots, int32_t queue_limit);
+  // `ctx` (and `speculator`, null: no speculative decoding) must outlive the Engine; n_slots in
+  // [1, kMaxSequences]; queue_limit >= 0. The speculator must belong to ctx's model.
+  Engine(Context& ctx, int32_t n_slots, int32_t queue_limit, Speculator* speculator = nullptr);
   ~Engine();  // stops the thread, ending every generation with an error
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -240,6 +261,9 @@ class Engine {
     size_t n_prompt_done = 0;  // prompt tokens in the cache
     int32_t pending = -1;      // sampled token not yet decoded
     int64_t batch_index = -1;  // row of this slot's logits in the current batch
+    std::unique_ptr<SequenceDrafter> drafter;  // with a speculator
+    std::vector<int32_t> draft;                // drafted this step, verified after `pending`
+    bool drafter_begun = false;                // drafter->begin() ran for the generation
   };
   void loop();
   void assign(std::shared_ptr<Generation> gen);                          // under mutex_
@@ -248,11 +272,27 @@ class Engine {
   // (setting its batch_index when the image ends the prompt); that slot, or null when none does.
   Slot* add_image(Batch& batch);
   void release(Slot& s, StopType type, std::string error);               // under mutex_
-  void on_token(Slot& s, int32_t token, std::span<const float> logits);  // under mutex_
+  // Hands `token` to the slot's client (`n_before`: the tokens before it in the sequence, which
+  // the cells hold); under mutex_.
+  void on_token(Slot& s, int32_t token, std::span<const float> logits, size_t n_before);
+  // Drafts (Slot::draft) for each of `generating`, the slots that decode their sampled token this
+  // step. A slot whose draft model failed goes to `failed` with the message.
+  void draft(const std::vector<Slot*>& generating, std::vector<std::pair<Slot*, std::string>>& failed);
+  // Prompt tokens of the slots still reading their prompt, at most kPromptChunk, into `batch`
+  // (setting batch_index where a prompt ends); `chunks` gets each slot and its count.
+  void add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t>>& chunks);
+  // Decodes `batch` and hands over its results: the cache grows by `chunks` and the decoded
+  // sampled tokens, every slot with a batch_index samples (or verifies its draft) from its rows
+  // and its batch_index is reset. A failed decode ends every generation.
+  void decode_rows(const Batch& batch, const std::vector<std::pair<Slot*, size_t>>& chunks, bool single_row_order);
+  // Verifies the slot's draft on its rows from batch index `first` (plain sampling without one)
+  // and hands over the tokens; under mutex_.
+  void conclude(Slot& s, size_t first);
   void publish();         // copies slot states for slots(), under mutex_
   bool has_work() const;  // under mutex_: a step would do something
 
   Context& ctx_;
+  Speculator* speculator_;  // null: no speculative decoding
   int32_t n_ctx_slot_;
   int32_t queue_limit_;
   std::vector<Slot> slots_;  // engine thread (and assign() under mutex_)

@@ -6,11 +6,12 @@
 // tokens_predicted_total, tokens_predicted_seconds_total, n_decode_total (counters);
 // n_busy_slots_per_decode, prompt_tokens_seconds, predicted_tokens_seconds (averages since the
 // engine started; llama-server resets its throughput buckets at each scrape), kv_cache_usage_ratio,
-// kv_cache_tokens, requests_processing, requests_deferred (gauges); plus kiln:requests_total and
-// kiln:requests_rejected_total (503 because the queue was full), and the memory breakdown as gauges
-// (kiln:memory_device_bytes{device,what} and kiln:memory_owner_bytes{device,owner,kind}, the
-// figures of /v1/memory). The counters belong to the engine: while the server sleeps (or loads)
-// there is none, and /metrics answers 503.
+// kv_cache_tokens, requests_processing, requests_deferred (gauges); spec_decode_num_draft_tokens_total,
+// spec_decode_num_accepted_tokens_total, spec_decode_num_drafts_total (speculative decoding); plus
+// kiln:requests_total and kiln:requests_rejected_total (503 because the queue was full), and the
+// memory breakdown as gauges (kiln:memory_device_bytes{device,what} and
+// kiln:memory_owner_bytes{device,owner,kind}, the figures of /v1/memory). The counters belong to
+// the engine: while the server sleeps (or loads) there is none, and /metrics answers 503.
 //
 // /v1/memory: the residency manager's breakdown (runtime/memory_breakdown.h) as JSON, in bytes:
 // {"devices": [{"device", "total", "free", "budget" (null: none), "counted", "unaccounted",
@@ -80,6 +81,12 @@ std::string metrics_text(const EngineMetrics& m) {
   e.add("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", static_cast<double>(m.kv_tokens));
   e.add("llamacpp:requests_processing", "gauge", "Number of requests processing.", m.requests_processing);
   e.add("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", m.requests_deferred);
+  e.add("llamacpp:spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated",
+        static_cast<double>(m.draft_tokens));
+  e.add("llamacpp:spec_decode_num_accepted_tokens_total", "counter",
+        "Speculative: Total draft tokens accepted by the target model", static_cast<double>(m.draft_accepted));
+  e.add("llamacpp:spec_decode_num_drafts_total", "counter",
+        "Speculative: Total speculative decoding verification steps", static_cast<double>(m.drafts));
   e.add("kiln:requests_total", "counter", "Generation requests submitted to the engine (each choice counts).",
         static_cast<double>(m.requests_total));
   e.add("kiln:requests_rejected_total", "counter", "Generation requests refused with 503 (queue full).",

@@ -47,13 +47,25 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   if (st->vision) {
     KILN_ASSIGN_OR_RETURN(st->encoder, VisionEncoder::create(st->vision, backend,
                                                              {.flash_attention = co.flash_attention,
-                                                              .arena = &st->arena->arena(),
-                                                              .arena_owner = st->arena->owner()}));
+                                                              .arena = &st->arena->arena()}));
   }
   if (st->ctx->n_ctx() / opt.n_parallel < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,
                       " slots");
-  st->engine = std::make_unique<Engine>(*st->ctx, opt.n_parallel, opt.queue_limit);
+  if (opt.speculative.enabled() || !opt.draft_model.empty()) {  // Speculator::create checks the pair
+    std::shared_ptr<const Model> draft;
+    if (!opt.draft_model.empty()) {
+      auto loaded = Model::load(opt.draft_model);
+      if (!loaded.ok()) return make_error("serve: draft model: ", loaded.error().message);
+      draft = std::move(*loaded);
+    }
+    ContextOptions dc = draft_context_options(co);
+    dc.n_ctx = st->ctx->n_ctx();
+    auto spec = Speculator::create(opt.speculative, *model, std::move(draft), backend, dc);
+    if (!spec.ok()) return make_error("serve: ", spec.error().message);
+    st->speculator = std::move(*spec);
+  }
+  st->engine = std::make_unique<Engine>(*st->ctx, opt.n_parallel, opt.queue_limit, st->speculator.get());
   return st;
 }
 

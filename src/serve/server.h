@@ -51,6 +51,7 @@
 #include "core/result.h"
 #include "llm/context.h"
 #include "llm/model.h"
+#include "llm/speculative/options.h"
 
 namespace kiln::serve {
 
@@ -77,6 +78,10 @@ struct ServerOptions {
                                      // empty: file:// URLs are refused
                                      // Loaded with the model, released with it when asleep.
   std::string pooling;               // none|mean|cls|last; empty: the model's, else mean (--pooling)
+  // Speculative decoding (--spec-type, --spec-*; no sources: off). draft_model: the draft-simple
+  // model's file (-md), loaded with the model (and again at every wake from sleep).
+  SpeculativeOptions speculative;
+  std::string draft_model;
   int32_t sleep_idle_seconds = 0;    // > 0: release the model after this many idle seconds
   // HTTP (see http/http_server.h). A request's body must arrive, and a client take an answer's
   // bytes, within timeout_seconds (--timeout); headers within head_timeout_ms.

@@ -17,6 +17,7 @@
 #include "llm/context.h"
 #include "llm/device_weights.h"
 #include "llm/model.h"
+#include "llm/speculative/speculator.h"
 #include "llm/vision_encoder.h"
 #include "llm/vision_model.h"
 #include "runtime/resident_arena.h"
@@ -44,6 +45,9 @@ struct ServerState {
   std::unique_ptr<VisionEncoder> encoder;  // with `vision`: encodes request images (any thread)
   std::string media_path;                  // ServerOptions::media_path
   size_t max_media_bytes = 0;              // a media file's size limit: ServerOptions::max_body
+  // With options.speculative: the draft sources and the draft model's context (a second owner of
+  // the device's memory, in the same compute arena); driven by the engine thread only.
+  std::unique_ptr<Speculator> speculator;
   std::unique_ptr<Engine> engine;
   ~ServerState() {
     if (engine) engine->stop();  // before the context it decodes with goes away

@@ -67,7 +67,7 @@ struct TileCase {
 // Runs `fn` over all rows x m activations, outputs `col_stride` floats apart; returns the outputs.
 std::vector<float> run_tile(TileFn fn, const TileCase& c, const std::vector<uint8_t>& w, size_t w_stride,
                             int64_t n_rows, int64_t k, const std::vector<uint8_t>& act, size_t act_stride,
-                            int64_t m, int col_stride) {
+                            int64_t m, int col_stride, int64_t n_gemm_act = 0) {
   std::vector<float> out(static_cast<size_t>(m * n_rows * col_stride), -7.0f);
   Tile t;
   t.type = c.type;
@@ -78,6 +78,7 @@ std::vector<float> run_tile(TileFn fn, const TileCase& c, const std::vector<uint
   t.act = reinterpret_cast<const char*>(act.data());
   t.act_stride = act_stride;
   t.n_act = m;
+  t.n_gemm_act = n_gemm_act;
   t.dst = out.data();
   t.dst_row_stride = static_cast<size_t>(n_rows * col_stride) * sizeof(float);
   t.dst_col_stride = static_cast<size_t>(col_stride) * sizeof(float);
@@ -142,11 +143,17 @@ TEST(GemmKernels, SimdKernelsEqualTheirScalarKernels) {
         const std::vector<uint8_t> w = weights_in_layout(c, n_rows, k, ++seed, &w_stride);
         const std::vector<uint8_t> act = converted(fam, 11, k, ++seed, &a_stride);
         for (int64_t m : {1, 2, 3, 4, 5, 8, 11}) {
-          for (int col_stride : {1, 3}) {
-            const auto want = run_tile(c.scalar, c, w, w_stride, n_rows, k, act, a_stride, m, col_stride);
-            const auto got = run_tile(c.simd, c, w, w_stride, n_rows, k, act, a_stride, m, col_stride);
-            ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
-                << c.name << " k=" << k << " rows=" << n_rows << " m=" << m << " col_stride=" << col_stride;
+          // Prompt-order rows (Tile::n_gemm_act): none, ggml's split (m - m % 4), some, all.
+          for (int64_t n_gemm : {int64_t{0}, m - m % 4, m / 2 + 1, m}) {
+            for (int col_stride : {1, 3}) {
+              const auto want =
+                  run_tile(c.scalar, c, w, w_stride, n_rows, k, act, a_stride, m, col_stride, n_gemm);
+              const auto got =
+                  run_tile(c.simd, c, w, w_stride, n_rows, k, act, a_stride, m, col_stride, n_gemm);
+              ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                  << c.name << " k=" << k << " rows=" << n_rows << " m=" << m << " n_gemm_act=" << n_gemm
+                  << " col_stride=" << col_stride;
+            }
           }
         }
       }
@@ -154,7 +161,9 @@ TEST(GemmKernels, SimdKernelsEqualTheirScalarKernels) {
   }
 }
 
-// The scalar kernels against quant.h's dot products of the same order, bit for bit.
+// The scalar kernels against quant.h's dot products of the same order, bit for bit: of five
+// activation rows, the first four in the prompt order (ggml's gemm rows), the fifth in the
+// one-token order.
 TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
   uint32_t seed = 100;
   for (const TileCase& c : tile_cases()) {
@@ -180,7 +189,8 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
       size_t a_stride = gemm::act_row_bytes(fam, k);
       std::vector<uint8_t> act(static_cast<size_t>(m) * a_stride), native(row_size(q->vec_dot_type, k));
       for (int64_t r = 0; r < m; ++r) fam.convert_act(x.data() + r * k, act.data() + r * a_stride, k);
-      const auto got = run_tile(c.scalar, c, w, w_stride, n_rows, k, act, a_stride, m, 1);
+      const int64_t n_gemm = m - m % 4;
+      const auto got = run_tile(c.scalar, c, w, w_stride, n_rows, k, act, a_stride, m, 1, n_gemm);
       for (int64_t r = 0; r < m; ++r) {
         qa->from_float(x.data() + r * k, native.data(), k);  // the activation as quant.h converts it
         for (int64_t i = 0; i < n_rows; ++i) {
@@ -193,8 +203,9 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
             quant::vec_dot_q4_0_q8_0_rows8(k, &want, reinterpret_cast<const quant::BlockQ4_0*>(row),
                                            reinterpret_cast<const quant::BlockQ8_0*>(native.data()));
           } else if (c.type == DType::Q4_K) {
-            quant::vec_dot_q4_K_q8_K_rows8(k, &want, reinterpret_cast<const quant::BlockQ4_K*>(row),
-                                           reinterpret_cast<const quant::BlockQ8_K*>(native.data()));
+            const auto dot = r < n_gemm ? quant::vec_dot_q4_K_q8_K_rows8_x4 : quant::vec_dot_q4_K_q8_K_rows8;
+            dot(k, &want, reinterpret_cast<const quant::BlockQ4_K*>(row),
+                reinterpret_cast<const quant::BlockQ8_K*>(native.data()));
           } else {
             quant::vec_dot_q8_0_q8_0_avx2(k, &want, reinterpret_cast<const quant::BlockQ8_0*>(row),
                                           reinterpret_cast<const quant::BlockQ8_0*>(native.data()));
@@ -220,35 +231,38 @@ TEST(GemmKernels, PreparingIsAPureFunctionOfThePlainBytes) {
 }
 
 // mul_mat over weights as given, and over a copy in the family's prepared layout (forced, so the
-// scalar kernels of the layouts run on CPUs without AVX2 too): identical bits, in the one-row order
-// (the only one of the Q4_Kx8 kernels; plain Q4_K prompt rows take ggml's prompt order).
+// scalar kernels of the layouts run on CPUs without AVX2 too): identical bits, in ggml's orders
+// (Q4_K: its prompt kernel's for the first m - m % 4 rows) and in the one-row order.
 TEST(OpsMulMat, PreparedWeightsGiveThePlainWeightsBits) {
   std::mt19937 rng(5);
   for (const auto& [type, layout, k] : {std::tuple{DType::Q4_0, TensorLayout::Q4_0x8, int64_t{160}},
-                                        std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{512}}}) {
-    for (int64_t m : {1, 3, 4, 5, 17, 70}) {
-      const int64_t n = 40;
-      HostTensor w(type, {k, n, 1, 1});
-      std::vector<float> wv(static_cast<size_t>(k * n));
-      for (float& v : wv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
-      w.set_quantized(wv);
-      HostTensor a(DType::F32, {k, m, 1, 1});
-      a.fill_uniform(rng, -2, 2);
-      HostTensor plain_out(DType::F32, {n, m, 1, 1}), prepared_out(DType::F32, {n, m, 1, 1});
-      OpCall plain_call = make_call(OpKind::MulMat, plain_out, {&w, &a});
-      plain_call.params.single_row_order = true;
-      run_checked(plain_call, plain_out);
-      std::vector<uint8_t> prepared(gemm::prepared_bytes(w.view(), layout));
-      gemm::prepare(w.view(), layout, prepared.data());
-      OpCall call = make_call(OpKind::MulMat, prepared_out, {&w, &a});
-      call.src[0] = prepared_view(w.view(), {layout, prepared.size()}, prepared.data());
-      call.params.single_row_order = true;
-      run_checked(call, prepared_out);
-      for (int64_t j = 0; j < m; ++j)
-        ASSERT_EQ(std::memcmp(plain_out.row(j), prepared_out.row(j), static_cast<size_t>(n) * sizeof(float)),
-                  0)
-            << dtype_name(type) << " m=" << m << " row " << j;
-    }
+                                        std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{512}},
+                                        std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{1280}}}) {
+    for (int64_t m : {1, 3, 4, 5, 17, 70})
+      for (bool single_row_order : {false, true}) {
+        const int64_t n = 40;
+        HostTensor w(type, {k, n, 1, 1});
+        std::vector<float> wv(static_cast<size_t>(k * n));
+        for (float& v : wv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+        w.set_quantized(wv);
+        HostTensor a(DType::F32, {k, m, 1, 1});
+        a.fill_uniform(rng, -2, 2);
+        HostTensor plain_out(DType::F32, {n, m, 1, 1}), prepared_out(DType::F32, {n, m, 1, 1});
+        OpCall plain_call = make_call(OpKind::MulMat, plain_out, {&w, &a});
+        plain_call.params.single_row_order = single_row_order;
+        run_checked(plain_call, plain_out);
+        std::vector<uint8_t> prepared(gemm::prepared_bytes(w.view(), layout));
+        gemm::prepare(w.view(), layout, prepared.data());
+        OpCall call = make_call(OpKind::MulMat, prepared_out, {&w, &a});
+        call.src[0] = prepared_view(w.view(), {layout, prepared.size()}, prepared.data());
+        call.params.single_row_order = single_row_order;
+        run_checked(call, prepared_out);
+        for (int64_t j = 0; j < m; ++j)
+          ASSERT_EQ(
+              std::memcmp(plain_out.row(j), prepared_out.row(j), static_cast<size_t>(n) * sizeof(float)), 0)
+              << dtype_name(type) << " k=" << k << " m=" << m << " single_row_order=" << single_row_order
+              << " row " << j;
+      }
   }
 }
 

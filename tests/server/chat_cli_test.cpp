@@ -13,6 +13,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <utility>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -178,6 +179,48 @@ TEST(ChatCommand, TwoTurnsFollowTheTemplateAndResetStartsOver) {
   EXPECT_EQ(second.n_cached, first.n_new + first.n_cached + first.n_reply - 1) << r.err;
   EXPECT_EQ(second.n_cached + second.n_new, static_cast<int>(next_turn_tokens(turn1, steps1, turn2).size()));
   EXPECT_NE(r.err.find("kiln chat: 3 replies;"), std::string::npos) << r.err;
+}
+
+// The "kiln chat: speculative: drafted N, accepted M" totals line; {-1, -1} when missing.
+std::pair<long long, long long> speculative_totals(const std::string& err) {
+  std::pair<long long, long long> n{-1, -1};
+  const size_t at = err.rfind("kiln chat: speculative: ");
+  if (at != std::string::npos)
+    std::sscanf(err.c_str() + at, "kiln chat: speculative: drafted %lld, accepted %lld", &n.first, &n.second);
+  return n;
+}
+
+// With speculative decoding (the model drafting for itself; n-gram drafts) the replies are those
+// of the chat without: greedy over two turns, and the first reply at temperature 0.8.
+TEST(ChatCommand, SpeculativeDecodingGivesTheSameReplies) {
+  const std::string input = kUser1 + "\n" + kUser2 + "\n";
+  const ChatRun plain = run_chat(greedy_args({"-n", "16"}), input);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(speculative_totals(plain.err).first, -1) << plain.err;
+  for (const std::vector<std::string>& spec :
+       {std::vector<std::string>{"-md", kModel, "--spec-draft-n-max", "4"},
+        std::vector<std::string>{"--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "2"}}) {
+    std::vector<std::string> args = greedy_args({"-n", "16"});
+    args.insert(args.end(), spec.begin(), spec.end());
+    const ChatRun r = run_chat(args, input);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, plain.out) << spec[0];
+    const auto [drafted, accepted] = speculative_totals(r.err);
+    if (spec[0] == "-md") {
+      EXPECT_GT(drafted, 0) << r.err;
+    }
+    EXPECT_GE(drafted, accepted) << r.err;
+    EXPECT_GE(accepted, 0) << r.err;
+  }
+  // Sampled: one reply (a later turn's sampling continues the random stream, which a reply that
+  // ended inside a verified draft has moved on; see the README).
+  std::vector<std::string> sampled{"-m", kModel, "--temp", "0.8", "-n", "16", "-t", "1", "-c", "1024", "-s", "5"};
+  const ChatRun plain_sampled = run_chat(sampled, kUser1 + "\n");
+  sampled.insert(sampled.end(), {"-md", kModel});
+  const ChatRun spec_sampled = run_chat(sampled, kUser1 + "\n");
+  ASSERT_EQ(spec_sampled.exit_code, 0) << spec_sampled.err;
+  EXPECT_EQ(spec_sampled.out, plain_sampled.out);
+  EXPECT_GT(speculative_totals(spec_sampled.err).first, 0) << spec_sampled.err;
 }
 
 // -r ends a reply where its text ends with the reverse prompt, and the chat goes on.

@@ -195,7 +195,6 @@ int run_bench(int argc, char** argv) {
     auto enc = VisionEncoder::create(*vision, mc->backend(),
                                      {.flash_attention = co.flash_attention,
                                       .arena = &mc->arena->arena(),
-                                      .arena_owner = mc->arena->owner(),
                                       .cache_images = 0});
     if (!enc.ok()) {
       std::fprintf(stderr, "kiln bench: %s\n", enc.error().message.c_str());

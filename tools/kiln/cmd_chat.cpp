@@ -20,6 +20,10 @@
 // With --mmproj, `/image FILE` (or --image FILE, for the first message) attaches an image to the
 // next message, placed before its text as llama-mtmd-cli does; images stay with their message
 // (each encoded once: the encoder caches by content) until their turn is dropped.
+//
+// Speculative decoding (--spec-type, -md, ... as `kiln run`): replies are the same tokens, drafted
+// and verified in batches; -v and the totals say how many tokens were drafted and accepted. Not
+// with --mmproj.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -43,6 +47,7 @@
 #include "sampler_flags.h"
 #include "serve/completion_request.h"
 #include "serve/model_chat_template.h"
+#include "speculative_flags.h"
 #include "user_files.h"
 
 namespace kiln::cli {
@@ -111,6 +116,8 @@ struct ChatOptions {
   int64_t n_predict = -1;  // most tokens per reply; -1: until end of generation or a full context
   int64_t n_batch = 2048;  // most prompt tokens per decode call
   bool verbose = false;    // timings after every reply
+  // Speculative decoding's drafter for sequence 0 (null: none); must outlive the session.
+  SequenceDrafter* drafter = nullptr;
 };
 
 using ImageList = std::vector<std::shared_ptr<const PreparedImage>>;
@@ -168,13 +175,20 @@ class ChatSession {
     }
 
     const auto t_gen = Clock::now();
+    if (options_.drafter != nullptr) KILN_TRY(options_.drafter->begin(cached_.tokens));
     Utf8Stream out(stdout);
-    KILN_ASSIGN_OR_RETURN(
-        const GenerateResult reply,
-        generate(ctx_, sampler_, ctx_.logits(last), cached_,
-                 {.n_predict = options_.n_predict, .reverse_prompts = &stops_, .interrupted = &g_interrupted},
-                 out));
+    KILN_ASSIGN_OR_RETURN(const GenerateResult reply,
+                          generate(ctx_, sampler_, ctx_.logits(last), cached_,
+                                   {.n_predict = options_.n_predict,
+                                    .reverse_prompts = &stops_,
+                                    .interrupted = &g_interrupted,
+                                    .drafter = options_.drafter},
+                                   out));
     const double gen_s = seconds_since(t_gen);
+    if (options_.drafter != nullptr) {
+      n_drafted_ += options_.drafter->n_drafted();
+      n_accepted_ += options_.drafter->n_accepted();
+    }
     cached_prompt_.append_text(std::span(cached_.tokens).subspan(static_cast<size_t>(n)));
     std::fputs("\n", stdout);
     std::fflush(stdout);
@@ -210,6 +224,7 @@ class ChatSession {
                    n_new, static_cast<long long>(keep), prompt_s, static_cast<double>(n_new) / std::max(prompt_s, 1e-9),
                    static_cast<long long>(reply.n_generated), gen_s,
                    static_cast<double>(reply.n_generated) / std::max(gen_s, 1e-9));
+      if (options_.drafter != nullptr) print_speculative(options_.drafter->n_drafted(), options_.drafter->n_accepted());
     }
     return {};
   }
@@ -222,9 +237,15 @@ class ChatSession {
                  static_cast<double>(n_prompt_) / std::max(prompt_s_, 1e-9),
                  static_cast<long long>(n_generated_), gen_s_,
                  static_cast<double>(n_generated_) / std::max(gen_s_, 1e-9));
+    if (options_.drafter != nullptr) print_speculative(n_drafted_, n_accepted_);
   }
 
  private:
+  static void print_speculative(int64_t drafted, int64_t accepted) {
+    std::fprintf(stderr, "kiln chat: speculative: drafted %lld, accepted %lld\n", static_cast<long long>(drafted),
+                 static_cast<long long>(accepted));
+  }
+
   void add_message(std::string role, std::string content, ImageList images) {
     messages_.push_back(chat_message(std::move(role), std::move(content)));
     images_.push_back(std::move(images));
@@ -349,7 +370,7 @@ class ChatSession {
   // and sampled (the reply's last token may not be in the cache yet).
   std::string transcript_text_;
   MediaPrompt transcript_;
-  int64_t n_replies_ = 0, n_prompt_ = 0, n_generated_ = 0;
+  int64_t n_replies_ = 0, n_prompt_ = 0, n_generated_ = 0, n_drafted_ = 0, n_accepted_ = 0;
   double prompt_s_ = 0, gen_s_ = 0;
 };
 
@@ -364,6 +385,7 @@ int run_chat(int argc, char** argv) {
   ModelFlags mf;
   MediaFlags media;
   SamplerFlags sf;
+  SpeculativeFlags spf;
   std::string system_prompt, prompt, template_file;
   std::vector<std::string> reverse_prompts;
   ChatOptions co;
@@ -389,6 +411,7 @@ int run_chat(int argc, char** argv) {
   p.flag({"-v", "--verbose"}, &co.verbose, "print the template's origin and timings after every reply");
   media.declare(p);
   sf.declare(p);
+  spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("chat")) return *code;
   co.n_batch = mf.context.n_batch;
@@ -415,8 +438,16 @@ int run_chat(int argc, char** argv) {
   }
   mf.context.input_embeddings = *vision != nullptr;
   // The decoder and the vision encoder take turns on the context's compute arena.
+  if (spf.requested() && *vision) return fail("chat", "speculative decoding is not supported with images (--mmproj)");
   auto mc = mf.create_context("chat", model, mf.context);
   if (!mc) return 1;
+  ContextOptions target_options = mf.context;
+  target_options.n_ctx = mc->context->n_ctx();
+  bool spec_failed = false;
+  const auto speculator = spf.make(*model, mc->backend(), target_options, "chat", &spec_failed);
+  if (spec_failed) return 1;
+  const auto drafter = speculator ? speculator->drafter(0) : nullptr;
+  co.drafter = drafter.get();
   std::unique_ptr<VisionEncoder> encoder;
   ImageList pending;  // images for the next message
   if (*vision) {

@@ -50,13 +50,18 @@ void SpeculativeFlags::declare(OptionParser& p) {
           "drop ngram-mod drafts shorter than N (default 48)");
 }
 
+SpeculativeOptions SpeculativeFlags::resolved() const {
+  SpeculativeOptions o = options;
+  if (!types_given && !draft_model_path.empty()) o.sources = {DraftSource::DraftSimple};  // -md alone
+  return o;
+}
+
 std::unique_ptr<Speculator> SpeculativeFlags::make(const Model& target, Backend& backend,
                                                    const ContextOptions& target_context, const char* command,
                                                    bool* failed) const {
   *failed = false;
   if (!requested()) return nullptr;
-  SpeculativeOptions o = options;
-  if (!types_given) o.sources = {DraftSource::DraftSimple};           // -md alone
+  const SpeculativeOptions o = resolved();
   if (o.sources.empty() && draft_model_path.empty()) return nullptr;  // --spec-type none
   std::shared_ptr<const Model> draft;
   if (!draft_model_path.empty()) {
@@ -68,9 +73,7 @@ std::unique_ptr<Speculator> SpeculativeFlags::make(const Model& target, Backend&
     }
     draft = *m;
   }
-  ContextOptions dc = target_context;
-  dc.type_k = dc.type_v = ContextOptions{}.type_k;
-  auto s = Speculator::create(o, target, std::move(draft), backend, dc);
+  auto s = Speculator::create(o, target, std::move(draft), backend, draft_context_options(target_context));
   if (!s.ok()) {
     std::fprintf(stderr, "kiln %s: %s\n", command, s.error().message.c_str());
     *failed = true;

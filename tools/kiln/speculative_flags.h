@@ -20,6 +20,8 @@ struct SpeculativeFlags {
   void declare(OptionParser& p);
   // Whether any speculation was asked for.
   bool requested() const { return types_given || !draft_model_path.empty(); }
+  // The options asked for, -md alone meaning draft-simple.
+  SpeculativeOptions resolved() const;
   // The Speculator for `target` (the draft model loaded from -md, its context created on `backend`
   // with the target's context options `target_context`, whose n_ctx must be the target context's
   // size, and an F16 cache, llama.cpp's default), or null when no speculation was asked for

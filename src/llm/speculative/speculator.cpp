@@ -37,6 +37,14 @@ std::unique_ptr<SequenceDrafter> Speculator::drafter(int32_t seq) {
   return std::unique_ptr<SequenceDrafter>(new SequenceDrafter(*this, seq));
 }
 
+ContextOptions draft_context_options(const ContextOptions& target) {
+  ContextOptions o = target;
+  o.type_k = o.type_v = ContextOptions{}.type_k;
+  o.embeddings = false;
+  o.input_embeddings = false;
+  return o;
+}
+
 int32_t n_draft_budget(int64_t n_ctx, int64_t n_cached, int64_t n_predict, int64_t n_generated) {
   int64_t budget = n_ctx - n_cached - 2;
   if (n_predict >= 0) budget = std::min(budget, n_predict - n_generated - 1);

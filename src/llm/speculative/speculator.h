@@ -57,6 +57,10 @@ class Speculator {
   std::optional<NgramModTable> ngram_mod_;
 };
 
+// The options of a draft model's context for a target context created with `target`: the same
+// sizes, device arena and attention, an F16 cache (llama.cpp's default), token input and logits.
+ContextOptions draft_context_options(const ContextOptions& target);
+
 // The most tokens a step may draft for a sequence holding `n_cached` of `n_ctx` cells that has
 // generated `n_generated` of at most `n_predict` tokens (-1: no limit), as llama.cpp's server
 // (get_n_draft_max): room for the sampled token, the draft and one more cell; the draft plus the

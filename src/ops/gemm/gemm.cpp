@@ -124,8 +124,7 @@ const Family& family_for(const TensorView& w) {
 TensorLayout preferred_layout(const TensorView& w) {
   if (!quant::cpu_has_avx2() || !is_2d(w) || w.ne[1] % 8 != 0) return TensorLayout::Plain;
   if (w.type == DType::Q4_0) return TensorLayout::Q4_0x8;
-  // Not Q4_Kx8: its kernels have only the one-token order, and llama.cpp's prompt order for Q4_K
-  // (vec_dot_rows8_x4) is needed to stay within the conformance tolerance (embeddings: 1e-5).
+  if (w.type == DType::Q4_K) return TensorLayout::Q4_Kx8;
   return TensorLayout::Plain;
 }
 

@@ -10,9 +10,8 @@
 //   Q4_0, IQ4_NL (8k rows)  ggml's repacked 8-row kernels (vec_dot_rows8.cpp), for one token and
 //                           for prompts alike, as llama.cpp on AVX2 CPUs;
 //   Q4_K (8k rows)          ggml's repacked kernels: the one-token order (one FMA per super-block),
-//                           and for the n_gemm_act rows the prompt kernel's (folds every 64 values);
-//                           the prepared Q4_Kx8 layout has only the one-token order, so it is not
-//                           chosen at load (gemm.cpp preferred_layout);
+//                           and for the n_gemm_act rows the prompt kernel's (folds every 64 values),
+//                           in the prepared Q4_Kx8 layout (AVX2 CPUs) and the plain one alike;
 //   Q8_0 (AVX2 CPUs)        ggml's AVX2 vec_dot (eight lane sums, reduced at the end), in tiles;
 //   others                  the type's vec_dot (quant.h) for every batch size (F32, F16 and BF16
 //                           too: llama.cpp's tinyBLAS order for their prompts is not followed).

@@ -52,7 +52,9 @@ static_assert(sizeof(Q4Kx8Header) == 160);
 //                               high nibbles 64p+32+4m .. (sub-block 2p+1), as stored.
 inline constexpr size_t kQ4_Kx8SuperBytes = sizeof(Q4Kx8Header) + 1024;
 void prepare_q4_Kx8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, uint8_t* dst);
-// Order: vec_dot_q4_K_q8_K_rows8 per output; activations are Q8_K blocks.
+// Order: vec_dot_q4_K_q8_K_rows8_x4 per output for the first Tile::n_gemm_act activation rows
+// (ggml_gemm_q4_K_8x8_q8_K), vec_dot_q4_K_q8_K_rows8 for the rest (ggml_gemv_q4_K_8x8_q8_K);
+// activations are Q8_K blocks.
 void gemm_q4_Kx8(const Tile& t);
 void gemm_q4_Kx8_avx2(const Tile& t);
 

@@ -41,24 +41,40 @@ void gemm_q4_Kx8(const Tile& t) {
     for (int64_t r = 0; r < t.n_act; ++r) {
       const auto* a =
           reinterpret_cast<const quant::BlockQ8_K*>(t.act + static_cast<size_t>(r) * t.act_stride);
+      const bool prompt_order = r < t.n_gemm_act;
       float out[8];
       for (int i = 0; i < 8; ++i) {
         float acc = 0.0f, acc_min = 0.0f;
         for (int64_t s = 0; s < nsb; ++s) {
           const Q4Kx8Header& h = headers[s];
+          const float d = f16_to_f32(h.d[i]) * a[s].d;
+          const float dmin = f16_to_f32(h.dmin[i]) * a[s].d;
           int isum = 0, imin = 0;
-          for (int j = 0; j < 8; ++j) {
-            const int p = j / 2, shift = 4 * (j % 2);
-            int dot = 0;
-            for (int m = 0; m < 8; ++m)
-              for (int e = 0; e < 4; ++e)
-                dot += ((q[s * 1024 + p * 256 + m * 32 + i * 4 + e] >> shift) & 0x0F) *
-                       a[s].qs[32 * j + 4 * m + e];
-            isum += h.scales[j][i] * dot;
-            imin += h.mins[p][i][j % 2] * (a[s].bsums[2 * j] + a[s].bsums[2 * j + 1]);
+          for (int p = 0; p < 4; ++p) {
+            // Sub-blocks 2p (low nibbles) and 2p + 1 (high nibbles).
+            int pair_sum = 0, pair_min = 0;
+            for (int j = 2 * p; j < 2 * p + 2; ++j) {
+              const int shift = 4 * (j % 2);
+              int dot = 0;
+              for (int m = 0; m < 8; ++m)
+                for (int e = 0; e < 4; ++e)
+                  dot += ((q[s * 1024 + p * 256 + m * 32 + i * 4 + e] >> shift) & 0x0F) *
+                         a[s].qs[32 * j + 4 * m + e];
+              pair_sum += h.scales[j][i] * dot;
+              pair_min += h.mins[p][i][j % 2] * (a[s].bsums[2 * j] + a[s].bsums[2 * j + 1]);
+            }
+            if (prompt_order) {
+              acc = std::fma(static_cast<float>(pair_sum), d, acc);
+              acc_min = std::fma(static_cast<float>(pair_min), dmin, acc_min);
+            } else {
+              isum += pair_sum;
+              imin += pair_min;
+            }
           }
-          acc = std::fma(static_cast<float>(isum), f16_to_f32(h.d[i]) * a[s].d, acc);
-          acc_min = std::fma(static_cast<float>(imin), f16_to_f32(h.dmin[i]) * a[s].d, acc_min);
+          if (!prompt_order) {
+            acc = std::fma(static_cast<float>(isum), d, acc);
+            acc_min = std::fma(static_cast<float>(imin), dmin, acc_min);
+          }
         }
         out[i] = acc - acc_min;
       }
