@@ -101,6 +101,12 @@ class GgufFile {
   std::span<const uint8_t> tensor_data(const GgufTensorInfo& t) const;
   // A contiguous view over the tensor's bytes (read-only memory: do not write through it).
   TensorView tensor_view(const GgufTensorInfo& t) const;
+  // Takes the mapped pages of tensors `drop` (this file's) out of the process
+  // (MappedFile::drop_pages): tensors that follow each other in the file, padding included, go as
+  // one range, so the only pages kept are those that also hold bytes of another tensor or of the
+  // header. Their bytes stay readable: the next read faults the pages back in from the file.
+  // Nothing to do unless mapped().
+  void drop_tensor_pages(std::span<const GgufTensorInfo* const> drop) const;
 
  private:
   GgufFile() = default;

@@ -1,5 +1,7 @@
 // GgufFile accessors over the validated, parsed file.
+#include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "core/gguf.h"
 
@@ -209,6 +211,40 @@ TensorView GgufFile::tensor_view(const GgufTensorInfo& t) const {
   std::span<const uint8_t> data = tensor_data(t);
   // Read-only memory: TensorView has no const variant, callers must not write through it.
   return contiguous_view(t.type, t.ne, const_cast<uint8_t*>(data.data()));
+}
+
+void GgufFile::drop_tensor_pages(std::span<const GgufTensorInfo* const> drop) const {
+  if (mapping_ == nullptr || drop.empty()) return;
+  std::vector<bool> dropped(tensors_.size(), false);
+  for (const GgufTensorInfo* t : drop) {
+    KILN_ASSERT(t >= tensors_.data() && t < tensors_.data() + tensors_.size(),
+                "GgufFile::drop_tensor_pages: tensor is not from this file");
+    dropped[static_cast<size_t>(t - tensors_.data())] = true;
+  }
+  std::vector<size_t> in_file_order(tensors_.size());
+  std::iota(in_file_order.begin(), in_file_order.end(), size_t{0});
+  std::sort(in_file_order.begin(), in_file_order.end(),
+            [&](size_t a, size_t b) { return tensors_[a].offset < tensors_[b].offset; });
+  // [begin, end): the run of dropped tensors so far, relative to the data section.
+  uint64_t begin = 0, end = 0;
+  const auto flush = [&](uint64_t limit) {
+    end = std::min(end, limit);  // a kept tensor that overlaps the run (a hostile file) keeps its pages
+    if (end > begin) mapping_->drop_pages(static_cast<size_t>(data_offset_ + begin), static_cast<size_t>(end - begin));
+    begin = end = 0;
+  };
+  for (size_t i : in_file_order) {
+    const GgufTensorInfo& t = tensors_[i];
+    if (t.size == 0) continue;
+    if (!dropped[i]) {
+      flush(t.offset);
+    } else if (end == 0) {
+      begin = t.offset;
+      end = t.offset + t.size;
+    } else {
+      end = std::max(end, t.offset + t.size);
+    }
+  }
+  flush(std::numeric_limits<uint64_t>::max());
 }
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -37,6 +38,15 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   }
   ::close(fd);  // the mapping keeps its own reference to the file
   return file;
+}
+
+void MappedFile::drop_pages(size_t offset, size_t n) const {
+  if (offset >= size_) return;
+  n = std::min(n, size_ - offset);
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(data_) + offset, hi = lo + n;
+  const uintptr_t first = (lo + page - 1) / page * page, last = hi / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

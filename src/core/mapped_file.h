@@ -20,6 +20,12 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // Takes the pages that lie wholly inside bytes [offset, offset + n) out of this process
+  // (madvise(MADV_DONTNEED); the range is page-aligned inward, so pages shared with bytes outside
+  // it stay). The mapping is private and read-only: the pages stay in the kernel's page cache and
+  // the next read of them faults them back in, with the file's bytes. Safe while other threads
+  // read the range.
+  void drop_pages(size_t offset, size_t n) const;
   const std::string& path() const { return path_; }
 
  private:

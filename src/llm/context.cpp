@@ -4,6 +4,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "runtime/memory_breakdown.h"
+
 namespace kiln {
 namespace {
 
@@ -67,6 +69,15 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   c->weights_ = std::move(weights);
   c->backend_ = &backend;
   Device& dev = backend.device();
+  const InputLayout layout = InputLayout::of(c->opt_, hp);
+  if (ResidencyManager* m = dev.residency()) {
+    // Admission: what grows with n_ctx (the KV cache, and the inputs, whose mask has a row per
+    // cell) is checked against the room there is before anything is allocated.
+    const size_t kv_bytes = KvCache::bytes_for(hp, c->opt_.n_ctx, options.type_k, options.type_v);
+    KILN_TRY(m->admit(c->weights_->owner(), kv_bytes + layout.total,
+                      "'" + owner + "' (a context of " + std::to_string(c->opt_.n_ctx) + " tokens: KV cache " +
+                          format_memory_size(kv_bytes) + ", inputs " + format_memory_size(layout.total) + ")"));
+  }
   KILN_ASSIGN_OR_RETURN(c->kv_,
                         KvCache::create(dev, hp, c->opt_.n_ctx, options.type_k, options.type_v,
                                         c->weights_->owner(), owner));
@@ -79,7 +90,6 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
     }
     c->kv_layers_.push_back({c->kv_->k(il), c->kv_->v(il)});
   }
-  const InputLayout layout = InputLayout::of(c->opt_, hp);
   c->compute_resident_.attach(dev, c->weights_->owner(), owner, MemoryKind::Compute, "re-planned", c.get());
   KILN_ASSIGN_OR_RETURN(c->inputs_,
                         c->compute_resident_.allocate({layout.total, MemoryKind::Compute, owner + ":inputs"}));

@@ -1,8 +1,5 @@
 #include "llm/device_weights.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 
 namespace kiln {
@@ -15,6 +12,13 @@ constexpr size_t kWeightAlign = 64;
 WeightPlacement placement_for(const TensorView& source, WeightUse use) {
   if (use == WeightUse::MatMul) return choose_weight_layout(source);
   return {TensorLayout::Plain, source.span_bytes()};
+}
+
+// Whether a placement reads tensor `info` in place from the mapped file.
+bool read_in_place(const std::vector<DeviceWeights::Placement>& placements, const GgufTensorInfo* info) {
+  return std::any_of(placements.begin(), placements.end(), [&](const DeviceWeights::Placement& q) {
+    return q.info == info && q.offset == DeviceWeights::kMapped;
+  });
 }
 
 }  // namespace
@@ -95,25 +99,30 @@ Status DeviceWeights::rebuild() {
           buffer->view(DType::I8, {static_cast<int64_t>(p.prepared.bytes), 1, 1, 1}, p.offset));
       KILN_TRY(device_->upload(bytes, staging.data(), staging.size()));
     }
+    // At once, so that the peak holds one tensor's source beside the copy, not the whole file
+    // (the pages it shares with the next tensor go with drop_file_pages below).
+    if (!read_in_place(placements_, p.info)) model_->file().drop_tensor_pages({&p.info, 1});
   }
   buffer_ = std::move(buffer);
   resident_ = true;
   bind_views();
+  drop_file_pages(/*also_read_in_place=*/false);
   return ok_status();
 }
 
 Status DeviceWeights::evict() {
   release();
-  if (mapped_bytes_ == 0 || !model_->file().mapped()) return ok_status();
-  // Drop the pages of the tensors read in place: the data section, page-aligned inward (the
-  // mapping is read-only and private: the kernel reads the pages from the file again on access).
-  const std::span<const uint8_t> file = model_->file().bytes();
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(file.data()) + model_->file().data_offset();
-  const uintptr_t hi = reinterpret_cast<uintptr_t>(file.data() + file.size());
-  const uintptr_t first = (lo + page - 1) / page * page, last = hi / page * page;
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  drop_file_pages(/*also_read_in_place=*/true);
   return ok_status();
+}
+
+void DeviceWeights::drop_file_pages(bool also_read_in_place) const {
+  std::vector<const GgufTensorInfo*> drop;
+  for (const Placement& p : placements_) {
+    if (std::find(drop.begin(), drop.end(), p.info) != drop.end()) continue;
+    if (also_read_in_place || !read_in_place(placements_, p.info)) drop.push_back(p.info);
+  }
+  model_->file().drop_tensor_pages(drop);
 }
 
 void DeviceWeights::bind_views() {

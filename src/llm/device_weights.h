@@ -17,6 +17,10 @@
 //               the model's mapped file (mapped_bytes() in all); the others are prepared in place in
 //               the buffer. When every layout is plain there is no buffer (buffer_bytes() == 0):
 //               loading copies nothing, as before devices.
+//             - After preparing, the mapped pages of tensors that are only copied (no placement
+//               reads them in place) leave the process (madvise(MADV_DONTNEED), page-aligned
+//               inward): the resident memory is the buffer plus the pages read in place, not the
+//               file and its copy. A model that is not a file mapping keeps its bytes.
 //   released  after release(). No buffer: the device holds nothing for these weights. Views of
 //             copied tensors are null (decoding with them is refused); views into the mapping stay
 //             (the mapping is the Model's; its pages are the residency manager's to drop).
@@ -99,6 +103,10 @@ class DeviceWeights : private Evictable {
   DeviceWeights() = default;
   // Points the views of copied tensors at the buffer (or at null when released).
   void bind_views();
+  // Takes the mapped file pages of placed tensors out of the process (GgufFile::drop_tensor_pages):
+  // of every placed tensor (evicting), or of those that are only copied, which nothing reads until
+  // a rebuild (after preparing). A no-op for a model that is not a file mapping.
+  void drop_file_pages(bool also_read_in_place) const;
   // Evictable: release() and drop the mapped pages; rebuild().
   Status evict() override;
   Status restore() override { return rebuild(); }

@@ -37,11 +37,19 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& 
   return kv;
 }
 
+size_t KvCache::bytes_for(const HParams& hp, int64_t n_ctx, DType type_k, DType type_v) {
+  const size_t cells = static_cast<size_t>(std::max<int64_t>(n_ctx, 0));
+  return static_cast<size_t>(hp.n_layer) *
+         (layer_bytes(type_k, hp.n_embd_k_gqa(), cells) + layer_bytes(type_v, hp.n_embd_v_gqa(), cells));
+}
+
+size_t KvCache::layer_bytes(DType type, int64_t width, size_t cells) { return row_size(type, width) * cells; }
+
 Result<std::unique_ptr<Buffer>> KvCache::allocate_layer(int kv_i) {
   const DType t = kv_i == 0 ? type_k_ : type_v_;
   const int64_t width = kv_i == 0 ? n_embd_k_ : n_embd_v_;
   BufferDesc desc;
-  desc.bytes = row_size(t, width) * cells_.size();
+  desc.bytes = layer_bytes(t, width, cells_.size());
   desc.kind = MemoryKind::Kv;
   desc.owner = owner_name_;
   return resident_.allocate(desc);

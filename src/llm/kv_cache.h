@@ -48,6 +48,8 @@ class KvCache : private Evictable {
   // resident of `owner` when the device has a residency manager.
   static Result<std::unique_ptr<KvCache>> create(Device& device, const HParams& hp, int64_t n_ctx, DType type_k,
                                                  DType type_v, OwnerId owner, const std::string& owner_name);
+  // Bytes of the K and V buffers that create() allocates for these arguments.
+  static size_t bytes_for(const HParams& hp, int64_t n_ctx, DType type_k, DType type_v);
   // Raised each time the buffers come back from an eviction (the views then point elsewhere).
   uint64_t generation() const { return resident_.generation(); }
 
@@ -108,6 +110,7 @@ class KvCache : private Evictable {
   KvCache() = default;
   void update_used_end();
   Result<std::unique_ptr<Buffer>> allocate_layer(int kv_i);  // K (0) or V (1) buffer of one layer
+  static size_t layer_bytes(DType type, int64_t width, size_t cells);  // of one such buffer
   // Evictable: K/V bytes to host_copy_ and back.
   Status evict() override;
   Status restore() override;

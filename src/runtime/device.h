@@ -102,8 +102,9 @@ class Device {
   // The CPU address of device bytes [addr, addr + n), or nullptr when that range is not memory of
   // this device. For code that computes on the host (kernels of host and sim backends, copies).
   virtual void* host_address(const void* addr, size_t n) const = 0;
-  // The largest single allocation that could succeed now, for devices with a fixed pool (free
-  // bytes in separate holes are not room for one buffer); nullopt where allocate() alone knows.
+  // The largest single allocation that could succeed now: a fixed pool's largest free block (free
+  // bytes in separate holes are not room for one buffer), the host's available memory; nullopt
+  // where allocate() alone knows. The residency manager refuses allocations above it.
   virtual std::optional<size_t> largest_free_block() const { return std::nullopt; }
   // The manager that keeps this device's memory within its budget (runtime/residency.h), or null:
   // set by the manager while it lives.

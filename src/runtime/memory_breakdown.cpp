@@ -19,6 +19,15 @@ std::string line(const char* fmt, auto... args) {
 
 }  // namespace
 
+std::string format_memory_size(size_t bytes) {
+  static constexpr const char* kUnits[] = {"GiB", "MiB", "KiB"};
+  for (int i = 0; i < 3; ++i) {
+    const size_t unit = size_t{1} << (10 * (3 - i));
+    if (bytes >= unit) return line("%.2f %s", static_cast<double>(bytes) / static_cast<double>(unit), kUnits[i]);
+  }
+  return std::to_string(bytes) + " bytes";
+}
+
 std::string format_memory_breakdown(std::span<const DeviceMemoryBreakdown> devices) {
   std::string out = line("%-24s | %7s %7s %7s %7s | %7s %7s %7s %7s | %11s\n", "memory breakdown [MiB]", "total",
                          "free", "budget", "counted", "weights", "kv", "compute", "evicted", "unaccounted");

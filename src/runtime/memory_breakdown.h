@@ -34,6 +34,9 @@ struct DeviceMemoryBreakdown {
   std::vector<OwnerMemory> owners;
 };
 
+// `bytes` for a message: "12.80 GiB" (two decimals), or in MiB, KiB or bytes below a GiB, MiB, KiB.
+std::string format_memory_size(size_t bytes);
+
 // A table in MiB, one line per device and one per owner below it:
 //   memory breakdown [MiB] | total   free budget counted | weights     kv compute evicted | unaccounted
 //    - sim0                |  4096   3989   2048     107 |                                 |           0

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 namespace kiln {
 
@@ -128,27 +129,43 @@ ResidencyManager::Entry* ResidencyManager::lru_victim(OwnerId requester) {
   return victim;
 }
 
-Status ResidencyManager::make_room(OwnerId requester, size_t bytes, const std::string& what) {
+Status ResidencyManager::make_room(OwnerId requester, size_t bytes, const std::string& what, bool device_memory) {
   const size_t need = counted_size(bytes);
   if (budget_ != kNoBudget && need > budget_)
-    return make_error(device_->name(), ": ", what, " needs ", need, " bytes, more than the budget of ", budget_,
-                      " bytes (--max-mem ", device_->name(), "=GiB sets it)");
+    return make_error(device_->name(), ": ", what, " needs ", format_memory_size(need), ", more than the budget of ",
+                      format_memory_size(budget_), " (--max-mem ", device_->name(), "=GiB sets it)");
   for (;;) {
     const bool budget_ok = budget_ == kNoBudget || used_ + need <= budget_;
-    const std::optional<size_t> largest = device_->largest_free_block();
-    const bool block_ok = !largest || *largest >= need;
-    if (budget_ok && block_ok) return ok_status();
+    const std::optional<size_t> device_room = device_memory ? device_->largest_free_block() : std::nullopt;
+    if (budget_ok && (!device_room || *device_room >= need)) return ok_status();
     Entry* victim = lru_victim(requester);
-    if (victim == nullptr) {
-      const MemoryInfo info = device_->memory_info();
-      std::string budget_text = budget_ == kNoBudget ? "none" : std::to_string(budget_) + " bytes";
-      return make_error(device_->name(), ": out of memory for ", what, ": ", need, " bytes needed; budget ",
-                        budget_text, ", ", used_, " bytes counted, ", info.free, " bytes free of capacity ", info.total,
-                        largest ? ", largest free block " + std::to_string(*largest) + " bytes" : std::string(),
-                        "; nothing left to evict (the rest is pinned by a request or the requester's own)");
-    }
+    if (victim == nullptr) return no_room(requester, need, what, device_room);
     KILN_TRY(evict(*victim));
   }
+}
+
+Error ResidencyManager::no_room(OwnerId requester, size_t need, const std::string& what,
+                                std::optional<size_t> device_room) const {
+  const MemoryInfo info = device_->memory_info();
+  // On the host the largest block is the free memory itself (MemAvailable): one figure, read once.
+  if (device_room && device_->is_host()) device_room = info.free;
+  size_t room = budget_ == kNoBudget ? SIZE_MAX : budget_ - std::min(budget_, used_);
+  if (device_room) room = std::min(room, *device_room);
+  std::string details = budget_ == kNoBudget ? "no budget" : "budget " + format_memory_size(budget_) + ", " +
+                                                                 format_memory_size(used_) + " counted";
+  details += "; " + format_memory_size(info.free) + " free of " + format_memory_size(info.total);
+  if (device_room && *device_room != info.free) details += ", largest free block " + format_memory_size(*device_room);
+  const bool others = std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) {
+    return e->owner != requester && e->resident && e->buffer_bytes + e->external_bytes > 0;
+  });
+  return make_error(device_->name(), ": out of memory for ", what, ": ", format_memory_size(need), " needed, ",
+                    format_memory_size(room), " available (", details, ")",
+                    others ? "; nothing left to evict (the rest is pinned by a request or never evicted)" : "");
+}
+
+Status ResidencyManager::admit(OwnerId owner, size_t bytes, const std::string& what) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return make_room(owner, bytes, what, /*device_memory=*/true);
 }
 
 Result<std::unique_ptr<Buffer>> ResidencyManager::allocate(uint64_t id, const BufferDesc& desc) {
@@ -157,7 +174,7 @@ Result<std::unique_ptr<Buffer>> ResidencyManager::allocate(uint64_t id, const Bu
   KILN_ASSERT(e != nullptr, "ResidencyManager::allocate: unknown resident");
   const std::string what = "'" + e->owner_name + "' (" + memory_kind_name(desc.kind) + ")";
   for (;;) {
-    KILN_TRY(make_room(e->owner, desc.bytes, what));
+    KILN_TRY(make_room(e->owner, desc.bytes, what, /*device_memory=*/true));
     auto buf = device_->allocate(desc);
     if (buf.ok()) {
       const size_t counted = counted_size(desc.bytes);
@@ -180,7 +197,8 @@ Status ResidencyManager::set_external_bytes(uint64_t id, size_t bytes) {
   if (e->resident) {
     used_ -= e->external_bytes;
     e->external_bytes = 0;
-    if (bytes > 0) KILN_TRY(make_room(e->owner, bytes, "'" + e->owner_name + "' (mapped weights)"));
+    if (bytes > 0)
+      KILN_TRY(make_room(e->owner, bytes, "'" + e->owner_name + "' (mapped weights)", /*device_memory=*/false));
     used_ += bytes;
   }
   e->external_bytes = bytes;
@@ -215,7 +233,7 @@ Status ResidencyManager::evict(Entry& e) {
 
 Status ResidencyManager::restore(Entry& e) {
   const std::string what = "'" + e.owner_name + "' (" + memory_kind_name(e.kind) + ")";
-  if (e.external_bytes > 0) KILN_TRY(make_room(e.owner, e.external_bytes, what));
+  if (e.external_bytes > 0) KILN_TRY(make_room(e.owner, e.external_bytes, what, /*device_memory=*/false));
   used_ += e.external_bytes;
   e.resident = true;  // its buffers are counted as the hooks allocate them
   if (const Status st = e.hooks->restore(); !st.ok()) {

@@ -11,9 +11,14 @@
 // The manager counts, per device: the buffers allocated through Resident::allocate (rounded up to
 // the device's alignment, as pools place them) and the external bytes residents declare (mapped
 // weight pages on the host), while they are resident. Allocating asks for room first: when the
-// budget or, on a pool device, the largest free block cannot take the request, the manager evicts
-// unpinned residents of other owners, least recently used first, until one block fits; when
-// nothing more can be evicted it refuses with the numbers. Separate holes never count as room.
+// budget or what the device can give now (Device::largest_free_block: a pool's largest free block,
+// the host's available memory) cannot take the request, the manager evicts unpinned residents of
+// other owners, least recently used first, until it fits; when nothing more can be evicted it
+// refuses with the numbers (in GiB). Separate holes never count as room. Without a budget the
+// device's own limit is the only one: a host allocation larger than the memory available is
+// refused rather than left to the kernel's overcommit. Mapped pages are checked against the budget
+// only (the kernel pages a mapping in and out; it may be larger than the memory). admit() asks for
+// room for several allocations at once, before the first (a context's KV cache and inputs).
 // Owners are pinned (pin()) for the length of a request: a pinned owner's residents are never
 // evicted. pin() first restores the owner's evicted residents (weights, then KV, then compute), so
 // the peak stays within the budget: each restore asks for its room before it allocates.
@@ -34,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,6 +139,11 @@ class ResidencyManager {
   Status evict_owner(OwnerId owner);
   // Whether every resident of `owner` is on the device.
   bool owner_resident(OwnerId owner) const;
+  // Admission: makes room for `bytes` that `owner` is about to allocate (in one or more buffers),
+  // as each allocation does, evicting other owners' unpinned residents if need be; allocates
+  // nothing. An Error with the numbers, naming `what` ("'llama' (a context of 4096 tokens: ...)"),
+  // when there is no room, so that a caller refuses before it allocates anything.
+  Status admit(OwnerId owner, size_t bytes, const std::string& what);
 
   DeviceMemoryBreakdown breakdown() const;
 
@@ -168,7 +179,11 @@ class ResidencyManager {
   size_t counted_size(size_t bytes) const;  // bytes as the device places them
   bool pinned(OwnerId owner) const;
   Entry* lru_victim(OwnerId requester);
-  Status make_room(OwnerId requester, size_t bytes, const std::string& what);
+  // Room for `bytes` of `requester`: within the budget and, for memory the device allocates
+  // (device_memory; not mapped pages), within what it can give now; evicts until it fits.
+  Status make_room(OwnerId requester, size_t bytes, const std::string& what, bool device_memory);
+  // The refusal of make_room: `need` counted bytes do not fit.
+  Error no_room(OwnerId requester, size_t need, const std::string& what, std::optional<size_t> device_room) const;
   Status evict(Entry& e);
   Status restore(Entry& e);
 

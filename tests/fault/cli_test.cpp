@@ -109,6 +109,35 @@ TEST(Cli, BadInputGetsAClearErrorAndExitCode) {
   }
 }
 
+// A context that no machine's memory holds (2^31 cells of the fixture: 1 TiB of KV cache, 4 TiB of
+// inputs) is refused before anything is allocated, by run, chat and serve alike, in one line with
+// the sizes in GiB; with --max-mem the budget is the limit; a normal size still runs.
+TEST(Cli, AContextLargerThanTheMemoryIsRefusedBeforeAllocating) {
+  const std::string huge = " -m " + kModel + " -t 2 -c 2147483647";
+  const std::string refusal =
+      ": cpu: out of memory for 'random-llama-2x128' (a context of 2147483647 tokens: KV cache 1024.00 GiB, inputs "
+      "4096.00 GiB): 5120.00 GiB needed, ";
+  for (const std::string command : {"run", "chat", "serve"}) {
+    const std::string extra = command == "run" ? " -p hi -n 1" : command == "serve" ? " --port 0" : "";
+    // timeout: a server that came up after all would otherwise keep the test waiting.
+    const CliResult r = kiln::test::run_shell("timeout 60 " + kKiln + " " + command + huge + extra + " </dev/null 2>&1");
+    EXPECT_EQ(r.exit_code, 1) << command << "\n" << r.out;
+    const size_t at = r.out.find("kiln " + command + refusal);
+    ASSERT_NE(at, std::string::npos) << command << "\n" << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(line.find(" GiB available (no budget; "), std::string::npos) << line;
+  }
+  const CliResult budget = run("run" + huge + " -p hi -n 1 --max-mem cpu=2");
+  EXPECT_EQ(budget.exit_code, 1) << budget.out;
+  EXPECT_NE(budget.out.find("kiln run: cpu: 'random-llama-2x128' (a context of 2147483647 tokens: KV cache 1024.00 "
+                            "GiB, inputs 4096.00 GiB) needs 5120.00 GiB, more than the budget of 2.00 GiB (--max-mem "
+                            "cpu=GiB sets it)"),
+            std::string::npos)
+      << budget.out;
+  const CliResult normal = run("run -m " + kModel + " -t 2 -c 4096 -p hi -n 1");
+  EXPECT_EQ(normal.exit_code, 0) << normal.out;
+}
+
 // stdout and stderr of `kiln run` apart: the text, and the lines kiln writes about it.
 struct RunOutput {
   std::string text;

@@ -243,7 +243,7 @@ TEST(Residency, APinnedOwnerIsNotEvictedAndTheRequestIsRefusedWithTheNumbers) {
   const Status st = oa.ctx->decode(batch);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("sim0: out of memory for"), std::string::npos) << st.error().message;
-  EXPECT_NE(st.error().message.find("budget " + std::to_string(budget) + " bytes"), std::string::npos)
+  EXPECT_NE(st.error().message.find("budget " + format_memory_size(budget)), std::string::npos)
       << st.error().message;
   EXPECT_TRUE(manager.owner_resident(ob.weights->owner()));
   pin->reset();
@@ -259,7 +259,7 @@ TEST(Residency, WeightsAboveTheBudgetAreRefusedAtLoadWithNothingAllocated) {
   SimDevice& sim = sim_of(*devices);
   auto w = DeviceWeights::create(model, sim);
   ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.error().message.find("more than the budget of 4294967 bytes"), std::string::npos)
+  EXPECT_NE(w.error().message.find("more than the budget of 4.10 MiB"), std::string::npos)
       << w.error().message;
   EXPECT_EQ(sim.memory_info().free, sim.memory_info().total);
   EXPECT_EQ(devices->residency(sim).used(), 0u);
@@ -272,6 +272,39 @@ TEST(Residency, WeightsAboveTheBudgetAreRefusedAtLoadWithNothingAllocated) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("more than the budget"), std::string::npos) << refused.error().message;
   EXPECT_EQ(small->residency(small->cpu()).used(), 0u);
+}
+
+// Without a budget the host's available memory is the limit: a context whose KV cache no machine
+// holds (2^31 cells: terabytes) is refused through the manager's admission, with the sizes in GiB,
+// before anything is allocated; a context of a normal size is admitted on the same device.
+TEST(Residency, AContextLargerThanTheHostsMemoryIsRefusedBeforeAnythingIsAllocated) {
+  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
+  ASSERT_TRUE(model);
+  auto devices = make_devices(kMiB);
+  CpuDevice& cpu = devices->cpu();
+  auto weights = DeviceWeights::create(model, cpu);
+  ASSERT_TRUE(weights.ok()) << weights.error().message;
+  const uint64_t allocations = cpu.allocation_count();
+  const size_t counted = devices->residency(cpu).used();
+  ContextOptions huge = kOpt;
+  huge.n_ctx = INT32_MAX;
+  auto refused = Context::create(*weights, devices->backend(cpu), huge);
+  ASSERT_FALSE(refused.ok());
+  const std::string& msg = refused.error().message;
+  const std::string kv = format_memory_size(KvCache::bytes_for(model->hparams(), INT32_MAX, DType::F16, DType::F16));
+  EXPECT_EQ(kv.substr(kv.size() - 3), "GiB");
+  EXPECT_EQ(msg.rfind("cpu: out of memory for '" + model->name() + "' (a context of 2147483647 tokens: KV cache " + kv +
+                          ", inputs ",
+                      0),
+            0u)
+      << msg;
+  EXPECT_NE(msg.find(" GiB needed, "), std::string::npos) << msg;
+  EXPECT_NE(msg.find(" GiB available (no budget; "), std::string::npos) << msg;
+  EXPECT_EQ(cpu.allocation_count(), allocations);
+  EXPECT_EQ(devices->residency(cpu).used(), counted);
+
+  auto normal = Context::create(*weights, devices->backend(cpu), kOpt);
+  EXPECT_TRUE(normal.ok()) << normal.error().message;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <numeric>
 
+#include "backends/cpu/cpu_device.h"
 #include "backends/device_registry.h"
 #include "backends/sim/sim_device.h"
 
@@ -98,8 +99,8 @@ TEST(ResidencyManager, PinnedOwnersStayAndARefusalGivesTheNumbers) {
   ASSERT_TRUE(pin.ok());
   Block big(*sim, 2, 3 * kKiB / 2, 2);
   ASSERT_FALSE(big.ok);
-  EXPECT_NE(big.error.find("sim0: out of memory for 'owner2' (kv): 1536 bytes needed; budget 2048 bytes, 1024 "
-                           "bytes counted"),
+  EXPECT_NE(big.error.find("sim0: out of memory for 'owner2' (kv): 1.50 KiB needed, 1.00 KiB available (budget "
+                           "2.00 KiB, 1.00 KiB counted; 15.00 KiB free of 16.00 KiB)"),
             std::string::npos)
       << big.error;
   EXPECT_NE(big.error.find("nothing left to evict"), std::string::npos) << big.error;
@@ -112,8 +113,39 @@ TEST(ResidencyManager, PinnedOwnersStayAndARefusalGivesTheNumbers) {
 
   Block huge(*sim, 4, 3 * kKiB, 4);
   ASSERT_FALSE(huge.ok);
-  EXPECT_NE(huge.error.find("'owner4' (kv) needs 3072 bytes, more than the budget of 2048 bytes"), std::string::npos)
+  EXPECT_NE(huge.error.find("'owner4' (kv) needs 3.00 KiB, more than the budget of 2.00 KiB"), std::string::npos)
       << huge.error;
+}
+
+// Without a budget the host's available memory is the limit: a request no machine can hold is
+// refused by the manager, with the sizes in GiB, before anything is allocated (not left to the
+// kernel's overcommit); admission checks several allocations' total at once.
+TEST(ResidencyManager, WithoutABudgetTheHostRefusesMoreThanItsAvailableMemory) {
+  CpuDevice cpu;
+  ResidencyManager m(cpu, kNoBudget);
+  ASSERT_TRUE(cpu.largest_free_block().has_value());  // MemAvailable
+  constexpr size_t kPiB = size_t{1} << 50;
+  const Status admitted = m.admit(1, kPiB, "'owner1' (a context)");
+  ASSERT_FALSE(admitted.ok());
+  const std::string& msg = admitted.error().message;
+  EXPECT_EQ(msg.rfind("cpu: out of memory for 'owner1' (a context): 1048576.00 GiB needed, ", 0), 0u) << msg;
+  EXPECT_NE(msg.find(" GiB available (no budget; "), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+
+  Resident r;
+  r.attach(cpu, 1, "owner1", MemoryKind::Kv, "copied back", nullptr);
+  const uint64_t allocations = cpu.allocation_count();
+  auto refused = r.allocate({kPiB, MemoryKind::Kv, "kv"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message.rfind("cpu: out of memory for 'owner1' (kv): 1048576.00 GiB needed, ", 0), 0u)
+      << refused.error().message;
+  EXPECT_EQ(cpu.allocation_count(), allocations);
+  EXPECT_EQ(m.used(), 0u);
+
+  EXPECT_TRUE(m.admit(1, kKiB << 10, "'owner1' (a context)").ok());  // 1 MiB fits on any machine
+  auto fits = r.allocate({kKiB << 10, MemoryKind::Kv, "kv"});
+  ASSERT_TRUE(fits.ok()) << fits.error().message;
+  EXPECT_EQ(m.used(), kKiB << 10);
 }
 
 TEST(ResidencyManager, RestoreIsBitExactElsewhereAndRaisesTheGeneration) {

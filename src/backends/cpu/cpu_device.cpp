@@ -8,16 +8,18 @@
 namespace kiln {
 namespace {
 
-// MemAvailable from /proc/meminfo in bytes, or 0 when unreadable.
-size_t mem_available() {
+// MemAvailable from /proc/meminfo in bytes, or nullopt when unreadable.
+std::optional<size_t> mem_available() {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
+  if (f == nullptr) return std::nullopt;
   char line[256];
   unsigned long long kib = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f) != nullptr) {
+    found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
   }
   std::fclose(f);
+  if (!found) return std::nullopt;
   return static_cast<size_t>(kib) * 1024;
 }
 
@@ -44,13 +46,15 @@ MemoryInfo CpuDevice::memory_info() const {
   const long pages = sysconf(_SC_PHYS_PAGES);
   MemoryInfo info;
   info.total = page > 0 && pages > 0 ? static_cast<size_t>(page) * static_cast<size_t>(pages) : 0;
-  info.free = mem_available();
+  info.free = mem_available().value_or(0);
   if (info.free == 0) {
     const long avail = sysconf(_SC_AVPHYS_PAGES);
     info.free = page > 0 && avail > 0 ? static_cast<size_t>(page) * static_cast<size_t>(avail) : 0;
   }
   return info;
 }
+
+std::optional<size_t> CpuDevice::largest_free_block() const { return mem_available(); }
 
 Result<std::unique_ptr<Buffer>> CpuDevice::allocate(const BufferDesc& desc) {
   // aligned_alloc wants a multiple of the alignment; a zero-byte buffer still gets a unique address.

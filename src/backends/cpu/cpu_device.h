@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/device.h"
@@ -18,6 +19,9 @@ class CpuDevice : public Device {
   bool is_host() const override { return true; }
   // total: physical RAM; free: the kernel's MemAvailable estimate (/proc/meminfo), or free pages.
   MemoryInfo memory_info() const override;
+  // MemAvailable (what the kernel estimates can be allocated without swapping); nullopt when
+  // /proc/meminfo cannot be read.
+  std::optional<size_t> largest_free_block() const override;
   size_t alignment() const override { return kAlignment; }
   Result<std::unique_ptr<Buffer>> allocate(const BufferDesc& desc) override;
   // Any non-null host address is host memory.
