@@ -35,8 +35,10 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device));
   Backend& backend = st->devices->backend(*device);
   ContextOptions co = opt.context;
-  st->arena = std::make_unique<ComputeArena>(*device, model->name());
-  co.arena = st->arena.get();
+  st->arena = std::make_unique<ResidentArena>(*device, st->weights->owner(), model->name());
+  co.arena = &st->arena->arena();
+  st->media_path = opt.media_path;
+  st->max_media_bytes = opt.max_body;
   if (!opt.mmproj.empty()) {
     KILN_ASSIGN_OR_RETURN(st->vision, VisionModel::load(opt.mmproj, *model));
     co.input_embeddings = true;
@@ -45,7 +47,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   if (st->vision) {
     KILN_ASSIGN_OR_RETURN(st->encoder, VisionEncoder::create(st->vision, backend,
                                                              {.flash_attention = co.flash_attention,
-                                                              .arena = st->arena.get()}));
+                                                              .arena = &st->arena->arena()}));
   }
   if (st->ctx->n_ctx() / opt.n_parallel < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,

@@ -20,6 +20,7 @@
 #include "llm/speculative/speculator.h"
 #include "llm/vision_encoder.h"
 #include "llm/vision_model.h"
+#include "runtime/resident_arena.h"
 #include "serve/engine.h"
 #include "serve/http/router.h"
 #include "serve/server.h"
@@ -37,10 +38,13 @@ struct ServerState {
   std::unique_ptr<DeviceRegistry> devices;  // the thread pool and devices; options.device computes
   std::shared_ptr<DeviceWeights> weights;   // the model on that device, shared with the embedder
   std::shared_ptr<const VisionModel> vision;  // the mmproj (options.mmproj); null without one
-  // The compute arena on that device: the context and the vision encoder take turns in it.
-  std::unique_ptr<ComputeArena> arena;
+  // The compute arena on that device: the context and the vision encoder take turns in it. A
+  // resident of the weights' owner: counted against the budget, released when the model is evicted.
+  std::unique_ptr<ResidentArena> arena;
   std::unique_ptr<Context> ctx;
   std::unique_ptr<VisionEncoder> encoder;  // with `vision`: encodes request images (any thread)
+  std::string media_path;                  // ServerOptions::media_path
+  size_t max_media_bytes = 0;              // a media file's size limit: ServerOptions::max_body
   // With options.speculative: the draft sources and the draft model's context (a second owner of
   // the device's memory, in the same compute arena); driven by the engine thread only.
   std::unique_ptr<Speculator> speculator;
@@ -82,7 +86,7 @@ struct RouteContext {
   std::vector<SlotInfo> slots() const;
 };
 
-// GET /v1/models, /slots, /metrics. (/health, /v1/health and /props are the server's own.)
+// GET /v1/models, /slots, /metrics, /v1/memory. (/health, /v1/health and /props are the server's own.)
 void add_info_routes(http::Router& router, const RouteContext& rc);
 // POST /tokenize, /detokenize, /apply-template.
 void add_token_routes(http::Router& router, const RouteContext& rc);
