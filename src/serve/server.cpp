@@ -251,12 +251,16 @@ std::shared_ptr<ServerState> Server::lease(std::shared_ptr<ServerState> st) {
 }
 
 void Server::end_activity() {
+  bool idle = false;
   {
     std::lock_guard lock(mutex_);
-    --active_;
+    idle = --active_ == 0;
     last_activity_ = Clock::now();
   }
   cv_.notify_all();
+  // The last request out gives the heap's free pages back: many connections and requests at once
+  // leave free memory spread through glibc's arenas that free() alone keeps.
+  if (idle) trim_heap();
 }
 
 Result<std::shared_ptr<ServerState>> Server::acquire() {
