@@ -4,7 +4,7 @@
 // allocated again when the owner is pinned (or at the next plan; plans are made anew for every
 // graph, so nothing keeps the old address).
 //
-// Users pin `owner()` (ComputeArena::resident_owner) while they compute in the arena: a Context
+// Users pin the owner (arena().resident_owner()) while they compute in the arena: a Context
 // pins it beside its weights' owner, the vision encoder before it takes the arena's turn; so it is
 // never evicted under a running graph.
 // Ownership: holds the arena; `device` must outlive it. Thread-safety: as ComputeArena (users
@@ -22,14 +22,13 @@ namespace kiln {
 class ResidentArena final : private Evictable {
  public:
   ResidentArena(Device& device, OwnerId owner, const std::string& owner_name)
-      : owner_(owner), arena_(device, owner_name, &resident_) {
+      : arena_(device, owner_name, &resident_) {
     resident_.attach(device, owner, owner_name, MemoryKind::Compute, "re-planned", this);
   }
   ResidentArena(const ResidentArena&) = delete;
   ResidentArena& operator=(const ResidentArena&) = delete;
 
   ComputeArena& arena() { return arena_; }
-  OwnerId owner() const { return owner_; }
 
  private:
   Status evict() override {
@@ -38,7 +37,6 @@ class ResidentArena final : private Evictable {
   }
   Status restore() override { return arena_.allocate(); }
 
-  OwnerId owner_;
   Resident resident_;   // declared before the arena: outlives its buffer
   ComputeArena arena_;
 };
