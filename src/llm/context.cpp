@@ -96,7 +96,8 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
 
   // Reserve the arena for the largest micro-batch over the whole cache, allocate it once and
   // prepare the backend's scratch for it. An arena of the context's own is counted with its
-  // compute resident; a shared one belongs to whoever made it (it is not released on eviction).
+  // compute resident; a shared one is counted by whoever made it (a ResidentArena of the weights'
+  // owner is released and restored with the model).
   if (options.arena != nullptr) {
     if (&options.arena->device() != &dev)
       return make_error("context: the shared compute arena '", options.arena->owner(), "' is on device '",
@@ -121,10 +122,13 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   return c;
 }
 
-Result<ResidencyManager::Pin> Context::hold_memory() {
-  ResidencyManager::Pin pin;
+Result<Context::MemoryHold> Context::hold_memory() {
+  MemoryHold hold;
   if (ResidencyManager* m = backend_->device().residency()) {
-    KILN_ASSIGN_OR_RETURN(pin, m->pin(weights_->owner()));
+    KILN_ASSIGN_OR_RETURN(hold.weights, m->pin(weights_->owner()));
+    if (const OwnerId a = arena_->resident_owner(); a != 0 && a != weights_->owner()) {
+      KILN_ASSIGN_OR_RETURN(hold.arena, m->pin(a));
+    }
   }
   if (kv_->generation() != kv_generation_) {
     for (size_t il = 0; il < kv_layers_.size(); ++il) {
@@ -132,7 +136,7 @@ Result<ResidencyManager::Pin> Context::hold_memory() {
     }
     kv_generation_ = kv_->generation();
   }
-  return pin;
+  return hold;
 }
 
 Status Context::evict() {
@@ -166,7 +170,7 @@ Status Context::decode(const Batch& batch, const DecodeOptions& options) {
     return make_error("decode: batch arrays differ in length");
   if (static_cast<int64_t>(n) > opt_.n_batch)
     return make_error("decode: batch of ", n, " tokens exceeds n_batch ", opt_.n_batch);
-  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, hold_memory());
+  KILN_ASSIGN_OR_RETURN(const MemoryHold hold, hold_memory());
   if (!weights_->resident())
     return make_error("decode: the weights of '", model().name(), "' on ", weights_->device().name(),
                       " are released: rebuild them first");
@@ -369,7 +373,7 @@ struct SeqHeader {
 Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
-  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, hold_memory());
+  KILN_ASSIGN_OR_RETURN(const MemoryHold hold, hold_memory());
   std::vector<int64_t> cells;
   std::vector<int32_t> positions;
   for (int64_t c = 0; c < kv_->size(); ++c) {
@@ -403,7 +407,7 @@ Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, cons
 Result<std::vector<int32_t>> Context::load_sequence(int32_t seq, const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
-  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, hold_memory());
+  KILN_ASSIGN_OR_RETURN(const MemoryHold hold, hold_memory());
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("state: cannot read '", path, "'");
   SeqHeader h{};

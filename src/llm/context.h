@@ -136,9 +136,14 @@ class Context : private Evictable {
 
  private:
   Context() = default;
-  // Pins the owner's memory on the device for one pass (restoring what was evicted) and refreshes
-  // kv_layers_ when the cache moved; an empty pin on a device without a residency manager.
-  Result<ResidencyManager::Pin> hold_memory();
+  // The pins one pass holds: the weights' owner, and a shared arena's when another owner's.
+  struct MemoryHold {
+    ResidencyManager::Pin weights, arena;
+  };
+  // Pins the owner's memory on the device for one pass (restoring what was evicted), and the
+  // shared arena's owner when that is another model (a draft model computing in its target's
+  // arena), and refreshes kv_layers_ when the cache moved; empty pins without a residency manager.
+  Result<MemoryHold> hold_memory();
   // Evictable (the compute resident): frees the arena and the input buffer / allocates them again.
   Status evict() override;
   Status restore() override;

@@ -45,6 +45,7 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::create(std::shared_ptr<con
   KILN_ASSIGN_OR_RETURN(const EncoderGraph eg, proj.build(worst, w, h, e->attention_));
   KILN_ASSIGN_OR_RETURN(e->inputs_, dev.allocate({input_bytes(worst, eg), MemoryKind::Compute,
                                                   e->model_->name() + ":inputs"}));
+  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, e->pin_arena());
   const auto turn = e->arena_->take_turn();
   KILN_ASSIGN_OR_RETURN(e->worst_bytes_, e->arena_->reserve(worst));
   KILN_TRY(e->arena_->allocate());
@@ -62,12 +63,20 @@ Result<std::shared_ptr<const ImageEmbeddings>> VisionEncoder::encode(const Prepa
   }
   std::shared_ptr<const ImageEmbeddings> e;
   {
+    KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, pin_arena());
     const auto turn = arena_->take_turn();
     KILN_ASSIGN_OR_RETURN(e, run(image));
   }
   ++stats_.encoded;
   remember(e);
   return e;
+}
+
+Result<ResidencyManager::Pin> VisionEncoder::pin_arena() const {
+  ResidencyManager* m = backend_->device().residency();
+  const OwnerId owner = arena_->resident_owner();
+  if (owner == 0 || m == nullptr) return ResidencyManager::Pin();
+  return m->pin(owner);
 }
 
 Result<std::shared_ptr<const ImageEmbeddings>> VisionEncoder::run(const PreparedImage& image) {

@@ -12,8 +12,9 @@
 // once.
 //
 // Ownership: shares the VisionModel; the Backend (and a shared arena) must outlive the encoder.
-// Thread-safety: every public method takes the encoder's mutex, and the arena's turn while it
-// computes.
+// Thread-safety: every public method takes the encoder's mutex, pins the arena's owner (a shared
+// arena that is a model's resident: ComputeArena::resident_owner) and then takes the arena's turn
+// while it computes.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@
 #include "llm/context.h"
 #include "llm/vision_model.h"
 #include "runtime/backend.h"
+#include "runtime/residency.h"
 #include "runtime/planner.h"
 
 namespace kiln {
@@ -73,6 +75,8 @@ class VisionEncoder {
  private:
   VisionEncoder() = default;
   Result<std::shared_ptr<const ImageEmbeddings>> run(const PreparedImage& image);  // under mutex_ and the turn
+  // Keeps the shared arena's owner on the device (an empty pin without one or without a manager).
+  Result<ResidencyManager::Pin> pin_arena() const;
   void remember(std::shared_ptr<const ImageEmbeddings> e);                       // under mutex_
 
   std::shared_ptr<const VisionModel> model_;

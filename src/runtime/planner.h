@@ -119,6 +119,8 @@ class ComputeArena {
 
   Device& device() const { return *device_; }
   const std::string& owner() const { return owner_; }
+  // The owner whose resident the buffer is (users pin it while they compute here); 0: unmanaged.
+  OwnerId resident_owner() const { return resident_ != nullptr ? resident_->owner() : 0; }
   // The lock owners sharing this arena take turns by.
   [[nodiscard]] std::unique_lock<std::mutex> take_turn() { return std::unique_lock<std::mutex>(turn_); }
 

@@ -44,6 +44,7 @@ void Resident::attach(Device& device, OwnerId owner, std::string owner_name, Mem
                       std::string restore_how, Evictable* hooks) {
   KILN_ASSERT(device_ == nullptr, "Resident::attach: already attached");
   device_ = &device;
+  owner_ = owner;
   manager_ = device.residency();
   if (manager_ != nullptr) id_ = manager_->add(owner, std::move(owner_name), kind, std::move(restore_how), hooks);
 }

@@ -92,11 +92,14 @@ class Resident {
   Status set_external_bytes(size_t bytes);
   // 0, then +1 at every restore (always 0 unmanaged).
   uint64_t generation() const;
+  // The owner given to attach() (0 before).
+  OwnerId owner() const { return owner_; }
 
  private:
   Device* device_ = nullptr;
   ResidencyManager* manager_ = nullptr;
   uint64_t id_ = 0;
+  OwnerId owner_ = 0;
 };
 
 class ResidencyManager {

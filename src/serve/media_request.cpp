@@ -1,6 +1,7 @@
 #include "serve/media_request.h"
 
 #include "image/data_uri.h"
+#include "serve/media_file.h"
 
 namespace kiln::serve {
 namespace {
@@ -21,13 +22,20 @@ std::optional<HttpError> prepare(const ServerState& st, std::span<const uint8_t>
 std::optional<HttpError> read_image_url(const ServerState& st, std::string_view url, size_t index,
                                         std::shared_ptr<const PreparedImage>& out) {
   if (!st.vision) return HttpError{400, kNoVision};
+  const std::string name = "image " + std::to_string(index) + ": ";
+  if (url.starts_with("file://")) {
+    if (st.media_path.empty())
+      return HttpError{400, name + "file:// URLs are not allowed unless the server is started with --media-path DIR"};
+    auto bytes = read_media_file(st.media_path, url.substr(7), st.max_media_bytes);
+    if (!bytes.ok()) return HttpError{400, name + bytes.error().message};
+    return prepare(st, std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()), index, out);
+  }
   if (!url.starts_with("data:")) {
     const bool remote = url.starts_with("http://") || url.starts_with("https://");
-    return HttpError{
-        400, std::string("image ") + std::to_string(index) + ": " +
-                 (remote ? "remote image URLs are not fetched"
-                         : "only data: URLs are read (no file paths or other schemes)") +
-                 "; send the image inline as data:image/png;base64,... or data:image/jpeg;base64,..."};
+    return HttpError{400, name +
+                              (remote ? "remote image URLs are not fetched"
+                                      : "only data: and file:// URLs are read (no other schemes)") +
+                              "; send the image inline as data:image/png;base64,... or data:image/jpeg;base64,..."};
   }
   auto uri = parse_data_uri(url);
   if (!uri.ok()) return HttpError{400, "image " + std::to_string(index) + ": " + uri.error().message};

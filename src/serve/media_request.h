@@ -6,8 +6,9 @@
 // Each image is decoded, prepared and encoded on the request's thread, before the request is
 // queued: a bad image is a 400 naming the problem, and the engine only decodes embeddings. The
 // encoder takes turns with the engine on the one compute arena and keeps embeddings by content,
-// so a conversation that sends the same image every turn encodes it once. Only data: URLs are
-// read: remote URLs and file paths are refused (kiln fetches nothing on a client's behalf).
+// so a conversation that sends the same image every turn encodes it once. data: URLs are read, and
+// file:// URLs from the --media-path folder (media_file.h); remote URLs are refused (kiln fetches
+// nothing on a client's behalf).
 //
 // Thread-safety: reentrant; the encoder serializes encodes.
 #pragma once
@@ -25,8 +26,9 @@
 
 namespace kiln::serve {
 
-// The image an image_url part's url carries (a data: URL); `index` counts the request's images
-// from 0 for errors. A 400 without --mmproj, for other URLs and for bad images.
+// The image an image_url part's url carries (a data: URL, or a file:// URL under --media-path);
+// `index` counts the request's images from 0 for errors. A 400 without --mmproj, for other URLs,
+// for files media_file.h refuses and for bad images.
 std::optional<HttpError> read_image_url(const ServerState& st, std::string_view url, size_t index,
                                         std::shared_ptr<const PreparedImage>& out);
 

@@ -78,6 +78,9 @@ class ModelRouter {
   // What is known of `name` since it first loaded; null before.
   std::shared_ptr<const ModelInfo> info(const std::string& name) const;
 
+  // The registry every model's state runs on (the shared budgets).
+  const std::shared_ptr<DeviceRegistry>& devices() const { return devices_; }
+
   // Cancels every generation and refuses new requests.
   void stop();
 

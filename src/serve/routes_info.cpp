@@ -1,5 +1,6 @@
-// GET /slots, /metrics. These routes only look: they never wake a sleeping server. With many
-// models they take ?model=NAME.
+// GET /slots, /metrics, /v1/memory. These routes only look: they never wake a sleeping server.
+// With many models /slots and /metrics take ?model=NAME; /v1/memory shows
+// the devices all the models share.
 //
 // /metrics: Prometheus text exposition (text/plain; version=0.0.4) with llama-server's metric
 // names, so dashboards made for it work: llamacpp:prompt_tokens_total, prompt_seconds_total,
@@ -7,9 +8,16 @@
 // n_busy_slots_per_decode, prompt_tokens_seconds, predicted_tokens_seconds (averages since the
 // engine started; llama-server resets its throughput buckets at each scrape), kv_cache_usage_ratio,
 // kv_cache_tokens, requests_processing, requests_deferred (gauges); spec_decode_num_draft_tokens_total,
-// spec_decode_num_accepted_tokens_total, spec_decode_num_drafts_total (speculative decoding); plus kiln:requests_total and
-// kiln:requests_rejected_total (503 because the queue was full). The counters belong to the engine:
-// while the server sleeps (or loads) there is none, and /metrics answers 503.
+// spec_decode_num_accepted_tokens_total, spec_decode_num_drafts_total (speculative decoding); plus
+// kiln:requests_total and kiln:requests_rejected_total (503 because the queue was full), and the
+// memory breakdown as gauges (kiln:memory_device_bytes{device,what} and
+// kiln:memory_owner_bytes{device,owner,kind}, the figures of /v1/memory). The counters belong to
+// the engine: while the server sleeps (or loads) there is none, and /metrics answers 503.
+//
+// /v1/memory: the residency manager's breakdown (runtime/memory_breakdown.h) as JSON, in bytes:
+// {"devices": [{"device", "total", "free", "budget" (null: none), "counted", "unaccounted",
+//   "owners": [{"id", "name", "weights", "kv", "compute", "scratch", "evicted_residents",
+//   "pinned"}]}]}; while the server sleeps or loads nothing is on any device: "devices" is empty.
 #include <sstream>
 
 #include "serve/api_json.h"
@@ -21,12 +29,30 @@ namespace {
 class Exposition {
  public:
   void add(const char* name, const char* type, const char* help, double value) {
-    out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " ";
+    describe(name, type, help);
+    sample(name, "", value);
+  }
+  // A metric's HELP and TYPE lines; its samples follow (sample()).
+  void describe(const char* name, const char* type, const char* help) {
+    out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  }
+  // One sample; `labels` is empty or `{a="x",b="y"}` (values escaped by label()).
+  void sample(const char* name, const std::string& labels, double value) {
+    out_ << name << labels << " ";
     if (value == static_cast<double>(static_cast<int64_t>(value)))
       out_ << static_cast<int64_t>(value);
     else
       out_ << value;
     out_ << "\n";
+  }
+  // `key="value"` with the value escaped as the text format wants (backslash, quote, newline).
+  static std::string label(const char* key, const std::string& value) {
+    std::string out = std::string(key) + "=\"";
+    for (char c : value) {
+      if (c == '\\' || c == '"') out += '\\';
+      out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    }
+    return out + "\"";
   }
   std::string str() const { return out_.str(); }
 
@@ -69,6 +95,67 @@ std::string metrics_text(const EngineMetrics& m) {
   return e.str();
 }
 
+size_t kind_bytes(const OwnerMemory& o, MemoryKind kind) { return o.bytes[static_cast<int>(kind)]; }
+
+std::string memory_metrics_text(const std::vector<DeviceMemoryBreakdown>& devices) {
+  Exposition e;
+  e.describe("kiln:memory_device_bytes", "gauge",
+             "Device memory in bytes: total and free (the device's), budget (--max-mem; absent without "
+             "one), counted (what the residency manager counts), unaccounted (allocated outside it).");
+  for (const DeviceMemoryBreakdown& d : devices) {
+    auto add = [&](const char* what, size_t bytes) {
+      e.sample("kiln:memory_device_bytes",
+               "{" + Exposition::label("device", d.device) + "," + Exposition::label("what", what) + "}",
+               static_cast<double>(bytes));
+    };
+    add("total", d.total);
+    add("free", d.free);
+    if (d.budget != kNoBudget) add("budget", d.budget);
+    add("counted", d.counted);
+    add("unaccounted", d.unaccounted);
+  }
+  e.describe("kiln:memory_owner_bytes", "gauge",
+             "Bytes a model holds on a device now, by kind (weights, kv, compute, scratch).");
+  for (const DeviceMemoryBreakdown& d : devices) {
+    for (const OwnerMemory& o : d.owners) {
+      for (int k = 0; k < kMemoryKindCount; ++k) {
+        const auto kind = static_cast<MemoryKind>(k);
+        e.sample("kiln:memory_owner_bytes",
+                 "{" + Exposition::label("device", d.device) + "," +
+                     Exposition::label("owner", o.name + " #" + std::to_string(o.owner)) + "," +
+                     Exposition::label("kind", memory_kind_name(kind)) + "}",
+                 static_cast<double>(kind_bytes(o, kind)));
+      }
+    }
+  }
+  return e.str();
+}
+
+json memory_json(const std::vector<DeviceMemoryBreakdown>& devices) {
+  json out = json::array();
+  for (const DeviceMemoryBreakdown& d : devices) {
+    json owners = json::array();
+    for (const OwnerMemory& o : d.owners) {
+      owners.push_back({{"id", o.owner},
+                        {"name", o.name},
+                        {"weights", kind_bytes(o, MemoryKind::Weights)},
+                        {"kv", kind_bytes(o, MemoryKind::Kv)},
+                        {"compute", kind_bytes(o, MemoryKind::Compute)},
+                        {"scratch", kind_bytes(o, MemoryKind::Scratch)},
+                        {"evicted_residents", o.evicted_residents},
+                        {"pinned", o.pinned}});
+    }
+    out.push_back({{"device", d.device},
+                   {"total", d.total},
+                   {"free", d.free},
+                   {"budget", d.budget == kNoBudget ? json(nullptr) : json(d.budget)},
+                   {"counted", d.counted},
+                   {"unaccounted", d.unaccounted},
+                   {"owners", std::move(owners)}});
+  }
+  return {{"object", "memory"}, {"devices", std::move(out)}};
+}
+
 }  // namespace
 
 void add_info_routes(http::Router& r, const RouteContext& rc) {
@@ -91,6 +178,11 @@ void add_info_routes(http::Router& r, const RouteContext& rc) {
     send_json(ex, out);
   });
 
+  r.get("/v1/memory", [rc](const http::Request&, http::Exchange& ex) {
+    const std::shared_ptr<DeviceRegistry> devices = rc.devices();
+    send_json(ex, memory_json(devices ? devices->memory_breakdown() : std::vector<DeviceMemoryBreakdown>{}));
+  });
+
   r.get("/metrics", [rc](const http::Request& req, http::Exchange& ex) {
     const auto look = rc.look(req, ex);
     if (!look) return;
@@ -98,7 +190,7 @@ void add_info_routes(http::Router& r, const RouteContext& rc) {
     if (!st) return send_error(ex, {503, "no model is loaded now (loading or asleep): no metrics"});
     ex.respond({.status = 200,
                 .content_type = "text/plain; version=0.0.4",
-                .body = metrics_text(st->engine->metrics()),
+                .body = metrics_text(st->engine->metrics()) + memory_metrics_text(st->devices->memory_breakdown()),
                 .headers = {}});
   });
 }

@@ -87,8 +87,10 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   if (shared) st->backend = st->devices->new_backend(*device);
   Backend& backend = st->backend ? *st->backend : st->devices->backend(*device);
   ContextOptions co = opt.context;
-  st->arena = std::make_unique<ComputeArena>(*device, model->name());
-  co.arena = st->arena.get();
+  st->arena = std::make_unique<ResidentArena>(*device, st->weights->owner(), model->name());
+  co.arena = &st->arena->arena();
+  st->media_path = opt.media_path;
+  st->max_media_bytes = opt.max_body;
   if (!opt.mmproj.empty()) {
     KILN_ASSIGN_OR_RETURN(st->vision, VisionModel::load(opt.mmproj, *model));
     co.input_embeddings = true;
@@ -97,7 +99,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   if (st->vision) {
     KILN_ASSIGN_OR_RETURN(st->encoder, VisionEncoder::create(st->vision, backend,
                                                              {.flash_attention = co.flash_attention,
-                                                              .arena = st->arena.get()}));
+                                                              .arena = &st->arena->arena()}));
   }
   if (st->ctx->n_ctx() / opt.n_parallel < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,
@@ -212,6 +214,12 @@ std::shared_ptr<ServerState> RouteContext::ready(http::Exchange& ex, const json&
     return nullptr;
   }
   return std::get<std::shared_ptr<ServerState>>(std::move(got));
+}
+
+std::shared_ptr<DeviceRegistry> RouteContext::devices() const {
+  if (ModelRouter* router = server.router()) return router->devices();
+  auto st = server.peek();
+  return st ? st->devices : nullptr;
 }
 
 std::optional<RouteContext::Look> RouteContext::look(const http::Request& req, http::Exchange& ex) const {
@@ -342,12 +350,16 @@ std::shared_ptr<ServerState> Server::lease(std::shared_ptr<ServerState> st) {
 }
 
 void Server::end_activity() {
+  bool idle = false;
   {
     std::lock_guard lock(mutex_);
-    --active_;
+    idle = --active_ == 0;
     last_activity_ = Clock::now();
   }
   cv_.notify_all();
+  // The last request out gives the heap's free pages back: many connections and requests at once
+  // leave free memory spread through glibc's arenas that free() alone keeps.
+  if (idle) trim_heap();
 }
 
 Result<std::shared_ptr<ServerState>> Server::acquire() {

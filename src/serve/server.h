@@ -4,7 +4,8 @@
 //                               (asleep: {"status": "ok", "sleeping": true})
 //   GET  /props                 llama-server's server properties (is_sleeping included)
 //   GET  /v1/models, /slots
-//   GET  /metrics               Prometheus text (llama-server's metric names)
+//   GET  /metrics               Prometheus text (llama-server's metric names, plus memory gauges)
+//   GET  /v1/memory             the memory breakdown per device and model (JSON)
 //   POST /v1/completions, /v1/chat/completions   (stream false, or SSE chunks then [DONE])
 //   POST /completion                             (llama-server's native shape)
 //   POST /v1/embeddings, /embeddings             (with options.embeddings)
@@ -87,6 +88,8 @@ struct ServerOptions {
   ContextOptions context;            // n_ctx is shared by the slots
   bool embeddings = false;           // serve POST /v1/embeddings (--embeddings)
   std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
+  std::string media_path;            // the folder file:// image URLs are read from (--media-path);
+                                     // empty: file:// URLs are refused
                                      // Loaded with the model, released with it when asleep.
   std::string pooling;               // none|mean|cls|last; empty: the model's, else mean (--pooling)
   // Speculative decoding (--spec-type, --spec-*; no sources: off). draft_model: the draft-simple

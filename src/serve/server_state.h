@@ -21,6 +21,7 @@
 #include "llm/vision_encoder.h"
 #include "llm/vision_model.h"
 #include "serve/api_json.h"
+#include "runtime/resident_arena.h"
 #include "serve/engine.h"
 #include "serve/http/router.h"
 #include "serve/server.h"
@@ -44,10 +45,13 @@ struct ServerState {
   std::unique_ptr<Backend> backend;
   std::shared_ptr<DeviceWeights> weights;   // the model on that device, shared with the embedder
   std::shared_ptr<const VisionModel> vision;  // the mmproj (options.mmproj); null without one
-  // The compute arena on that device: the context and the vision encoder take turns in it.
-  std::unique_ptr<ComputeArena> arena;
+  // The compute arena on that device: the context and the vision encoder take turns in it. A
+  // resident of the weights' owner: counted against the budget, released when the model is evicted.
+  std::unique_ptr<ResidentArena> arena;
   std::unique_ptr<Context> ctx;
   std::unique_ptr<VisionEncoder> encoder;  // with `vision`: encodes request images (any thread)
+  std::string media_path;                  // ServerOptions::media_path
+  size_t max_media_bytes = 0;              // a media file's size limit: ServerOptions::max_body
   // With options.speculative: the draft sources and the draft model's context (a second owner of
   // the device's memory, in the same compute arena); driven by the engine thread only.
   std::unique_ptr<Speculator> speculator;
@@ -102,13 +106,16 @@ struct RouteContext {
   // Null after answering the error (503 before the model first loaded; with many models 400
   // without ?model=, 404 for an unknown one).
   std::optional<Look> look(const http::Request& req, http::Exchange& ex) const;
+  // The devices the server's models run on (with many models, the registry they all share); null
+  // while the one model is asleep or loading. Never wakes or loads anything.
+  std::shared_ptr<DeviceRegistry> devices() const;
 };
 
 // GET /v1/models and /models with many models: every model and its status; POST /models/load,
 // /models/unload.
 void add_model_routes(http::Router& router, const RouteContext& rc);
 
-// GET /v1/models, /slots, /metrics. (/health, /v1/health and /props are the server's own.)
+// GET /slots, /metrics, /v1/memory. (/health, /v1/health and /props are the server's own.)
 void add_info_routes(http::Router& router, const RouteContext& rc);
 // POST /tokenize, /detokenize, /apply-template.
 void add_token_routes(http::Router& router, const RouteContext& rc);

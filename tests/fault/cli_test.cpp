@@ -299,6 +299,8 @@ TEST(Cli, NonsenseValuesAreRefusedWithOneLine) {
       {"serve --port 99999 -m /nonexistent.gguf", "kiln serve: --port: '99999' must be in 0..65535\n"},
       {"serve --port -1 -m /nonexistent.gguf", "kiln serve: --port: '-1' must be in 0..65535\n"},
       {"serve -np 0 -m /nonexistent.gguf", "kiln serve: -np: '0' must be in 1..64\n"},
+      {"serve --media-path /nonexistent/folder -m /nonexistent.gguf",
+       "kiln serve: --media-path: '/nonexistent/folder' is not a folder\n"},
       {"perplexity --chunks 0 -m /nonexistent.gguf -f x.txt",
        "kiln perplexity: --chunks: '0' must be -1 or at least 1\n"},
       {"bench -r 0 -m /nonexistent.gguf", "kiln bench: -r: '0' must be at least 1\n"},

@@ -8,6 +8,7 @@
 #include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -478,15 +479,23 @@ TEST(ChatCommand, TerminalLinesCanBeEditedAndRecalled) {
     }
   } reaper{pid};
   std::string screen, shown;  // all the terminal showed; what it showed since the last keys typed
+  // libedit reads keys with the terminal in raw mode, set after the prompt is on the screen: a key
+  // typed before that goes through the cooked line discipline first (a Ctrl-D there becomes a
+  // character in the line, not the end of input). The pty shares its settings with this side.
+  auto raw_mode = [&] {
+    termios t{};
+    return tcgetattr(master, &t) == 0 && (t.c_lflag & ICANON) == 0;
+  };
   // Reads the terminal until `replies` replies are in the output file, the screen shows `notice`
   // since the last keys typed, and the prompt "> " waits for a line (the last thing on the
-  // screen); false after 30 s without that.
+  // screen) with the terminal in raw mode; false after 30 s without that.
   auto at_prompt = [&](size_t replies, const std::string& notice = "") {
     std::string want;
     for (size_t i = 0; i < replies; ++i) want += reply + "\n";
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {
-      if (shown.ends_with("> ") && shown.find(notice) != std::string::npos && read_all(out_path) == want)
+      if (shown.ends_with("> ") && shown.find(notice) != std::string::npos &&
+          read_all(out_path) == want && raw_mode())
         return true;
       pollfd pfd{master, POLLIN, 0};
       if (poll(&pfd, 1, 100) < 0) return false;
@@ -510,11 +519,21 @@ TEST(ChatCommand, TerminalLinesCanBeEditedAndRecalled) {
   ASSERT_TRUE(at_prompt(1, "new conversation")) << screen;
   ASSERT_TRUE(type("\x1b[A\x1b[A\r"));  // Up twice: the first message again
   ASSERT_TRUE(at_prompt(2)) << screen;
-  ASSERT_TRUE(type("\x04"));  // Ctrl-D on an empty line ends the chat
+  // Ctrl-D on an empty line ends the chat. The terminal is read meanwhile, so that what the chat
+  // writes on its way out never waits for this side.
+  ASSERT_TRUE(type("\x04"));
   int status = 0;
   for (int i = 0; i < 300 && !reaper.reaped; ++i) {
     reaper.reaped = waitpid(pid, &status, WNOHANG) == pid;
-    if (!reaper.reaped) usleep(100000);
+    if (reaper.reaped) break;
+    pollfd pfd{master, POLLIN, 0};
+    if (poll(&pfd, 1, 100) > 0 && (pfd.revents & POLLIN) != 0) {
+      char buf[4096];
+      const ssize_t got = read(master, buf, sizeof buf);
+      if (got > 0) screen.append(buf, static_cast<size_t>(got));
+    } else {
+      usleep(100000);  // nothing to read (or the terminal hung up): wait as long as the poll would
+    }
   }
   ASSERT_TRUE(reaper.reaped) << "kiln chat did not end after Ctrl-D\n" << screen;
   close(master);

@@ -389,17 +389,21 @@ TEST_F(CompletionsTest, NativeProbabilities) {
   EXPECT_EQ(none["stop_type"], "limit");
 }
 
-// "name value" lines (and # HELP / # TYPE), into a map.
+// "name value" and "name{labels} value" lines (and # HELP / # TYPE), into a map keyed by the
+// name with its labels (label values may hold spaces).
 std::map<std::string, double> parse_metrics(const std::string& text) {
   std::map<std::string, double> out;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) continue;
-    std::istringstream ls(line);
-    std::string name, extra;
+    const size_t labels_end = line.find('{') == std::string::npos ? 0 : line.rfind('}') + 1;
+    const size_t name_end = line.find(' ', labels_end);
+    const std::string name = line.substr(0, name_end);
+    std::istringstream ls(name_end == std::string::npos ? std::string() : line.substr(name_end));
+    std::string extra;
     double value = NAN;
-    ls >> name >> value;
+    ls >> value;
     EXPECT_TRUE(!ls.fail() && !(ls >> extra)) << "bad metrics line: " << line;
     out[name] = value;
   }

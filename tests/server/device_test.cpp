@@ -1,7 +1,8 @@
 // A server whose model runs on a sim device (ServerOptions::device, as `kiln serve --device sim0`)
 // answers exactly what the same server on the CPU answers: completions with log-probabilities
 // (several slots decoding together) and embeddings (the embedder's own context and backend on the
-// device); a model that does not fit the device is refused at attach with the numbers.
+// device); a model that does not fit the device is refused at attach with the numbers; its memory
+// is reported per device and model (GET /v1/memory, /metrics).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -78,6 +79,66 @@ TEST(ServerOnSimDevice, AnswersAsTheCpuDoes) {
         << "answer " << i << ": " << json::diff(answers[0][i], answers[1][i]).dump();
   EXPECT_EQ(answers[1][0]["choices"][0]["text"], answers[1][1]["choices"][0]["text"]);
   for (auto& s : servers) s->stop();
+}
+
+std::string get(int port, const char* path) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60);
+  auto r = c.Get(path);
+  EXPECT_TRUE(r);
+  if (!r) return "";
+  EXPECT_EQ(r->status, 200) << r->body;
+  return r->body;
+}
+
+// GET /v1/memory and the /metrics gauges give the residency manager's breakdown: on a budgeted
+// sim0 the model's weights, KV cache and compute arena (shared with an image encoder, yet counted)
+// under one owner, nothing unaccounted, and the same figures in both routes.
+TEST(ServerOnSimDevice, ReportsItsMemoryPerDeviceAndModel) {
+  const auto model = load_model();
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  ServerOptions o = options("sim0", size_t{512} << 20);
+  o.budgets = {{.device = "sim0", .gib = 0.375}};  // the arena holds 256 rows of 151,936 logits
+  Server server(o);
+  auto port = server.listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  const Status attached = server.attach(*model);
+  ASSERT_TRUE(attached.ok()) << attached.error().message;
+  EXPECT_FALSE(post(*port, "/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 2}}).empty());
+
+  const json memory = json::parse(get(*port, "/v1/memory"));
+  ASSERT_EQ(memory["devices"].size(), 2u) << memory.dump();
+  const json& sim = memory["devices"][1];
+  EXPECT_EQ(sim["device"], "sim0");
+  EXPECT_EQ(sim["budget"], size_t{384} << 20);
+  EXPECT_EQ(sim["unaccounted"], 0) << sim.dump();
+  EXPECT_LE(sim["counted"].get<size_t>(), sim["budget"].get<size_t>());
+  // The model and the backend's kernel scratch (an owner of its own); every counted byte is theirs.
+  ASSERT_EQ(sim["owners"].size(), 2u) << sim.dump();
+  size_t sum = 0;
+  for (const json& o : sim["owners"]) {
+    for (const char* kind : {"weights", "kv", "compute", "scratch"}) sum += o[kind].get<size_t>();
+  }
+  EXPECT_EQ(sum, sim["counted"].get<size_t>());
+  const json& owner = sim["owners"][0]["weights"] > 0 ? sim["owners"][0] : sim["owners"][1];
+  EXPECT_EQ(owner["name"], model->get()->name());
+  EXPECT_GT(owner["weights"].get<size_t>(), size_t{8} << 20);
+  EXPECT_GT(owner["kv"].get<size_t>(), 0u);
+  // The arena the context shares with an image encoder holds 256 rows of 151,936 logits.
+  EXPECT_GT(owner["compute"].get<size_t>(), size_t{256 * 151936 * 4});
+
+  const std::string metrics = get(*port, "/metrics");
+  const std::string owner_labels = "device=\"sim0\",owner=\"" + owner["name"].get<std::string>() + " #" +
+                                   std::to_string(owner["id"].get<uint64_t>()) + "\"";
+  for (const char* kind : {"weights", "kv", "compute"}) {
+    const std::string line = "kiln:memory_owner_bytes{" + owner_labels + ",kind=\"" + kind + "\"} " +
+                             std::to_string(owner[kind].get<size_t>()) + "\n";
+    EXPECT_NE(metrics.find(line), std::string::npos) << line << "not in\n" << metrics;
+  }
+  EXPECT_NE(metrics.find("kiln:memory_device_bytes{device=\"sim0\",what=\"budget\"} 402653184\n"),
+            std::string::npos)
+      << metrics;
+  server.stop();
 }
 
 TEST(ServerOnSimDevice, AModelThatDoesNotFitIsRefusedAtAttach) {

@@ -1,9 +1,12 @@
 // A server with an mmproj (ServerOptions::mmproj, `kiln serve --mmproj`): llama-server's
 // /completion multimodal_data reproduces llama.cpp's greedy tokens for both projectors, an OpenAI
 // image_url part answers as the same prompt on /completion does, a repeated image is reused from
-// the slot's cache, and bad images get a 400 naming the problem while the server keeps serving.
+// the slot's cache, bad images get a 400 naming the problem while the server keeps serving, and
+// file:// URLs read the --media-path folder and nothing outside it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -41,7 +44,7 @@ std::string base64(const std::string& bytes) {
 struct TestServer {
   std::unique_ptr<Server> server;
   int port = 0;
-  explicit TestServer(const std::string& mmproj, int32_t n_parallel = 1) {
+  explicit TestServer(const std::string& mmproj, int32_t n_parallel = 1, const std::string& media_path = "") {
     ServerOptions o;
     o.n_parallel = n_parallel;
     o.n_threads = 2;
@@ -50,6 +53,7 @@ struct TestServer {
     o.context.type_v = DType::F32;
     o.context.flash_attention = FlashAttention::Off;
     o.mmproj = mmproj;
+    o.media_path = media_path;
     server = std::make_unique<Server>(o);
     auto p = server->listen("127.0.0.1", 0);
     EXPECT_TRUE(p.ok());
@@ -150,7 +154,8 @@ TEST(ServerImages, BadImagesGetA400AndTheServerKeepsServing) {
        "PNG of 30000 x 30000 pixels exceeds the limit"},
       {"data:image/svg+xml;base64," + base64(svg), "image: SVG is not supported (PNG and JPEG images are)"},
       {"https://example.com/cat.png", "remote image URLs are not fetched"},
-      {"/etc/passwd", "only data: URLs are read"},
+      {"/etc/passwd", "only data: and file:// URLs are read"},
+      {"file://test-224.png", "file:// URLs are not allowed unless the server is started with --media-path DIR"},
   };
   for (const auto& c : cases) {
     const auto [status, out] = s.post("/v1/chat/completions", image_chat(c.url));
@@ -176,6 +181,49 @@ TEST(ServerImages, BadImagesGetA400AndTheServerKeepsServing) {
       text_only.post("/v1/chat/completions", image_chat("data:image/png;base64," + base64(png)));
   EXPECT_EQ(t_status, 400);
   EXPECT_NE(t_out["error"]["message"].get<std::string>().find("--mmproj"), std::string::npos) << t_out;
+}
+
+TEST(ServerImages, MediaPathServesFilesInItsFolderAndNothingOutsideIt) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln-media-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "photos");
+  fs::copy_file(kMtmd + "test-224.png", dir / "photos" / "cat.png");
+  fs::create_symlink(fs::absolute(kMtmd + "test-224.png"), dir / "escape.png");  // points outside
+  fs::create_symlink(dir / "photos" / "cat.png", dir / "inside.png");           // points inside
+  TestServer s(kMtmd + "mmproj-gemma3.gguf", 1, dir.string());
+  const std::string data_url = "data:image/png;base64," + base64(file_bytes(kMtmd + "test-224.png"));
+  auto greedy = [](const std::string& url) {
+    json body = image_chat(url);
+    body["temperature"] = 0;
+    return body;
+  };
+  const auto [d_status, by_data] = s.post("/v1/chat/completions", greedy(data_url));
+  ASSERT_EQ(d_status, 200) << by_data.dump();
+  for (const char* url : {"file://photos/cat.png", "file:///photos/cat.png", "file://inside.png"}) {
+    const auto [status, out] = s.post("/v1/chat/completions", greedy(url));
+    ASSERT_EQ(status, 200) << url << ": " << out.dump();
+    EXPECT_EQ(out["choices"][0]["message"]["content"], by_data["choices"][0]["message"]["content"]) << url;
+  }
+  const struct {
+    std::string url, message;
+  } refused[] = {
+      {"file://../kiln-media/photos/cat.png", "file path is not allowed"},
+      {"file://photos/cat.png.", "file path is not allowed"},
+      {"file://photos/c:at.png", "file path is not allowed"},
+      {"file://photos/ca\x01t.png", "file path is not allowed"},
+      {"file://", "file path is not allowed"},
+      {"file://photos/dog.png", "no file 'photos/dog.png' in the media folder"},
+      {"file://escape.png", "'escape.png' leads out of the media folder"},
+      {"file://photos", "'photos' is not a regular file"},
+  };
+  for (const auto& c : refused) {
+    const auto [status, out] = s.post("/v1/chat/completions", image_chat(c.url));
+    EXPECT_EQ(status, 400) << c.url;
+    const std::string message = out["error"]["message"];
+    EXPECT_NE(message.find(c.message), std::string::npos) << c.url << ": " << message;
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

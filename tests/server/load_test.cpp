@@ -248,8 +248,14 @@ TEST(ServerLoad, ThirtyTwoStreamingClients) {
   const bool idle = kiln::test::wait_slots_idle(port, 5s, &slots);
   const double idle_s = std::chrono::duration<double>(Clock::now() - t_idle).count();
   EXPECT_TRUE(idle) << "slots still busy 5 s after the load: " << slots.dump();
-  std::this_thread::sleep_for(200ms);
-  const int64_t rss_end = server->rss_kib();
+  // RSS must come back: the connections the load cut close and free their buffers asynchronously,
+  // so it is sampled for up to 3 s, until it is within the bound.
+  const int64_t rss_bound = rss_warm + rss_warm * kRssMarginPercent / 100 + kRssMarginKib;
+  int64_t rss_end = 0;
+  for (int i = 0; i < 15 && (i == 0 || rss_end > rss_bound); ++i) {
+    std::this_thread::sleep_for(200ms);
+    rss_end = server->rss_kib();
+  }
 
   std::printf(
       "load: %d clients, %.1f s: %d requests: %d complete, %d cancelled by the client, %d refused (503), "
@@ -266,8 +272,7 @@ TEST(ServerLoad, ThirtyTwoStreamingClients) {
   EXPECT_EQ(tally.n_failures.load(), 0) << "the server's log:\n" << server->log();
   EXPECT_GT(tally.completed.load(), 0);
   EXPECT_GT(tally.cancelled.load(), 0);
-  EXPECT_LE(rss_end, rss_warm + rss_warm * kRssMarginPercent / 100 + kRssMarginKib)
-      << "RSS grew from " << rss_warm << " KiB to " << rss_end << " KiB";
+  EXPECT_LE(rss_end, rss_bound) << "RSS grew from " << rss_warm << " KiB to " << rss_end << " KiB";
 
   // Still serving normally.
   httplib::Client c("127.0.0.1", port);

@@ -193,7 +193,9 @@ int run_bench(int argc, char** argv) {
   std::shared_ptr<const PreparedImage> image;
   if (*vision) {
     auto enc = VisionEncoder::create(*vision, mc->backend(),
-                                     {.flash_attention = co.flash_attention, .arena = mc->arena.get(), .cache_images = 0});
+                                     {.flash_attention = co.flash_attention,
+                                      .arena = &mc->arena->arena(),
+                                      .cache_images = 0});
     if (!enc.ok()) {
       std::fprintf(stderr, "kiln bench: %s\n", enc.error().message.c_str());
       return 1;

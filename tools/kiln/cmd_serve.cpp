@@ -1,7 +1,7 @@
 // `kiln serve`: the OpenAI-compatible HTTP server (src/serve/server.h).
 //   kiln serve [-m MODEL.gguf] [--host 127.0.0.1] [--port 8080] [--parallel N] [--api-key K]
 //              [--chat-template-file F] [--sleep-idle-seconds N] [--mmproj MMPROJ.gguf] [--timeout S]
-//              [--max-body N] [--reuse-port] [--cors-origins LIST] [model flags]
+//              [--max-body N] [--reuse-port] [--cors-origins LIST] [--media-path DIR] [model flags]
 //              [--spec-type TYPES] [-md DRAFT.gguf] ...   (speculative decoding: same output, faster)
 // It raises its open-file limit to the hard limit (every connection is a descriptor), listens
 // (GET /health answers 503 while the model loads; a port in use is an error), then serves until
@@ -16,6 +16,7 @@
 // every model's idle eviction (a preset's sleep-idle-seconds replaces it per model).
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -83,7 +84,7 @@ const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; 
 int run_serve(int argc, char** argv) {
   ModelFlags mf;
   SpeculativeFlags spf;
-  std::string host = "127.0.0.1", api_key, template_file, pooling, mmproj;
+  std::string host = "127.0.0.1", api_key, template_file, pooling, mmproj, media_path;
   int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0, timeout = 3600;
   size_t max_body = size_t{16} << 20;
   bool embeddings = false, reuse_port = false;
@@ -118,6 +119,8 @@ int run_serve(int argc, char** argv) {
           "Jinja chat template to use instead of the model's");
   p.value({"--mmproj"}, &mmproj, "FILE",
           "the model's vision encoder and projector (llama.cpp's mmproj GGUF): requests may carry images");
+  p.value({"--media-path"}, &media_path, "DIR",
+          "folder whose files image URLs may name as file://PATH (relative to it); default: none");
   p.flag({"--embeddings"}, &embeddings, "serve POST /v1/embeddings and /embeddings");
   p.value({"--pooling"}, &pooling, "none|mean|cls|last",
           "embedding pooling (default: the model's, else mean)");
@@ -170,6 +173,8 @@ int run_serve(int argc, char** argv) {
     if (auto pp = parse_pooling(pooling); !pp.ok())
       return fail("serve", "--pooling: " + pp.error().message, 2);
   }
+  if (struct stat st {}; !media_path.empty() && (stat(media_path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+    return fail("serve", "--media-path: '" + media_path + "' is not a folder", 2);
 
   serve::ServerOptions opt;
   opt.n_parallel = parallel;
@@ -183,6 +188,7 @@ int run_serve(int argc, char** argv) {
   opt.embeddings = embeddings;
   opt.pooling = pooling;
   opt.mmproj = mmproj;
+  opt.media_path = media_path;
   opt.sleep_idle_seconds = sleep_idle;
   opt.models = models;
   opt.models_max = models_max;

@@ -15,6 +15,7 @@
 #include "llm/model.h"
 #include "options.h"
 #include "runtime/backend.h"
+#include "runtime/resident_arena.h"
 
 namespace kiln::cli {
 
@@ -25,7 +26,7 @@ namespace kiln::cli {
 struct ModelContext {
   std::unique_ptr<DeviceRegistry> devices;
   std::shared_ptr<DeviceWeights> weights;
-  std::unique_ptr<ComputeArena> arena;
+  std::unique_ptr<ResidentArena> arena;  // a resident of the weights' owner
   std::unique_ptr<Context> context;
   // The backend `context` runs on (the registry's, for the weights' device).
   Backend& backend() const { return devices->backend(weights->device()); }
