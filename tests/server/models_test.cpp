@@ -11,9 +11,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <variant>
 
+#include "backends/sim/sim_device.h"
 #include "http_client.h"
 #include "serve/model_catalog.h"
+#include "serve/model_router.h"
+#include "serve/server_state.h"
 #include "serve/server.h"
 #include "test_data.h"
 
@@ -22,8 +26,9 @@ namespace {
 
 using nlohmann::json;
 
-// Each fixture's weights take about 16 MiB on sim0; its KV cache (256 cells) and input buffer
-// a little more. 0.025 GiB (25.6 MiB) holds one model, not two.
+// On sim0 each fixture's weights take about 10 MiB and its compute arena (16 rows of 151,936
+// logits) 9.7 MiB; its KV cache (256 cells) and input buffer a little more. 0.025 GiB (25.6 MiB)
+// holds one model, not two.
 constexpr double kRoomForOne = 0.025;
 constexpr double kRoomForBoth = 1.0;
 
@@ -128,6 +133,13 @@ TEST(ManyModels, AlternatingRequestsOnABudgetForOneEqualARoomyServer) {
   const auto roomy_states = roomy.states();
   EXPECT_EQ(roomy_states.at("qwen2"), "loaded");
   EXPECT_EQ(roomy_states.at("qwen3"), "loaded");
+  // The device never held more than the budget, restores included.
+  auto sim0 = tight.server.router()->devices()->find("sim0");
+  ASSERT_TRUE(sim0.ok());
+  const auto* sim = dynamic_cast<const SimDevice*>(*sim0);
+  ASSERT_NE(sim, nullptr);
+  EXPECT_LE(sim->peak_used(), static_cast<size_t>(kRoomForOne * double(size_t{1} << 30)));
+  EXPECT_GT(sim->peak_used(), size_t{16} << 20) << "the budget held less than one model: the test tests nothing";
 }
 
 TEST(ManyModels, ABudgetBelowOneModelsWeightsIsRefusedAndTheServerGoesOn) {
@@ -222,8 +234,18 @@ std::string stream_paused(int port, const std::string& model, const std::string&
   return text;
 }
 
-// While qwen2 streams (and its client holds the stream open), a request for qwen3 on a budget for
-// one waits: it is served when qwen2's request ends, and qwen2's tokens equal qwen2's alone.
+// qwen2 pinned as a request in flight pins it: the test takes the router's lease itself, because a
+// stream's own lease ends as soon as its last event is handed to the socket (a paused client does
+// not hold it), and on a quiet machine 24 tokens take less time than the checks below.
+std::shared_ptr<ServerState> hold(const ModelsServer& s, const std::string& model) {
+  auto got = s.server.router()->acquire(model, true);
+  EXPECT_TRUE(std::holds_alternative<std::shared_ptr<ServerState>>(got));
+  auto* st = std::get_if<std::shared_ptr<ServerState>>(&got);
+  return st ? *st : nullptr;
+}
+
+// While qwen2 streams (and its request pins it), a request for qwen3 on a budget for one waits: it
+// is served once qwen2's pins end, and qwen2's tokens equal qwen2's alone.
 TEST(ManyModels, ARequestForAnotherModelWaitsForTheStreamingOne) {
   ServerOptions roomy_o = options(kRoomForBoth);
   ModelsServer roomy(roomy_o), tight(options(kRoomForOne));
@@ -236,15 +258,18 @@ TEST(ManyModels, ARequestForAnotherModelWaitsForTheStreamingOne) {
   std::string a_text;
   std::thread a([&] { a_text = stream_paused(tight.port, "qwen2", "Far away", started, release); });
   while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::shared_ptr<ServerState> held = hold(tight, "qwen2");
+  ASSERT_NE(held, nullptr);
   Answer b;
   std::thread bt([&] {
     b = answer(tight, completion("qwen3", "Near"));
     b_done = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  EXPECT_FALSE(b_done) << "qwen3 was served while qwen2's request held the room";
+  EXPECT_FALSE(b_done) << "qwen3 was served while a request for qwen2 held the room";
   release = true;
   a.join();
+  held.reset();
   bt.join();
   EXPECT_EQ(a_text, a_alone);
   EXPECT_EQ(b.text, b_alone);
@@ -254,21 +279,19 @@ TEST(ManyModels, ARequestForAnotherModelWaitsForTheStreamingOne) {
 TEST(ManyModels, ARequestThatCannotGetRoomInTimeGets503) {
   ModelsServer tight(options(kRoomForOne, 1));
   ASSERT_FALSE(answer(tight, completion("qwen3", "Warm")).text.empty());  // qwen3 loaded, then evicted below
-  std::atomic<bool> started{false}, release{false};
-  std::thread a([&] { stream_paused(tight.port, "qwen2", "Far away", started, release); });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::shared_ptr<ServerState> held = hold(tight, "qwen2");
+  ASSERT_NE(held, nullptr);
   const auto t0 = std::chrono::steady_clock::now();
   auto r = tight.post("/v1/completions", completion("qwen3", "Near"));
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  release = true;
-  a.join();
+  held.reset();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503) << r->body;
   const std::string message = json::parse(r->body)["error"]["message"];
   EXPECT_NE(message.find("no room for model 'qwen3'"), std::string::npos) << message;
   EXPECT_NE(message.find("budget"), std::string::npos) << message;
   EXPECT_GE(waited, 0.9);
-  // Once qwen2's request ended, qwen3 comes back.
+  // Once qwen2's pin ended, qwen3 comes back.
   EXPECT_FALSE(answer(tight, completion("qwen3", "Near")).text.empty());
 }
 
