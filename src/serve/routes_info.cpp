@@ -1,5 +1,6 @@
-// GET /v1/models, /slots, /metrics, /v1/memory. These routes only look: they never wake a sleeping
-// server.
+// GET /slots, /metrics, /v1/memory. These routes only look: they never wake a sleeping server.
+// With many models /slots and /metrics take ?model=NAME; /v1/memory shows
+// the devices all the models share.
 //
 // /metrics: Prometheus text exposition (text/plain; version=0.0.4) with llama-server's metric
 // names, so dashboards made for it work: llamacpp:prompt_tokens_total, prompt_seconds_total,
@@ -158,25 +159,14 @@ json memory_json(const std::vector<DeviceMemoryBreakdown>& devices) {
 }  // namespace
 
 void add_info_routes(http::Router& r, const RouteContext& rc) {
-  r.get("/v1/models", [rc](const http::Request&, http::Exchange& ex) {
-    auto info = rc.info();
-    if (!info) return send_error(ex, {503, "the model is loading"});
-    send_json(
-        ex,
-        {{"object", "list"},
-         {"data",
-          json::array(
-              {{{"id", info->name}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "kiln"}}})}});
-  });
-
-  r.get("/slots", [rc](const http::Request&, http::Exchange& ex) {
-    auto info = rc.info();
-    if (!info) return send_error(ex, {503, "the model is loading"});
+  r.get("/slots", [rc](const http::Request& req, http::Exchange& ex) {
+    const auto look = rc.look(req, ex);
+    if (!look) return;
     json out = json::array();
-    for (const SlotInfo& s : rc.slots()) {
+    for (const SlotInfo& s : look->slots()) {
       json slot = {{"id", s.id},
                    {"is_processing", s.processing},
-                   {"n_ctx", info->n_ctx_slot},
+                   {"n_ctx", look->info->n_ctx_slot},
                    {"n_cached", s.n_cached}};
       if (s.processing) {
         slot["n_prompt_tokens"] = s.n_prompt;
@@ -189,12 +179,14 @@ void add_info_routes(http::Router& r, const RouteContext& rc) {
   });
 
   r.get("/v1/memory", [rc](const http::Request&, http::Exchange& ex) {
-    auto st = rc.peek();
-    send_json(ex, memory_json(st ? st->devices->memory_breakdown() : std::vector<DeviceMemoryBreakdown>{}));
+    const std::shared_ptr<DeviceRegistry> devices = rc.devices();
+    send_json(ex, memory_json(devices ? devices->memory_breakdown() : std::vector<DeviceMemoryBreakdown>{}));
   });
 
-  r.get("/metrics", [rc](const http::Request&, http::Exchange& ex) {
-    auto st = rc.peek();
+  r.get("/metrics", [rc](const http::Request& req, http::Exchange& ex) {
+    const auto look = rc.look(req, ex);
+    if (!look) return;
+    const auto& st = look->st;
     if (!st) return send_error(ex, {503, "no model is loaded now (loading or asleep): no metrics"});
     ex.respond({.status = 200,
                 .content_type = "text/plain; version=0.0.4",

@@ -11,7 +11,7 @@ void add_token_routes(http::Router& r, const RouteContext& rc) {
   r.post("/tokenize", [rc](const http::Request& req, http::Exchange& ex) {
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
-    auto st = rc.ready(ex);
+    auto st = rc.ready(ex, *body);
     if (!st) return;
     auto it = body->find("content");
     if (it == body->end() || !it->is_string())
@@ -47,7 +47,7 @@ void add_token_routes(http::Router& r, const RouteContext& rc) {
   r.post("/detokenize", [rc](const http::Request& req, http::Exchange& ex) {
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
-    auto st = rc.ready(ex);
+    auto st = rc.ready(ex, *body);
     if (!st) return;
     auto it = body->find("tokens");
     if (it == body->end() || !it->is_array())
@@ -70,7 +70,7 @@ void add_token_routes(http::Router& r, const RouteContext& rc) {
   r.post("/apply-template", [rc](const http::Request& req, http::Exchange& ex) {
     auto body = parse_body(req, ex);
     if (!body) return;
-    auto st = rc.ready(ex);
+    auto st = rc.ready(ex, *body);
     if (!st) return;
     std::string prompt;
     if (auto e = render_chat(*st, ordered_json::parse(req.body), prompt)) return send_error(ex, *e);

@@ -43,6 +43,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -61,6 +62,19 @@ class Router;
 }  // namespace http
 struct ServerState;
 struct ModelInfo;
+class ModelRouter;
+
+// One model of a server of many models (serve/model_router.h): -m NAME=PATH, a .gguf of
+// --models-dir, or a section of --models-preset.
+struct ModelSpec {
+  std::string name;                 // what a request's "model" field names
+  std::string path;                 // its GGUF file
+  std::optional<int64_t> n_ctx;     // KV cells (ContextOptions::n_ctx); none: the server's
+  std::optional<int32_t> n_parallel;  // slots; none: the server's (--parallel)
+  bool pin = false;                 // never evicted while loaded
+  bool load_on_startup = false;     // loaded when the server starts
+  int32_t sleep_idle_seconds = 0;   // > 0: evicted (sleeping) after this many idle seconds
+};
 
 struct ServerOptions {
   int32_t n_parallel = 4;            // slots
@@ -83,6 +97,12 @@ struct ServerOptions {
   SpeculativeOptions speculative;
   std::string draft_model;
   int32_t sleep_idle_seconds = 0;    // > 0: release the model after this many idle seconds
+  // Many models (model_router.h): non-empty, the server serves these by the request's "model"
+  // (attach_models()), and `device`, `budgets` and the fields above are every model's defaults.
+  std::vector<ModelSpec> models;
+  int32_t models_max = 4;                  // models loaded at once; 0: no limit
+  bool models_autoload = true;             // a request for an unloaded model loads it
+  int32_t residency_timeout_seconds = 30;  // a request waits this long for room, then 503
   // HTTP (see http/http_server.h). A request's body must arrive, and a client take an answer's
   // bytes, within timeout_seconds (--timeout); headers within head_timeout_ms.
   int32_t timeout_seconds = 3600;
@@ -115,6 +135,13 @@ class Server {
   // The same for a model already loaded. There is nothing to reload it from, so such a server
   // never sleeps (sleep_idle_seconds is ignored).
   Status attach(std::shared_ptr<const Model> model);
+  // Makes a server of many models (options.models) ready: one device registry for all of them
+  // (so they share the --max-mem budgets), each model loaded on its first request (or now, with
+  // load_on_startup; the first such error is returned). Routes pick the model by the request's
+  // "model" (model_router.h).
+  Status attach_models();
+  // The models of a server of many models; null for one model.
+  ModelRouter* router() const { return router_.get(); }
   // Cancels in-flight generations, stops accepting, joins the HTTP thread. A sleeping server has
   // nothing to cancel; a reload in progress finishes first (its state is then dropped).
   // Idempotent.
@@ -145,6 +172,7 @@ class Server {
   void log(const std::string& message) const;
 
   ServerOptions opt_;
+  std::unique_ptr<ModelRouter> router_;     // from attach_models(); outlives http_'s requests
   std::unique_ptr<http::HttpServer> http_;  // from listen()
   mutable std::mutex mutex_;
   std::condition_variable cv_;             // state_, active_, waking_, stopping_ changed
