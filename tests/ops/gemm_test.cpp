@@ -115,7 +115,7 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_f16,
        gemm::gemm_f16_avx2,
        {16, 48, 2048},
-       {1, 3, 8}},
+       {1, 3, 20}},
   };
 }
 
@@ -312,7 +312,7 @@ TEST(OpsMulMat, F16PromptsTakeTinyBlasOrderAndTheRestTheVecDots) {
     call.params.single_row_order = c.single_row_order;
     run_checked(call, out);
     std::vector<uint16_t> act(static_cast<size_t>(c.k));
-    std::vector<float> wide(static_cast<size_t>(c.k));
+    std::vector<float> wide(static_cast<size_t>(c.k) * 3 / 2);  // k floats, then k F16 values
     for (int64_t j = 0; j < c.m; ++j) {
       quant_traits(DType::F16)->from_float(reinterpret_cast<const float*>(a.row(j)), act.data(), c.k);
       gemm::convert_act_f16_wide(reinterpret_cast<const float*>(a.row(j)), wide.data(), c.k);

@@ -1,6 +1,5 @@
 // The scalar kernel of the F16 prompt family (layouts.h): the oracle of the AVX2 kernel
 // (bit-identical: the same sixteen lane sums, FMAs and reduction, one output at a time).
-#include <algorithm>
 #include <cmath>
 
 #include "core/half.h"
@@ -9,13 +8,10 @@
 namespace kiln::gemm {
 
 void convert_act_f16_wide(const float* x, void* dst, int64_t k) {
-  auto* out = static_cast<float*>(dst);
-  uint16_t h[256];
-  for (int64_t l0 = 0; l0 < k; l0 += 256) {
-    const int64_t n = std::min<int64_t>(256, k - l0);
-    f32_to_f16_row(x + l0, h, n);
-    for (int64_t j = 0; j < n; ++j) out[l0 + j] = f16_to_f32(h[j]);
-  }
+  auto* wide = static_cast<float*>(dst);
+  auto* half = reinterpret_cast<uint16_t*>(wide + k);
+  f32_to_f16_row(x, half, k);
+  for (int64_t j = 0; j < k; ++j) wide[j] = f16_to_f32(half[j]);
 }
 
 void gemm_f16(const Tile& t) {

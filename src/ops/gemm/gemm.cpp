@@ -2,10 +2,7 @@
 // families over quant.h's dot products (types without a tile kernel of their own).
 #include "ops/gemm/gemm.h"
 
-#include <vector>
-
 #include "core/check.h"
-#include "core/half.h"
 #include "ops/gemm/layouts.h"
 #include "ops/quant/kernels.h"
 #include "ops/quant/quant.h"
@@ -75,18 +72,16 @@ int64_t tinyblas_f16_rows(const TensorView& w, int64_t n) {
   return n >= 2 && w.ne[0] % 16 == 0 && w.ne[1] % 4 == 0 ? n : 0;
 }
 
-// F16 on AVX2 CPUs: the n_gemm_act rows in tinyBLAS's order, the others in the vec_dot's (their
-// F16 rows given back from the widened activations).
+// F16 on AVX2 CPUs: the n_gemm_act rows in tinyBLAS's order, the others in the vec_dot's (on the
+// F16 copy of their activations, after the widened one).
 void run_f16(const Tile& t) {
   Tile prompt = t;
   prompt.n_act = t.n_gemm_act;
   if (prompt.n_act > 0) gemm_f16_avx2(prompt);
-  thread_local std::vector<uint16_t> row;
-  row.resize(static_cast<size_t>(t.k));
   const VecDotFn dot = quant_traits(DType::F16)->vec_dot;
   for (int64_t r = t.n_gemm_act; r < t.n_act; ++r) {
-    f32_to_f16_row(reinterpret_cast<const float*>(act_at(t, r)), row.data(), t.k);
-    for (int64_t i = 0; i < t.n_rows; ++i) dot(t.k, out_ptr(t, r, i), row_at(t, i), row.data());
+    const char* half = act_at(t, r) + static_cast<size_t>(t.k) * sizeof(float);
+    for (int64_t i = 0; i < t.n_rows; ++i) dot(t.k, out_ptr(t, r, i), row_at(t, i), half);
   }
 }
 
@@ -122,7 +117,8 @@ struct Table {
               gemm_rows_by_four};
     // AVX2 CPUs only:
     this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2, gemm_rows_by_four};
-    f16 = {"f16", kActF16Wide, 1, sizeof(float), convert_act_f16_wide, 1, run_f16, tinyblas_f16_rows};
+    f16 = {"f16",   kActF16Wide,      1, sizeof(float) + sizeof(uint16_t), convert_act_f16_wide, 1,
+           run_f16, tinyblas_f16_rows};
   }
 };
 

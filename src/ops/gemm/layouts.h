@@ -65,8 +65,8 @@ void gemm_q8_0(const Tile& t);
 void gemm_q8_0_avx2(const Tile& t);
 
 // Activations of the F16 family: each value rounded to F16 as the type's vec_dot_type conversion
-// does (f32_to_f16_row), stored widened to F32 (exact), so the kernels load them without
-// converting (f32_to_f16_row of a converted row gives back the F16 row, exactly).
+// does (f32_to_f16_row), stored twice: widened to F32 (exact; k floats), which the prompt kernels
+// load without converting, then as F16 (k values), which the vec_dot reads.
 void convert_act_f16_wide(const float* x, void* dst, int64_t k);
 // Plain F16 weights with those activations, in the order of llamafile's
 // tinyBLAS as ggml's AVX-512 build runs it for prompts (tinyBLAS<16>, F16 A and B): per output,
