@@ -236,16 +236,11 @@ void print_records(Output out, const std::vector<std::vector<std::pair<std::stri
 }
 
 std::string parse_streams(const std::string& v, std::vector<int32_t>* out) {
+  std::vector<int64_t> counts;
+  if (std::string err = parse_list(v, IntRange::between(1, kMaxSequences), &counts); !err.empty())
+    return err + " (stream counts)";
   out->clear();
-  std::stringstream ss(v);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    int64_t s = 0;
-    if (std::string err = parse_integer(item, IntRange::between(1, kMaxSequences), &s); !err.empty())
-      return err + " (stream counts)";
-    out->push_back(static_cast<int32_t>(s));
-  }
-  if (out->empty()) return "give at least one stream count";
+  for (int64_t c : counts) out->push_back(static_cast<int32_t>(c));
   return "";
 }
 
