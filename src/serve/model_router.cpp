@@ -336,8 +336,7 @@ void ModelRouter::idle_sleeper() {
       // An eviction that fails (no host memory for the KV copy) leaves the model resident until
       // its next request ends.
       e->slept = true;
-      if (ResidencyManager* m = e->st->weights->device().residency())
-        static_cast<void>(m->evict_owner(e->st->weights->owner()));
+      static_cast<void>(evict_memory(*e->st));
     }
     if (next == Clock::time_point::max())
       cv_.wait(lock);

@@ -12,12 +12,14 @@
 // kiln:requests_total and kiln:requests_rejected_total (503 because the queue was full), and the
 // memory breakdown as gauges (kiln:memory_device_bytes{device,what} and
 // kiln:memory_owner_bytes{device,owner,kind}, the figures of /v1/memory). The counters belong to
-// the engine: while the server sleeps (or loads) there is none, and /metrics answers 503.
+// the engine: while the model first loads (or, with many models, is unloaded) there is none, and
+// /metrics answers 503; a sleeping model's engine answers.
 //
 // /v1/memory: the residency manager's breakdown (runtime/memory_breakdown.h) as JSON, in bytes:
 // {"devices": [{"device", "total", "free", "budget" (null: none), "counted", "unaccounted",
 //   "owners": [{"id", "name", "weights", "kv", "compute", "scratch", "evicted_residents",
-//   "pinned"}]}]}; while the server sleeps or loads nothing is on any device: "devices" is empty.
+//   "pinned"}]}]}; a sleeping model shows its evicted residents; while the one model first loads
+//   "devices" is empty.
 #include <sstream>
 
 #include "serve/api_json.h"
@@ -187,7 +189,7 @@ void add_info_routes(http::Router& r, const RouteContext& rc) {
     const auto look = rc.look(req, ex);
     if (!look) return;
     const auto& st = look->st;
-    if (!st) return send_error(ex, {503, "no model is loaded now (loading or asleep): no metrics"});
+    if (!st) return send_error(ex, {503, "no model is loaded now: no metrics"});
     ex.respond({.status = 200,
                 .content_type = "text/plain; version=0.0.4",
                 .body = metrics_text(st->engine->metrics()) + memory_metrics_text(st->devices->memory_breakdown()),

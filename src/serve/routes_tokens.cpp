@@ -1,5 +1,6 @@
 // POST /tokenize, /detokenize, /apply-template (llama-server's shapes). Each needs the model (its
-// tokenizer or chat template): a sleeping server wakes for them.
+// tokenizer or chat template): they wake a sleeping server (without restoring its memory: they
+// compute nothing on the device).
 #include "serve/api_json.h"
 #include "serve/chat_request.h"
 #include "serve/completion_request.h"

@@ -121,6 +121,16 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   return st;
 }
 
+Status evict_memory(ServerState& st) {
+  std::vector<const DeviceWeights*> owners{st.weights.get()};
+  if (st.speculator && st.speculator->draft_model())
+    owners.push_back(&st.speculator->draft_model()->context().weights());
+  for (const DeviceWeights* w : owners) {
+    if (ResidencyManager* m = w->device().residency()) KILN_TRY(m->evict_owner(w->owner()));
+  }
+  return ok_status();
+}
+
 std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots) {
   auto info = std::make_shared<ModelInfo>();
   info->name = st.name;
@@ -301,15 +311,6 @@ Result<int> Server::listen(const std::string& host, int port) {
   return *bound;
 }
 
-Status Server::attach(ModelLoader loader) {
-  KILN_ASSERT(loader != nullptr, "Server::attach: an empty ModelLoader");
-  auto model = loader();
-  if (!model.ok()) return model.error();
-  return install(std::move(*model), std::move(loader));
-}
-
-Status Server::attach(std::shared_ptr<const Model> model) { return install(std::move(model), nullptr); }
-
 Status Server::attach_models() {
   KILN_ASSERT(!opt_.models.empty() && router_ == nullptr, "Server::attach_models: no models, or attached twice");
   KILN_ASSIGN_OR_RETURN(
@@ -320,7 +321,7 @@ Status Server::attach_models() {
   return router_->load_startup_models();
 }
 
-Status Server::install(std::shared_ptr<const Model> model, ModelLoader loader) {
+Status Server::attach(std::shared_ptr<const Model> model) {
   KILN_ASSERT(model != nullptr, "Server::attach: no model");
   if (opt_.embeddings) {
     // A model kiln cannot embed (rank pooling, non-causal attention) is refused at load.
@@ -329,17 +330,15 @@ Status Server::install(std::shared_ptr<const Model> model, ModelLoader loader) {
   }
   KILN_ASSIGN_OR_RETURN(auto st, build_state(opt_, std::move(model), nullptr));
   auto info = describe(*st, opt_.n_parallel);
-  const bool sleeps = loader && opt_.sleep_idle_seconds > 0;
   {
     std::lock_guard lock(mutex_);
     state_ = std::move(st);
     info_ = std::move(info);
-    loader_ = std::move(loader);
     asleep_ = false;
     last_activity_ = Clock::now();
   }
   cv_.notify_all();
-  if (sleeps && !sleeper_.joinable()) sleeper_ = std::thread([this] { sleeper(); });
+  if (opt_.sleep_idle_seconds > 0 && !sleeper_.joinable()) sleeper_ = std::thread([this] { sleeper(); });
   return {};
 }
 
@@ -363,55 +362,16 @@ void Server::end_activity() {
 }
 
 Result<std::shared_ptr<ServerState>> Server::acquire() {
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    if (stopping_) return make_error("the server is shutting down");
-    if (state_) return lease(state_);
-    if (releasing_) {  // going to sleep this very moment: wake once the memory is released
-      cv_.wait(lock, [&] { return stopping_ || !releasing_; });
-      continue;
-    }
-    if (!asleep_) return make_error("the model is loading");
-    if (!waking_) break;
-    // Another request reloads the model: wait for its outcome, and share it.
-    const uint64_t attempt = wake_attempts_;
-    cv_.wait(lock, [&] { return stopping_ || !waking_; });
-    if (!stopping_ && !state_ && wake_attempts_ != attempt) return make_error(wake_error_);
-  }
-  waking_ = true;
-  ModelLoader loader = loader_;
-  lock.unlock();
-  log("waking: reloading the model");
-  const auto t0 = Clock::now();
-  Result<std::shared_ptr<ServerState>> built = make_error("");
-  if (auto model = loader(); model.ok())
-    built = build_state(opt_, std::move(*model), nullptr);
-  else
-    built = model.error();
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::shared_ptr<ServerState> dropped;  // a state built while the server stopped: freed unlocked
-  lock.lock();
-  waking_ = false;
-  ++wake_attempts_;
+  bool woke = false;
   Result<std::shared_ptr<ServerState>> out = make_error("the server is shutting down");
-  if (!built.ok()) {
-    wake_error_ = "reloading the model failed: " + built.error().message;
-    out = make_error(wake_error_);
-  } else if (stopping_) {
-    dropped = std::move(*built);
-  } else {
-    wake_error_.clear();
-    state_ = std::move(*built);
-    asleep_ = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return out;
+    if (!state_) return make_error("the model is loading");
+    woke = std::exchange(asleep_, false);
     out = lease(state_);
   }
-  lock.unlock();
-  cv_.notify_all();
-  dropped.reset();
-  if (out.ok())
-    log("awake: the model reloaded in " + std::to_string(seconds) + " s");
-  else if (!built.ok())
-    log(wake_error_);
+  if (woke) log("awake: a request needs the model; its memory comes back with the first pass");
   return out;
 }
 
@@ -434,7 +394,7 @@ void Server::sleeper() {
   const auto idle = std::chrono::seconds(opt_.sleep_idle_seconds);
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    if (!state_ || active_ > 0 || waking_) {
+    if (!state_ || asleep_ || active_ > 0) {
       cv_.wait(lock);
       continue;
     }
@@ -448,17 +408,20 @@ void Server::sleeper() {
       last_activity_ = now;
       continue;
     }
-    std::shared_ptr<ServerState> released = std::move(state_);
-    releasing_ = true;
-    lock.unlock();
-    // Frees engine, context, thread pool and model here (a peek() holder may delay it briefly).
-    released.reset();
-    trim_heap();
-    log("sleeping: the model was released after " + std::to_string(opt_.sleep_idle_seconds) + " s idle");
-    lock.lock();
-    releasing_ = false;
+    // Asleep from here: a request that comes during the eviction wakes it again, and its passes
+    // pin the model (the manager serializes them with the eviction).
     asleep_ = true;
-    cv_.notify_all();
+    std::shared_ptr<ServerState> st = state_;
+    lock.unlock();
+    const Status evicted = evict_memory(*st);
+    st.reset();
+    trim_heap();
+    if (evicted.ok())
+      log("sleeping: the model's memory was released after " + std::to_string(opt_.sleep_idle_seconds) +
+          " s idle");
+    else
+      log("not sleeping (a request came): " + evicted.error().message);
+    lock.lock();
   }
 }
 

@@ -83,6 +83,14 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
 // What the routes keep of a built state (ModelInfo), for a server of `n_slots` slots.
 std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots);
 
+// Idle sleep: evicts what `st` holds on its device through the residency manager, the model's
+// weights, compute arena and KV cache (a host device's KV cache stays: there is no swap directory
+// yet) and the draft model's. The state itself stays, so the slots keep their token history: the
+// next pass that pins an owner restores its memory bit for bit and a returning conversation reuses
+// its prompt cache. An owner pinned now (a pass in progress) stays resident and is the Error.
+// Any thread.
+Status evict_memory(ServerState& st);
+
 struct RouteContext {
   const ServerOptions& options;
   Server& server;
@@ -98,9 +106,9 @@ struct RouteContext {
   // the one the query's "model" names (?model=NAME). Never wakes or loads it.
   struct Look {
     std::shared_ptr<const ModelInfo> info;  // known through sleep (name, path, template, sizes)
-    std::shared_ptr<ServerState> st;        // the state if loaded now, else null
-    bool sleeping = false;                  // released (one model) or evicted (many)
-    // The slots now; asleep (or unloaded) every slot is idle with nothing cached.
+    std::shared_ptr<ServerState> st;        // the state if loaded now (asleep too), else null
+    bool sleeping = false;                  // its memory evicted for idleness (or, many, by LRU)
+    // The slots now; unloaded, every slot is idle with nothing cached.
     std::vector<SlotInfo> slots() const;
   };
   // Null after answering the error (503 before the model first loaded; with many models 400

@@ -224,23 +224,14 @@ int run_serve(int argc, char** argv) {
     if (const Status st = server.attach_models(); !st.ok()) return fail("serve", st.error().message);
     std::fprintf(stderr, "kiln serve: ready: %zu models, each loaded on its first request\n", models.size());
   }
-  if (!many)
-    std::fprintf(stderr, "kiln serve: listening on http://%s:%d (loading the model)\n", host.c_str(), *bound);
-  // The same file every time the server wakes (the embedded model when no -m was given).
-  // The first load warns when a slot's context exceeds the model's training context.
-  const std::string model_path = mf.model_path;
-  serve::ModelLoader loader = [model_path, &opt,
-                               warned = false]() mutable -> Result<std::shared_ptr<const Model>> {
-    auto model = model_path.empty() ? load_default_model() : Model::load(model_path);
-    if (model.ok() && !warned) {  // the first call is attach()'s, on this thread
-      warned = true;
-      warn_beyond_training_context("serve", context_size(opt.context, (*model)->hparams()) / opt.n_parallel,
-                                   **model);
-    }
-    return model;
-  };
   if (!many) {
-    if (const Status st = server.attach(std::move(loader)); !st.ok()) return fail("serve", st.error().message);
+    std::fprintf(stderr, "kiln serve: listening on http://%s:%d (loading the model)\n", host.c_str(), *bound);
+    // The embedded model when no -m was given; a warning when a slot's context exceeds the model's
+    // training context.
+    auto model = mf.model_path.empty() ? load_default_model() : Model::load(mf.model_path);
+    if (!model.ok()) return fail("serve", model.error().message);
+    warn_beyond_training_context("serve", context_size(opt.context, (*model)->hparams()) / opt.n_parallel, **model);
+    if (const Status st = server.attach(std::move(*model)); !st.ok()) return fail("serve", st.error().message);
     const std::string sleeps =
         sleep_idle > 0 ? ", sleeping after " + std::to_string(sleep_idle) + " s idle" : "";
     const std::string spec = opt.speculative.enabled() ? ", speculative decoding" : "";
