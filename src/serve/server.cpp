@@ -122,11 +122,12 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
 }
 
 Status evict_memory(ServerState& st) {
-  std::vector<const DeviceWeights*> owners{st.weights.get()};
-  if (st.speculator && st.speculator->draft_model())
-    owners.push_back(&st.speculator->draft_model()->context().weights());
-  for (const DeviceWeights* w : owners) {
-    if (ResidencyManager* m = w->device().residency()) KILN_TRY(m->evict_owner(w->owner()));
+  std::vector<Context*> contexts{st.ctx.get()};
+  if (st.speculator && st.speculator->draft_model()) contexts.push_back(&st.speculator->draft_model()->context());
+  for (Context* ctx : contexts) {
+    ctx->release_host_buffers();
+    const DeviceWeights& w = ctx->weights();
+    if (ResidencyManager* m = w.device().residency()) KILN_TRY(m->evict_owner(w.owner()));
   }
   return ok_status();
 }

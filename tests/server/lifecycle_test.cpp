@@ -111,7 +111,8 @@ json memory_of(int port, const std::string& device, const std::string& model) {
   auto r = get(port, "/v1/memory");
   EXPECT_TRUE(r && r->status == 200);
   if (!r || r->status != 200) return {};
-  for (const json& d : json::parse(r->body)["devices"]) {
+  const json body = json::parse(r->body);  // a temporary's ["devices"] would dangle in the loop
+  for (const json& d : body["devices"]) {
     if (d["device"] != device) continue;
     for (const json& o : d["owners"])
       if (o["name"] == model) return o;
