@@ -24,7 +24,9 @@ class LlamaServer:
 
     def __init__(self, binary, args):
         self.port = free_port()
-        cmd = [binary, "--host", "127.0.0.1", "--port", str(self.port)] + list(args)
+        # `binary` may be a command with a subcommand, as [kiln, "serve"].
+        cmd = ([binary] if isinstance(binary, str) else list(binary)) + ["--host", "127.0.0.1", "--port",
+                                                                        str(self.port)] + list(args)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for _ in range(3000):
             try:

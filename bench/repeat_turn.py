@@ -69,7 +69,7 @@ def main():
     many = ["-m", "big=" + a.big, "-m", "other=" + a.other, "--models-max", "0"] + common
     prompt = long_prompt(a.tokens)
 
-    with LlamaServer(a.kiln, ["serve"] + many) as s:
+    with LlamaServer([a.kiln, "serve"], many) as s:
         complete(s, "big", "Hello", 1)
         complete(s, "other", "Hello", 1)
         memory = s.request("/v1/memory")
@@ -85,7 +85,7 @@ def main():
 
     ratios = []
     for r in range(a.rounds):
-        with LlamaServer(a.kiln, ["serve"] + many + ["--max-mem", "cpu=%.4f" % budget_gib]) as s:
+        with LlamaServer([a.kiln, "serve"], many + ["--max-mem", "cpu=%.4f" % budget_gib]) as s:
             first, _, n_first = complete(s, "big", prompt)
             complete(s, "other", "Hello there")
             states = {m["id"]: m["status"]["value"] for m in s.request("/v1/models")["data"]}
@@ -96,7 +96,7 @@ def main():
             restored_text, prompt_n, n_prompt = complete(s, "big", follow)
             restored = time.monotonic() - t0
         t0 = time.monotonic()
-        with LlamaServer(a.kiln, ["serve", "-m", a.big] + common) as s:
+        with LlamaServer([a.kiln, "serve"], ["-m", a.big] + common) as s:
             new_text, new_prompt_n, _ = complete(s, None, follow)
             new = time.monotonic() - t0
         if new_text != restored_text:
