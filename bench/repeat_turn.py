@@ -32,9 +32,9 @@ def long_prompt(tokens):
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts", "random-words-200.txt")
     words = open(path).read().split()
     out = []
-    while len(out) < tokens * 3 // 4:  # about 4/3 tokens per word with a llama vocabulary
+    while len(out) < tokens:  # about one token per word with a llama vocabulary
         out.extend(words)
-    return " ".join(out[: tokens * 3 // 4])
+    return " ".join(out[:tokens])
 
 
 def complete(server, model, prompt, n=16):
