@@ -32,9 +32,9 @@ def long_prompt(tokens):
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts", "random-words-200.txt")
     words = open(path).read().split()
     out = []
-    while len(out) < tokens * 3 // 4:  # about 4/3 tokens per word with a llama vocabulary
+    while len(out) < tokens:  # about one token per word with a llama vocabulary
         out.extend(words)
-    return " ".join(out[: tokens * 3 // 4])
+    return " ".join(out[:tokens])
 
 
 def complete(server, model, prompt, n=16):
@@ -42,6 +42,7 @@ def complete(server, model, prompt, n=16):
     if model:
         body["model"] = model
     r = server.request("/v1/completions", body)
+    complete.timings = r["timings"]
     return r["choices"][0]["text"], r["timings"]["prompt_n"], r["usage"]["prompt_tokens"]
 
 
@@ -95,6 +96,7 @@ def main():
             t0 = time.monotonic()
             restored_text, prompt_n, n_prompt = complete(s, "big", follow)
             restored = time.monotonic() - t0
+            restored_timings = complete.timings
         t0 = time.monotonic()
         with LlamaServer([a.kiln, "serve"], ["-m", a.big] + common) as s:
             new_text, new_prompt_n, _ = complete(s, None, follow)
@@ -102,8 +104,11 @@ def main():
         if new_text != restored_text:
             sys.exit("the answers differ: %r against %r" % (restored_text, new_text))
         ratios.append(new / restored)
-        print("round %d: prompt %d tokens (first turn %d); restored %.2f s (prompt_n %d), new process %.2f s "
-              "(prompt_n %d): %.1fx" % (r + 1, n_prompt, n_first, restored, prompt_n, new, new_prompt_n, new / restored))
+        print("round %d: prompt %d tokens (first turn %d); restored %.2f s (prompt_n %d: %.2f s with the restore, "
+              "%d generated: %.2f s), new process %.2f s (prompt_n %d): %.1fx" %
+              (r + 1, n_prompt, n_first, restored, prompt_n, restored_timings["prompt_ms"] / 1000,
+               restored_timings["predicted_n"], restored_timings["predicted_ms"] / 1000, new, new_prompt_n,
+               new / restored))
     print("median new / restored: %.1fx over %d rounds" % (statistics.median(ratios), len(ratios)))
 
 
