@@ -94,10 +94,11 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
     const ordered_json ordered = ordered_json::parse(req.body);  // schemas keep their key order
     chat::ChatPlan plan;
     if (chat) {
-      if (auto e = plan_chat_request(*st, ordered, p, plan)) return send_error(ex, *e);
+      if (auto e = plan_chat_request(*st, rc.options, ordered, p, plan)) return send_error(ex, *e);
     } else {
       OutputFormat format;
       if (auto e = parse_output_format(ordered, true, format)) return send_error(ex, *e);
+      if (auto e = default_output_format(rc.options, format)) return send_error(ex, *e);
       if (auto e = apply_output_format(format, p.gen)) return send_error(ex, *e);
       auto it = body->find("prompt");
       if (it == body->end())
