@@ -72,7 +72,9 @@ TEST(ReasoningBudget, WaitsForAWholeUtf8Character) {
 }
 
 TEST(ReasoningBudget, TheSamplerTakesTheForcedTokens) {
-  auto s = Sampler::create({.temperature = 0.0f}, 16);
+  SamplerParams greedy;
+  greedy.temperature = 0.0f;
+  auto s = Sampler::create(greedy, 16);
   ASSERT_TRUE(s.ok());
   s->set_reasoning_budget(std::make_unique<ReasoningBudget>(spec(1, {1, 2}), nullptr));
   std::vector<float> logits(16, 0.0f);

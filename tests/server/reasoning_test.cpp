@@ -130,15 +130,13 @@ TEST(ReasoningServer, BudgetForcesTheEndTagAsLlamaServerDoes) {
   const json zero = s.message({{"reasoning_format", "none"}, {"max_tokens", 8}, {"reasoning_budget_tokens", 0}});
   const json three = s.message({{"reasoning_format", "none"}, {"max_tokens", 8}, {"reasoning_budget_tokens", 3}});
   const json split = s.message({{"max_tokens", 8}, {"reasoning_budget_tokens", 3}});
-  const std::string text = str(free, "content");
+  // llama-server's answers (llama-server --jinja --chat-template-file with this template).
+  EXPECT_EQ(str(free, "content"), "<think>옵scriptId Canal片/plugin systemFontOfSize_pres.Open");
   // 0: the end tag right after the opening one; 3: after three tokens of thought.
-  EXPECT_EQ(str(zero, "content").rfind("<think></think>", 0), 0u) << zero.dump();
-  const std::string t3 = str(three, "content");
-  const size_t end = t3.find("</think>");
-  ASSERT_NE(end, std::string::npos) << three.dump();
-  EXPECT_EQ(text.substr(0, end), t3.substr(0, end));  // the same thoughts until the budget ran out
-  EXPECT_EQ(str(split, "reasoning_content"), t3.substr(7, end - 7));
-  EXPECT_NE(str(split, "content"), "");
+  EXPECT_EQ(str(zero, "content"), "<think></think>옵落在 Fore Drawer Jenkins");
+  EXPECT_EQ(str(three, "content"), "<think>옵scriptId Canal</think>[PAD151904]最も");
+  EXPECT_EQ(str(split, "reasoning_content"), "옵scriptId Canal");
+  EXPECT_EQ(str(split, "content"), "[PAD151904]最も");
   // -1 is the server's budget (none here); a budget below -1 is refused.
   EXPECT_EQ(s.message({{"reasoning_format", "none"}, {"max_tokens", 8}, {"reasoning_budget_tokens", -1}}), free);
   s.post("/v1/chat/completions",
@@ -149,7 +147,7 @@ TEST(ReasoningServer, BudgetForcesTheEndTagAsLlamaServerDoes) {
   o.reasoning_budget_message = " Enough.";
   const Reasoning capped(o);
   const json m = capped.message({{"reasoning_format", "none"}, {"max_tokens", 8}});
-  EXPECT_EQ(str(m, "content").rfind("<think> Enough.</think>", 0), 0u) << m.dump();
+  EXPECT_EQ(str(m, "content"), "<think> Enough.</think> racially insensitiveドラマ");
 }
 
 TEST(ReasoningServer, ThinkingOffClosesTheBlockInThePrompt) {
@@ -170,10 +168,10 @@ TEST(ReasoningServer, ThinkingOffClosesTheBlockInThePrompt) {
   json bad = hi;
   bad["chat_template_kwargs"] = {{"enable_thinking", "false"}};
   defaults.post("/apply-template", bad, 400);
-  // The answer of a closed block is all content.
-  const json m = s.message({});
+  // The answer of a closed block is all content (llama-server's answer).
+  const json m = s.message({{"max_tokens", 8}});
   EXPECT_FALSE(m.contains("reasoning_content")) << m.dump();
-  EXPECT_NE(str(m, "content"), "");
+  EXPECT_EQ(str(m, "content"), "火星刑事责任 الفكر*/\n\n\n(Vertexanismmt hóa");
 }
 
 TEST(ReasoningServer, ServerGrammarIsTheDefaultARequestsOwnFormatWins) {
@@ -193,7 +191,7 @@ TEST(ReasoningServer, ServerGrammarIsTheDefaultARequestsOwnFormatWins) {
   for (const std::string& answer : {text("/completion", {{"prompt", "hi"}, {"n_predict", 5}}),
                                     text("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 5}}),
                                     text("/v1/chat/completions", hi)})
-    EXPECT_TRUE(answer == "yes" || answer == "no") << answer;
+    EXPECT_EQ(answer, "yes");  // llama-server --grammar answers "yes" to these requests too
   json own = hi;
   own["grammar"] = R"(root ::= "maybe")";
   EXPECT_EQ(text("/v1/chat/completions", own), "maybe");
