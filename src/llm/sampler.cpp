@@ -1,5 +1,6 @@
 #include "llm/sampler.h"
 
+#include "llm/reasoning_budget.h"
 #include "text/grammar/grammar_constraint.h"
 
 #include <algorithm>
@@ -147,8 +148,11 @@ void Sampler::set_grammar(std::unique_ptr<grammar::GrammarConstraint> grammar) {
   grammar_error_.clear();
 }
 
+void Sampler::set_reasoning_budget(std::unique_ptr<ReasoningBudget> budget) { budget_ = std::move(budget); }
+
 void Sampler::accept(int32_t token) {
-  // ref: common_sampler_accept: the grammar first, then the chain's history.
+  // ref: common_sampler_accept: the reasoning budget, the grammar, then the chain's history.
+  if (budget_ != nullptr) budget_->accept(token);
   if (grammar_ != nullptr && grammar_error_.empty()) {
     if (const Status s = grammar_->accept(token); !s.ok()) grammar_error_ = s.error().message;
   }
@@ -171,6 +175,7 @@ void Sampler::reset_history() {
   counts_.clear();
   if (grammar_ != nullptr) grammar_->reset();
   grammar_error_.clear();
+  if (budget_ != nullptr) budget_->reset();
 }
 
 // ref: llama.cpp llama_sampler_penalties_apply (repeat penalty divides positive logits and
@@ -238,6 +243,14 @@ std::optional<int32_t> Sampler::sample_chain(std::span<const float> logits, cons
 // sample again.
 int32_t Sampler::sample(std::span<const float> logits) {
   KILN_ASSERT(logits.size() == static_cast<size_t>(n_vocab_), "sampler: logits size != n_vocab");
+  if (const auto forced = budget_ != nullptr ? budget_->forced_token() : std::nullopt) {
+    // ref: the budget stage sets every other logit to -inf before the chain (which still draws).
+    std::vector<uint8_t> only(static_cast<size_t>(n_vocab_), 0);
+    only[static_cast<size_t>(*forced)] = 1;
+    if (sample_chain(logits, &only)) return *forced;
+    candidates_.assign(1, Candidate{*forced, logits[static_cast<size_t>(*forced)], 1.0f});
+    return *forced;
+  }
   const int32_t first = *sample_chain(logits, nullptr);
   if (grammar_ == nullptr || !grammar_error_.empty() || grammar_->allows(first)) return first;
   if (const auto constrained = sample_chain(logits, &grammar_->allowed())) return *constrained;

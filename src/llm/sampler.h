@@ -7,6 +7,9 @@
 // taken again, the grammar's refusals removed, and the chain picks again (a second draw). Tokens
 // generated must then go through accept() (which advances the grammar), prompt tokens through
 // accept_prompt() (which does not).
+// With a reasoning budget attached (set_reasoning_budget), a position the budget forces takes the
+// forced token (the chain runs over it alone, as llama.cpp's budget stage leaves only it finite)
+// and the grammar is not consulted for it.
 // Thread-safety: a Sampler is used by one sequence at a time; separate sequences own separate
 // samplers.
 #pragma once
@@ -28,6 +31,8 @@ class GrammarConstraint;
 }
 
 namespace kiln {
+
+class ReasoningBudget;
 
 struct SamplerParams {
   uint64_t seed = 0xFFFFFFFF;   // llama.cpp's LLAMA_DEFAULT_SEED; any value is deterministic
@@ -75,6 +80,9 @@ class Sampler {
   // model's (n_vocab entries).
   void set_grammar(std::unique_ptr<grammar::GrammarConstraint> grammar);
   grammar::GrammarConstraint* grammar() { return grammar_.get(); }
+  // Caps the tokens of reasoning blocks (nullptr: none); reset_history() resets it too.
+  void set_reasoning_budget(std::unique_ptr<ReasoningBudget> budget);
+  const ReasoningBudget* reasoning_budget() const { return budget_.get(); }
   // True after sample() found no token the grammar allows; the message says why.
   bool grammar_stalled() const { return !grammar_error_.empty(); }
   const std::string& grammar_error() const { return grammar_error_; }
@@ -99,6 +107,7 @@ class Sampler {
   std::vector<Candidate> candidates_;
   std::unique_ptr<grammar::GrammarConstraint> grammar_;
   std::string grammar_error_;
+  std::unique_ptr<ReasoningBudget> budget_;
 };
 
 // The stages, exposed for tests and for callers that build their own chains. Each works on

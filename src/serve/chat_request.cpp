@@ -132,6 +132,17 @@ std::optional<HttpError> apply_output_format(const OutputFormat& format, Generat
   return std::nullopt;
 }
 
+std::optional<HttpError> default_output_format(const ServerOptions& opt, OutputFormat& format) {
+  if (!format.grammar.empty() || format.json_schema) return std::nullopt;
+  format.grammar = opt.grammar;
+  if (!opt.json_schema.empty()) {
+    auto schema = ordered_json::parse(opt.json_schema, nullptr, /*allow_exceptions=*/false);
+    if (schema.is_discarded()) return HttpError{500, "the server's --json-schema is not valid JSON"};
+    format.json_schema = std::move(schema);
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // A final assistant message is continued unless body["continue_final_message"] is false
@@ -155,11 +166,55 @@ std::optional<HttpError> take_prefill(const ordered_json& body, chat::ChatReques
   return std::nullopt;
 }
 
+// reasoning_format, chat_template_kwargs (enable_thinking among them) and reasoning_effort over
+// the server's defaults, in llama-server's order: the server's -rea, then the kwargs'
+// enable_thinking, then reasoning_effort "none" (ref: oaicompat_chat_params_parse).
+std::optional<HttpError> read_reasoning_options(const ServerOptions& opt, const ordered_json& body,
+                                                chat::ChatRequest& r) {
+  std::string format = opt.reasoning_format;
+  if (given(body, "reasoning_format")) {
+    if (!body["reasoning_format"].is_string())
+      return HttpError{400, "field 'reasoning_format' must be a string (none, auto, deepseek, deepseek-legacy)"};
+    format = body["reasoning_format"].get<std::string>();
+  }
+  auto parsed = chat::reasoning_format_from_name(format);
+  if (!parsed.ok()) return HttpError{400, "field 'reasoning_format': " + parsed.error().message};
+  r.reasoning_format = *parsed;
+  r.enable_thinking = opt.enable_thinking;
+  if (!opt.chat_template_kwargs.empty()) {
+    r.template_kwargs = ordered_json::parse(opt.chat_template_kwargs, nullptr, /*allow_exceptions=*/false);
+    if (!r.template_kwargs.is_object())
+      return HttpError{500, "the server's --chat-template-kwargs is not a JSON object"};
+  }
+  if (given(body, "chat_template_kwargs")) {  // over the server's, key by key
+    if (!body["chat_template_kwargs"].is_object())
+      return HttpError{400, "field 'chat_template_kwargs' must be an object"};
+    for (const auto& [key, value] : body["chat_template_kwargs"].items()) r.template_kwargs[key] = value;
+  }
+  if (auto it = r.template_kwargs.find("enable_thinking"); it != r.template_kwargs.end()) {
+    if (it->is_string())
+      return HttpError{400, "field 'chat_template_kwargs': enable_thinking must be a boolean, not a string"};
+    if (it->is_boolean()) r.enable_thinking = it->get<bool>();
+  }
+  if (given(body, "reasoning_effort")) {
+    if (!body["reasoning_effort"].is_string()) return HttpError{400, "field 'reasoning_effort' must be a string"};
+    const std::string effort = body["reasoning_effort"].get<std::string>();
+    if (effort == "none") {
+      r.enable_thinking = false;
+      r.template_kwargs.erase("reasoning_effort");
+    } else if (!effort.empty()) {
+      r.template_kwargs["reasoning_effort"] = effort;
+    }
+  }
+  return std::nullopt;
+}
+
 // The chat of `body` planned: with the generation prompt unless body["add_generation_prompt"] is
 // false; a final assistant message continued (take_prefill); chat_template_kwargs as template
 // variables.
-std::optional<HttpError> make_plan(const ServerState& st, const ordered_json& body, chat::ChatPlan& plan,
-                                   std::vector<std::string>* image_urls) {
+std::optional<HttpError> make_plan(const ServerState& st, const ServerOptions& opt, const ordered_json& body,
+                                   chat::ChatPlan& plan, std::vector<std::string>* image_urls,
+                                   std::string* prefill_out) {
   chat::ChatRequest r;
   if (auto e = read_messages(body, r.messages, image_urls)) return e;
   if (given(body, "add_generation_prompt")) {
@@ -172,35 +227,76 @@ std::optional<HttpError> make_plan(const ServerState& st, const ordered_json& bo
   if (auto e = read_tools(body, r)) return e;
   OutputFormat format;
   if (auto e = parse_output_format(body, true, format)) return e;
+  // The server's --grammar / --json-schema when the request sets no format and calls no tools
+  // (llama-server: a tool-call grammar replaces the default one).
+  const bool use_tools = !r.tools.empty() && r.tool_choice.mode != chat::ToolChoice::Mode::None;
+  if (!use_tools)
+    if (auto e = default_output_format(opt, format)) return e;
   r.grammar = format.grammar;
   r.json_schema = format.json_schema;
-  if (given(body, "chat_template_kwargs")) {
-    if (!body["chat_template_kwargs"].is_object())
-      return HttpError{400, "field 'chat_template_kwargs' must be an object"};
-    r.template_kwargs = body["chat_template_kwargs"];
-  }
+  if (auto e = read_reasoning_options(opt, body, r)) return e;
   r.bos_token = st.bos_text;
   r.eos_token = st.eos_text;
   auto planned = chat::plan_chat(*st.chat_template, st.chat_syntax, r);
   if (!planned.ok()) return HttpError{400, planned.error().message};
   plan = std::move(*planned);
   plan.prompt += prefill;
+  if (prefill_out) *prefill_out = std::move(prefill);
+  return std::nullopt;
+}
+
+// The reasoning budget of a planned chat: body["reasoning_budget_tokens"] (or
+// "thinking_budget_tokens"; -1: the server's --reasoning-budget) and "reasoning_budget_message",
+// for templates with reasoning tags; none when the budget is -1 (ref: oaicompat_chat_params_parse,
+// common_sampler_init). The generation prompt and the continued message count as prefill.
+std::optional<HttpError> read_reasoning_budget(const ServerState& st, const ServerOptions& opt,
+                                               const ordered_json& body, const chat::ChatPlan& plan,
+                                               const std::string& prefill, GenerationRequest& gen) {
+  int64_t budget = -1;
+  for (const char* key : {"reasoning_budget_tokens", "thinking_budget_tokens"}) {
+    if (!given(body, key)) continue;
+    if (!body[key].is_number_integer() || body[key].get<int64_t>() < -1 || body[key].get<int64_t>() > INT32_MAX)
+      return HttpError{400, field_message(key, "must be an integer, -1 (the server's budget) or more")};
+    budget = body[key].get<int64_t>();
+    break;
+  }
+  if (budget == -1) budget = opt.reasoning_budget;
+  std::string message = opt.reasoning_budget_message;
+  if (given(body, "reasoning_budget_message")) {
+    if (!body["reasoning_budget_message"].is_string())
+      return HttpError{400, "field 'reasoning_budget_message' must be a string"};
+    message = body["reasoning_budget_message"].get<std::string>();
+  }
+  if (budget < 0 || plan.reasoning_start.empty() || plan.reasoning_end.empty()) return std::nullopt;
+  const auto& tok = st.model->tokenizer();
+  ReasoningBudgetSpec spec;
+  spec.start = tok.tokenize(plan.reasoning_start, false, true);
+  spec.ends = {tok.tokenize(plan.reasoning_end, false, true)};
+  spec.forced = message.empty() ? std::vector<int32_t>() : tok.tokenize(message, false, true);
+  spec.forced.insert(spec.forced.end(), spec.ends[0].begin(), spec.ends[0].end());
+  spec.budget = static_cast<int32_t>(budget);
+  spec.prefill = tok.tokenize(plan.generation_prompt + prefill, false, true);
+  if (spec.start.empty() || spec.ends[0].empty()) return std::nullopt;
+  gen.reasoning_budget = std::move(spec);
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<HttpError> render_chat(const ServerState& st, const ordered_json& body, std::string& text) {
+std::optional<HttpError> render_chat(const ServerState& st, const ServerOptions& opt, const ordered_json& body,
+                                     std::string& text) {
   chat::ChatPlan plan;
-  if (auto e = make_plan(st, body, plan, nullptr)) return e;
+  if (auto e = make_plan(st, opt, body, plan, nullptr, nullptr)) return e;
   text = std::move(plan.prompt);
   return std::nullopt;
 }
 
-std::optional<HttpError> plan_chat_request(const ServerState& st, const ordered_json& body,
+std::optional<HttpError> plan_chat_request(const ServerState& st, const ServerOptions& opt, const ordered_json& body,
                                            CompletionRequest& p, chat::ChatPlan& plan) {
   std::vector<std::string> image_urls;
-  if (auto e = make_plan(st, body, plan, &image_urls)) return e;
+  std::string prefill;
+  if (auto e = make_plan(st, opt, body, plan, &image_urls, &prefill)) return e;
+  if (auto e = read_reasoning_budget(st, opt, body, plan, prefill, p.gen)) return e;
   const auto& tok = st.model->tokenizer();
   if (image_urls.empty()) {
     p.gen.prompt = tokenize_chat(tok, plan.prompt);
@@ -219,8 +315,7 @@ std::optional<HttpError> plan_chat_request(const ServerState& st, const ordered_
 }
 
 bool parse_chat_output(const chat::ChatPlan& plan) {
-  return plan.parser.parse_tool_calls ||
-         (plan.grammar && !plan.grammar_from_request && plan.parser.syntax.reasoning.supported());
+  return plan.parser.parse_tool_calls || plan.parser.syntax.reasoning.supported();
 }
 
 }  // namespace kiln::serve

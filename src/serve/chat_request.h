@@ -29,22 +29,31 @@ struct OutputFormat {
 std::optional<HttpError> parse_output_format(const ordered_json& body, bool read_response_format,
                                              OutputFormat& out);
 
+// The server's default output constraint (options.grammar or options.json_schema) into `format`
+// when the request set none of its own (llama-server's --grammar / --json-schema).
+std::optional<HttpError> default_output_format(const ServerOptions& opt, OutputFormat& format);
+
 // The grammar of a completion (not chat) request's output format, into request.grammar.
 std::optional<HttpError> apply_output_format(const OutputFormat& format, GenerationRequest& request);
 
 // Plans the chat of `body` with the state's template and syntax and puts the prompt tokens (with
-// the images of image_url parts: serve/media_request.h), the grammar and the preserved tokens
-// into p.gen. Whether the output must go through the chat
-// parser: plan.parser.parse_tool_calls, or parse_reasoning below.
-std::optional<HttpError> plan_chat_request(const ServerState& st, const ordered_json& body,
+// the images of image_url parts: serve/media_request.h), the grammar, the preserved tokens and
+// the reasoning budget into p.gen. The server's options give the defaults a request may override:
+// reasoning_format (--reasoning-format), enable_thinking (-rea; chat_template_kwargs and
+// reasoning_effort "none" override it), reasoning_budget_tokens / thinking_budget_tokens and
+// reasoning_budget_message (--reasoning-budget, --reasoning-budget-message), and the output
+// constraint (--grammar, --json-schema: for requests with no format of their own and no tools).
+// Whether the output must go through the chat parser: parse_chat_output below.
+std::optional<HttpError> plan_chat_request(const ServerState& st, const ServerOptions& opt, const ordered_json& body,
                                            CompletionRequest& p, chat::ChatPlan& plan);
 
 // Renders body["messages"] (with tools) as plan_chat_request would, into `text` (/apply-template;
 // image_url parts become media markers).
-std::optional<HttpError> render_chat(const ServerState& st, const ordered_json& body, std::string& text);
+std::optional<HttpError> render_chat(const ServerState& st, const ServerOptions& opt, const ordered_json& body,
+                                     std::string& text);
 
-// Whether a plan's output is split by the parser: tool calls, or a structured answer (JSON
-// schema) after a reasoning block the template's model writes first.
+// Whether a plan's output is split by the parser: tool calls, or a template with reasoning tags
+// (reasoning_content; with reasoning_format none the parser leaves the block in the content).
 bool parse_chat_output(const chat::ChatPlan& plan);
 
 }  // namespace kiln::serve

@@ -27,6 +27,14 @@ std::variant<std::shared_ptr<ChoiceSet>, HttpError> ChoiceSet::submit(Engine& en
       if (!constraint.ok()) return HttpError{400, "the grammar: " + constraint.error().message};
       sampler->set_grammar(std::move(*constraint));
     }
+    if (r.reasoning_budget) {
+      const auto* tok = &model.tokenizer();
+      auto ends_utf8 = [tok](int32_t id) {
+        const auto piece = tok->token_to_piece(id, false);
+        return !piece.ok() || ends_utf8_character(*piece);
+      };
+      sampler->set_reasoning_budget(std::make_unique<ReasoningBudget>(*r.reasoning_budget, ends_utf8));
+    }
     auto gen = engine.submit(std::move(r), std::move(*sampler), set->notifier_);
     if (!gen.ok()) return HttpError{503, gen.error().message};  // ~ChoiceSet cancels the others
     set->gens_.push_back(std::move(*gen));

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "llm/context.h"
+#include "llm/reasoning_budget.h"
 #include "llm/sampler.h"
 #include "llm/speculative/speculator.h"
 #include "llm/vision_encoder.h"
@@ -94,6 +95,9 @@ struct GenerationRequest {
   // Control tokens whose text the output keeps (tool-call markers the chat parser reads:
   // llama.cpp's preserved_tokens); other control tokens print as nothing.
   std::vector<int32_t> preserved_tokens;
+  // Caps the tokens of reasoning blocks (--reasoning-budget, reasoning_budget_tokens); each choice
+  // gets its own (ChoiceSet::submit).
+  std::optional<ReasoningBudgetSpec> reasoning_budget;
   // Draft-model limits of this request (the flat keys speculative.n_max, .n_min, .p_min); unset:
   // the server's (--spec-draft-n-max, ...).
   std::optional<int32_t> draft_n_max, draft_n_min;

@@ -94,10 +94,11 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
     const ordered_json ordered = ordered_json::parse(req.body);  // schemas keep their key order
     chat::ChatPlan plan;
     if (chat) {
-      if (auto e = plan_chat_request(*st, ordered, p, plan)) return send_error(ex, *e);
+      if (auto e = plan_chat_request(*st, rc.options, ordered, p, plan)) return send_error(ex, *e);
     } else {
       OutputFormat format;
       if (auto e = parse_output_format(ordered, true, format)) return send_error(ex, *e);
+      if (auto e = default_output_format(rc.options, format)) return send_error(ex, *e);
       if (auto e = apply_output_format(format, p.gen)) return send_error(ex, *e);
       auto it = body->find("prompt");
       if (it == body->end())
@@ -182,6 +183,8 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
           c["finish_reason"] = finish_reason(set->gen(i), !parser.message().tool_calls.empty());
         }
         if (logprobs && !tokens.empty()) c["logprobs"] = {{"content", chat_logprobs(tokens)}};
+        // Text the parser holds back (a marker being written) makes no chunk, as llama-server.
+        if (c["delta"].empty() && finish.is_null() && c["logprobs"].is_null()) return json();
       } else if (chat) {
         c["delta"] = json::object();
         if (first[i]) c["delta"]["role"] = "assistant";
@@ -198,7 +201,7 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
     while (!done) {
       done = set->poll(kPollInterval, [&](size_t i, Generation::Chunk& c) {
         if (!c.text.empty() || !c.tokens.empty())
-          out.event(envelope(json::array({choice(i, c.text, c.tokens, nullptr)})));
+          if (json ch = choice(i, c.text, c.tokens, nullptr); !ch.is_null()) out.event(envelope(json::array({std::move(ch)})));
         if (c.final && set->gen(i).error().empty())
           out.event(envelope(json::array({choice(i, "", {}, set->gen(i).finish_reason())})));
       });

@@ -76,6 +76,7 @@ void add_native_completion_routes(http::Router& r, const RouteContext& rc) {
     if (auto e = parse_completion_fields(*body, tok, p, CompletionApi::Native)) return send_error(ex, *e);
     OutputFormat format;
     if (auto e = parse_output_format(ordered_json::parse(req.body), false, format)) return send_error(ex, *e);
+    if (auto e = default_output_format(rc.options, format)) return send_error(ex, *e);
     if (auto e = apply_output_format(format, p.gen)) return send_error(ex, *e);
     auto it = body->find("prompt");
     if (it == body->end())

@@ -74,7 +74,7 @@ void add_token_routes(http::Router& r, const RouteContext& rc) {
     auto st = rc.ready(ex, *body);
     if (!st) return;
     std::string prompt;
-    if (auto e = render_chat(*st, ordered_json::parse(req.body), prompt)) return send_error(ex, *e);
+    if (auto e = render_chat(*st, rc.options, ordered_json::parse(req.body), prompt)) return send_error(ex, *e);
     send_json(ex, {{"prompt", prompt}});
   });
 }

@@ -100,6 +100,15 @@ struct ServerOptions {
   int32_t models_max = 4;                  // models loaded at once; 0: no limit
   bool models_autoload = true;             // a request for an unloaded model loads it
   int32_t residency_timeout_seconds = 30;  // a request waits this long for room, then 503
+  // Chat defaults (llama-server's flags); a request's own fields win (see chat_request.h).
+  std::string reasoning_format = "auto";  // --reasoning-format: none|auto|deepseek|deepseek-legacy
+  std::optional<bool> enable_thinking;    // -rea on|off; nullopt (auto): the template's default
+  int32_t reasoning_budget = -1;          // --reasoning-budget: tokens per reasoning block; -1: no cap
+  std::string reasoning_budget_message;   // --reasoning-budget-message: written before the forced end tag
+  std::string chat_template_kwargs;       // --chat-template-kwargs: a JSON object's text; empty: none
+  // The output constraint of requests that set none (--grammar/--grammar-file: GBNF;
+  // --json-schema/--json-schema-file: a JSON schema's text); at most one is set.
+  std::string grammar, json_schema;
   // HTTP (see http/http_server.h). A request's body must arrive, and a client take an answer's
   // bytes, within timeout_seconds (--timeout); headers within head_timeout_ms.
   int32_t timeout_seconds = 3600;

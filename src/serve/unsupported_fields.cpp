@@ -63,7 +63,8 @@ constexpr UnsupportedField kUnsupported[] = {
     {"image_data", "images", is_empty},
     {"modalities", "outputs other than text", is_text_only},
     {"audio", "audio output", is_empty},
-    {"reasoning_format", "separating reasoning from the answer", is_no_reasoning_format},
+    {"reasoning_format", "reasoning_format outside /v1/chat/completions", is_no_reasoning_format,
+     Lacking::OutsideChat},
     {"lora", "LoRA adapters", is_empty},
     {"id_slot", "choosing a slot", is_minus_one},
 };

@@ -78,6 +78,7 @@ TEST_F(RequestFieldsTest, UnsupportedFieldsAreRefusedByEveryRoute) {
     if (route != "/v1/chat/completions") {
       refused_here.push_back({"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}});
       refused_here.push_back({"tool_choice", "required"});
+      refused_here.push_back({"reasoning_format", "deepseek"});
     }
     if (route == "/completion") refused_here.push_back({"response_format", {{"type", "json_object"}}});
     for (const auto& [field, value] : refused_here) {

@@ -25,6 +25,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "command.h"
@@ -32,10 +34,12 @@
 #include "llm/embeddings.h"
 #include "messages.h"
 #include "model_flags.h"
+#include "sampler_flags.h"
 #include "serve/model_catalog.h"
 #include "serve/server.h"
 #include "serve/server_state.h"
 #include "speculative_flags.h"
+#include "text/chat/output_parser.h"
 #include "user_files.h"
 
 namespace kiln::cli {
@@ -141,7 +145,36 @@ int run_serve(int argc, char** argv) {
   p.value({"--cors-origins"}, &cors_origins, "ORIGINS",
           "origins browsers may call from: * (default), a comma-separated list, or '' for none");
   spf.declare(p);
+  std::string reasoning_format = "auto", reasoning = "auto", reasoning_budget_message, template_kwargs;
+  int32_t reasoning_budget = -1;
+  GrammarFlags output;
+  p.value({"--reasoning-format"}, &reasoning_format, "FORMAT",
+          "where a chat's reasoning goes: none (left in content), deepseek (reasoning_content), "
+          "deepseek-legacy (the same), auto (default: deepseek)");
+  p.value({"-rea", "--reasoning"}, &reasoning, "on|off|auto",
+          "thinking in the chat template (enable_thinking): on, off, or auto (default: the template's)");
+  p.value({"--reasoning-budget"}, &reasoning_budget, "N",
+          "tokens a reasoning block may take before its end tag is forced: -1 no cap (default), 0 end at once",
+          IntRange::at_least(-1));
+  p.value({"--reasoning-budget-message"}, &reasoning_budget_message, "MESSAGE",
+          "text written before the forced end tag when the budget runs out (default: none)");
+  p.value({"--chat-template-kwargs"}, &template_kwargs, "JSON",
+          "extra chat template variables, a JSON object, e.g. '{\"enable_thinking\": false}' (requests' own win)");
+  output.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
+  if (!chat::reasoning_format_from_name(reasoning_format).ok())
+    return fail("serve", "--reasoning-format: '" + reasoning_format + "' is not none, auto, deepseek or deepseek-legacy", 2);
+  std::optional<bool> enable_thinking;
+  if (reasoning == "on" || reasoning == "enabled" || reasoning == "true" || reasoning == "1")
+    enable_thinking = true;
+  else if (reasoning == "off" || reasoning == "disabled" || reasoning == "false" || reasoning == "0")
+    enable_thinking = false;
+  else if (reasoning != "auto" && reasoning != "-1")
+    return fail("serve", "--reasoning: '" + reasoning + "' is not on, off or auto", 2);
+  if (!template_kwargs.empty() && !nlohmann::json::parse(template_kwargs, nullptr, false).is_object())
+    return fail("serve", "--chat-template-kwargs: not a JSON object", 2);
+  auto constraint = output.read();
+  if (!constraint.ok()) return fail("serve", constraint.error().message, 2);
   if (auto code = mf.list_devices_if_asked("serve")) return *code;
   // One model (today's server) unless several are named.
   std::vector<serve::ModelSpec> models;
@@ -200,6 +233,13 @@ int run_serve(int argc, char** argv) {
   opt.cors_origins = cors_origins;
   opt.speculative = spf.resolved();
   opt.draft_model = spf.draft_model_path;
+  opt.reasoning_format = reasoning_format;
+  opt.enable_thinking = enable_thinking;
+  opt.reasoning_budget = reasoning_budget;
+  opt.reasoning_budget_message = reasoning_budget_message;
+  opt.chat_template_kwargs = template_kwargs;
+  opt.grammar = std::move(constraint->gbnf);
+  opt.json_schema = std::move(constraint->json_schema);
   opt.log = [](const std::string& message) { std::fprintf(stderr, "kiln serve: %s\n", message.c_str()); };
   if (!template_file.empty()) {
     auto text = read_text_file(template_file);

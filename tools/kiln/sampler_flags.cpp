@@ -54,6 +54,10 @@ void SamplerFlags::declare(OptionParser& p) {
       {"-l", "--logit-bias"},
       [this](const std::string& v) { return parse_logit_bias(v, &params.logit_bias); }, "TOKEN(+|-)BIAS",
       "add BIAS to TOKEN's logit, e.g. 15043+1 or 2-inf (repeatable)");
+  output.declare(p);
+}
+
+void GrammarFlags::declare(OptionParser& p) {
   p.value({"--grammar"}, &grammar, "GRAMMAR", "GBNF grammar the output must follow (llama.cpp's syntax)");
   p.value({"--grammar-file"}, &grammar_file, "FILE", "read the GBNF grammar from FILE");
   p.value({"-j", "--json-schema"}, &json_schema, "SCHEMA",
@@ -61,24 +65,32 @@ void SamplerFlags::declare(OptionParser& p) {
   p.value({"-jf", "--json-schema-file"}, &json_schema_file, "FILE", "read the JSON schema from FILE");
 }
 
-Result<std::string> SamplerFlags::grammar_text() const {
+Result<GrammarFlags::Constraint> GrammarFlags::read() const {
   const int given =
       !grammar.empty() + !grammar_file.empty() + !json_schema.empty() + !json_schema_file.empty();
   if (given > 1)
     return make_error("give only one of --grammar, --grammar-file, --json-schema, --json-schema-file");
-  if (!grammar.empty()) return grammar;
-  if (!grammar_file.empty()) return read_text_file(grammar_file);
-  if (json_schema.empty() && json_schema_file.empty()) return std::string();
-  std::string text = json_schema;
+  Constraint c;
+  if (!grammar.empty()) c.gbnf = grammar;
+  if (!grammar_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(c.gbnf, read_text_file(grammar_file));
+  }
+  if (json_schema.empty() && json_schema_file.empty()) return c;
+  c.json_schema = json_schema;
   if (!json_schema_file.empty()) {
-    KILN_ASSIGN_OR_RETURN(text, read_text_file(json_schema_file));
+    KILN_ASSIGN_OR_RETURN(c.json_schema, read_text_file(json_schema_file));
   }
   const char* flag = json_schema_file.empty() ? "--json-schema" : "--json-schema-file";
-  const auto schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto schema = nlohmann::ordered_json::parse(c.json_schema, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return make_error(flag, ": not valid JSON");
-  auto gbnf = grammar::json_schema_to_gbnf(schema);
-  if (!gbnf.ok()) return make_error(flag, ": ", gbnf.error().message);
-  return std::move(*gbnf);
+  if (auto gbnf = grammar::json_schema_to_gbnf(schema); !gbnf.ok()) return make_error(flag, ": ", gbnf.error().message);
+  return c;
+}
+
+Result<std::string> GrammarFlags::gbnf() const {
+  KILN_ASSIGN_OR_RETURN(Constraint c, read());
+  if (c.json_schema.empty()) return std::move(c.gbnf);
+  return grammar::json_schema_to_gbnf(nlohmann::ordered_json::parse(c.json_schema));
 }
 
 std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char* command) const {
@@ -105,7 +117,7 @@ std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char
     print_error(command, s.error().message);
     return std::nullopt;
   }
-  auto gbnf = grammar_text();
+  auto gbnf = output.gbnf();
   if (!gbnf.ok()) {
     print_error(command, gbnf.error().message);
     return std::nullopt;

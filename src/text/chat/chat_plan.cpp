@@ -134,6 +134,7 @@ Result<ChatPlan> plan_chat(const ChatTemplate& tmpl, const ChatSyntax& syntax, c
   plan.parser.syntax = syntax;
   plan.parser.reasoning_format = r.reasoning_format;
   plan.parser.starts_in_reasoning = starts_in_reasoning;
+  if (starts_in_reasoning) plan.parser.opened_reasoning = plan.generation_prompt.substr(plan.generation_prompt.rfind(trim(rs.start)));
   plan.parser.parse_tool_calls = use_tools;
   plan.parser.tools = r.tools;
   plan.preserved_tokens = syntax.preserved_tokens;

@@ -247,6 +247,7 @@ class Parse {
     const ReasoningSyntax& r = o_.syntax.reasoning;
     const bool extract = o_.reasoning_format != ReasoningFormat::None && r.supported();
     bool after_reasoning = false;
+    if (!extract && o_.starts_in_reasoning) msg_.content = o_.opened_reasoning;
     if (extract) {
       const std::string start = trim(r.start), end = trim(r.end);
       bool inside = o_.starts_in_reasoning;
@@ -265,22 +266,16 @@ class Parse {
         const size_t e = text_.find(end, p);
         if (e == npos) {
           std::string_view body = ltrim(text_.substr(p));
-          std::string_view raw = text_;
           if (partial_) {
             body = rtrim(body.substr(0, body.size() - partial_marker_suffix(body, end)));
-            raw = rtrim(raw.substr(0, raw.size() - partial_marker_suffix(raw, end)));
             body = body.substr(0, body.size() - incomplete_utf8(body));
-            raw = raw.substr(0, raw.size() - incomplete_utf8(raw));
           }
           msg_.reasoning_content = std::string(partial_ ? body : trim_view(body));
-          // deepseek-legacy keeps the block as written in the content too.
-          if (o_.reasoning_format == ReasoningFormat::DeepseekLegacy) msg_.content = std::string(raw);
           return msg_;
         }
         msg_.reasoning_content = trim(text_.substr(p, e - p));
         pos = e + end.size();
         after_reasoning = true;
-        if (o_.reasoning_format == ReasoningFormat::DeepseekLegacy) msg_.content = std::string(text_.substr(0, pos));
       }
     }
     if (after_reasoning) {

@@ -9,8 +9,9 @@
 //   send(p.finish());  const ParsedMessage& m = p.message();
 //
 // Reasoning formats (llama-server's --reasoning-format): None leaves the reasoning block in the
-// content; Auto and Deepseek move it to reasoning_content; DeepseekLegacy fills reasoning_content
-// and also keeps the block, tags included, in the content.
+// content (opened_reasoning first when the prompt opened it); Auto, Deepseek and DeepseekLegacy
+// move it to reasoning_content, in answers and stream deltas alike (llama-server's parser no
+// longer keeps the block in the content for deepseek-legacy: same output as deepseek).
 // Thread-safety: none; one parser per generation.
 #pragma once
 
@@ -39,6 +40,9 @@ struct ParserOptions {
   ChatSyntax syntax;
   ReasoningFormat reasoning_format = ReasoningFormat::Auto;
   bool starts_in_reasoning = false;  // the prompt ended inside a reasoning block
+  // With starts_in_reasoning: the generation prompt from the reasoning start tag on ("<think>\n");
+  // format None puts it before the content, as llama-server does (the block shows as written).
+  std::string opened_reasoning;
   bool parse_tool_calls = false;     // tools were given and tool_choice is not none
   std::vector<ToolDef> tools;        // their parameter schemas (tagged arguments are typed by them)
 };
