@@ -42,7 +42,7 @@ struct ParserOptions {
   bool starts_in_reasoning = false;  // the prompt ended inside a reasoning block
   // With starts_in_reasoning: the generation prompt from the reasoning start tag on ("<think>\n");
   // format None puts it before the content, as llama-server does (the block shows as written).
-  std::string opened_reasoning;
+  std::string opened_reasoning{};
   bool parse_tool_calls = false;     // tools were given and tool_choice is not none
   std::vector<ToolDef> tools;        // their parameter schemas (tagged arguments are typed by them)
 };
