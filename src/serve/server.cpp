@@ -30,7 +30,10 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   st->bos_text = std::move(chat->bos_text);
   st->eos_text = std::move(chat->eos_text);
   KILN_ASSIGN_OR_RETURN(st->devices,
-                        DeviceRegistry::create({.n_threads = opt.n_threads, .sim = opt.sim_devices, .budgets = opt.budgets}));
+                        DeviceRegistry::create({.n_threads = opt.n_threads,
+                                                .sim = opt.sim_devices,
+                                                .budgets = opt.budgets,
+                                                .sim_shared_dir = opt.sim_shared_dir}));
   KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt.device));
   KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device));
   Backend& backend = st->devices->backend(*device);
@@ -145,8 +148,13 @@ json props_json(const ModelInfo& info, bool sleeping) {
 // A request's hold on the state: ends its activity when the last copy goes.
 class Server::Lease {
  public:
-  Lease(std::shared_ptr<ServerState> state, Server* server) : state_(std::move(state)), server_(server) {}
-  ~Lease() { server_->end_activity(); }
+  Lease(std::shared_ptr<ServerState> state, Server* server, Arbiter::Use use)
+      : state_(std::move(state)), server_(server), use_(std::move(use)) {}
+  ~Lease() {
+    state_.reset();
+    use_.reset();  // the token may go once the state is not in use
+    server_->end_activity();
+  }
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
   ServerState* get() const { return state_.get(); }
@@ -154,6 +162,7 @@ class Server::Lease {
  private:
   std::shared_ptr<ServerState> state_;
   Server* server_;
+  Arbiter::Use use_;
 };
 
 std::shared_ptr<ServerState> RouteContext::ready() const {
@@ -182,7 +191,10 @@ std::vector<SlotInfo> RouteContext::slots() const {
 
 Server::Server(ServerOptions options) : opt_(std::move(options)) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+  arbiter_.reset();  // after every lease (stop() ended the requests)
+}
 
 void Server::log(const std::string& message) const {
   if (opt_.log) opt_.log(message);
@@ -228,6 +240,10 @@ Status Server::install(std::shared_ptr<const Model> model, ModelLoader loader) {
     if (auto pooling = server_pooling(opt_, *model); !pooling.ok())
       return make_error("serve: --embeddings: ", pooling.error().message);
   }
+  if (!opt_.arbiter_dir.empty() && !arbiter_) {
+    KILN_ASSIGN_OR_RETURN(arbiter_, Arbiter::open(opt_.arbiter_dir, [this] { return yield_device(); }));
+  }
+  KILN_ASSIGN_OR_RETURN(Arbiter::Use use, use_device());  // the model loads while this process holds the device
   KILN_ASSIGN_OR_RETURN(auto st, build_state(opt_, std::move(model)));
   auto info = describe(*st, opt_.n_parallel);
   const bool sleeps = loader && opt_.sleep_idle_seconds > 0;
@@ -244,10 +260,30 @@ Status Server::install(std::shared_ptr<const Model> model, ModelLoader loader) {
   return {};
 }
 
-std::shared_ptr<ServerState> Server::lease(std::shared_ptr<ServerState> st) {
+std::shared_ptr<ServerState> Server::lease(std::shared_ptr<ServerState> st, Arbiter::Use use) {
   ++active_;
-  auto l = std::make_shared<Lease>(std::move(st), this);
+  auto l = std::make_shared<Lease>(std::move(st), this, std::move(use));
   return std::shared_ptr<ServerState>(l, l->get());
+}
+
+Result<Arbiter::Use> Server::use_device() {
+  if (!arbiter_) return Arbiter::Use();
+  auto use = arbiter_->use(Arbiter::Clock::now() + std::chrono::seconds(opt_.arbiter_timeout_seconds));
+  if (!use.ok())
+    return make_error("the device ", opt_.device, " is busy in another process: ", use.error().message,
+                      " (--arbiter-timeout ", opt_.arbiter_timeout_seconds, ")");
+  return use;
+}
+
+Result<bool> Server::yield_device() {
+  const auto st = peek();
+  if (!st) return true;  // asleep or stopping: nothing of ours is on the device
+  if (!engine_idle(*st)) return false;
+  KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt_.device));
+  ResidencyManager& residency = st->devices->residency(*device);
+  for (const OwnerMemory& owner : residency.breakdown().owners) KILN_TRY(residency.evict_owner(owner.owner));
+  log("arbiter: yielded " + opt_.device + " to another process");
+  return true;
 }
 
 void Server::end_activity() {
@@ -264,10 +300,12 @@ void Server::end_activity() {
 }
 
 Result<std::shared_ptr<ServerState>> Server::acquire() {
+  // The token first: waking and restoring the model put it on the device.
+  KILN_ASSIGN_OR_RETURN(Arbiter::Use use, use_device());
   std::unique_lock lock(mutex_);
   for (;;) {
     if (stopping_) return make_error("the server is shutting down");
-    if (state_) return lease(state_);
+    if (state_) return lease(state_, std::move(use));
     if (releasing_) {  // going to sleep this very moment: wake once the memory is released
       cv_.wait(lock, [&] { return stopping_ || !releasing_; });
       continue;
@@ -304,7 +342,7 @@ Result<std::shared_ptr<ServerState>> Server::acquire() {
     wake_error_.clear();
     state_ = std::move(*built);
     asleep_ = false;
-    out = lease(state_);
+    out = lease(state_, std::move(use));
   }
   lock.unlock();
   cv_.notify_all();
@@ -371,7 +409,8 @@ void Server::stop() {
     st = state_;
   }
   cv_.notify_all();
-  if (st) st->engine->stop();  // ends every generation: their handlers answer and return
+  if (arbiter_) arbiter_->close();  // requests waiting for the device give up
+  if (st) st->engine->stop();        // ends every generation: their handlers answer and return
   st.reset();
   if (sleeper_.joinable()) sleeper_.join();
   // Their last bytes get a moment to go out; then every connection closes.
