@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """kiln against llama.cpp on the same GGUF file: prompt processing, generation, batched generation.
 
-  bench/compare_llama_cpp.py KILN_BINARY MODEL.gguf --node-modules DIR [-p 512] [-n 64]
-                             [--streams 8] [--rounds 3] [--threads 2]
+  bench/compare_llama_cpp.py KILN_BINARY MODEL.gguf [MODEL.gguf...] --node-modules DIR [-p 512]
+                             [-n 64] [--streams 8] [--rounds 3] [--threads 2]
 
 The peer is llama.cpp's prebuilt CPU build from npm (node-llama-cpp@3.22.1: `npm install
 node-llama-cpp@3.22.1` in DIR's parent), driven through its C API by bench/llama_cpp_peer.cpp,
@@ -42,8 +42,9 @@ def build_peer(node_modules):
 
 
 def kiln_round(kiln, model, a):
+    streams = "1" if a.streams < 2 else f"1,{a.streams}"
     out = subprocess.run([kiln, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "--streams",
-                          f"1,{a.streams}", "-r", "1", "-t", str(a.threads)],
+                          streams, "-r", "1", "-t", str(a.threads)],
                          check=True, capture_output=True, text=True).stdout
     rates = {}
     for line in out.splitlines():
@@ -56,32 +57,26 @@ def kiln_round(kiln, model, a):
 def peer_round(exe, bins, model, a):
     out = subprocess.run([exe, model, str(a.p), str(a.n), str(a.streams), str(a.threads), bins],
                          check=True, capture_output=True, text=True).stdout
-    rates = {}
+    rates, variant = {}, "unknown"
     for line in out.splitlines():
-        name, rate = line.rsplit(" ", 1)
-        rates[name] = float(rate)
-    return rates
+        name, value = line.rsplit(" ", 1)
+        if name == "cpu-variant":
+            variant = value
+        else:
+            rates[name] = float(value)
+    return rates, variant
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("kiln")
-    p.add_argument("model")
-    p.add_argument("--node-modules", required=True)
-    p.add_argument("-p", type=int, default=512)
-    p.add_argument("-n", type=int, default=64)
-    p.add_argument("--streams", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--threads", type=int, default=2)
-    a = p.parse_args()
-    exe, bins = build_peer(os.path.abspath(a.node_modules))
-    tests = [f"pp{a.p}", f"tg{a.n}", f"tg{a.n} x{a.streams}"]
+def compare(exe, bins, model, tests, a):
+    """Runs a.rounds interleaved rounds on one model; prints its table; returns {test: median ratio}."""
     kiln_rates = {t: [] for t in tests}
     peer_rates = {t: [] for t in tests}
     ratios = {t: [] for t in tests}
     for r in range(a.rounds):
-        k = kiln_round(a.kiln, a.model, a)
-        l = peer_round(exe, bins, a.model, a)
+        k = kiln_round(a.kiln, model, a)
+        l, variant = peer_round(exe, bins, model, a)
+        if r == 0:
+            print(f"{os.path.basename(model)}: llama.cpp loaded ggml's CPU variant '{variant}'", flush=True)
         for t in tests:
             if t not in k or t not in l:
                 sys.exit(f"round {r + 1}: test {t} missing (kiln {k}, llama.cpp {l})")
@@ -95,6 +90,36 @@ def main():
     for t in tests:
         print(f"| {t} | {statistics.median(kiln_rates[t]):.2f} | {statistics.median(peer_rates[t]):.2f} | "
               f"{statistics.median(ratios[t]):.2f}x |")
+    print(flush=True)
+    return {t: statistics.median(ratios[t]) for t in tests}
+
+
+def weight_type(model):
+    """The weight type a file's name ends with (llama-1.1b-q4_k_m.gguf: Q4_K_M), else the name."""
+    m = re.search(r"[-.]((?:[qQ]\d_[kK](?:_[smlSML])?)|(?:[qQ]\d_\d)|(?:i?[qQ]\d_[a-zA-Z]+\d*)|(?:[bB]?[fF]\d+))\.gguf$",
+                  model)
+    return m.group(1).upper() if m else os.path.basename(model)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("kiln")
+    p.add_argument("models", nargs="+", metavar="model")
+    p.add_argument("--node-modules", required=True)
+    p.add_argument("-p", type=int, default=512)
+    p.add_argument("-n", type=int, default=64)
+    p.add_argument("--streams", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args()
+    exe, bins = build_peer(os.path.abspath(a.node_modules))
+    tests = [f"pp{a.p}", f"tg{a.n}"] + ([f"tg{a.n} x{a.streams}"] if a.streams > 1 else [])
+    summary = [(weight_type(m), compare(exe, bins, m, tests, a)) for m in a.models]
+    if len(summary) > 1:
+        print(f"| type | " + " | ".join(tests) + " |")
+        print("|---|" + "---:|" * len(tests))
+        for name, ratio in summary:
+            print(f"| {name} | " + " | ".join(f"{ratio[t]:.2f}x" for t in tests) + " |")
 
 
 if __name__ == "__main__":

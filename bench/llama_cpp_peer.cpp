@@ -9,11 +9,13 @@
 // of one token), tg N xS (S sequences, N calls of S tokens). Default context parameters otherwise
 // (F16 KV cache, flash attention auto), n_ctx large enough for the tests; ggml's CPU backend
 // variants are loaded from BACKEND_DIR (the package's bins folder: it picks the one for this CPU).
-// Prints one line per test: "<name> <tokens/s>".
+// Prints "cpu-variant <name>" (the libggml-cpu-<name>.so ggml loaded, from /proc/self/maps; "unknown"
+// when none is mapped), then one line per test: "<name> <tokens/s>". S < 2 skips the tg N xS test.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -51,6 +53,19 @@ double run(llama_context* ctx, int n_vocab, int n_calls, int width, bool one_seq
   return s;
 }
 
+// The CPU variant of ggml's backend that this process mapped (libggml-cpu-<variant>.so).
+std::string loaded_cpu_variant() {
+  std::ifstream maps("/proc/self/maps");
+  const std::string prefix = "libggml-cpu-";
+  for (std::string line; std::getline(maps, line);) {
+    const size_t at = line.rfind(prefix);
+    if (at == std::string::npos) continue;
+    const size_t start = at + prefix.size(), end = line.find(".so", start);
+    if (end != std::string::npos) return line.substr(start, end - start);
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,6 +77,7 @@ int main(int argc, char** argv) {
   const int n_threads = std::atoi(argv[5]);
   llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);  // errors are reported below
   ggml_backend_load_all_from_path(argv[6]);
+  std::printf("cpu-variant %s\n", loaded_cpu_variant().c_str());
   llama_backend_init();
   llama_model_params mp = llama_model_default_params();
   llama_model* model = llama_model_load_from_file(argv[1], mp);
@@ -91,7 +107,8 @@ int main(int argc, char** argv) {
   const Test tests[] = {
       {"pp" + std::to_string(n_prompt), 1, n_prompt, true},
       {"tg" + std::to_string(n_gen), n_gen, 1, false},
-      {"tg" + std::to_string(n_gen) + " x" + std::to_string(n_streams), n_gen, n_streams, false},
+      {"tg" + std::to_string(n_gen) + " x" + std::to_string(n_streams), n_streams > 1 ? n_gen : 0, n_streams,
+       false},
   };
   int status = 0;
   for (const Test& t : tests) {

@@ -358,6 +358,16 @@ void Context::clear() {
   kv_->clear();
 }
 
+void Context::release_host_buffers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<float>().swap(outputs_);
+  std::vector<int64_t>().swap(output_row_);
+  std::vector<int32_t>().swap(stage_ids_);
+  std::vector<int32_t>().swap(stage_pos_);
+  std::vector<int32_t>().swap(stage_rows_);
+  std::vector<float>().swap(stage_mask_);
+}
+
 namespace {
 
 constexpr char kSeqMagic[8] = {'K', 'I', 'L', 'N', 'S', 'E', 'Q', '1'};

@@ -56,6 +56,11 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
   dw->buffer_bytes_ = end;
   dw->residency_.attach(device, dw->owner_, dw->model_->name(), MemoryKind::Weights,
                        host ? "re-read from the mapped file" : "re-prepared from the mapped file", dw.get());
+  // Pinned while they are made: another thread's allocation must not evict a buffer being filled.
+  ResidencyManager::Pin pin;
+  if (ResidencyManager* m = device.residency()) {
+    KILN_ASSIGN_OR_RETURN(pin, m->pin(dw->owner_));
+  }
   if (const Status st = dw->residency_.set_external_bytes(dw->mapped_bytes_); !st.ok())
     return make_error("the weights of '", dw->model_->name(), "' do not fit: ", st.error().message);
   if (dw->buffer_bytes_ == 0) {

@@ -3,9 +3,9 @@
 // src0 broadcasts over dims 2 and 3 (rA = src1.ne[2] / src0.ne[2], as ggml_mul_mat).
 //
 // ref: ggml_compute_forward_mul_mat (ggml-cpu/ggml-cpu.c). The arithmetic is the weight family's
-// (ops/gemm/gemm.h); of n activation rows, ggml sends the first n - n % 4 through its prompt
-// kernels, whose order differs for some types (Q4_K), unless params.single_row_order asks for
-// the one-row order of every row (speculative verification).
+// (ops/gemm/gemm.h); of n activation rows, ggml sends the first Family::gemm_act_rows through its
+// prompt kernels, whose order differs for some types (Q4_K, F16), unless params.single_row_order
+// asks for the one-row order of every row (speculative verification).
 // Phase 0 converts every src1 row into the family's activation format in scratch, one unit per
 // row. Phase 1 computes tiles of kTileRows weight rows x one band of activation rows of one (A, B)
 // plane per unit; units are numbered weight tiles fastest, so a range of units reuses one band of
@@ -90,7 +90,7 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
   const int64_t r2 = a.ne[2] / w.ne[2];
   const int64_t r3 = a.ne[3] / w.ne[3];
   // Prepared weights are addressed by row group (gemm/layouts.h): group bytes = 8 plain rows.
-  const int64_t gemm_rows = call.params.single_row_order ? 0 : a.ne[1] - a.ne[1] % 4;
+  const int64_t gemm_rows = call.params.single_row_order ? 0 : fam.gemm_act_rows(w, a.ne[1]);
   const bool prepared = w.layout != TensorLayout::Plain;
   const size_t group_bytes =
       prepared ? gemm::prepared_bytes(w, w.layout) / static_cast<size_t>(w.ne[1] / 8) : 0;

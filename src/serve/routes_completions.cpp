@@ -84,7 +84,7 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
   return [rc, chat](const http::Request& req, http::Exchange& ex) {
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
-    auto st = rc.ready(ex);
+    auto st = rc.ready(ex, *body);
     if (!st) return;
     CompletionRequest p;
     const auto& tok = st->model->tokenizer();
@@ -121,7 +121,7 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
 
     const std::string id = make_id(chat ? "chatcmpl-" : "cmpl-");
     const int64_t created = unix_time();
-    const std::string model_name = st->model->name();
+    const std::string model_name = st->name;
     const char* object = chat ? (p.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion";
     auto envelope = [=](json choices) {
       return json{{"id", id},

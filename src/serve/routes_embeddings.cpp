@@ -17,7 +17,7 @@ http::Handler embeddings_handler(const RouteContext& rc, std::shared_ptr<Embedde
       return send_error(ex, {501, "This server does not support embeddings. Start it with `--embeddings`"});
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
-    auto st = rc.ready(ex);
+    auto st = rc.ready(ex, *body);
     if (!st) return;
     auto pooling = server_pooling(rc.options, *st->model);
     if (!pooling.ok()) return send_error(ex, {501, "embeddings: " + pooling.error().message});
@@ -30,7 +30,7 @@ http::Handler embeddings_handler(const RouteContext& rc, std::shared_ptr<Embedde
       return send_error(ex, *e);
     auto vectors = embedder->embed(*st, p.inputs, *pooling, rc.options.context);
     if (!vectors.ok()) return send_error(ex, {500, vectors.error().message});
-    if (oai) return send_json(ex, oai_embeddings_json(p, *vectors, st->model->name()));
+    if (oai) return send_json(ex, oai_embeddings_json(p, *vectors, st->name));
     send_json(ex, native_embeddings_json(*vectors, st->model->hparams().n_embd));
   };
 }

@@ -1,5 +1,6 @@
-// GET /v1/models, /slots, /metrics, /v1/memory. These routes only look: they never wake a sleeping
-// server.
+// GET /slots, /metrics, /v1/memory. These routes only look: they never wake a sleeping server.
+// With many models /slots and /metrics take ?model=NAME; /v1/memory shows
+// the devices all the models share.
 //
 // /metrics: Prometheus text exposition (text/plain; version=0.0.4) with llama-server's metric
 // names, so dashboards made for it work: llamacpp:prompt_tokens_total, prompt_seconds_total,
@@ -12,12 +13,14 @@
 // memory breakdown as gauges (kiln:memory_device_bytes{device,what} and
 // kiln:memory_owner_bytes{device,owner,kind}, the figures of /v1/memory); with --arbiter,
 // kiln:arbiter_holding (gauge) and kiln:arbiter_yields_total. The counters belong to
-// the engine: while the server sleeps (or loads) there is none, and /metrics answers 503.
+// the engine: while the model first loads (or, with many models, is unloaded) there is none, and
+// /metrics answers 503; a sleeping model's engine answers.
 //
 // /v1/memory: the residency manager's breakdown (runtime/memory_breakdown.h) as JSON, in bytes:
 // {"devices": [{"device", "total", "free", "budget" (null: none), "counted", "unaccounted",
 //   "owners": [{"id", "name", "weights", "kv", "compute", "scratch", "evicted_residents",
-//   "pinned"}]}]}; while the server sleeps or loads nothing is on any device: "devices" is empty.
+//   "pinned"}]}]}; a sleeping model shows its evicted residents; while the one model first loads
+//   "devices" is empty.
 #include <sstream>
 
 #include "serve/api_json.h"
@@ -170,25 +173,14 @@ json memory_json(const std::vector<DeviceMemoryBreakdown>& devices) {
 }  // namespace
 
 void add_info_routes(http::Router& r, const RouteContext& rc) {
-  r.get("/v1/models", [rc](const http::Request&, http::Exchange& ex) {
-    auto info = rc.info();
-    if (!info) return send_error(ex, {503, "the model is loading"});
-    send_json(
-        ex,
-        {{"object", "list"},
-         {"data",
-          json::array(
-              {{{"id", info->name}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "kiln"}}})}});
-  });
-
-  r.get("/slots", [rc](const http::Request&, http::Exchange& ex) {
-    auto info = rc.info();
-    if (!info) return send_error(ex, {503, "the model is loading"});
+  r.get("/slots", [rc](const http::Request& req, http::Exchange& ex) {
+    const auto look = rc.look(req, ex);
+    if (!look) return;
     json out = json::array();
-    for (const SlotInfo& s : rc.slots()) {
+    for (const SlotInfo& s : look->slots()) {
       json slot = {{"id", s.id},
                    {"is_processing", s.processing},
-                   {"n_ctx", info->n_ctx_slot},
+                   {"n_ctx", look->info->n_ctx_slot},
                    {"n_cached", s.n_cached}};
       if (s.processing) {
         slot["n_prompt_tokens"] = s.n_prompt;
@@ -201,13 +193,15 @@ void add_info_routes(http::Router& r, const RouteContext& rc) {
   });
 
   r.get("/v1/memory", [rc](const http::Request&, http::Exchange& ex) {
-    auto st = rc.peek();
-    send_json(ex, memory_json(st ? st->devices->memory_breakdown() : std::vector<DeviceMemoryBreakdown>{}));
+    const std::shared_ptr<DeviceRegistry> devices = rc.devices();
+    send_json(ex, memory_json(devices ? devices->memory_breakdown() : std::vector<DeviceMemoryBreakdown>{}));
   });
 
-  r.get("/metrics", [rc](const http::Request&, http::Exchange& ex) {
-    auto st = rc.peek();
-    if (!st) return send_error(ex, {503, "no model is loaded now (loading or asleep): no metrics"});
+  r.get("/metrics", [rc](const http::Request& req, http::Exchange& ex) {
+    const auto look = rc.look(req, ex);
+    if (!look) return;
+    const auto& st = look->st;
+    if (!st) return send_error(ex, {503, "no model is loaded now: no metrics"});
     ex.respond({.status = 200,
                 .content_type = "text/plain; version=0.0.4",
                 .body = metrics_text(st->engine->metrics()) + memory_metrics_text(st->devices->memory_breakdown()) +

@@ -69,7 +69,7 @@ void add_native_completion_routes(http::Router& r, const RouteContext& rc) {
   r.post("/completion", [rc](const http::Request& req, http::Exchange& ex) {
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
-    auto st = rc.ready(ex);
+    auto st = rc.ready(ex, *body);
     if (!st) return;
     CompletionRequest p;
     const auto& tok = st->model->tokenizer();
@@ -88,7 +88,7 @@ void add_native_completion_routes(http::Router& r, const RouteContext& rc) {
     auto submitted = ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
-    const std::string model_name = st->model->name();
+    const std::string model_name = st->name;
     const int32_t n_ctx_slot = st->engine->n_ctx_slot();
     const bool probs = p.gen.logprobs, return_tokens = p.return_tokens;
 

@@ -1,5 +1,6 @@
 // POST /tokenize, /detokenize, /apply-template (llama-server's shapes). Each needs the model (its
-// tokenizer or chat template): a sleeping server wakes for them.
+// tokenizer or chat template): they wake a sleeping server (without restoring its memory: they
+// compute nothing on the device).
 #include "serve/api_json.h"
 #include "serve/chat_request.h"
 #include "serve/completion_request.h"
@@ -11,7 +12,7 @@ void add_token_routes(http::Router& r, const RouteContext& rc) {
   r.post("/tokenize", [rc](const http::Request& req, http::Exchange& ex) {
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
-    auto st = rc.ready(ex);
+    auto st = rc.ready(ex, *body);
     if (!st) return;
     auto it = body->find("content");
     if (it == body->end() || !it->is_string())
@@ -47,7 +48,7 @@ void add_token_routes(http::Router& r, const RouteContext& rc) {
   r.post("/detokenize", [rc](const http::Request& req, http::Exchange& ex) {
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
-    auto st = rc.ready(ex);
+    auto st = rc.ready(ex, *body);
     if (!st) return;
     auto it = body->find("tokens");
     if (it == body->end() || !it->is_array())
@@ -70,7 +71,7 @@ void add_token_routes(http::Router& r, const RouteContext& rc) {
   r.post("/apply-template", [rc](const http::Request& req, http::Exchange& ex) {
     auto body = parse_body(req, ex);
     if (!body) return;
-    auto st = rc.ready(ex);
+    auto st = rc.ready(ex, *body);
     if (!st) return;
     std::string prompt;
     if (auto e = render_chat(*st, ordered_json::parse(req.body), prompt)) return send_error(ex, *e);

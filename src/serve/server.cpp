@@ -4,24 +4,70 @@
 #include <malloc.h>
 #endif
 
+#include <cctype>
+
 #include "llm/media_prompt.h"
 #include "serve/api_json.h"
 #include "serve/completion_request.h"
 #include "serve/embedder.h"
 #include "serve/http/http_server.h"
 #include "serve/model_chat_template.h"
+#include "serve/model_router.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
 namespace {
 
-// The model's state as the routes use it: chat template, context and engine over `model`.
-Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
-                                                 std::shared_ptr<const Model> model) {
+// No generation holds a slot or waits for one (a stream keeps generating after its handler
+// returned).
+bool engine_idle(const ServerState& st) {
+  const EngineMetrics m = st.engine->metrics();
+  return m.requests_processing == 0 && m.requests_deferred == 0;
+}
+
+// Gives the heap's free pages back to the OS (the KV cache and compute arena of a released
+// state can sit below glibc's mmap threshold, so free() alone may keep them).
+void trim_heap() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+// The value of `key` in a query string ("model=a&x=1"), percent-decoded; nullopt when absent.
+std::optional<std::string> query_value(std::string_view query, std::string_view key) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view part = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const size_t eq = part.find('=');
+    if (part.substr(0, eq) != key) continue;
+    const std::string_view raw = eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
+    std::string out;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '+') {
+        out += ' ';
+      } else if (raw[i] == '%' && i + 2 < raw.size() && std::isxdigit(static_cast<unsigned char>(raw[i + 1])) &&
+                 std::isxdigit(static_cast<unsigned char>(raw[i + 2]))) {
+        out += static_cast<char>(std::stoi(std::string(raw.substr(i + 1, 2)), nullptr, 16));
+        i += 2;
+      } else {
+        out += raw[i];
+      }
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::shared_ptr<const Model> model,
+                                                 std::shared_ptr<DeviceRegistry> devices) {
   if (opt.n_parallel < 1 || opt.n_parallel > kMaxSequences)
     return make_error("serve: --parallel ", opt.n_parallel, " is outside 1..", kMaxSequences);
   auto st = std::make_shared<ServerState>();
   st->model = model;
+  st->name = model->name();
   auto chat = choose_chat_template(*model, opt.chat_template_source);
   if (!chat.ok()) return make_error("serve: ", chat.error().message);
   st->chat_template = std::move(chat->chat_template);
@@ -29,14 +75,17 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   st->chat_syntax = chat::detect_chat_syntax(*st->chat_template);
   st->bos_text = std::move(chat->bos_text);
   st->eos_text = std::move(chat->eos_text);
-  KILN_ASSIGN_OR_RETURN(st->devices,
-                        DeviceRegistry::create({.n_threads = opt.n_threads,
-                                                .sim = opt.sim_devices,
-                                                .budgets = opt.budgets,
-                                                .sim_shared_dir = opt.sim_shared_dir}));
+  const bool shared = devices != nullptr;
+  if (shared) {
+    st->devices = std::move(devices);
+  } else {
+    KILN_ASSIGN_OR_RETURN(
+        st->devices, DeviceRegistry::create({.n_threads = opt.n_threads, .sim = opt.sim_devices, .budgets = opt.budgets, .sim_shared_dir = opt.sim_shared_dir}));
+  }
   KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt.device));
   KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device));
-  Backend& backend = st->devices->backend(*device);
+  if (shared) st->backend = st->devices->new_backend(*device);
+  Backend& backend = st->backend ? *st->backend : st->devices->backend(*device);
   ContextOptions co = opt.context;
   st->arena = std::make_unique<ResidentArena>(*device, st->weights->owner(), model->name());
   co.arena = &st->arena->arena();
@@ -72,9 +121,20 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt,
   return st;
 }
 
+Status evict_memory(ServerState& st) {
+  std::vector<Context*> contexts{st.ctx.get()};
+  if (st.speculator && st.speculator->draft_model()) contexts.push_back(&st.speculator->draft_model()->context());
+  for (Context* ctx : contexts) {
+    ctx->release_host_buffers();
+    const DeviceWeights& w = ctx->weights();
+    if (ResidencyManager* m = w.device().residency()) KILN_TRY(m->evict_owner(w.owner()));
+  }
+  return ok_status();
+}
+
 std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots) {
   auto info = std::make_shared<ModelInfo>();
-  info->name = st.model->name();
+  info->name = st.name;
   info->path = st.model->path();
   info->chat_template_source = st.chat_template_source;
   info->bos_text = st.bos_text;
@@ -92,20 +152,7 @@ std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots
   return info;
 }
 
-// No generation holds a slot or waits for one (a stream keeps generating after its handler
-// returned).
-bool engine_idle(const ServerState& st) {
-  const EngineMetrics m = st.engine->metrics();
-  return m.requests_processing == 0 && m.requests_deferred == 0;
-}
-
-// Gives the heap's free pages back to the OS (the KV cache and compute arena of a released
-// state can sit below glibc's mmap threshold, so free() alone may keep them).
-void trim_heap() {
-#if defined(__GLIBC__)
-  malloc_trim(0);
-#endif
-}
+namespace {
 
 json props_json(const ModelInfo& info, bool sleeping) {
   const SamplerParams& sp = info.defaults.sampler;
@@ -165,22 +212,70 @@ class Server::Lease {
   Arbiter::Use use_;
 };
 
-std::shared_ptr<ServerState> RouteContext::ready() const {
-  auto st = server.acquire();
-  return st.ok() ? *st : nullptr;
+std::shared_ptr<ServerState> RouteContext::ready(http::Exchange& ex, const json& body) const {
+  ModelRouter* router = server.router();
+  if (router == nullptr) {
+    auto st = server.acquire();
+    if (st.ok()) return *st;
+    send_error(ex, {503, st.error().message});
+    return nullptr;
+  }
+  auto it = body.find("model");
+  if (it == body.end() || !it->is_string()) {
+    send_error(ex, {400, "field 'model' must name one of the server's models (GET /v1/models)"});
+    return nullptr;
+  }
+  auto got = router->acquire(it->get<std::string>(), options.models_autoload);
+  if (auto* e = std::get_if<HttpError>(&got)) {
+    send_error(ex, *e);
+    return nullptr;
+  }
+  return std::get<std::shared_ptr<ServerState>>(std::move(got));
 }
 
-std::shared_ptr<ServerState> RouteContext::ready(http::Exchange& ex) const {
-  auto st = server.acquire();
-  if (st.ok()) return *st;
-  send_error(ex, {503, st.error().message});
-  return nullptr;
+std::shared_ptr<DeviceRegistry> RouteContext::devices() const {
+  if (ModelRouter* router = server.router()) return router->devices();
+  auto st = server.peek();
+  return st ? st->devices : nullptr;
 }
 
-std::vector<SlotInfo> RouteContext::slots() const {
-  if (auto st = server.peek()) return st->engine->slots();
+std::optional<RouteContext::Look> RouteContext::look(const http::Request& req, http::Exchange& ex) const {
+  Look out;
+  if (ModelRouter* router = server.router()) {
+    const auto name = query_value(req.query, "model");
+    if (!name) {
+      send_error(ex, {400, "this server serves many models: name one with ?model=NAME (GET /v1/models)"});
+      return std::nullopt;
+    }
+    if (!router->has(*name)) {
+      send_error(ex, {404, "model '" + *name + "' not found"});
+      return std::nullopt;
+    }
+    out.info = router->info(*name);
+    out.st = router->peek(*name);
+    if (!out.info) {
+      send_error(ex, {503, "model '" + *name + "' has not been loaded yet"});
+      return std::nullopt;
+    }
+    const auto listing = router->list();
+    out.sleeping = std::any_of(listing.begin(), listing.end(), [&](const ModelRouter::Listing& l) {
+      return l.name == *name && l.status == ModelStatus::Sleeping;
+    });
+    return out;
+  }
+  out.info = server.info();
+  if (!out.info) {
+    send_error(ex, {503, "the model is loading"});
+    return std::nullopt;
+  }
+  out.st = server.peek();
+  out.sleeping = server.sleeping();
+  return out;
+}
+
+std::vector<SlotInfo> RouteContext::Look::slots() const {
+  if (st) return st->engine->slots();
   std::vector<SlotInfo> out;
-  const auto info = server.info();
   for (int32_t i = 0; info && i < info->n_slots; ++i) {
     SlotInfo s{};
     s.id = i;
@@ -212,7 +307,9 @@ Result<int> Server::listen(const std::string& host, int port) {
   o.cors_origins = opt_.cors_origins;
   // Each generation request holds a worker while it waits: enough for every slot and the queue,
   // and a few for the other routes.
-  o.max_workers = static_cast<size_t>(opt_.n_parallel + opt_.queue_limit + 8);
+  // With many models, every model's slots.
+  const size_t n_models = std::max<size_t>(1, opt_.models.size());
+  o.max_workers = static_cast<size_t>(opt_.n_parallel) * n_models + static_cast<size_t>(opt_.queue_limit + 8);
   o.error_response = [](int status, std::string_view message) {
     return error_response({status, std::string(message)});
   };
@@ -224,16 +321,17 @@ Result<int> Server::listen(const std::string& host, int port) {
   return *bound;
 }
 
-Status Server::attach(ModelLoader loader) {
-  KILN_ASSERT(loader != nullptr, "Server::attach: an empty ModelLoader");
-  auto model = loader();
-  if (!model.ok()) return model.error();
-  return install(std::move(*model), std::move(loader));
+Status Server::attach_models() {
+  KILN_ASSERT(!opt_.models.empty() && router_ == nullptr, "Server::attach_models: no models, or attached twice");
+  KILN_ASSIGN_OR_RETURN(
+      std::shared_ptr<DeviceRegistry> devices,
+      DeviceRegistry::create({.n_threads = opt_.n_threads, .sim = opt_.sim_devices, .budgets = opt_.budgets}));
+  if (auto device = devices->find(opt_.device); !device.ok()) return device.error();
+  router_ = std::make_unique<ModelRouter>(opt_, std::move(devices));
+  return router_->load_startup_models();
 }
 
-Status Server::attach(std::shared_ptr<const Model> model) { return install(std::move(model), nullptr); }
-
-Status Server::install(std::shared_ptr<const Model> model, ModelLoader loader) {
+Status Server::attach(std::shared_ptr<const Model> model) {
   KILN_ASSERT(model != nullptr, "Server::attach: no model");
   if (opt_.embeddings) {
     // A model kiln cannot embed (rank pooling, non-causal attention) is refused at load.
@@ -244,19 +342,17 @@ Status Server::install(std::shared_ptr<const Model> model, ModelLoader loader) {
     KILN_ASSIGN_OR_RETURN(arbiter_, Arbiter::open(opt_.arbiter_dir, [this] { return yield_device(); }));
   }
   KILN_ASSIGN_OR_RETURN(Arbiter::Use use, use_device());  // the model loads while this process holds the device
-  KILN_ASSIGN_OR_RETURN(auto st, build_state(opt_, std::move(model)));
+  KILN_ASSIGN_OR_RETURN(auto st, build_state(opt_, std::move(model), nullptr));
   auto info = describe(*st, opt_.n_parallel);
-  const bool sleeps = loader && opt_.sleep_idle_seconds > 0;
   {
     std::lock_guard lock(mutex_);
     state_ = std::move(st);
     info_ = std::move(info);
-    loader_ = std::move(loader);
     asleep_ = false;
     last_activity_ = Clock::now();
   }
   cv_.notify_all();
-  if (sleeps && !sleeper_.joinable()) sleeper_ = std::thread([this] { sleeper(); });
+  if (opt_.sleep_idle_seconds > 0 && !sleeper_.joinable()) sleeper_ = std::thread([this] { sleeper(); });
   return {};
 }
 
@@ -279,9 +375,7 @@ Result<bool> Server::yield_device() {
   const auto st = peek();
   if (!st) return true;  // asleep or stopping: nothing of ours is on the device
   if (!engine_idle(*st)) return false;
-  KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt_.device));
-  ResidencyManager& residency = st->devices->residency(*device);
-  for (const OwnerMemory& owner : residency.breakdown().owners) KILN_TRY(residency.evict_owner(owner.owner));
+  KILN_TRY(evict_memory(*st));  // as idle sleep does; an owner a pass pins keeps the token here
   log("arbiter: yielded " + opt_.device + " to another process");
   return true;
 }
@@ -300,57 +394,18 @@ void Server::end_activity() {
 }
 
 Result<std::shared_ptr<ServerState>> Server::acquire() {
-  // The token first: waking and restoring the model put it on the device.
+  // The token first: the model's first pass restores it on the device.
   KILN_ASSIGN_OR_RETURN(Arbiter::Use use, use_device());
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    if (stopping_) return make_error("the server is shutting down");
-    if (state_) return lease(state_, std::move(use));
-    if (releasing_) {  // going to sleep this very moment: wake once the memory is released
-      cv_.wait(lock, [&] { return stopping_ || !releasing_; });
-      continue;
-    }
-    if (!asleep_) return make_error("the model is loading");
-    if (!waking_) break;
-    // Another request reloads the model: wait for its outcome, and share it.
-    const uint64_t attempt = wake_attempts_;
-    cv_.wait(lock, [&] { return stopping_ || !waking_; });
-    if (!stopping_ && !state_ && wake_attempts_ != attempt) return make_error(wake_error_);
-  }
-  waking_ = true;
-  ModelLoader loader = loader_;
-  lock.unlock();
-  log("waking: reloading the model");
-  const auto t0 = Clock::now();
-  Result<std::shared_ptr<ServerState>> built = make_error("");
-  if (auto model = loader(); model.ok())
-    built = build_state(opt_, std::move(*model));
-  else
-    built = model.error();
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::shared_ptr<ServerState> dropped;  // a state built while the server stopped: freed unlocked
-  lock.lock();
-  waking_ = false;
-  ++wake_attempts_;
+  bool woke = false;
   Result<std::shared_ptr<ServerState>> out = make_error("the server is shutting down");
-  if (!built.ok()) {
-    wake_error_ = "reloading the model failed: " + built.error().message;
-    out = make_error(wake_error_);
-  } else if (stopping_) {
-    dropped = std::move(*built);
-  } else {
-    wake_error_.clear();
-    state_ = std::move(*built);
-    asleep_ = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return out;
+    if (!state_) return make_error("the model is loading");
+    woke = std::exchange(asleep_, false);
     out = lease(state_, std::move(use));
   }
-  lock.unlock();
-  cv_.notify_all();
-  dropped.reset();
-  if (out.ok())
-    log("awake: the model reloaded in " + std::to_string(seconds) + " s");
-  else if (!built.ok())
-    log(wake_error_);
+  if (woke) log("awake: a request needs the model; its memory comes back with the first pass");
   return out;
 }
 
@@ -373,7 +428,7 @@ void Server::sleeper() {
   const auto idle = std::chrono::seconds(opt_.sleep_idle_seconds);
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    if (!state_ || active_ > 0 || waking_) {
+    if (!state_ || asleep_ || active_ > 0) {
       cv_.wait(lock);
       continue;
     }
@@ -387,17 +442,20 @@ void Server::sleeper() {
       last_activity_ = now;
       continue;
     }
-    std::shared_ptr<ServerState> released = std::move(state_);
-    releasing_ = true;
-    lock.unlock();
-    // Frees engine, context, thread pool and model here (a peek() holder may delay it briefly).
-    released.reset();
-    trim_heap();
-    log("sleeping: the model was released after " + std::to_string(opt_.sleep_idle_seconds) + " s idle");
-    lock.lock();
-    releasing_ = false;
+    // Asleep from here: a request that comes during the eviction wakes it again, and its passes
+    // pin the model (the manager serializes them with the eviction).
     asleep_ = true;
-    cv_.notify_all();
+    std::shared_ptr<ServerState> st = state_;
+    lock.unlock();
+    const Status evicted = evict_memory(*st);
+    st.reset();
+    trim_heap();
+    if (evicted.ok())
+      log("sleeping: the model's memory was released after " + std::to_string(opt_.sleep_idle_seconds) +
+          " s idle");
+    else
+      log("not sleeping (a request came): " + evicted.error().message);
+    lock.lock();
   }
 }
 
@@ -412,6 +470,7 @@ void Server::stop() {
   if (arbiter_) arbiter_->close();  // requests waiting for the device give up
   if (st) st->engine->stop();        // ends every generation: their handlers answer and return
   st.reset();
+  if (router_) router_->stop();
   if (sleeper_.joinable()) sleeper_.join();
   // Their last bytes get a moment to go out; then every connection closes.
   if (http_) http_->stop(std::chrono::milliseconds(1000));
@@ -426,7 +485,7 @@ void Server::routes(http::Router& router) {
   // Health and properties look at the server without waking it, on the I/O thread: they answer
   // however busy the workers are.
   auto health = [this](const http::Request&, http::Exchange& ex) {
-    if (!info()) return send_error(ex, {503, "the model is loading"});
+    if (!router_ && !info()) return send_error(ex, {503, "the model is loading"});
     json body = {{"status", "ok"}};
     if (sleeping()) body["sleeping"] = true;
     send_json(ex, body);
@@ -436,13 +495,13 @@ void Server::routes(http::Router& router) {
   router.get("/v1/health", health, inline_route);
   router.get(
       "/props",
-      [this](const http::Request&, http::Exchange& ex) {
-        const auto i = info();
-        if (!i) return send_error(ex, {503, "the model is loading"});
-        send_json(ex, props_json(*i, sleeping()));
+      [this](const http::Request& req, http::Exchange& ex) {
+        const RouteContext rc{opt_, *this};
+        if (const auto look = rc.look(req, ex)) send_json(ex, props_json(*look->info, look->sleeping));
       },
       inline_route);
   const RouteContext rc{opt_, *this};
+  add_model_routes(router, rc);
   add_info_routes(router, rc);
   add_token_routes(router, rc);
   add_completion_routes(router, rc);

@@ -22,16 +22,14 @@
 // disconnects cancels its generation at once; one that stops reading a stream pauses it and is
 // dropped after options.timeout_seconds.
 //
-// Idle sleep (options.sleep_idle_seconds > 0, a server attached with a ModelLoader): after that
-// many seconds with no request holding the state (see acquire()) and no generation in the engine,
-// the state is released: engine, context (KV cache, compute arena), the model's weights on its
-// device, the devices with their thread pool (a sim device with its pool) and the model (its file
-// unmapped, unless someone else still holds the Model), then free heap memory is given
-// back to the OS. The next request that needs the model (acquire()) reloads it through the same
-// loader with the same options; requests arriving meanwhile wait for that reload. A reload that
-// fails answers those requests with its error (503) and the next request tries again. Routes that
-// only look (health, /props, /v1/models, /slots, /metrics) use peek()/info(): they never wake it
-// and are not activity.
+// Idle sleep (options.sleep_idle_seconds > 0): after that many seconds with no request holding
+// the state (see acquire()) and no generation in the engine, the model's memory is evicted
+// (evict_memory in server_state.h: weights, compute arena, the KV cache off the host, the draft
+// model's) and free heap memory is given back to the OS. The state stays: engine, slots and their
+// token history, the mapped file. The next request that needs the model (acquire()) wakes it: its
+// first pass restores the memory bit for bit, and a returning conversation reuses its prompt
+// cache. Routes that only look (health, /props, /v1/models, /slots, /metrics, /v1/memory) use
+// peek()/info(): they never wake it and are not activity.
 //
 // Arbiter (options.arbiter_dir): the model's device is shared with other processes by a token
 // (runtime/arbiter.h). attach() and every acquire() first take a use of the token (waiting up to
@@ -50,6 +48,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -69,6 +68,19 @@ class Router;
 }  // namespace http
 struct ServerState;
 struct ModelInfo;
+class ModelRouter;
+
+// One model of a server of many models (serve/model_router.h): -m NAME=PATH, a .gguf of
+// --models-dir, or a section of --models-preset.
+struct ModelSpec {
+  std::string name;                 // what a request's "model" field names
+  std::string path;                 // its GGUF file
+  std::optional<int64_t> n_ctx;     // KV cells (ContextOptions::n_ctx); none: the server's
+  std::optional<int32_t> n_parallel;  // slots; none: the server's (--parallel)
+  bool pin = false;                 // never evicted while loaded
+  bool load_on_startup = false;     // loaded when the server starts
+  int32_t sleep_idle_seconds = 0;   // > 0: evicted (sleeping) after this many idle seconds
+};
 
 struct ServerOptions {
   int32_t n_parallel = 4;            // slots
@@ -89,13 +101,18 @@ struct ServerOptions {
   std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
   std::string media_path;            // the folder file:// image URLs are read from (--media-path);
                                      // empty: file:// URLs are refused
-                                     // Loaded with the model, released with it when asleep.
   std::string pooling;               // none|mean|cls|last; empty: the model's, else mean (--pooling)
   // Speculative decoding (--spec-type, --spec-*; no sources: off). draft_model: the draft-simple
-  // model's file (-md), loaded with the model (and again at every wake from sleep).
+  // model's file (-md), loaded with the model.
   SpeculativeOptions speculative;
   std::string draft_model;
-  int32_t sleep_idle_seconds = 0;    // > 0: release the model after this many idle seconds
+  int32_t sleep_idle_seconds = 0;    // > 0: evict the model's memory after this many idle seconds
+  // Many models (model_router.h): non-empty, the server serves these by the request's "model"
+  // (attach_models()), and `device`, `budgets` and the fields above are every model's defaults.
+  std::vector<ModelSpec> models;
+  int32_t models_max = 4;                  // models loaded at once; 0: no limit
+  bool models_autoload = true;             // a request for an unloaded model loads it
+  int32_t residency_timeout_seconds = 30;  // a request waits this long for room, then 503
   // HTTP (see http/http_server.h). A request's body must arrive, and a client take an answer's
   // bytes, within timeout_seconds (--timeout); headers within head_timeout_ms.
   int32_t timeout_seconds = 3600;
@@ -108,10 +125,6 @@ struct ServerOptions {
   std::function<void(const std::string&)> log;
 };
 
-// Loads the model a server serves; called once by attach() and again at every wake from sleep.
-// Called from a request thread while others wait; must be callable from any thread.
-using ModelLoader = std::function<Result<std::shared_ptr<const Model>>()>;
-
 class Server {
  public:
   explicit Server(ServerOptions options);
@@ -121,30 +134,31 @@ class Server {
 
   // Binds host:port (0: any free port) and serves on a background thread; the bound port.
   Result<int> listen(const std::string& host, int port);
-  // Makes the server ready: loads the model through `loader` now, builds the chat template, the
-  // context and the engine; with sleep_idle_seconds > 0 the server may release them when idle and
-  // reload through `loader` on demand.
-  Status attach(ModelLoader loader);
-  // The same for a model already loaded. There is nothing to reload it from, so such a server
-  // never sleeps (sleep_idle_seconds is ignored).
+  // Makes the server ready: builds the chat template, the context and the engine over `model`.
   Status attach(std::shared_ptr<const Model> model);
+  // Makes a server of many models (options.models) ready: one device registry for all of them
+  // (so they share the --max-mem budgets), each model loaded on its first request (or now, with
+  // load_on_startup; the first such error is returned). Routes pick the model by the request's
+  // "model" (model_router.h).
+  Status attach_models();
+  // The models of a server of many models; null for one model.
+  ModelRouter* router() const { return router_.get(); }
   // Cancels in-flight generations, stops accepting, joins the HTTP thread. A sleeping server has
   // nothing to cancel; a reload in progress finishes first (its state is then dropped).
   // Idempotent.
   void stop();
 
-  // For a request that needs the model: the state, woken from sleep if needed (waiting for a
-  // reload another request started). The request counts as activity until the returned pointer
-  // and all its copies are gone: a streaming response keeps a copy until its stream ends. Errors:
-  // the model still loads, the reload failed (its message), the server stops. The pointer must
-  // not outlive the Server.
+  // For a request that needs the model: the state, woken from sleep if needed (its memory comes
+  // back with its first pass). The request counts as activity until the returned pointer and all
+  // its copies are gone: a streaming response keeps a copy until its stream ends. Errors: the
+  // model still loads, the server stops. The pointer must not outlive the Server.
   Result<std::shared_ptr<ServerState>> acquire();
-  // The state if the model is loaded now; null while asleep or loading. Never wakes the server
-  // and is not activity (holding it delays freeing the memory, not sleep).
+  // The state once attached (asleep too); null while the model first loads. Never wakes the
+  // server and is not activity.
   std::shared_ptr<ServerState> peek() const;
-  // What the server knows of its model, kept through sleep; null before the first attach.
+  // What the server knows of its model; null before the first attach.
   std::shared_ptr<const ModelInfo> info() const;
-  // The model was released for idleness and not reloaded yet.
+  // The model's memory was evicted for idleness and no request needed it since.
   bool sleeping() const;
   // With --arbiter (after attach): the arbiter; else null.
   const Arbiter* arbiter() const { return arbiter_.get(); }
@@ -153,7 +167,6 @@ class Server {
   using Clock = std::chrono::steady_clock;
   class Lease;
   void routes(http::Router& router);
-  Status install(std::shared_ptr<const Model> model, ModelLoader loader);
   std::shared_ptr<ServerState> lease(std::shared_ptr<ServerState> st, Arbiter::Use use);  // under mutex_
   // A use of the arbiter's token (an empty one without --arbiter); an Error after the timeout.
   Result<Arbiter::Use> use_device();
@@ -165,19 +178,15 @@ class Server {
 
   ServerOptions opt_;
   std::unique_ptr<Arbiter> arbiter_;        // with opt_.arbiter_dir, from the first attach()
+  std::unique_ptr<ModelRouter> router_;     // from attach_models(); outlives http_'s requests
   std::unique_ptr<http::HttpServer> http_;  // from listen()
   mutable std::mutex mutex_;
-  std::condition_variable cv_;             // state_, active_, waking_, stopping_ changed
-  std::shared_ptr<ServerState> state_;     // null until attached, and while asleep
+  std::condition_variable cv_;             // state_, active_, asleep_, stopping_ changed
+  std::shared_ptr<ServerState> state_;     // null until attached
   std::shared_ptr<const ModelInfo> info_;  // null until attached
-  ModelLoader loader_;                     // empty: attached without one (never sleeps)
   int64_t active_ = 0;                     // leases alive
   Clock::time_point last_activity_;        // when active_ last dropped to 0
-  bool releasing_ = false;                 // the sleeper is freeing the state (state_ already null)
-  bool asleep_ = false;                    // released, not reloaded yet
-  bool waking_ = false;                    // a request is reloading the model
-  uint64_t wake_attempts_ = 0;             // reloads finished (ok or not)
-  std::string wake_error_;                 // the last reload's error; empty: it worked
+  bool asleep_ = false;                    // evicted for idleness, no request since
   bool stopping_ = false;
   std::thread sleeper_;
 };

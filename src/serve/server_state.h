@@ -20,6 +20,7 @@
 #include "llm/speculative/speculator.h"
 #include "llm/vision_encoder.h"
 #include "llm/vision_model.h"
+#include "serve/api_json.h"
 #include "runtime/resident_arena.h"
 #include "serve/engine.h"
 #include "serve/http/router.h"
@@ -31,11 +32,17 @@ namespace kiln::serve {
 
 struct ServerState {
   std::shared_ptr<const Model> model;
+  std::string name;  // what answers call the model: Model::name(), or its name in a server of many
   std::optional<ChatTemplate> chat_template;
   std::string chat_template_source;  // the Jinja source of chat_template
   chat::ChatSyntax chat_syntax;      // how its assistant turns write reasoning and tool calls
   std::string bos_text, eos_text;    // the vocabulary's BOS/EOS texts, for templates
-  std::unique_ptr<DeviceRegistry> devices;  // the thread pool and devices; options.device computes
+  // The thread pool and devices; options.device computes. A server of many models shares one
+  // registry (one residency manager per device) between the models' states.
+  std::shared_ptr<DeviceRegistry> devices;
+  // A backend of its own when the registry is shared (models' engines compute at the same time,
+  // each with its own kernel scratch); null: the registry's backend of the device.
+  std::unique_ptr<Backend> backend;
   std::shared_ptr<DeviceWeights> weights;   // the model on that device, shared with the embedder
   std::shared_ptr<const VisionModel> vision;  // the mmproj (options.mmproj); null without one
   // The compute arena on that device: the context and the vision encoder take turns in it. A
@@ -69,24 +76,55 @@ struct ModelInfo {
   bool stream_default = false;
 };
 
+// The model's state as the routes use it: chat template, context and engine over `model`, on
+// `devices` (null: a registry of its own from the options' devices and budgets).
+Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::shared_ptr<const Model> model,
+                                                 std::shared_ptr<DeviceRegistry> devices);
+// What the routes keep of a built state (ModelInfo), for a server of `n_slots` slots.
+std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots);
+
+// Idle sleep: evicts what `st` holds on its device through the residency manager, the model's
+// weights, compute arena and KV cache (a host device's KV cache stays: there is no swap directory
+// yet) and the draft model's, and frees their contexts' host output buffers (the engine must be
+// idle: the last decode's outputs are gone). The state itself stays, so the slots keep their token history: the
+// next pass that pins an owner restores its memory bit for bit and a returning conversation reuses
+// its prompt cache. An owner pinned now (a pass in progress) stays resident and is the Error.
+// Any thread.
+Status evict_memory(ServerState& st);
+
 struct RouteContext {
   const ServerOptions& options;
   Server& server;
 
-  // For a request that needs the model: wakes a sleeping server (see Server::acquire). Null while
-  // the model first loads, when a reload failed or when the server stops; the overload taking
-  // the exchange then answers 503 with the reason. Holding the pointer keeps the server awake.
-  std::shared_ptr<ServerState> ready() const;
-  std::shared_ptr<ServerState> ready(http::Exchange& ex) const;
-  // For routes that only look (/slots, /metrics): the state if loaded now, else null; never wakes.
-  std::shared_ptr<ServerState> peek() const { return server.peek(); }
-  // Known through sleep (name, path, template, sizes); null before the model first loaded.
-  std::shared_ptr<const ModelInfo> info() const { return server.info(); }
-  // The slots now; asleep (or loading) every slot is idle with nothing cached.
-  std::vector<SlotInfo> slots() const;
+  // For a request that needs the model: wakes a sleeping server (see Server::acquire); with many
+  // models, the one the body's "model" names, loaded and pinned for the request (ModelRouter::
+  // acquire). Null after answering the error (503 while the model first loads, when a reload
+  // failed or the server stops; 400 without "model", 404 for an unknown one). Holding the pointer
+  // keeps the server awake and the model resident.
+  std::shared_ptr<ServerState> ready(http::Exchange& ex, const json& body) const;
+
+  // What routes that only look (/props, /slots, /metrics) see of the model; with many models,
+  // the one the query's "model" names (?model=NAME). Never wakes or loads it.
+  struct Look {
+    std::shared_ptr<const ModelInfo> info;  // known through sleep (name, path, template, sizes)
+    std::shared_ptr<ServerState> st;        // the state if loaded now (asleep too), else null
+    bool sleeping = false;                  // its memory evicted for idleness (or, many, by LRU)
+    // The slots now; unloaded, every slot is idle with nothing cached.
+    std::vector<SlotInfo> slots() const;
+  };
+  // Null after answering the error (503 before the model first loaded; with many models 400
+  // without ?model=, 404 for an unknown one).
+  std::optional<Look> look(const http::Request& req, http::Exchange& ex) const;
+  // The devices the server's models run on (with many models, the registry they all share); null
+  // while the one model is asleep or loading. Never wakes or loads anything.
+  std::shared_ptr<DeviceRegistry> devices() const;
 };
 
-// GET /v1/models, /slots, /metrics, /v1/memory. (/health, /v1/health and /props are the server's own.)
+// GET /v1/models and /models with many models: every model and its status; POST /models/load,
+// /models/unload.
+void add_model_routes(http::Router& router, const RouteContext& rc);
+
+// GET /slots, /metrics, /v1/memory. (/health, /v1/health and /props are the server's own.)
 void add_info_routes(http::Router& router, const RouteContext& rc);
 // POST /tokenize, /detokenize, /apply-template.
 void add_token_routes(http::Router& router, const RouteContext& rc);

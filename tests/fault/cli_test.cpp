@@ -2,6 +2,7 @@
 // bad input answered with a message and an exit code, never a crash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -218,6 +219,45 @@ TEST(Cli, BenchMeasuresSpeculationAgainstPlainGeneration) {
   EXPECT_NE(r.out.find("output identical to gen16: yes"), std::string::npos) << r.out;
 }
 
+// llama-bench's flags: lists for -p and -n, -pg, and -o json (only JSON on standard output, one
+// object per test with llama-bench's field names), jsonl and csv.
+TEST(Cli, BenchSpeaksLlamaBenchsFlagsAndOutputs) {
+  const CliResult r = run("bench -m " + kModel + " -p 8,16 -n 4 -pg 8,2 -r 2 -t 2 -o json", "2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);  // throws (fails) on anything but JSON
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 4u) << r.out;
+  const std::pair<int, int> want[] = {{8, 0}, {16, 0}, {0, 4}, {8, 2}};
+  for (size_t i = 0; i < 4; ++i) {
+    const auto& t = j[i];
+    EXPECT_EQ(t["n_prompt"], want[i].first) << t;
+    EXPECT_EQ(t["n_gen"], want[i].second) << t;
+    EXPECT_EQ(t["n_threads"], 2) << t;
+    EXPECT_EQ(t["n_depth"], 0) << t;
+    EXPECT_NE(t["model_filename"].get<std::string>().find("llama-spm-e128-f32"), std::string::npos) << t;
+    EXPECT_GT(t["model_n_params"].get<int64_t>(), 0) << t;
+    EXPECT_GT(t["model_size"].get<int64_t>(), 0) << t;
+    ASSERT_EQ(t["samples_ts"].size(), 2u) << t;
+    ASSERT_EQ(t["samples_ns"].size(), 2u) << t;
+    const double avg = (t["samples_ts"][0].get<double>() + t["samples_ts"][1].get<double>()) / 2;
+    EXPECT_NEAR(t["avg_ts"].get<double>(), avg, 1e-3 * avg) << t;
+    // tokens / seconds: (n_prompt + n_gen) tokens per sample
+    EXPECT_NEAR(t["samples_ts"][0].get<double>() * t["samples_ns"][0].get<double>() / 1e9,
+                want[i].first + want[i].second, 1e-3)
+        << t;
+  }
+  const CliResult lines = run("bench -m " + kModel + " -p 8 -n 0 -r 1 -t 2 -o jsonl", "2>/dev/null");
+  ASSERT_EQ(lines.exit_code, 0) << lines.out;
+  EXPECT_EQ(nlohmann::json::parse(lines.out)["n_prompt"], 8) << lines.out;
+  const CliResult csv = run("bench -m " + kModel + " -p 0 -n 2 -r 1 -t 2 -o csv", "2>/dev/null");
+  ASSERT_EQ(csv.exit_code, 0) << csv.out;
+  EXPECT_EQ(csv.out.rfind("model_filename,model_type,model_size,model_n_params,", 0), 0u) << csv.out;
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 2) << csv.out;
+  const CliResult md = run("bench -m " + kModel + " -p 0 -n 0 -pg 4,2 -r 1 -t 2");
+  ASSERT_EQ(md.exit_code, 0) << md.out;
+  EXPECT_NE(md.out.find("| pp4+tg2 |"), std::string::npos) << md.out;
+}
+
 TEST(Cli, DefaultModelIsEmbedded) {
   const CliResult r = run("run -p 'And God said' -n 4 --temp 0 -s 1 -t 2");  // a given seed is not printed
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -306,6 +346,8 @@ TEST(Cli, NonsenseValuesAreRefusedWithOneLine) {
       {"bench -r 0 -m /nonexistent.gguf", "kiln bench: -r: '0' must be at least 1\n"},
       {"bench --streams 1,0 -m /nonexistent.gguf",
        "kiln bench: --streams: '0' must be in 1..64 (stream counts)\n"},
+      {"bench -o xml -m /nonexistent.gguf", "kiln bench: -o: 'xml' is not one of md, csv, json, jsonl\n"},
+      {"bench -pg 8 -m /nonexistent.gguf", "kiln bench: -pg: give P,N (prompt and generated tokens)\n"},
       {"quantize in.gguf out.gguf Q4_0 -t x", "kiln quantize: -t: 'x' is not an integer\n"},
   };
   for (const auto& [args, want] : cases) {

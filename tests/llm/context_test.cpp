@@ -98,6 +98,21 @@ TEST_F(ContextTest, RemovingASequenceTailRecomputesTheSameLogits) {
   EXPECT_EQ(first, again);
 }
 
+// Releasing the host output buffers drops the last outputs and nothing else: the cache stays, and
+// the next decode gives the logits it would have given.
+TEST_F(ContextTest, ReleasedHostBuffersComeBackWithTheNextDecode) {
+  auto c = make(64), fresh = make(64);
+  ASSERT_TRUE(c && fresh);
+  const auto toks = prompt();
+  const int32_t last = static_cast<int32_t>(toks.size()) - 1;
+  decode_seq(*c, std::vector<int32_t>(toks.begin(), toks.end() - 1), 0, 0);
+  ASSERT_FALSE(c->logits(static_cast<size_t>(last) - 1).empty());
+  c->release_host_buffers();
+  EXPECT_TRUE(c->logits(static_cast<size_t>(last) - 1).empty());
+  EXPECT_EQ(c->seq_pos_max(0), last - 1);
+  EXPECT_EQ(decode_seq(*c, {toks.back()}, last, 0), decode_seq(*fresh, toks, 0, 0));
+}
+
 TEST_F(ContextTest, CopiedSequencesShareTheirPrefix) {
   auto c = make(64);
   ASSERT_TRUE(c);

@@ -109,6 +109,13 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_q8_0_avx2,
        {32, 160, 2048},
        {1, 3, 8}},
+      {"f16",
+       DType::F16,
+       TensorLayout::Plain,
+       gemm::gemm_f16,
+       gemm::gemm_f16_avx2,
+       {16, 48, 2048},
+       {1, 3, 20}},
   };
 }
 
@@ -167,8 +174,9 @@ TEST(GemmKernels, SimdKernelsEqualTheirScalarKernels) {
 TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
   uint32_t seed = 100;
   for (const TileCase& c : tile_cases()) {
-    // Q8_0's tile family (and its reference, the AVX2 vec_dot) exist on AVX2 CPUs only.
-    if (c.type == DType::Q8_0 && !quant::cpu_has_avx2()) continue;
+    // Q8_0's and F16's tile families (and Q8_0's reference, the AVX2 vec_dot) exist on AVX2 CPUs
+    // only.
+    if ((c.type == DType::Q8_0 || c.type == DType::F16) && !quant::cpu_has_avx2()) continue;
     TensorView probe = contiguous_view(c.type, {c.ks[0], c.rows[0], 1, 1}, nullptr);
     probe.layout = c.layout;
     const gemm::Family& fam = gemm::family_for(probe);
@@ -206,9 +214,22 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
             const auto dot = r < n_gemm ? quant::vec_dot_q4_K_q8_K_rows8_x4 : quant::vec_dot_q4_K_q8_K_rows8;
             dot(k, &want, reinterpret_cast<const quant::BlockQ4_K*>(row),
                 reinterpret_cast<const quant::BlockQ8_K*>(native.data()));
-          } else {
+          } else if (c.type == DType::Q8_0) {
             quant::vec_dot_q8_0_q8_0_avx2(k, &want, reinterpret_cast<const quant::BlockQ8_0*>(row),
                                           reinterpret_cast<const quant::BlockQ8_0*>(native.data()));
+          } else {
+            // F16: no dot product of quant.h has tinyBLAS's order (the scalar kernel is its
+            // reference); it must still be the dot product, to float rounding.
+            const auto* wr = reinterpret_cast<const uint16_t*>(row);
+            const auto* ar = reinterpret_cast<const uint16_t*>(native.data());
+            double exact = 0, scale = 0;
+            for (int64_t e = 0; e < k; ++e) {
+              const double p = double{f16_to_f32(wr[e])} * f16_to_f32(ar[e]);
+              exact += p;
+              scale += std::fabs(p);
+            }
+            EXPECT_NEAR(out, exact, 1e-6 * scale) << where;
+            continue;
           }
           EXPECT_EQ(std::memcmp(&out, &want, sizeof(float)), 0) << where << ": " << out << " vs " << want;
         }
@@ -264,6 +285,59 @@ TEST(OpsMulMat, PreparedWeightsGiveThePlainWeightsBits) {
               << " row " << j;
       }
   }
+}
+
+// F16 weights: products ggml sends through tinyBLAS (two rows or more, k a multiple of 16, a
+// multiple of 4 weight rows) take its order (gemm_f16), every other row the F16 vec_dot's, as do
+// all rows with single_row_order.
+TEST(OpsMulMat, F16PromptsTakeTinyBlasOrderAndTheRestTheVecDots) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: every F16 row takes the vec_dot's order";
+  std::mt19937 rng(12);
+  struct Case {
+    int64_t k, n, m;
+    bool single_row_order, tinyblas;
+  };
+  const Case cases[] = {{64, 12, 5, false, true},  {2048, 16, 2, false, true}, {64, 12, 1, false, false},
+                        {64, 12, 5, true, false},  {40, 12, 5, false, false},  {64, 6, 5, false, false},
+                        {96, 20, 70, false, true}, {96, 20, 70, true, false}};
+  int n_orders_differ = 0;
+  for (const Case& c : cases) {
+    HostTensor w(DType::F16, {c.k, c.n, 1, 1});
+    for (int64_t i = 0; i < c.n; ++i)
+      for (int64_t e = 0; e < c.k; ++e) w.set(e, i, 0, 0, std::uniform_real_distribution<float>(-1, 1)(rng));
+    HostTensor a(DType::F32, {c.k, c.m, 1, 1});
+    a.fill_uniform(rng, -2, 2);
+    HostTensor out(DType::F32, {c.n, c.m, 1, 1});
+    OpCall call = make_call(OpKind::MulMat, out, {&w, &a});
+    call.params.single_row_order = c.single_row_order;
+    run_checked(call, out);
+    std::vector<uint16_t> act(static_cast<size_t>(c.k));
+    std::vector<float> wide(static_cast<size_t>(c.k) * 3 / 2);  // k floats, then k F16 values
+    for (int64_t j = 0; j < c.m; ++j) {
+      quant_traits(DType::F16)->from_float(reinterpret_cast<const float*>(a.row(j)), act.data(), c.k);
+      gemm::convert_act_f16_wide(reinterpret_cast<const float*>(a.row(j)), wide.data(), c.k);
+      for (int64_t i = 0; i < c.n; ++i) {
+        float tiny = 0, vec = 0;
+        Tile t;
+        t.type = DType::F16;
+        t.k = c.k;
+        t.w = reinterpret_cast<const char*>(w.row(i));
+        t.n_rows = 1;
+        t.act = reinterpret_cast<const char*>(wide.data());
+        t.n_act = 1;
+        t.dst = &tiny;
+        if (c.k % 16 == 0) gemm::gemm_f16(t);
+        quant_traits(DType::F16)->vec_dot(c.k, &vec, w.row(i), act.data());
+        const float want = c.tinyblas ? tiny : vec;
+        const float got = reinterpret_cast<const float*>(out.row(j))[i];
+        n_orders_differ += c.k % 16 == 0 && std::memcmp(&tiny, &vec, sizeof(float)) != 0;
+        ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+            << "k=" << c.k << " n=" << c.n << " m=" << c.m << " single_row_order=" << c.single_row_order
+            << " row " << j << " output " << i << ": " << got << " vs " << want;
+      }
+    }
+  }
+  EXPECT_GT(n_orders_differ, 0) << "the two orders never differed: the test cannot tell them apart";
 }
 
 // With single_row_order, a row's outputs are the same bits whether it is multiplied alone, in any

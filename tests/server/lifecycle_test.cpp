@@ -1,14 +1,12 @@
-// The server's lifecycle: idle sleep (the model released: its file unmapped, memory returned; the
-// next request reloads it and gets the same output), waking under concurrent requests, a failed
-// reload, /health and /props while asleep, POST /apply-template against the template fixtures,
-// and `kiln serve --sleep-idle-seconds` as a child process (RSS drop, graceful exit).
-// Models are copied to per-process paths, so that "is the file mapped" sees only this server's
-// mapping (other tests of this binary keep their own Models of the fixtures).
+// The server's lifecycle: idle sleep (the model's memory evicted, its state kept: the next request
+// restores it and a returning conversation reuses its prompt cache, with the same output as a
+// server that never slept), waking under concurrent requests, /health, /props, /metrics and
+// /v1/memory while asleep, POST /apply-template against the template fixtures, and `kiln serve
+// --sleep-idle-seconds` as a child process (RSS drop, graceful exit).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -38,31 +36,11 @@ const std::string kQwen2 = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
 // one alone (see server_test.cpp).
 const char* kKjv = KILN_SOURCE_DIR "/models/kjv-llama-q8_0.gguf";
 
-// A copy of `src` at a path of this process, removed with the object.
-struct ModelCopy {
-  std::string path;
-  explicit ModelCopy(const std::string& src, const char* tag) {
-    path = (fs::temp_directory_path() / ("kiln-lifecycle-" + std::to_string(getpid()) + "-" + tag + ".gguf"))
-               .string();
-    fs::copy_file(src, path, fs::copy_options::overwrite_existing);
-  }
-  ~ModelCopy() {
-    std::error_code ec;
-    fs::remove(path, ec);
-    fs::remove(path + ".away", ec);
-  }
-};
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// Whether `path` appears in the memory map of process `pid` ("self" for this one).
-bool mapped(const std::string& path, const std::string& pid = "self") {
-  return read_text("/proc/" + pid + "/maps").find(path) != std::string::npos;
 }
 
 bool wait_for(const std::function<bool()>& pred, double seconds) {
@@ -111,34 +89,83 @@ ServerOptions sleepy_options() {
   return o;
 }
 
-// A loader of `path` that counts its calls.
-ModelLoader counting_loader(const std::string& path, std::atomic<int>& loads) {
-  return [path, &loads]() -> Result<std::shared_ptr<const Model>> {
-    ++loads;
-    return Model::load(path);
-  };
+// A greedy completion's text and its prompt counts.
+struct Turn {
+  std::string text;
+  int prompt_n = -1;       // prompt tokens decoded (the cached ones not)
+  int prompt_tokens = -1;  // the whole prompt
+};
+
+Turn turn(int port, const std::string& prompt) {
+  auto r = post(port, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}});
+  EXPECT_TRUE(r);
+  if (!r) return {};
+  EXPECT_EQ(r->status, 200) << r->body;
+  if (r->status != 200) return {};
+  const json j = json::parse(r->body);
+  return {j["choices"][0]["text"], j["timings"]["prompt_n"], j["usage"]["prompt_tokens"]};
 }
 
-TEST(IdleSleep, ReleasesTheModelAndWakesWithTheSameOutput) {
-  ModelCopy copy(kQwen2, "qwen2");
-  std::atomic<int> loads{0};
-  Server s(sleepy_options());
-  auto port = s.listen("127.0.0.1", 0);
-  ASSERT_TRUE(port.ok());
-  ASSERT_TRUE(s.attach(counting_loader(copy.path, loads)).ok());
-  EXPECT_TRUE(mapped(copy.path));
+// The model's row of GET /v1/memory on `device`.
+json memory_of(int port, const std::string& device, const std::string& model) {
+  auto r = get(port, "/v1/memory");
+  EXPECT_TRUE(r && r->status == 200);
+  if (!r || r->status != 200) return {};
+  const json body = json::parse(r->body);  // a temporary's ["devices"] would dangle in the loop
+  for (const json& d : body["devices"]) {
+    if (d["device"] != device) continue;
+    for (const json& o : d["owners"])
+      if (o["name"] == model) return o;
+  }
+  ADD_FAILURE() << "no owner '" << model << "' on " << device << ": " << r->body;
+  return {};
+}
 
-  const std::string before = greedy(*port, "The quick brown fox");
+class IdleSleep : public ::testing::TestWithParam<const char*> {};
+
+// Sleep evicts the model's memory and keeps its state: a returning conversation decodes only its
+// new tokens after the wake, and every answer equals a server's that never slept (on the CPU, where
+// the KV cache stays in RAM, and on sim0, where it goes to the host and back).
+TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
+  const std::string device = GetParam();
+  ServerOptions o = sleepy_options();
+  o.device = device;
+  o.context.n_ubatch = 64;  // a small compute arena (64 rows of 151,936 logits)
+  o.sim_devices = {{.name = "sim0", .capacity = size_t{512} << 20}};
+  ServerOptions awake_o = o;
+  awake_o.sleep_idle_seconds = 0;
+  auto model = Model::load(kQwen2);
+  ASSERT_TRUE(model.ok());
+  Server s(o), awake(awake_o);
+  auto port = s.listen("127.0.0.1", 0);
+  auto awake_port = awake.listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok() && awake_port.ok());
+  ASSERT_TRUE(s.attach(*model).ok());
+  ASSERT_TRUE(awake.attach(*model).ok());
+  const std::string name = s.info()->name;
+
+  std::string conversation = "The quick brown fox";
+  const Turn first = turn(*port, conversation);
   const auto answered = Clock::now();
-  ASSERT_FALSE(before.empty());
+  ASSERT_FALSE(first.text.empty());
+  EXPECT_EQ(first.text, turn(*awake_port, conversation).text);
   EXPECT_FALSE(props_sleeping(*port)) << "asleep right after a request";
+  const json resident = memory_of(*port, device, name);
+  EXPECT_GT(resident["weights"].get<int64_t>(), 0);
+  EXPECT_EQ(resident["evicted_residents"], 0);
 
   ASSERT_TRUE(wait_for([&] { return s.sleeping(); }, 10));
   EXPECT_GE(std::chrono::duration<double>(Clock::now() - answered).count(), 0.9)
       << "slept before 1 s of idleness";
-  EXPECT_FALSE(mapped(copy.path)) << "the model file is still mapped while asleep";
+  const json asleep = memory_of(*port, device, name);
+  EXPECT_EQ(asleep["weights"], 0) << asleep;
+  EXPECT_EQ(asleep["compute"], 0) << asleep;
+  EXPECT_GT(asleep["evicted_residents"].get<int>(), 0) << asleep;
+  if (device != "cpu") {
+    EXPECT_EQ(asleep["kv"], 0) << "the KV cache stayed on " << device;
+  }
 
-  // Health, properties and info answer without waking it.
+  // Health, properties, metrics and slots answer without waking it.
   for (const char* path : {"/health", "/v1/health"}) {
     auto h = get(*port, path);
     ASSERT_TRUE(h);
@@ -150,40 +177,56 @@ TEST(IdleSleep, ReleasesTheModelAndWakesWithTheSameOutput) {
   ASSERT_EQ(props->status, 200);
   const json p = json::parse(props->body);
   EXPECT_EQ(p["is_sleeping"], true);
-  EXPECT_EQ(p["model_path"], copy.path);
   EXPECT_EQ(p["total_slots"], 4);
   EXPECT_EQ(p["n_ctx"], 256);
   EXPECT_EQ(p["default_generation_settings"]["n_ctx"], 64);
   EXPECT_EQ(p["eos_token"], "<|endoftext|>");
   EXPECT_NE(p["chat_template"].get<std::string>().find("<|im_start|>"), std::string::npos);
+  auto metrics = get(*port, "/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200) << metrics->body;
+  EXPECT_NE(metrics->body.find("llamacpp:prompt_tokens_total"), std::string::npos);
+  auto slots = get(*port, "/slots");
+  ASSERT_TRUE(slots);
+  ASSERT_EQ(slots->status, 200);
+  int64_t cached = 0;
+  for (const json& slot : json::parse(slots->body)) cached += slot["n_cached"].get<int64_t>();
+  EXPECT_GT(cached, 0) << "the slots forgot their tokens while asleep";
   EXPECT_TRUE(s.sleeping());
-  EXPECT_FALSE(mapped(copy.path));
-  EXPECT_EQ(loads.load(), 1);
 
-  // The next completion reloads the same file and gives the same greedy text.
-  EXPECT_EQ(greedy(*port, "The quick brown fox"), before);
-  EXPECT_EQ(loads.load(), 2);
+  // The conversation returns: its prompt cache is used, and the answer is the never-slept one.
+  conversation += first.text + " and then";
+  const Turn second = turn(*port, conversation);
+  const Turn want = turn(*awake_port, conversation);
+  EXPECT_EQ(second.text, want.text);
+  EXPECT_EQ(second.prompt_n, want.prompt_n);
+  EXPECT_LT(second.prompt_n, second.prompt_tokens - first.prompt_tokens + 1)
+      << "the returning conversation prefilled again";
   EXPECT_FALSE(s.sleeping());
-  EXPECT_TRUE(mapped(copy.path));
+  EXPECT_EQ(memory_of(*port, device, name)["evicted_residents"], 0);
   auto h = get(*port, "/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(json::parse(h->body), json({{"status", "ok"}}));
   s.stop();
+  awake.stop();
 }
 
-TEST(IdleSleep, ConcurrentRequestsWaitForOneReload) {
-  ModelCopy copy(kKjv, "kjv");
-  std::atomic<int> loads{0};
+INSTANTIATE_TEST_SUITE_P(Devices, IdleSleep, ::testing::Values("cpu", "sim0"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// Requests that arrive together at a sleeping server all get the same answers as before it slept.
+TEST(IdleSleepWake, ConcurrentRequestsAllWakeIt) {
+  auto model = Model::load(kKjv);
+  ASSERT_TRUE(model.ok());
   Server s(sleepy_options());
   auto port = s.listen("127.0.0.1", 0);
   ASSERT_TRUE(port.ok());
-  ASSERT_TRUE(s.attach(counting_loader(copy.path, loads)).ok());
+  ASSERT_TRUE(s.attach(*model).ok());
   const std::string prompt = "And God said";
   const std::string expect = greedy(*port, prompt);
   ASSERT_FALSE(expect.empty());
   ASSERT_TRUE(wait_for([&] { return s.sleeping(); }, 10));
 
-  // Every request that arrives while asleep waits for the one reload and succeeds.
   constexpr int kClients = 6;
   std::vector<std::string> texts(kClients);
   std::vector<int> statuses(kClients, 0);
@@ -206,65 +249,21 @@ TEST(IdleSleep, ConcurrentRequestsWaitForOneReload) {
     EXPECT_EQ(statuses[i], 200) << "client " << i;
     EXPECT_EQ(texts[i], expect) << "client " << i;
   }
-  EXPECT_EQ(loads.load(), 2) << "one reload serves every waiting request";
-  s.stop();
-}
-
-TEST(IdleSleep, FailedReloadAnswers503AndKeepsServing) {
-  ModelCopy copy(kKjv, "kjv-away");
-  std::atomic<int> loads{0};
-  Server s(sleepy_options());
-  auto port = s.listen("127.0.0.1", 0);
-  ASSERT_TRUE(port.ok());
-  ASSERT_TRUE(s.attach(counting_loader(copy.path, loads)).ok());
-  const std::string expect = greedy(*port, "In the beginning");
-  ASSERT_TRUE(wait_for([&] { return s.sleeping(); }, 10));
-
-  fs::rename(copy.path, copy.path + ".away");
-  auto r =
-      post(*port, "/v1/completions", {{"prompt", "In the beginning"}, {"max_tokens", 8}, {"temperature", 0}});
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 503);
-  const std::string message = json::parse(r->body)["error"]["message"];
-  EXPECT_NE(message.find("reloading the model failed"), std::string::npos) << message;
-  EXPECT_NE(message.find(copy.path), std::string::npos) << message;
-  auto h = get(*port, "/health");
-  ASSERT_TRUE(h);
-  EXPECT_EQ(h->status, 200);
-  EXPECT_TRUE(s.sleeping());
-
-  fs::rename(copy.path + ".away", copy.path);
-  EXPECT_EQ(greedy(*port, "In the beginning"), expect);
-  EXPECT_EQ(loads.load(), 3);
-  s.stop();
-}
-
-TEST(IdleSleep, AttachedModelWithoutLoaderNeverSleeps) {
-  auto m = Model::load(kKjv);
-  ASSERT_TRUE(m.ok());
-  Server s(sleepy_options());
-  auto port = s.listen("127.0.0.1", 0);
-  ASSERT_TRUE(port.ok());
-  ASSERT_TRUE(s.attach(*m).ok());
-  EXPECT_FALSE(greedy(*port, "And").empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_FALSE(s.sleeping());
-  EXPECT_FALSE(props_sleeping(*port));
   s.stop();
 }
 
-TEST(IdleSleep, SleepingServerStopsAtOnce) {
-  ModelCopy copy(kKjv, "kjv-stop");
-  std::atomic<int> loads{0};
+TEST(IdleSleepWake, SleepingServerStopsAtOnce) {
+  auto model = Model::load(kKjv);
+  ASSERT_TRUE(model.ok());
   Server s(sleepy_options());
   auto port = s.listen("127.0.0.1", 0);
   ASSERT_TRUE(port.ok());
-  ASSERT_TRUE(s.attach(counting_loader(copy.path, loads)).ok());
+  ASSERT_TRUE(s.attach(*model).ok());
   ASSERT_TRUE(wait_for([&] { return s.sleeping(); }, 10));
   const auto t0 = Clock::now();
   s.stop();
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 1.0);
-  EXPECT_EQ(loads.load(), 1) << "stopping must not wake the model";
 }
 
 // POST /apply-template renders as the template fixtures' reference Jinja does. Templates that
@@ -336,28 +335,24 @@ TEST(ApplyTemplate, ModelTemplateAndBadRequests) {
   s.stop();
 }
 
-// `kiln serve --sleep-idle-seconds 1` as a child process: it sleeps (the file unmapped, RSS down),
-// wakes with the same output, and exits 0 at once on SIGTERM while asleep.
+// `kiln serve --sleep-idle-seconds 1` as a child process: it sleeps (the model's memory evicted,
+// RSS down), wakes with the same output, and exits 0 at once on SIGTERM while asleep.
 TEST(ServeSleep, CommandSleepsWakesAndExits) {
-  ModelCopy copy(kQwen2, "qwen2-cli");
   std::string error;
   auto server = test::ServeProcess::start(
-      {"-m", copy.path, "-c", "256", "-t", "1", "--parallel", "2", "--sleep-idle-seconds", "1"}, &error);
+      {"-m", kQwen2, "-c", "256", "-t", "1", "--parallel", "2", "--sleep-idle-seconds", "1"}, &error);
   ASSERT_NE(server, nullptr) << error;
   const int port = server->port();
-  const std::string spid = std::to_string(server->pid());
 
   const std::string before = greedy(port, "The quick brown fox", 16);
   ASSERT_FALSE(before.empty());
   const int64_t rss_awake = server->rss_kib();
-  EXPECT_TRUE(mapped(copy.path, spid));
   ASSERT_TRUE(wait_for([&] { return props_sleeping(port); }, 10));
   const int64_t rss_asleep = server->rss_kib();
-  EXPECT_FALSE(mapped(copy.path, spid));
   std::fprintf(stderr, "[ serve   ] VmRSS awake %lld KiB, asleep %lld KiB\n",
                static_cast<long long>(rss_awake), static_cast<long long>(rss_asleep));
-  // At least the 16 MB file's weights (a completion reads every one); with the KV cache and
-  // compute arena it measured 102 MB awake, 13 MB asleep.
+  // At least the 16 MB file's weights (a completion reads every one: their pages leave the
+  // process) with the compute arena.
   EXPECT_GT(rss_awake - rss_asleep, 16 * 1024)
       << "awake " << rss_awake << " KiB, asleep " << rss_asleep << " KiB";
   auto h = get(port, "/health");
@@ -366,7 +361,6 @@ TEST(ServeSleep, CommandSleepsWakesAndExits) {
 
   EXPECT_EQ(greedy(port, "The quick brown fox", 16), before);
   EXPECT_FALSE(props_sleeping(port));
-  EXPECT_TRUE(mapped(copy.path, spid));
 
   ASSERT_TRUE(wait_for([&] { return props_sleeping(port); }, 10));
   const auto t0 = Clock::now();

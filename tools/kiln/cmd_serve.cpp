@@ -10,6 +10,10 @@
 // within kStopLimit; a second signal ends it at once (exit 1).
 // With --sleep-idle-seconds the model is released when idle and loaded again, from the same file
 // with the same flags, by the next request that needs it.
+// Many models (-m NAME=PATH repeated, --models-dir, --models-preset; serve/model_router.h): each
+// request's "model" picks one; models load on first use and share the --max-mem budgets, evicting
+// each other (LRU) and coming back with their slots' prompt caches. --sleep-idle-seconds is then
+// every model's idle eviction (a preset's sleep-idle-seconds replaces it per model).
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -28,6 +32,7 @@
 #include "llm/embeddings.h"
 #include "messages.h"
 #include "model_flags.h"
+#include "serve/model_catalog.h"
 #include "serve/server.h"
 #include "serve/server_state.h"
 #include "speculative_flags.h"
@@ -85,8 +90,23 @@ int run_serve(int argc, char** argv) {
   size_t max_body = size_t{16} << 20;
   bool embeddings = false, reuse_port = false;
   std::string cors_origins = "*";
-  OptionParser p("serve", "kiln serve [-m MODEL.gguf] [--host H] [--port P] [--parallel N] [options]");
+  std::vector<std::string> model_values;
+  std::string models_dir, models_preset;
+  int32_t models_max = 4, residency_timeout = 30;
+  bool models_autoload = true, no_models_autoload = false;
+  OptionParser p("serve", "kiln serve [-m MODEL.gguf | -m NAME=PATH ...] [--host H] [--port P] [--parallel N] [options]");
+  mf.model_list = &model_values;
   mf.declare(p);
+  p.value({"--models-dir"}, &models_dir, "DIR", "serve every DIR/*.gguf, named by its file stem (many models)");
+  p.value({"--models-preset"}, &models_preset, "FILE.ini",
+          "per-model options in llama-server's preset format (many models; see the README for the keys)");
+  p.value({"--models-max"}, &models_max, "N", "models loaded at once (default 4; 0: no limit)",
+          IntRange::at_least(0));
+  p.flag({"--models-autoload"}, &models_autoload, "a request for an unloaded model loads it (default)");
+  p.flag({"--no-models-autoload"}, &no_models_autoload, "models load only through POST /models/load");
+  p.value({"--residency-timeout"}, &residency_timeout, "SECONDS",
+          "a request waits this long for memory held by other models' requests, then 503 (default 30)",
+          IntRange::at_least(0));
   p.value({"--host"}, &host, "HOST", "address to listen on (default 127.0.0.1)");
   p.value({"--port"}, &port, "PORT", "port to listen on, 1..65535 (default 8080; 0: any free port)",
           IntRange::between(0, 65535));
@@ -130,6 +150,32 @@ int run_serve(int argc, char** argv) {
   spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("serve")) return *code;
+  // One model (today's server) unless several are named.
+  std::vector<serve::ModelSpec> models;
+  const bool many = !models_dir.empty() || !models_preset.empty() || model_values.size() > 1 ||
+                    (model_values.size() == 1 && model_values[0].find('=') != std::string::npos);
+  if (!many && !model_values.empty()) mf.model_path = model_values[0];
+  if (many) {
+    for (const std::string& v : model_values) {
+      auto spec = serve::parse_model_flag(v);
+      if (!spec.ok()) return fail("serve", "-m: " + spec.error().message, 2);
+      models.push_back(std::move(*spec));
+    }
+    if (!models_dir.empty()) {
+      auto found = serve::models_in_dir(models_dir);
+      if (!found.ok()) return fail("serve", found.error().message);
+      models.insert(models.end(), found->begin(), found->end());
+    }
+    for (serve::ModelSpec& m : models) m.sleep_idle_seconds = std::max(0, sleep_idle);
+    if (!models_preset.empty()) {
+      auto text = read_text_file(models_preset);
+      if (!text.ok()) return fail("serve", "--models-preset: " + text.error().message);
+      if (auto st = serve::apply_models_preset(*text, models_preset, models); !st.ok())
+        return fail("serve", "--models-preset: " + st.error().message);
+    }
+    if (auto st = serve::check_models(models); !st.ok()) return fail("serve", st.error().message);
+    if (!mmproj.empty()) return fail("serve", "--mmproj serves one model; it cannot be given to several", 2);
+  }
   if (!pooling.empty()) {
     if (auto pp = parse_pooling(pooling); !pp.ok())
       return fail("serve", "--pooling: " + pp.error().message, 2);
@@ -154,6 +200,10 @@ int run_serve(int argc, char** argv) {
   opt.mmproj = mmproj;
   opt.media_path = media_path;
   opt.sleep_idle_seconds = sleep_idle;
+  opt.models = models;
+  opt.models_max = models_max;
+  opt.models_autoload = models_autoload && !no_models_autoload;
+  opt.residency_timeout_seconds = residency_timeout;
   opt.timeout_seconds = timeout;
   opt.max_body = max_body;
   opt.reuse_port = reuse_port;
@@ -178,26 +228,26 @@ int run_serve(int argc, char** argv) {
   serve::Server server(opt);
   auto bound = server.listen(host, port);
   if (!bound.ok()) return fail("serve", bound.error().message);
-  std::fprintf(stderr, "kiln serve: listening on http://%s:%d (loading the model)\n", host.c_str(), *bound);
-  // The same file every time the server wakes (the embedded model when no -m was given).
-  // The first load warns when a slot's context exceeds the model's training context.
-  const std::string model_path = mf.model_path;
-  serve::ModelLoader loader = [model_path, &opt,
-                               warned = false]() mutable -> Result<std::shared_ptr<const Model>> {
-    auto model = model_path.empty() ? load_default_model() : Model::load(model_path);
-    if (model.ok() && !warned) {  // the first call is attach()'s, on this thread
-      warned = true;
-      warn_beyond_training_context("serve", context_size(opt.context, (*model)->hparams()) / opt.n_parallel,
-                                   **model);
-    }
-    return model;
-  };
-  if (const Status st = server.attach(std::move(loader)); !st.ok()) return fail("serve", st.error().message);
-  const std::string sleeps =
-      sleep_idle > 0 ? ", sleeping after " + std::to_string(sleep_idle) + " s idle" : "";
-  const std::string spec = opt.speculative.enabled() ? ", speculative decoding" : "";
-  std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s%s%s\n", server.info()->name.c_str(), parallel,
-               server.info()->vision ? ", vision (--mmproj)" : "", spec.c_str(), sleeps.c_str());
+  if (many) {
+    std::fprintf(stderr, "kiln serve: listening on http://%s:%d (%zu models)\n", host.c_str(), *bound,
+                 models.size());
+    if (const Status st = server.attach_models(); !st.ok()) return fail("serve", st.error().message);
+    std::fprintf(stderr, "kiln serve: ready: %zu models, each loaded on its first request\n", models.size());
+  }
+  if (!many) {
+    std::fprintf(stderr, "kiln serve: listening on http://%s:%d (loading the model)\n", host.c_str(), *bound);
+    // The embedded model when no -m was given; a warning when a slot's context exceeds the model's
+    // training context.
+    auto model = mf.model_path.empty() ? load_default_model() : Model::load(mf.model_path);
+    if (!model.ok()) return fail("serve", model.error().message);
+    warn_beyond_training_context("serve", context_size(opt.context, (*model)->hparams()) / opt.n_parallel, **model);
+    if (const Status st = server.attach(std::move(*model)); !st.ok()) return fail("serve", st.error().message);
+    const std::string sleeps =
+        sleep_idle > 0 ? ", sleeping after " + std::to_string(sleep_idle) + " s idle" : "";
+    const std::string spec = opt.speculative.enabled() ? ", speculative decoding" : "";
+    std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s%s%s\n", server.info()->name.c_str(), parallel,
+                 server.info()->vision ? ", vision (--mmproj)" : "", spec.c_str(), sleeps.c_str());
+  }
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "kiln serve: %s, shutting down\n", signal_name(sig));

@@ -112,7 +112,11 @@ void warn_beyond_training_context(const char* command, int64_t n_ctx_seq, const 
 }
 
 void ModelFlags::declare(OptionParser& p) {
-  p.value({"-m", "--model"}, &model_path, "FILE", "GGUF model (default: the model embedded in kiln)");
+  if (model_list != nullptr)
+    p.value({"-m", "--model"}, model_list, "FILE|NAME=PATH",
+            "GGUF model (default: the model embedded in kiln); repeated NAME=PATH: serve several models");
+  else
+    p.value({"-m", "--model"}, &model_path, "FILE", "GGUF model (default: the model embedded in kiln)");
   declare_threads(p, &threads);
   const std::string shown_default = !ctx_default.empty() ? ctx_default
                                     : context.n_ctx > 0  ? std::to_string(context.n_ctx)

@@ -41,6 +41,8 @@ void warn_beyond_training_context(const char* command, int64_t n_ctx_seq, const 
 
 struct ModelFlags {
   std::string model_path;  // empty: the embedded default model
+  // Set before declare() (kiln serve): -m repeats, each value appended here instead of model_path.
+  std::vector<std::string>* model_list = nullptr;
   int32_t threads = 0;     // 0 or less: every hardware thread
   // context.n_ctx as set before declare() is the command's default and is shown in the help, or
   // ctx_default when the command decides later.

@@ -13,6 +13,7 @@ namespace {
 // Activation format ids (Family::act_id).
 enum : int {
   kActQ8_0 = 1,     // ActQ8_0
+  kActF16Wide = 2,  // convert_act_f16_wide
   kActNative = 16,  // + the vec_dot_type's id: quant.h's act_from_float
 };
 
@@ -60,11 +61,35 @@ void run_rows8(const Tile& t) {
   }
 }
 
+// ggml's repacked 4-row gemms take the first n - n % 4 rows of a product (the others go through
+// its one-row gemv); families whose orders do not depend on it ignore the count.
+int64_t gemm_rows_by_four(const TensorView&, int64_t n) { return n - n % 4; }
+
+// tinyBLAS (llamafile_sgemm, AVX-512 build) takes F16 products of two rows or more whose rows are
+// whole 16-value steps and whose weights have a multiple of 4 rows (its tiles); ggml's vec_dot the
+// rest.
+int64_t tinyblas_f16_rows(const TensorView& w, int64_t n) {
+  return n >= 2 && w.ne[0] % 16 == 0 && w.ne[1] % 4 == 0 ? n : 0;
+}
+
+// F16 on AVX2 CPUs: the n_gemm_act rows in tinyBLAS's order, the others in the vec_dot's (on the
+// F16 copy of their activations, after the widened one).
+void run_f16(const Tile& t) {
+  Tile prompt = t;
+  prompt.n_act = t.n_gemm_act;
+  if (prompt.n_act > 0) gemm_f16_avx2(prompt);
+  const VecDotFn dot = quant_traits(DType::F16)->vec_dot;
+  for (int64_t r = t.n_gemm_act; r < t.n_act; ++r) {
+    const char* half = act_at(t, r) + static_cast<size_t>(t.k) * sizeof(float);
+    for (int64_t i = 0; i < t.n_rows; ++i) dot(t.k, out_ptr(t, r, i), row_at(t, i), half);
+  }
+}
+
 // One family per type for the generic paths (their act format is the type's vec_dot_type).
 struct Table {
   Family vec_dot[kDTypeIdLimit];
   Family rows8[kDTypeIdLimit];
-  Family q4_0x8, q4_Kx8, q8_0;
+  Family q4_0x8, q4_Kx8, q8_0, f16;
 
   Table() {
     const bool avx2 = quant::cpu_has_avx2();
@@ -73,19 +98,27 @@ struct Table {
       if (q == nullptr || q->vec_dot == nullptr) continue;
       const DType at = q->vec_dot_type;
       const int act = kActNative + static_cast<int>(at);
-      vec_dot[id] = {"vec_dot", act, block_size(at), type_size(at), q->act_from_float, 1, run_vec_dot};
-      rows8[id] = {"rows8", act, block_size(at), type_size(at), q->act_from_float, 8, run_rows8};
+      vec_dot[id] = {"vec_dot",         act, block_size(at), type_size(at),
+                     q->act_from_float, 1,   run_vec_dot,    gemm_rows_by_four};
+      rows8[id] = {"rows8",           act, block_size(at), type_size(at),
+                   q->act_from_float, 8,   run_rows8,      gemm_rows_by_four};
     }
     const size_t q8_0 = sizeof(ActQ8_0);
-    this->q4_0x8 = {"q4_0x8", kActQ8_0, 32, q8_0, convert_act_q8_0, 8, avx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8};
+    this->q4_0x8 = {
+        "q4_0x8",         kActQ8_0, 32, q8_0, convert_act_q8_0, 8, avx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8,
+        gemm_rows_by_four};
     q4_Kx8 = {"q4_Kx8",
               kActNative + static_cast<int>(DType::Q8_K),
               256,
               type_size(DType::Q8_K),
               quant_traits(DType::Q8_K)->from_float,
               8,
-              avx2 ? gemm_q4_Kx8_avx2 : gemm_q4_Kx8};
-    this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2};  // AVX2 CPUs only
+              avx2 ? gemm_q4_Kx8_avx2 : gemm_q4_Kx8,
+              gemm_rows_by_four};
+    // AVX2 CPUs only:
+    this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2, gemm_rows_by_four};
+    f16 = {"f16",   kActF16Wide,      1, sizeof(float) + sizeof(uint16_t), convert_act_f16_wide, 1,
+           run_f16, tinyblas_f16_rows};
   }
 };
 
@@ -117,6 +150,8 @@ const Family& family_for(const TensorView& w) {
   if (w.layout == TensorLayout::Q4_Kx8) return tb.q4_Kx8;
   // Q8_0's tile kernel has the AVX2 vec_dot's order; without AVX2 the type's vec_dot keeps its own.
   if (w.type == DType::Q8_0 && quant::cpu_has_avx2()) return tb.q8_0;
+  // F16's prompt kernel too (without AVX2 every row keeps the vec_dot's order).
+  if (w.type == DType::F16 && quant::cpu_has_avx2()) return tb.f16;
   const auto id = static_cast<uint32_t>(w.type);
   return rows8_order(w) ? tb.rows8[id] : tb.vec_dot[id];
 }

@@ -13,8 +13,11 @@
 //                           and for the n_gemm_act rows the prompt kernel's (folds every 64 values),
 //                           in the prepared Q4_Kx8 layout (AVX2 CPUs) and the plain one alike;
 //   Q8_0 (AVX2 CPUs)        ggml's AVX2 vec_dot (eight lane sums, reduced at the end), in tiles;
-//   others                  the type's vec_dot (quant.h) for every batch size (F32, F16 and BF16
-//                           too: llama.cpp's tinyBLAS order for their prompts is not followed).
+//   F16 (AVX2 CPUs)         the n_gemm_act rows in tinyBLAS's prompt order (sixteen lane sums,
+//                           reduced at the end; layouts.h gemm_f16), the others (one-token
+//                           products, single_row_order) in the type's vec_dot order;
+//   others                  the type's vec_dot (quant.h) for every batch size (F32 and BF16 too:
+//                           llama.cpp's tinyBLAS order for their prompts is not followed yet).
 // Families with a prepared layout (TensorLayout) read weights that ops/weight_prep.h wrote; the
 // same family reads the plain tensor with the same order where shapes allow, so prepared and plain
 // weights give identical bits.
@@ -41,9 +44,9 @@ struct Tile {
   float* dst = nullptr;
   size_t dst_row_stride = 0;  // bytes between activation rows' outputs
   size_t dst_col_stride = 0;  // bytes between consecutive weight rows' outputs
-  // The first n_gemm_act activation rows are among those ggml multiplies with its 4-row prompt
-  // kernels (the first n - n % 4 of a product's n rows; none with params.single_row_order): the
-  // plain rows8 family gives them that kernel's order (quant.h vec_dot_rows8_x4).
+  // The first n_gemm_act activation rows are among those ggml multiplies with its prompt kernels
+  // (Family::gemm_act_rows; none with params.single_row_order): families whose prompt order
+  // differs from their one-row order give these rows the prompt order.
   int64_t n_gemm_act = 0;
 };
 
@@ -57,6 +60,10 @@ struct Family {
   void (*convert_act)(const float* x, void* dst, int64_t k);
   int64_t row_group;  // tiles start at multiples of it; prepared layouts' groups are this many rows
   void (*run)(const Tile& tile);
+  // How many of a product's n activation rows (the first ones, per plane of `w`) ggml multiplies
+  // with its prompt kernel: n - n % 4 for its repacked 4-row gemms; all n for tinyBLAS (n >= 2
+  // and shapes it takes), else none.
+  int64_t (*gemm_act_rows)(const TensorView& w, int64_t n);
 };
 
 inline size_t act_row_bytes(const Family& f, int64_t k) {

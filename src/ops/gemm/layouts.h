@@ -64,6 +64,19 @@ void gemm_q4_Kx8_avx2(const Tile& t);
 void gemm_q8_0(const Tile& t);
 void gemm_q8_0_avx2(const Tile& t);
 
+// Activations of the F16 family: each value rounded to F16 as the type's vec_dot_type conversion
+// does (f32_to_f16_row), stored twice: widened to F32 (exact; k floats), which the prompt kernels
+// load without converting, then as F16 (k values), which the vec_dot reads.
+void convert_act_f16_wide(const float* x, void* dst, int64_t k);
+// Plain F16 weights with those activations, in the order of llamafile's
+// tinyBLAS as ggml's AVX-512 build runs it for prompts (tinyBLAS<16>, F16 A and B): per output,
+// lanes l = 0..15 add fma(w[16s + l], a[16s + l], lane) for s = 0 .. k/16 - 1; at the end
+// _mm512_reduce_add_ps (as GCC builds it): lanes l + 8 and l added, then reduce_lanes8. k is a
+// multiple of 16. (The AVX2 build's tinyBLAS<8> has eight lanes; kiln follows the AVX-512 build's
+// orders, as its F16 vec_dot does, which is what the conformance references were made with.)
+void gemm_f16(const Tile& t);
+void gemm_f16_avx2(const Tile& t);
+
 // hsum_float_8's reduction of eight lane sums, in scalar form.
 inline float reduce_lanes8(const float l[8]) {
   const float a0 = l[0] + l[4], a1 = l[1] + l[5], a2 = l[2] + l[6], a3 = l[3] + l[7];

@@ -1,0 +1,110 @@
+// ModelRouter: the models of a server of many models (llama-server's router mode, in one process).
+// Each model (a ModelSpec) is unloaded, loading or loaded; a loaded model has a ServerState of its
+// own (context, engine, slots with their token history, a backend of its own) over the server's
+// one DeviceRegistry, so every model's memory is a resident of the same residency managers and
+// shares their budgets (--max-mem).
+//
+// Requests (acquire()) pin their model for the whole request: a model in the middle of a request
+// is never evicted. A model that is loaded but evicted (another model's allocation made room) is
+// "sleeping": its state stays (the slots' token history; on a device that is not the host, the KV
+// cache is copied out), and the next request's pin restores it bit-exact, so a returning
+// conversation reuses its prompt cache. A request that finds no room (other models pinned by
+// their requests) waits, holding no pin, until a request ends or timeout_seconds pass, then
+// answers 503 with the manager's numbers. When nothing is pinned by a request the refusal is
+// final at once (the model does not fit even alone).
+//
+// --models-max: at most that many models loaded (0: no limit); loading one more unloads the least
+// recently used model with no request (its state is dropped: unlike eviction, its prompt cache
+// is lost).
+//
+// Thread-safety: every method may be called from any thread. Lock order: the router's mutex, then
+// a residency manager's; a model is loaded, pinned and freed with the router's mutex released.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "runtime/residency.h"
+#include "serve/api_json.h"
+#include "serve/server.h"
+
+namespace kiln::serve {
+
+struct ServerState;
+struct ModelInfo;
+
+// llama-server's model states; Sleeping: loaded, with its memory evicted.
+enum class ModelStatus { Unloaded, Loading, Loaded, Sleeping };
+const char* model_status_name(ModelStatus s);
+
+class ModelRouter {
+ public:
+  // `base`: the server's options (each model's own ModelSpec fields replace theirs).
+  ModelRouter(const ServerOptions& base, std::shared_ptr<DeviceRegistry> devices);
+  ~ModelRouter();  // stop(), then frees every state
+  ModelRouter(const ModelRouter&) = delete;
+  ModelRouter& operator=(const ModelRouter&) = delete;
+
+  struct Listing {
+    std::string name, path;
+    ModelStatus status = ModelStatus::Unloaded;
+    bool pinned = false;  // ModelSpec::pin
+  };
+  std::vector<Listing> list() const;  // in the order of the options
+  bool has(const std::string& name) const;
+
+  // For a request that needs model `name`: its state, loaded first when unloaded (with autoload;
+  // else 400) and pinned on its device until the returned pointer and every copy are gone. 404
+  // for an unknown model; 503 when it cannot be loaded or get room in time.
+  std::variant<std::shared_ptr<ServerState>, HttpError> acquire(const std::string& name, bool autoload);
+  // POST /models/load: loads `name` now (not pinned). 400 when it is already loaded or loading.
+  std::optional<HttpError> load(const std::string& name);
+  // POST /models/unload: drops `name`'s state; requests in flight keep it until they end. 400
+  // when it is not loaded.
+  std::optional<HttpError> unload(const std::string& name);
+  // Loads the models whose spec says load_on_startup; the first error.
+  Status load_startup_models();
+
+  // The state of `name` when loaded now (never loads, never pins: not activity), else null.
+  std::shared_ptr<ServerState> peek(const std::string& name) const;
+  // What is known of `name` since it first loaded; null before.
+  std::shared_ptr<const ModelInfo> info(const std::string& name) const;
+
+  // The registry every model's state runs on (the shared budgets).
+  const std::shared_ptr<DeviceRegistry>& devices() const { return devices_; }
+
+  // Cancels every generation and refuses new requests.
+  void stop();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Entry;
+  class Lease;
+  Entry* find(const std::string& name) const;  // under mu_
+  bool others_pinned(const Entry& e) const;    // under mu_: another model's request holds a pin
+  // Under mu_ (held by `lock`, released while loading): makes `e` loaded. nullopt when it is
+  // (or another thread loads it: the caller looks again); else the error to answer.
+  std::optional<HttpError> load_locked(std::unique_lock<std::mutex>& lock, Entry& e, Clock::time_point deadline);
+  void release(Entry& e);  // a lease ended
+  void idle_sleeper();     // evicts models idle for their sleep_idle_seconds
+
+  ServerOptions base_;
+  std::shared_ptr<DeviceRegistry> devices_;
+  std::chrono::milliseconds timeout_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // a lease ended, a load finished, a state was dropped, stopping_
+  std::vector<std::unique_ptr<Entry>> entries_;
+  uint64_t clock_ = 0;
+  bool stopping_ = false;
+  std::thread sleeper_;  // only when a model has sleep_idle_seconds > 0
+};
+
+}  // namespace kiln::serve

@@ -1,0 +1,335 @@
+// A server of many models (ServerOptions::models, as `kiln serve -m NAME=PATH ...`): two fixture
+// models on a sim0 budget that holds one of them answer every request as a server with room for
+// both does, evicting each other and restoring their prompt caches; a budget below one model's
+// weights is refused with the numbers and the server goes on; a request for the other model while
+// one streams waits for the stream's end (or gets 503 at --residency-timeout); unknown models are
+// 404; /v1/models tells each model's state; the preset file's keys.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <variant>
+
+#include "backends/sim/sim_device.h"
+#include "http_client.h"
+#include "serve/model_catalog.h"
+#include "serve/model_router.h"
+#include "serve/server_state.h"
+#include "serve/server.h"
+#include "test_data.h"
+
+namespace kiln::serve {
+namespace {
+
+using nlohmann::json;
+
+// On sim0 each fixture's weights take about 10 MiB and its compute arena (16 rows of 151,936
+// logits) 9.7 MiB; its KV cache (256 cells) and input buffer a little more. 0.025 GiB (25.6 MiB)
+// holds one model, not two.
+constexpr double kRoomForOne = 0.025;
+constexpr double kRoomForBoth = 1.0;
+
+ModelSpec spec(const std::string& name, const std::string& path) {
+  ModelSpec m;
+  m.name = name;
+  m.path = path;
+  return m;
+}
+
+ServerOptions options(double budget_gib, int32_t residency_timeout = 30) {
+  ServerOptions o;
+  o.n_parallel = 1;
+  o.n_threads = 2;
+  o.context.n_ctx = 256;
+  o.context.n_ubatch = 16;  // the compute arena holds n_ubatch rows of 151,936 logits
+  o.device = "sim0";
+  o.sim_devices = {{.name = "sim0", .capacity = size_t{256} << 20}};
+  o.budgets = {{.device = "sim0", .gib = budget_gib}};
+  o.residency_timeout_seconds = residency_timeout;
+  o.models = {spec("qwen2", test_data::path("models/qwen2-e64-Q8_0.gguf")),
+              spec("qwen3", test_data::path("models/qwen3-e64-Q8_0.gguf"))};
+  return o;
+}
+
+struct ModelsServer {
+  explicit ModelsServer(const ServerOptions& o) : server(o) {
+    auto bound = server.listen("127.0.0.1", 0);
+    EXPECT_TRUE(bound.ok());
+    port = bound.ok() ? *bound : 0;
+    const Status st = server.attach_models();
+    EXPECT_TRUE(st.ok()) << st.error().message;
+  }
+  httplib::Result post(const std::string& path, const json& body) const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60);
+    return c.Post(path.c_str(), body.dump(), "application/json");
+  }
+  // GET /v1/models: each model's status value by name.
+  std::map<std::string, std::string> states() const {
+    httplib::Client c("127.0.0.1", port);
+    auto r = c.Get("/v1/models");
+    std::map<std::string, std::string> out;
+    EXPECT_TRUE(r && r->status == 200);
+    if (!r) return out;
+    const json body = json::parse(r->body);  // a temporary's ["data"] would dangle in the loop
+    for (const json& m : body["data"]) out[m["id"]] = m["status"]["value"];
+    return out;
+  }
+  Server server;
+  int port = 0;
+};
+
+json completion(const std::string& model, const std::string& prompt) {
+  return {{"model", model}, {"prompt", prompt}, {"max_tokens", 6}, {"seed", 7}, {"temperature", 0.8}};
+}
+
+// The answer's text and its timings.prompt_n (prompt tokens decoded, the cached ones not).
+struct Answer {
+  std::string text;
+  int prompt_n = -1;
+  int prompt_tokens = -1;
+};
+
+Answer answer(const ModelsServer& s, const json& body) {
+  auto r = s.post("/v1/completions", body);
+  EXPECT_TRUE(r);
+  if (!r) return {};
+  EXPECT_EQ(r->status, 200) << r->body;
+  if (r->status != 200) return {};
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["model"], body["model"]);
+  return {j["choices"][0]["text"], j["timings"]["prompt_n"], j["usage"]["prompt_tokens"]};
+}
+
+// 16 alternating requests (8 turns of two growing conversations; the 50 would add seconds
+// of CI time and exercise nothing more: every request after the second evicts one model and
+// restores the other). Each answer equals the roomy server's, and each returning conversation
+// reuses its restored KV cache (prompt_n counts only the new tokens).
+TEST(ManyModels, AlternatingRequestsOnABudgetForOneEqualARoomyServer) {
+  ModelsServer roomy(options(kRoomForBoth)), tight(options(kRoomForOne));
+  std::map<std::string, std::string> conversation = {{"qwen2", "Once upon a time"}, {"qwen3", "The sea was"}};
+  for (int turn = 0; turn < 8; ++turn) {
+    for (const char* model : {"qwen2", "qwen3"}) {
+      std::string& prompt = conversation[model];
+      const Answer want = answer(roomy, completion(model, prompt));
+      const Answer got = answer(tight, completion(model, prompt));
+      ASSERT_EQ(got.text, want.text) << model << " turn " << turn;
+      EXPECT_EQ(got.prompt_n, want.prompt_n) << model << " turn " << turn;
+      if (turn > 0) {
+        EXPECT_LT(got.prompt_n, got.prompt_tokens) << "the restored prompt cache was not used";
+      }
+      // The other model was evicted to make room, and keeps its state (sleeping, not unloaded).
+      const auto states = tight.states();
+      EXPECT_EQ(states.at(model), "loaded");
+      if (turn > 0 || std::string(model) == "qwen3") {
+        EXPECT_EQ(states.at(std::string(model) == "qwen2" ? "qwen3" : "qwen2"), "sleeping");
+      }
+      prompt += got.text + " and";
+    }
+  }
+  const auto roomy_states = roomy.states();
+  EXPECT_EQ(roomy_states.at("qwen2"), "loaded");
+  EXPECT_EQ(roomy_states.at("qwen3"), "loaded");
+  // The device never held more than the budget, restores included.
+  auto sim0 = tight.server.router()->devices()->find("sim0");
+  ASSERT_TRUE(sim0.ok());
+  const auto* sim = dynamic_cast<const SimDevice*>(*sim0);
+  ASSERT_NE(sim, nullptr);
+  EXPECT_LE(sim->peak_used(), static_cast<size_t>(kRoomForOne * double(size_t{1} << 30)));
+  EXPECT_GT(sim->peak_used(), size_t{16} << 20) << "the budget held less than one model: the test tests nothing";
+}
+
+TEST(ManyModels, ABudgetBelowOneModelsWeightsIsRefusedAndTheServerGoesOn) {
+  ModelsServer s(options(0.01));
+  for (int i = 0; i < 2; ++i) {
+    auto r = s.post("/v1/completions", completion("qwen2", "Hello"));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503);
+    const std::string message = json::parse(r->body)["error"]["message"];
+    EXPECT_NE(message.find("cannot load model 'qwen2'"), std::string::npos) << message;
+    EXPECT_NE(message.find("budget"), std::string::npos) << message;
+    EXPECT_EQ(s.states().at("qwen2"), "unloaded");
+  }
+  httplib::Client c("127.0.0.1", s.port);
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST(ManyModels, UnknownOrMissingModelIsAnOpenAiError) {
+  ModelsServer s(options(kRoomForBoth));
+  auto r = s.post("/v1/chat/completions", {{"model", "nope"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  const json e = json::parse(r->body)["error"];
+  EXPECT_EQ(e["code"], 404);
+  EXPECT_EQ(e["type"], "not_found_error");
+  EXPECT_NE(e["message"].get<std::string>().find("'nope'"), std::string::npos);
+  r = s.post("/v1/completions", {{"prompt", "hi"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  r = s.post("/models/load", {{"model", "nope"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+}
+
+TEST(ManyModels, LoadUnloadAndModelsMax) {
+  ServerOptions o = options(kRoomForBoth);
+  o.models_max = 1;
+  ModelsServer s(o);
+  EXPECT_EQ(s.states(), (std::map<std::string, std::string>{{"qwen2", "unloaded"}, {"qwen3", "unloaded"}}));
+  auto r = s.post("/models/load", {{"model", "qwen2"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body), (json{{"success", true}}));
+  EXPECT_EQ(s.states().at("qwen2"), "loaded");
+  r = s.post("/models/load", {{"model", "qwen2"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  // --models-max 1: loading qwen3 unloads qwen2 (no request holds it).
+  EXPECT_FALSE(answer(s, completion("qwen3", "Hi")).text.empty());
+  EXPECT_EQ(s.states(), (std::map<std::string, std::string>{{"qwen2", "unloaded"}, {"qwen3", "loaded"}}));
+  r = s.post("/models/unload", {{"model", "qwen3"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(s.states().at("qwen3"), "unloaded");
+  r = s.post("/models/unload", {{"model", "qwen3"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+}
+
+// Streams a completion of `model`, pausing its reading after the first chunk until `release`;
+// the concatenated text.
+std::string stream_paused(int port, const std::string& model, const std::string& prompt, std::atomic<bool>& started,
+                          std::atomic<bool>& release) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  json body = completion(model, prompt);
+  body["max_tokens"] = 24;
+  body["stream"] = true;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  std::string raw;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    raw.append(data, n);
+    started = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return true;
+  };
+  auto r = c.send(req);
+  EXPECT_TRUE(r);
+  std::string text;
+  for (size_t at = raw.find("data: "); at != std::string::npos; at = raw.find("data: ", at + 6)) {
+    const size_t end = raw.find("\n\n", at);
+    const std::string payload = raw.substr(at + 6, end - at - 6);
+    if (payload == "[DONE]") break;
+    text += json::parse(payload)["choices"][0]["text"].get<std::string>();
+  }
+  return text;
+}
+
+// qwen2 pinned as a request in flight pins it: the test takes the router's lease itself, because a
+// stream's own lease ends as soon as its last event is handed to the socket (a paused client does
+// not hold it), and on a quiet machine 24 tokens take less time than the checks below.
+std::shared_ptr<ServerState> hold(const ModelsServer& s, const std::string& model) {
+  auto got = s.server.router()->acquire(model, true);
+  EXPECT_TRUE(std::holds_alternative<std::shared_ptr<ServerState>>(got));
+  auto* st = std::get_if<std::shared_ptr<ServerState>>(&got);
+  return st ? *st : nullptr;
+}
+
+// While qwen2 streams (and its request pins it), a request for qwen3 on a budget for one waits: it
+// is served once qwen2's pins end, and qwen2's tokens equal qwen2's alone.
+TEST(ManyModels, ARequestForAnotherModelWaitsForTheStreamingOne) {
+  ServerOptions roomy_o = options(kRoomForBoth);
+  ModelsServer roomy(roomy_o), tight(options(kRoomForOne));
+  json alone = completion("qwen2", "Far away");
+  alone["max_tokens"] = 24;
+  const std::string a_alone = answer(roomy, alone).text;
+  const std::string b_alone = answer(roomy, completion("qwen3", "Near")).text;
+
+  std::atomic<bool> started{false}, release{false}, b_done{false};
+  std::string a_text;
+  std::thread a([&] { a_text = stream_paused(tight.port, "qwen2", "Far away", started, release); });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::shared_ptr<ServerState> held = hold(tight, "qwen2");
+  ASSERT_NE(held, nullptr);
+  Answer b;
+  std::thread bt([&] {
+    b = answer(tight, completion("qwen3", "Near"));
+    b_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_FALSE(b_done) << "qwen3 was served while a request for qwen2 held the room";
+  release = true;
+  a.join();
+  held.reset();
+  bt.join();
+  EXPECT_EQ(a_text, a_alone);
+  EXPECT_EQ(b.text, b_alone);
+}
+
+// The same with --residency-timeout 1: the waiting request gets 503 with the numbers.
+TEST(ManyModels, ARequestThatCannotGetRoomInTimeGets503) {
+  ModelsServer tight(options(kRoomForOne, 1));
+  ASSERT_FALSE(answer(tight, completion("qwen3", "Warm")).text.empty());  // qwen3 loaded, then evicted below
+  std::shared_ptr<ServerState> held = hold(tight, "qwen2");
+  ASSERT_NE(held, nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = tight.post("/v1/completions", completion("qwen3", "Near"));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  held.reset();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  const std::string message = json::parse(r->body)["error"]["message"];
+  EXPECT_NE(message.find("no room for model 'qwen3'"), std::string::npos) << message;
+  EXPECT_NE(message.find("budget"), std::string::npos) << message;
+  EXPECT_GE(waited, 0.9);
+  // Once qwen2's pin ended, qwen3 comes back.
+  EXPECT_FALSE(answer(tight, completion("qwen3", "Near")).text.empty());
+}
+
+TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
+  std::vector<ModelSpec> models = {spec("a", "/m/a.gguf")};
+  const std::string preset =
+      "version = 1\n"
+      "; comment\n"
+      "[*]\n"
+      "c = 512\n"
+      "[a]\n"
+      "np = 2\n"
+      "pin = true\n"
+      "[b]\n"
+      "model = /m/b.gguf\n"
+      "ctx-size = 1024\n"
+      "load-on-startup = true\n"
+      "sleep-idle-seconds = 30\n";
+  ASSERT_TRUE(apply_models_preset(preset, "p.ini", models).ok());
+  ASSERT_EQ(models.size(), 2u);
+  EXPECT_EQ(models[0].n_ctx, 512);
+  EXPECT_EQ(models[0].n_parallel, 2);
+  EXPECT_TRUE(models[0].pin);
+  EXPECT_EQ(models[1].name, "b");
+  EXPECT_EQ(models[1].path, "/m/b.gguf");
+  EXPECT_EQ(models[1].n_ctx, 1024);
+  EXPECT_TRUE(models[1].load_on_startup);
+  EXPECT_EQ(models[1].sleep_idle_seconds, 30);
+
+  auto refused = apply_models_preset("[a]\nn-gpu-layers = 99\n", "p.ini", models);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("p.ini:2: key 'n-gpu-layers' is not supported"), std::string::npos)
+      << refused.error().message;
+  EXPECT_FALSE(apply_models_preset("[c]\nc = 64\n", "p.ini", models).ok());  // no model path
+  EXPECT_FALSE(apply_models_preset("[a]\nnp = many\n", "p.ini", models).ok());
+  EXPECT_FALSE(parse_model_flag("no-equals-sign").ok());
+  EXPECT_FALSE(check_models({spec("x", "1"), spec("x", "2")}).ok());
+}
+
+}  // namespace
+}  // namespace kiln::serve
