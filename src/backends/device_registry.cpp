@@ -38,7 +38,9 @@ Result<std::unique_ptr<DeviceRegistry>> DeviceRegistry::create(const DeviceRegis
     for (const auto& s : r->sims_) {
       if (s->name() == so.name) return make_error("device '", so.name, "' is given twice");
     }
-    KILN_ASSIGN_OR_RETURN(auto sim, SimDevice::create(so));
+    SimDeviceOptions shared = so;
+    if (!options.sim_shared_dir.empty()) shared.shared_dir = options.sim_shared_dir;
+    KILN_ASSIGN_OR_RETURN(auto sim, SimDevice::create(shared));
     SimDevice* dev = sim.get();
     r->sims_.push_back(std::move(sim));
     r->entries_.push_back({dev,

@@ -42,6 +42,9 @@ struct DeviceRegistryOptions {
   int32_t n_threads = 0;              // threads of the shared pool; 0: every hardware thread
   std::vector<SimDeviceOptions> sim;  // sim devices to create, names "sim<N>", each at most once
   std::vector<DeviceBudget> budgets;  // devices without one have no budget
+  // Non-empty: every sim device shares its capacity with the same-named sim devices of other
+  // processes through a ledger in this directory (--sim-shared; backends/sim/sim_ledger.h).
+  std::string sim_shared_dir = {};
 };
 
 // The bytes `b` allows on a device of `total` bytes; an Error when that is not above zero.

@@ -11,7 +11,8 @@
 // spec_decode_num_accepted_tokens_total, spec_decode_num_drafts_total (speculative decoding); plus
 // kiln:requests_total and kiln:requests_rejected_total (503 because the queue was full), and the
 // memory breakdown as gauges (kiln:memory_device_bytes{device,what} and
-// kiln:memory_owner_bytes{device,owner,kind}, the figures of /v1/memory). The counters belong to
+// kiln:memory_owner_bytes{device,owner,kind}, the figures of /v1/memory); with --arbiter,
+// kiln:arbiter_holding (gauge) and kiln:arbiter_yields_total. The counters belong to
 // the engine: while the model first loads (or, with many models, is unloaded) there is none, and
 // /metrics answers 503; a sleeping model's engine answers.
 //
@@ -94,6 +95,17 @@ std::string metrics_text(const EngineMetrics& m) {
         static_cast<double>(m.requests_total));
   e.add("kiln:requests_rejected_total", "counter", "Generation requests refused with 503 (queue full).",
         static_cast<double>(m.requests_rejected));
+  return e.str();
+}
+
+// With --arbiter: whether this process holds the device token now, and how often it yielded it.
+std::string arbiter_metrics_text(const Arbiter* arbiter) {
+  if (arbiter == nullptr) return "";
+  Exposition e;
+  e.describe("kiln:arbiter_holding", "gauge", "1 while this process holds the --arbiter device token.");
+  e.sample("kiln:arbiter_holding", "", arbiter->held() ? 1 : 0);
+  e.describe("kiln:arbiter_yields_total", "counter", "Times this process yielded the device to another.");
+  e.sample("kiln:arbiter_yields_total", "", static_cast<double>(arbiter->yields()));
   return e.str();
 }
 
@@ -192,7 +204,8 @@ void add_info_routes(http::Router& r, const RouteContext& rc) {
     if (!st) return send_error(ex, {503, "no model is loaded now: no metrics"});
     ex.respond({.status = 200,
                 .content_type = "text/plain; version=0.0.4",
-                .body = metrics_text(st->engine->metrics()) + memory_metrics_text(st->devices->memory_breakdown()),
+                .body = metrics_text(st->engine->metrics()) + memory_metrics_text(st->devices->memory_breakdown()) +
+                        arbiter_metrics_text(rc.server.arbiter()),
                 .headers = {}});
   });
 }

@@ -80,7 +80,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
     st->devices = std::move(devices);
   } else {
     KILN_ASSIGN_OR_RETURN(
-        st->devices, DeviceRegistry::create({.n_threads = opt.n_threads, .sim = opt.sim_devices, .budgets = opt.budgets}));
+        st->devices, DeviceRegistry::create({.n_threads = opt.n_threads, .sim = opt.sim_devices, .budgets = opt.budgets, .sim_shared_dir = opt.sim_shared_dir}));
   }
   KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt.device));
   KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device));
@@ -195,8 +195,13 @@ json props_json(const ModelInfo& info, bool sleeping) {
 // A request's hold on the state: ends its activity when the last copy goes.
 class Server::Lease {
  public:
-  Lease(std::shared_ptr<ServerState> state, Server* server) : state_(std::move(state)), server_(server) {}
-  ~Lease() { server_->end_activity(); }
+  Lease(std::shared_ptr<ServerState> state, Server* server, Arbiter::Use use)
+      : state_(std::move(state)), server_(server), use_(std::move(use)) {}
+  ~Lease() {
+    state_.reset();
+    use_.reset();  // the token may go once the state is not in use
+    server_->end_activity();
+  }
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
   ServerState* get() const { return state_.get(); }
@@ -204,6 +209,7 @@ class Server::Lease {
  private:
   std::shared_ptr<ServerState> state_;
   Server* server_;
+  Arbiter::Use use_;
 };
 
 std::shared_ptr<ServerState> RouteContext::ready(http::Exchange& ex, const json& body) const {
@@ -280,7 +286,10 @@ std::vector<SlotInfo> RouteContext::Look::slots() const {
 
 Server::Server(ServerOptions options) : opt_(std::move(options)) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+  arbiter_.reset();  // after every lease (stop() ended the requests)
+}
 
 void Server::log(const std::string& message) const {
   if (opt_.log) opt_.log(message);
@@ -329,6 +338,10 @@ Status Server::attach(std::shared_ptr<const Model> model) {
     if (auto pooling = server_pooling(opt_, *model); !pooling.ok())
       return make_error("serve: --embeddings: ", pooling.error().message);
   }
+  if (!opt_.arbiter_dir.empty() && !arbiter_) {
+    KILN_ASSIGN_OR_RETURN(arbiter_, Arbiter::open(opt_.arbiter_dir, [this] { return yield_device(); }));
+  }
+  KILN_ASSIGN_OR_RETURN(Arbiter::Use use, use_device());  // the model loads while this process holds the device
   KILN_ASSIGN_OR_RETURN(auto st, build_state(opt_, std::move(model), nullptr));
   auto info = describe(*st, opt_.n_parallel);
   {
@@ -343,10 +356,28 @@ Status Server::attach(std::shared_ptr<const Model> model) {
   return {};
 }
 
-std::shared_ptr<ServerState> Server::lease(std::shared_ptr<ServerState> st) {
+std::shared_ptr<ServerState> Server::lease(std::shared_ptr<ServerState> st, Arbiter::Use use) {
   ++active_;
-  auto l = std::make_shared<Lease>(std::move(st), this);
+  auto l = std::make_shared<Lease>(std::move(st), this, std::move(use));
   return std::shared_ptr<ServerState>(l, l->get());
+}
+
+Result<Arbiter::Use> Server::use_device() {
+  if (!arbiter_) return Arbiter::Use();
+  auto use = arbiter_->use(Arbiter::Clock::now() + std::chrono::seconds(opt_.arbiter_timeout_seconds));
+  if (!use.ok())
+    return make_error("the device ", opt_.device, " is busy in another process: ", use.error().message,
+                      " (--arbiter-timeout ", opt_.arbiter_timeout_seconds, ")");
+  return use;
+}
+
+Result<bool> Server::yield_device() {
+  const auto st = peek();
+  if (!st) return true;  // asleep or stopping: nothing of ours is on the device
+  if (!engine_idle(*st)) return false;
+  KILN_TRY(evict_memory(*st));  // as idle sleep does; an owner a pass pins keeps the token here
+  log("arbiter: yielded " + opt_.device + " to another process");
+  return true;
 }
 
 void Server::end_activity() {
@@ -363,6 +394,8 @@ void Server::end_activity() {
 }
 
 Result<std::shared_ptr<ServerState>> Server::acquire() {
+  // The token first: the model's first pass restores it on the device.
+  KILN_ASSIGN_OR_RETURN(Arbiter::Use use, use_device());
   bool woke = false;
   Result<std::shared_ptr<ServerState>> out = make_error("the server is shutting down");
   {
@@ -370,7 +403,7 @@ Result<std::shared_ptr<ServerState>> Server::acquire() {
     if (stopping_) return out;
     if (!state_) return make_error("the model is loading");
     woke = std::exchange(asleep_, false);
-    out = lease(state_);
+    out = lease(state_, std::move(use));
   }
   if (woke) log("awake: a request needs the model; its memory comes back with the first pass");
   return out;
@@ -434,7 +467,8 @@ void Server::stop() {
     st = state_;
   }
   cv_.notify_all();
-  if (st) st->engine->stop();  // ends every generation: their handlers answer and return
+  if (arbiter_) arbiter_->close();  // requests waiting for the device give up
+  if (st) st->engine->stop();        // ends every generation: their handlers answer and return
   st.reset();
   if (router_) router_->stop();
   if (sleeper_.joinable()) sleeper_.join();

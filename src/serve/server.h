@@ -31,6 +31,13 @@
 // cache. Routes that only look (health, /props, /v1/models, /slots, /metrics, /v1/memory) use
 // peek()/info(): they never wake it and are not activity.
 //
+// Arbiter (options.arbiter_dir): the model's device is shared with other processes by a token
+// (runtime/arbiter.h). attach() and every acquire() first take a use of the token (waiting up to
+// arbiter_timeout_seconds; the request's lease keeps it), so the model is loaded, woken and
+// restored only while this process holds it. When another process waits and no lease is alive,
+// the arbiter's monitor thread yields: it evicts every owner's residents from the device (the
+// next request's decode restores them, bit-exact) and releases the token.
+//
 // Thread-safety: listen/attach/stop from one controlling thread; acquire/peek/info/sleeping from
 // any thread (handlers run on the HTTP layer's worker threads).
 #pragma once
@@ -51,6 +58,7 @@
 #include "llm/context.h"
 #include "llm/model.h"
 #include "llm/speculative/options.h"
+#include "runtime/arbiter.h"
 
 namespace kiln::serve {
 
@@ -83,6 +91,11 @@ struct ServerOptions {
   std::string device = "cpu";        // the device the model runs on (a DeviceRegistry name)
   std::vector<SimDeviceOptions> sim_devices;  // sim devices to create (--sim-capacity)
   std::vector<DeviceBudget> budgets;          // residency budgets per device (--max-mem)
+  std::string sim_shared_dir;  // --sim-shared: sim capacity shared with other processes (SimLedger)
+  // --arbiter DIR: take turns on `device` with other processes by the token in DIR
+  // (runtime/arbiter.h); a request waits at most arbiter_timeout_seconds for it, then 503.
+  std::string arbiter_dir;
+  int32_t arbiter_timeout_seconds = 30;
   ContextOptions context;            // n_ctx is shared by the slots
   bool embeddings = false;           // serve POST /v1/embeddings (--embeddings)
   std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
@@ -156,17 +169,24 @@ class Server {
   std::shared_ptr<const ModelInfo> info() const;
   // The model's memory was evicted for idleness and no request needed it since.
   bool sleeping() const;
+  // With --arbiter (after attach): the arbiter; else null.
+  const Arbiter* arbiter() const { return arbiter_.get(); }
 
  private:
   using Clock = std::chrono::steady_clock;
   class Lease;
   void routes(http::Router& router);
-  std::shared_ptr<ServerState> lease(std::shared_ptr<ServerState> st);  // under mutex_
+  std::shared_ptr<ServerState> lease(std::shared_ptr<ServerState> st, Arbiter::Use use);  // under mutex_
+  // A use of the arbiter's token (an empty one without --arbiter); an Error after the timeout.
+  Result<Arbiter::Use> use_device();
+  // The arbiter's yield hook: evicts the model's residents from its device when the engine is idle.
+  Result<bool> yield_device();
   void end_activity();
   void sleeper();
   void log(const std::string& message) const;
 
   ServerOptions opt_;
+  std::unique_ptr<Arbiter> arbiter_;        // with opt_.arbiter_dir, from the first attach()
   std::unique_ptr<ModelRouter> router_;     // from attach_models(); outlives http_'s requests
   std::unique_ptr<http::HttpServer> http_;  // from listen()
   mutable std::mutex mutex_;

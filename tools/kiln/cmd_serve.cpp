@@ -89,7 +89,8 @@ int run_serve(int argc, char** argv) {
   ModelFlags mf;
   SpeculativeFlags spf;
   std::string host = "127.0.0.1", api_key, template_file, pooling, mmproj, media_path;
-  int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0, timeout = 3600;
+  int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0, timeout = 3600, arbiter_timeout = 30;
+  std::string arbiter_dir;
   size_t max_body = size_t{16} << 20;
   bool embeddings = false, reuse_port = false;
   std::string cors_origins = "*";
@@ -144,6 +145,12 @@ int run_serve(int argc, char** argv) {
   p.flag({"--reuse-port"}, &reuse_port, "let other processes listen on the same port (SO_REUSEPORT)");
   p.value({"--cors-origins"}, &cors_origins, "ORIGINS",
           "origins browsers may call from: * (default), a comma-separated list, or '' for none");
+  p.value({"--arbiter"}, &arbiter_dir, "DIR",
+          "share the device with other kiln serve processes naming DIR: they take turns by a token "
+          "(flock on DIR/token.lock); an idle holder evicts its model when another process waits");
+  p.value({"--arbiter-timeout"}, &arbiter_timeout, "SECONDS",
+          "with --arbiter: a request waits at most this long for the device, then 503 (default 30)",
+          IntRange::at_least(0));
   spf.declare(p);
   std::string reasoning_format = "auto", reasoning = "auto", reasoning_budget_message, template_kwargs;
   int32_t reasoning_budget = -1;
@@ -217,6 +224,9 @@ int run_serve(int argc, char** argv) {
   opt.device = mf.device;
   opt.sim_devices = mf.device_options().sim;
   opt.budgets = mf.budgets;
+  opt.sim_shared_dir = mf.sim_shared_dir;
+  opt.arbiter_dir = arbiter_dir;
+  opt.arbiter_timeout_seconds = arbiter_timeout;
   opt.context = mf.context;
   opt.embeddings = embeddings;
   opt.pooling = pooling;

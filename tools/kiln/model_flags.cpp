@@ -158,6 +158,9 @@ void ModelFlags::declare(OptionParser& p) {
   p.custom(
       {"--sim-capacity"}, [this](const std::string& v) { return parse_sim_capacities(v, &sim_devices); },
       "SIM=GiB,...", "capacity of sim devices, e.g. sim0=0.5 (default 4 GiB each)");
+  p.value({"--sim-shared"}, &sim_shared_dir, "DIR",
+          "share each sim device's capacity with the processes that name the same DIR, like a real "
+          "GPU's memory (a ledger file there; give every process the same --sim-capacity)");
   p.custom(
       {"--max-mem"}, [this](const std::string& v) { return parse_budgets(v, &budgets); }, "DEV=GiB,...",
       "memory budget per device, e.g. cpu=12,sim0=0.5 (negative: all but this much); the residency "
@@ -166,7 +169,7 @@ void ModelFlags::declare(OptionParser& p) {
 }
 
 DeviceRegistryOptions ModelFlags::device_options() const {
-  DeviceRegistryOptions o{.n_threads = threads, .sim = sim_devices, .budgets = budgets};
+  DeviceRegistryOptions o{.n_threads = threads, .sim = sim_devices, .budgets = budgets, .sim_shared_dir = sim_shared_dir};
   auto name = [&](const std::string& dev) {
     bool named = dev == "cpu";
     for (const SimDeviceOptions& s : o.sim) named = named || s.name == dev;

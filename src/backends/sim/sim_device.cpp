@@ -49,6 +49,11 @@ Result<std::unique_ptr<SimDevice>> SimDevice::create(const SimDeviceOptions& opt
   }
   dev->pool_ = static_cast<char*>(pool);
   dev->alloc_ = std::make_unique<BlockAllocator>(capacity, align);
+  if (!options.shared_dir.empty()) {
+    auto ledger = SimLedger::open(options.shared_dir);
+    if (!ledger.ok()) return make_error("sim: device '", options.name, "': ", ledger.error().message);
+    dev->ledger_ = std::move(*ledger);
+  }
   return dev;
 }
 
@@ -57,14 +62,22 @@ SimDevice::~SimDevice() {
   if (device_base_ != nullptr) munmap(device_base_, capacity_);
 }
 
+size_t SimDevice::others_used() const {
+  if (!ledger_) return 0;
+  const size_t all = ledger_->used(name_);
+  return all - std::min(all, alloc_->used());
+}
+
 MemoryInfo SimDevice::memory_info() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return MemoryInfo{capacity_, capacity_ - alloc_->used()};
+  const size_t used = std::min(capacity_, alloc_->used() + others_used());
+  return MemoryInfo{capacity_, capacity_ - used};
 }
 
 std::optional<size_t> SimDevice::largest_free_block() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return alloc_->largest_free();
+  const size_t others = others_used();
+  return std::min(alloc_->largest_free(), capacity_ - std::min(capacity_, alloc_->used() + others));
 }
 
 size_t SimDevice::peak_used() const {
@@ -90,6 +103,14 @@ Result<std::unique_ptr<Buffer>> SimDevice::allocate(const BufferDesc& desc) {
                         alloc_->largest_free());
     }
     block = alloc_->block_size(desc.bytes);
+    if (ledger_) {
+      if (Status shared = ledger_->reserve(name_, block, capacity_); !shared.ok()) {
+        alloc_->free(*offset, desc.bytes);
+        return make_error(name_, ": out of memory: cannot allocate ", desc.bytes, " bytes for '", desc.owner,
+                          "' (", memory_kind_name(desc.kind), "): the capacity is shared, ",
+                          shared.error().message);
+      }
+    }
     peak_used_ = std::max(peak_used_, alloc_->used());
   }
   std::memset(pool_ + *offset, kPoisonByte, block);  // the block is ours alone now
@@ -102,6 +123,7 @@ void SimDevice::release(size_t offset, size_t bytes, MemoryKind kind) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     alloc_->free(offset, bytes);
+    if (ledger_) ledger_->release(name_, alloc_->block_size(bytes));
   }
   note_freed(kind, bytes);
 }

@@ -8,6 +8,10 @@
 // it is freed (0xFF bytes read as NaN floats), so code that reads memory it never wrote, or keeps
 // using an address after its buffer went (a restore that forgot a copy, a plan over an evicted
 // buffer), computes visibly wrong numbers instead of finding the old bytes by luck.
+// With a shared directory (--sim-shared DIR) the capacity is shared with the sim devices of the
+// same name in every process that names DIR (backends/sim/sim_ledger.h): an allocation must fit
+// both its own pool and what the other processes leave of the capacity, and the free memory
+// reported is the capacity less every process's use.
 // The sim backend computes on it with the host kernels (backends/sim/sim_backend.h).
 // Thread-safe.
 #pragma once
@@ -16,6 +20,7 @@
 #include <mutex>
 #include <string>
 
+#include "backends/sim/sim_ledger.h"
 #include "runtime/block_allocator.h"
 #include "runtime/device.h"
 
@@ -25,6 +30,7 @@ struct SimDeviceOptions {
   std::string name = "sim0";
   size_t capacity = 0;     // bytes, > 0; rounded down to the alignment
   size_t alignment = 256;  // a power of two, >= 64
+  std::string shared_dir = {};  // non-empty: share the capacity with other processes (SimLedger)
 };
 
 class SimDevice : public Device {
@@ -62,6 +68,9 @@ class SimDevice : public Device {
   mutable std::mutex mu_;
   std::unique_ptr<BlockAllocator> alloc_;  // guarded by mu_
   size_t peak_used_ = 0;                   // guarded by mu_
+  std::unique_ptr<SimLedger> ledger_;      // with a shared directory; reserved under mu_
+  // Bytes the other processes sharing the capacity use now (0 without a ledger); under mu_.
+  size_t others_used() const;
 };
 
 }  // namespace kiln
