@@ -66,9 +66,11 @@ Result<std::vector<ChatMessage>> prepare_messages(const ChatSyntax& syntax, cons
   return out;
 }
 
-// The response-format grammar, after the reasoning block the model may write first.
-Result<std::string> schema_grammar(const ChatSyntax& syntax, const json& schema, bool starts_in_reasoning) {
-  if (!syntax.reasoning.supported()) return grammar::json_schema_to_gbnf(schema);
+// The response-format grammar, after the reasoning block the model may write first (none when the
+// generation prompt closed the block: thinking is off).
+Result<std::string> schema_grammar(const ChatSyntax& syntax, const json& schema, bool starts_in_reasoning,
+                                   bool reasoning_closed) {
+  if (!syntax.reasoning.supported() || reasoning_closed) return grammar::json_schema_to_gbnf(schema);
   grammar::SchemaConverter c;
   KILN_ASSIGN_OR_RETURN(const std::string response, c.add_schema("response", schema));
   const std::string body = until_rule(c, "reasoning-body", syntax.reasoning.end);
@@ -115,14 +117,18 @@ Result<ChatPlan> plan_chat(const ChatTemplate& tmpl, const ChatSyntax& syntax, c
 
   const ReasoningSyntax& rs = syntax.reasoning;
   const std::string gen = trim(plan.generation_prompt);
-  const bool starts_in_reasoning = rs.supported() && !trim(rs.start).empty() && gen.size() >= trim(rs.start).size() &&
-                                   gen.compare(gen.size() - trim(rs.start).size(), std::string::npos, trim(rs.start)) == 0;
+  auto gen_ends_with = [&](const std::string& tag) {
+    const std::string t = trim(tag);
+    return !t.empty() && gen.size() >= t.size() && gen.compare(gen.size() - t.size(), std::string::npos, t) == 0;
+  };
+  const bool starts_in_reasoning = rs.supported() && gen_ends_with(rs.start);
+  const bool reasoning_closed = rs.supported() && gen_ends_with(rs.end);  // "<think>\n\n</think>": thinking off
 
   if (!r.grammar.empty()) {
     plan.grammar = grammar::GrammarSpec{.gbnf = r.grammar, .lazy = false, .triggers = {}};
     plan.grammar_from_request = true;
   } else if (r.json_schema) {
-    KILN_ASSIGN_OR_RETURN(std::string gbnf, schema_grammar(syntax, *r.json_schema, starts_in_reasoning));
+    KILN_ASSIGN_OR_RETURN(std::string gbnf, schema_grammar(syntax, *r.json_schema, starts_in_reasoning, reasoning_closed));
     plan.grammar = grammar::GrammarSpec{.gbnf = std::move(gbnf), .lazy = false, .triggers = {}};
   } else if (use_tools) {
     KILN_ASSIGN_OR_RETURN(plan.grammar, tool_call_grammar(syntax, {.tools = &r.tools,
