@@ -2,6 +2,7 @@
 // DIR/want.lock shared). Two Arbiters in one process are two processes to each other (flock locks
 // belong to open file descriptions); deaths are tested with forked children.
 #include "runtime/arbiter.h"
+#include "temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>
@@ -23,19 +24,7 @@ namespace fs = std::filesystem;
 using Clock = Arbiter::Clock;
 using std::chrono::milliseconds;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::path(testing::TempDir()) / "kiln-arbiter-XXXXXX").string();
-    KILN_ASSERT(mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 std::unique_ptr<Arbiter> open_arbiter(const std::string& dir, Arbiter::YieldHook hook = nullptr) {
   auto a = Arbiter::open(dir, std::move(hook));
@@ -82,7 +71,7 @@ void kill_and_reap(pid_t child) {
 }
 
 TEST(Arbiter, TheHolderYieldsToAWaiterOnceItsUsesEnd) {
-  TempDir dir;
+  TempDir dir("kiln-arbiter-");
   std::atomic<int> a_yields{0};
   auto a = open_arbiter(dir.path(), [&] {
     ++a_yields;
@@ -124,7 +113,7 @@ TEST(Arbiter, TheHolderYieldsToAWaiterOnceItsUsesEnd) {
 }
 
 TEST(Arbiter, AHolderThatCannotFreeItsResidentsKeepsTheToken) {
-  TempDir dir;
+  TempDir dir("kiln-arbiter-");
   std::atomic<int> calls{0};
   auto a = open_arbiter(dir.path(), [&]() -> Result<bool> {
     if (++calls < 3) return false;  // not at an idle point yet
@@ -139,7 +128,7 @@ TEST(Arbiter, AHolderThatCannotFreeItsResidentsKeepsTheToken) {
 }
 
 TEST(Arbiter, ADeadHolderFreesTheToken) {
-  TempDir dir;
+  TempDir dir("kiln-arbiter-");
   int ready = -1;
   const pid_t child = child_holding_token(dir.path(), &ready);
   char ok = 0;
@@ -157,7 +146,7 @@ TEST(Arbiter, ADeadHolderFreesTheToken) {
 }
 
 TEST(Arbiter, ADeadWaiterDoesNotStrandTheHolder) {
-  TempDir dir;
+  TempDir dir("kiln-arbiter-");
   auto a = open_arbiter(dir.path(), [] { return Result<bool>(true); });
   auto ua = a->use(in(milliseconds(1000)));
   ASSERT_TRUE(ua.ok());
@@ -184,7 +173,7 @@ TEST(Arbiter, ADeadWaiterDoesNotStrandTheHolder) {
 void ignore_signal(int) {}
 
 TEST(Arbiter, ASignalDuringTheWaitIsRetried) {
-  TempDir dir;
+  TempDir dir("kiln-arbiter-");
   struct sigaction sa = {};
   sa.sa_handler = ignore_signal;  // no SA_RESTART: blocking calls return EINTR
   struct sigaction old = {};

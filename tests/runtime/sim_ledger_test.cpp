@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "backends/sim/sim_device.h"
+#include "temp_dir.h"
 
 namespace kiln {
 namespace {
@@ -20,20 +21,7 @@ namespace fs = std::filesystem;
 
 constexpr size_t kKiB = 1024;
 
-// A fresh directory under the test's temporary folder, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::path(testing::TempDir()) / "kiln-ledger-XXXXXX").string();
-    KILN_ASSERT(mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 std::unique_ptr<SimDevice> shared_sim(const std::string& dir, size_t capacity = 1024 * kKiB) {
   auto d = SimDevice::create({.name = "sim0", .capacity = capacity, .shared_dir = dir});
@@ -48,7 +36,7 @@ size_t client_lock_files(const std::string& dir) {
 }
 
 TEST(SimLedger, ClientsShareOneCapacityPerDevice) {
-  TempDir dir;
+  TempDir dir("kiln-ledger-");
   auto a = SimLedger::open(dir.path());
   auto b = SimLedger::open(dir.path());
   ASSERT_TRUE(a.ok() && b.ok());
@@ -71,7 +59,7 @@ TEST(SimLedger, ClientsShareOneCapacityPerDevice) {
 }
 
 TEST(SimLedger, AnEntryWithoutALiveLockIsDroppedWhateverItsPid) {
-  TempDir dir;
+  TempDir dir("kiln-ledger-");
   // A client named after a PID that lives (ours, and init's) but holds no lock: its bytes are not
   // in use, as after a crash followed by PID reuse.
   std::ofstream(dir.path() + "/ledger") << getpid() << "-1-1 sim0 700\n1-2-2 sim0 200\n";
@@ -84,7 +72,7 @@ TEST(SimLedger, AnEntryWithoutALiveLockIsDroppedWhateverItsPid) {
 }
 
 TEST(SharedSimDevice, AnAllocationPastTheSharedCapacityFailsInAnyProcess) {
-  TempDir dir;
+  TempDir dir("kiln-ledger-");
   auto a = shared_sim(dir.path());
   auto b = shared_sim(dir.path());
   auto big = a->allocate({.bytes = 768 * kKiB, .kind = MemoryKind::Weights, .owner = "a"});
@@ -107,7 +95,7 @@ TEST(SharedSimDevice, AnAllocationPastTheSharedCapacityFailsInAnyProcess) {
 }
 
 TEST(SharedSimDevice, AKilledProcessesBytesComeBack) {
-  TempDir dir;
+  TempDir dir("kiln-ledger-");
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   const pid_t child = fork();

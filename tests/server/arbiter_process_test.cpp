@@ -29,6 +29,7 @@
 #include "http_client.h"
 #include "serve_process.h"
 #include "test_data.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -43,20 +44,7 @@ const std::string kModel = kiln::test_data::path("models/llama-spm-e256-Q4_0.ggu
 constexpr size_t kCapacity = size_t{24} << 20;
 const std::string kCapacityGiB = "sim0=" + std::to_string(static_cast<double>(kCapacity) / (1 << 30));
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::path(testing::TempDir()) / "kiln-arbiter-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    if (!path_.empty()) fs::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using kiln::test::TempDir;
 
 // A streamed request whose client reads nothing: its generation pauses once its backlog is full
 // and it holds its server (and the token) until the socket closes.
@@ -137,7 +125,7 @@ int test_seconds() {
 }
 
 struct Pair {
-  TempDir arbiter, ledger;
+  TempDir arbiter{"kiln-arbiter-"}, ledger{"kiln-ledger-"};
   std::unique_ptr<ServeProcess> a, b;
 };
 
