@@ -58,11 +58,12 @@ struct ModelRouter::Entry {
 // A request's hold on a model: its pin, then the end of its activity.
 class ModelRouter::Lease {
  public:
-  Lease(std::shared_ptr<ServerState> st, ResidencyManager::Pin pin, ModelRouter* router, Entry* e)
-      : st_(std::move(st)), pin_(std::move(pin)), router_(router), entry_(e) {}
+  Lease(std::shared_ptr<ServerState> st, ResidencyManager::Pin pin, Arbiter::Use use, ModelRouter* router, Entry* e)
+      : st_(std::move(st)), pin_(std::move(pin)), use_(std::move(use)), router_(router), entry_(e) {}
   ~Lease() {
     pin_.reset();
     router_->release(*entry_);
+    use_.reset();  // the token may go once nothing is pinned
   }
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
@@ -71,6 +72,7 @@ class ModelRouter::Lease {
  private:
   std::shared_ptr<ServerState> st_;
   ResidencyManager::Pin pin_;
+  Arbiter::Use use_;
   ModelRouter* router_;
   Entry* entry_;
 };
@@ -221,11 +223,19 @@ std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& 
 
 std::variant<std::shared_ptr<ServerState>, HttpError> ModelRouter::acquire(const std::string& name, bool autoload) {
   const auto deadline = Clock::now() + timeout_;
+  {
+    std::lock_guard lock(mu_);
+    const Entry* e = find(name);
+    if (e == nullptr) return HttpError{404, "model '" + name + "' not found (GET /v1/models lists them)"};
+    if (!autoload && e->status == ModelStatus::Unloaded)
+      return HttpError{400, "model '" + name + "' is not loaded (autoload is off: POST /models/load)"};
+  }
+  // The token first (without the router's mutex): the model loads and restores while this
+  // process holds the device.
+  auto use = use_device(arbiter_, base_, deadline);
+  if (!use.ok()) return HttpError{503, use.error().message};
   std::unique_lock lock(mu_);
-  Entry* e = find(name);
-  if (e == nullptr) return HttpError{404, "model '" + name + "' not found (GET /v1/models lists them)"};
-  if (!autoload && e->status == ModelStatus::Unloaded)
-    return HttpError{400, "model '" + name + "' is not loaded (autoload is off: POST /models/load)"};
+  Entry* e = find(name);  // entries are never removed: the same one
   ++e->active;  // waiting counts: --models-max does not unload it meanwhile (no pin is held)
   auto give_up = [&](HttpError err) -> std::variant<std::shared_ptr<ServerState>, HttpError> {
     --e->active;
@@ -252,7 +262,7 @@ std::variant<std::shared_ptr<ServerState>, HttpError> ModelRouter::acquire(const
       ++e->pinned;
       e->last_use = ++clock_;
       e->slept = false;
-      auto lease = std::make_shared<Lease>(std::move(st), std::move(*pin), this, e);
+      auto lease = std::make_shared<Lease>(std::move(st), std::move(*pin), std::move(*use), this, e);
       return std::shared_ptr<ServerState>(lease, lease->get());
     }
     const std::string why = "no room for model '" + name + "': " + pin.error().message;
@@ -274,12 +284,19 @@ void ModelRouter::release(Entry& e) {
 }
 
 std::optional<HttpError> ModelRouter::load(const std::string& name) {
+  const auto deadline = Clock::now() + timeout_;
+  {
+    std::lock_guard lock(mu_);
+    const Entry* e = find(name);
+    if (e == nullptr) return HttpError{404, "model '" + name + "' not found"};
+    if (e->status != ModelStatus::Unloaded) return HttpError{400, "model '" + name + "' is already loaded"};
+  }
+  auto use = use_device(arbiter_, base_, deadline);  // the model loads while this process holds the device
+  if (!use.ok()) return HttpError{503, use.error().message};
   std::unique_lock lock(mu_);
   Entry* e = find(name);
-  if (e == nullptr) return HttpError{404, "model '" + name + "' not found"};
   if (e->status != ModelStatus::Unloaded) return HttpError{400, "model '" + name + "' is already loaded"};
   ++e->active;
-  const auto deadline = Clock::now() + timeout_;
   std::optional<HttpError> err;
   while (!err && e->status != ModelStatus::Loaded) {
     if (stopping_) {
@@ -317,6 +334,20 @@ Status ModelRouter::load_startup_models() {
   for (const std::string& name : names)
     if (auto err = load(name)) return make_error(err->message);
   return {};
+}
+
+Result<bool> ModelRouter::evict_idle_models() {
+  std::vector<std::shared_ptr<ServerState>> states;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& e : entries_)
+      if (e->st) states.push_back(e->st);
+  }
+  // The managers' and engines' locks are taken with the router's released.
+  for (const auto& st : states)
+    if (!engine_idle(*st)) return false;
+  for (const auto& st : states) KILN_TRY(evict_memory(*st));
+  return true;
 }
 
 void ModelRouter::idle_sleeper() {

@@ -13,6 +13,11 @@
 // answers 503 with the manager's numbers. When nothing is pinned by a request the refusal is
 // final at once (the model does not fit even alone).
 //
+// With --arbiter (set_arbiter), the device is shared with other processes by a token: acquire()
+// and load() take a use of it first (the wait counts toward --residency-timeout) and a request's
+// lease keeps it, so models load, restore and compute only while this process holds it; the
+// arbiter's yield hook is evict_idle_models().
+//
 // --models-max: at most that many models loaded (0: no limit); loading one more unloads the least
 // recently used model with no request (its state is dropped: unlike eviction, its prompt cache
 // is lost).
@@ -84,6 +89,14 @@ class ModelRouter {
   // Cancels every generation and refuses new requests.
   void stop();
 
+  // --arbiter: the token requests and loads take first (before the first request; it must
+  // outlive every lease).
+  void set_arbiter(Arbiter* arbiter) { arbiter_ = arbiter; }
+  // For the arbiter's yield: evicts every loaded model's memory (as idle sleep does) when no
+  // engine generates; false when one does (the token stays, the yield is tried again). Called
+  // while no lease is alive.
+  Result<bool> evict_idle_models();
+
  private:
   using Clock = std::chrono::steady_clock;
   struct Entry;
@@ -98,6 +111,7 @@ class ModelRouter {
 
   ServerOptions base_;
   std::shared_ptr<DeviceRegistry> devices_;
+  Arbiter* arbiter_ = nullptr;
   std::chrono::milliseconds timeout_;
   mutable std::mutex mu_;
   std::condition_variable cv_;  // a lease ended, a load finished, a state was dropped, stopping_

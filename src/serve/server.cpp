@@ -18,13 +18,6 @@
 namespace kiln::serve {
 namespace {
 
-// No generation holds a slot or waits for one (a stream keeps generating after its handler
-// returned).
-bool engine_idle(const ServerState& st) {
-  const EngineMetrics m = st.engine->metrics();
-  return m.requests_processing == 0 && m.requests_deferred == 0;
-}
-
 // Gives the heap's free pages back to the OS (the KV cache and compute arena of a released
 // state can sit below glibc's mmap threshold, so free() alone may keep them).
 void trim_heap() {
@@ -121,6 +114,11 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   return st;
 }
 
+bool engine_idle(const ServerState& st) {
+  const EngineMetrics m = st.engine->metrics();
+  return m.requests_processing == 0 && m.requests_deferred == 0;
+}
+
 Status evict_memory(ServerState& st) {
   std::vector<Context*> contexts{st.ctx.get()};
   if (st.speculator && st.speculator->draft_model()) contexts.push_back(&st.speculator->draft_model()->context());
@@ -129,6 +127,8 @@ Status evict_memory(ServerState& st) {
     const DeviceWeights& w = ctx->weights();
     if (ResidencyManager* m = w.device().residency()) KILN_TRY(m->evict_owner(w.owner()));
   }
+  if (st.encoder && st.encoder->owner() != 0)
+    if (ResidencyManager* m = st.weights->device().residency()) KILN_TRY(m->evict_owner(st.encoder->owner()));
   return ok_status();
 }
 
@@ -327,7 +327,22 @@ Status Server::attach_models() {
       std::shared_ptr<DeviceRegistry> devices,
       DeviceRegistry::create({.n_threads = opt_.n_threads, .sim = opt_.sim_devices, .budgets = opt_.budgets}));
   if (auto device = devices->find(opt_.device); !device.ok()) return device.error();
-  router_ = std::make_unique<ModelRouter>(opt_, std::move(devices));
+  auto router = std::make_unique<ModelRouter>(opt_, std::move(devices));
+  if (!opt_.arbiter_dir.empty()) {
+    // A pinned model never leaves the device, so this process could never yield it.
+    for (const ModelSpec& spec : opt_.models)
+      if (spec.pin)
+        return make_error("serve: --arbiter: model '", spec.name,
+                          "' is pinned (pin in the preset), and a pinned model cannot leave the device when "
+                          "another process needs it");
+    KILN_TRY(open_arbiter([this, r = router.get()]() -> Result<bool> {
+      KILN_ASSIGN_OR_RETURN(const bool yielded, r->evict_idle_models());
+      if (yielded) log("arbiter: yielded " + opt_.device + " to another process");
+      return yielded;
+    }));
+    router->set_arbiter(arbiter_.get());
+  }
+  router_ = std::move(router);
   return router_->load_startup_models();
 }
 
@@ -338,9 +353,7 @@ Status Server::attach(std::shared_ptr<const Model> model) {
     if (auto pooling = server_pooling(opt_, *model); !pooling.ok())
       return make_error("serve: --embeddings: ", pooling.error().message);
   }
-  if (!opt_.arbiter_dir.empty() && !arbiter_) {
-    KILN_ASSIGN_OR_RETURN(arbiter_, Arbiter::open(opt_.arbiter_dir, [this] { return yield_device(); }));
-  }
+  KILN_TRY(open_arbiter([this] { return yield_device(); }));
   KILN_ASSIGN_OR_RETURN(Arbiter::Use use, use_device());  // the model loads while this process holds the device
   KILN_ASSIGN_OR_RETURN(auto st, build_state(opt_, std::move(model), nullptr));
   auto info = describe(*st, opt_.n_parallel);
@@ -362,13 +375,24 @@ std::shared_ptr<ServerState> Server::lease(std::shared_ptr<ServerState> st, Arbi
   return std::shared_ptr<ServerState>(l, l->get());
 }
 
-Result<Arbiter::Use> Server::use_device() {
-  if (!arbiter_) return Arbiter::Use();
-  auto use = arbiter_->use(Arbiter::Clock::now() + std::chrono::seconds(opt_.arbiter_timeout_seconds));
+Result<Arbiter::Use> use_device(Arbiter* arbiter, const ServerOptions& options,
+                                std::chrono::steady_clock::time_point deadline) {
+  if (arbiter == nullptr) return Arbiter::Use();
+  auto use = arbiter->use(deadline);
   if (!use.ok())
-    return make_error("the device ", opt_.device, " is busy in another process: ", use.error().message,
-                      " (--arbiter-timeout ", opt_.arbiter_timeout_seconds, ")");
+    return make_error("the device ", options.device, " is busy in another process: ", use.error().message,
+                      " (--residency-timeout ", options.residency_timeout_seconds, ")");
   return use;
+}
+
+Result<Arbiter::Use> Server::use_device() {
+  return serve::use_device(arbiter_.get(), opt_, Clock::now() + std::chrono::seconds(opt_.residency_timeout_seconds));
+}
+
+Status Server::open_arbiter(Arbiter::YieldHook yield) {
+  if (opt_.arbiter_dir.empty() || arbiter_) return {};
+  KILN_ASSIGN_OR_RETURN(arbiter_, Arbiter::open(opt_.arbiter_dir, std::move(yield)));
+  return {};
 }
 
 Result<bool> Server::yield_device() {

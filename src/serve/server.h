@@ -31,12 +31,13 @@
 // cache. Routes that only look (health, /props, /v1/models, /slots, /metrics, /v1/memory) use
 // peek()/info(): they never wake it and are not activity.
 //
-// Arbiter (options.arbiter_dir): the model's device is shared with other processes by a token
-// (runtime/arbiter.h). attach() and every acquire() first take a use of the token (waiting up to
-// arbiter_timeout_seconds; the request's lease keeps it), so the model is loaded, woken and
-// restored only while this process holds it. When another process waits and no lease is alive,
-// the arbiter's monitor thread yields: it evicts every owner's residents from the device (the
-// next request's decode restores them, bit-exact) and releases the token.
+// Arbiter (options.arbiter_dir): the models' device is shared with other processes by a token
+// (runtime/arbiter.h). attach() and every acquire() (with many models: ModelRouter::acquire and
+// load) first take a use of the token (waiting up to residency_timeout_seconds; the request's
+// lease keeps it), so a model is loaded, woken and restored only while this process holds it.
+// When another process waits and no lease is alive, the arbiter's monitor thread yields: it
+// evicts every model's residents from the device (the next request's decode restores them,
+// bit-exact) and releases the token.
 //
 // Thread-safety: listen/attach/stop from one controlling thread; acquire/peek/info/sleeping from
 // any thread (handlers run on the HTTP layer's worker threads).
@@ -93,9 +94,8 @@ struct ServerOptions {
   std::vector<DeviceBudget> budgets;          // residency budgets per device (--max-mem)
   std::string sim_shared_dir;  // --sim-shared: sim capacity shared with other processes (SimLedger)
   // --arbiter DIR: take turns on `device` with other processes by the token in DIR
-  // (runtime/arbiter.h); a request waits at most arbiter_timeout_seconds for it, then 503.
+  // (runtime/arbiter.h); a request waits for it within residency_timeout_seconds, then 503.
   std::string arbiter_dir;
-  int32_t arbiter_timeout_seconds = 30;
   ContextOptions context;            // n_ctx is shared by the slots
   bool embeddings = false;           // serve POST /v1/embeddings (--embeddings)
   std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
@@ -112,7 +112,9 @@ struct ServerOptions {
   std::vector<ModelSpec> models;
   int32_t models_max = 4;                  // models loaded at once; 0: no limit
   bool models_autoload = true;             // a request for an unloaded model loads it
-  int32_t residency_timeout_seconds = 30;  // a request waits this long for room, then 503
+  // A request waits this long for room (other models' requests to end) and for the --arbiter
+  // token together, then 503.
+  int32_t residency_timeout_seconds = 30;
   // Chat defaults (llama-server's flags); a request's own fields win (see chat_request.h).
   std::string reasoning_format = "auto";  // --reasoning-format: none|auto|deepseek|deepseek-legacy
   std::optional<bool> enable_thinking;    // -rea on|off; nullopt (auto): the template's default
@@ -133,6 +135,11 @@ struct ServerOptions {
   // quiet.
   std::function<void(const std::string&)> log;
 };
+
+// A use of `arbiter`'s token for a request that may wait for it until `deadline`; an empty use
+// without an arbiter; an Error naming the device and --residency-timeout when the deadline passes.
+Result<Arbiter::Use> use_device(Arbiter* arbiter, const ServerOptions& options,
+                                std::chrono::steady_clock::time_point deadline);
 
 class Server {
  public:
@@ -179,7 +186,10 @@ class Server {
   std::shared_ptr<ServerState> lease(std::shared_ptr<ServerState> st, Arbiter::Use use);  // under mutex_
   // A use of the arbiter's token (an empty one without --arbiter); an Error after the timeout.
   Result<Arbiter::Use> use_device();
-  // The arbiter's yield hook: evicts the model's residents from its device when the engine is idle.
+  // Opens the arbiter with --arbiter (once), `yield` its hook.
+  Status open_arbiter(Arbiter::YieldHook yield);
+  // The one-model server's yield hook: evicts the model's residents from its device when the
+  // engine is idle (false when it generates).
   Result<bool> yield_device();
   void end_activity();
   void sleeper();

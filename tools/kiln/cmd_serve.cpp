@@ -89,7 +89,7 @@ int run_serve(int argc, char** argv) {
   ModelFlags mf;
   SpeculativeFlags spf;
   std::string host = "127.0.0.1", api_key, template_file, pooling, mmproj, media_path;
-  int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0, timeout = 3600, arbiter_timeout = 30;
+  int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0, timeout = 3600;
   std::string arbiter_dir;
   size_t max_body = size_t{16} << 20;
   bool embeddings = false, reuse_port = false;
@@ -109,7 +109,8 @@ int run_serve(int argc, char** argv) {
   p.flag({"--models-autoload"}, &models_autoload, "a request for an unloaded model loads it (default)");
   p.flag({"--no-models-autoload"}, &no_models_autoload, "models load only through POST /models/load");
   p.value({"--residency-timeout"}, &residency_timeout, "SECONDS",
-          "a request waits this long for memory held by other models' requests, then 503 (default 30)",
+          "a request waits this long for memory held by other models' requests (and for the --arbiter "
+          "token), then 503 (default 30)",
           IntRange::at_least(0));
   p.value({"--host"}, &host, "HOST", "address to listen on (default 127.0.0.1)");
   p.value({"--port"}, &port, "PORT", "port to listen on, 1..65535 (default 8080; 0: any free port)",
@@ -147,10 +148,8 @@ int run_serve(int argc, char** argv) {
           "origins browsers may call from: * (default), a comma-separated list, or '' for none");
   p.value({"--arbiter"}, &arbiter_dir, "DIR",
           "share the device with other kiln serve processes naming DIR: they take turns by a token "
-          "(flock on DIR/token.lock); an idle holder evicts its model when another process waits");
-  p.value({"--arbiter-timeout"}, &arbiter_timeout, "SECONDS",
-          "with --arbiter: a request waits at most this long for the device, then 503 (default 30)",
-          IntRange::at_least(0));
+          "(flock on DIR/token.lock, waited for within --residency-timeout); an idle holder evicts its "
+          "models when another process waits");
   spf.declare(p);
   std::string reasoning_format = "auto", reasoning = "auto", reasoning_budget_message, template_kwargs;
   int32_t reasoning_budget = -1;
@@ -226,7 +225,6 @@ int run_serve(int argc, char** argv) {
   opt.budgets = mf.budgets;
   opt.sim_shared_dir = mf.sim_shared_dir;
   opt.arbiter_dir = arbiter_dir;
-  opt.arbiter_timeout_seconds = arbiter_timeout;
   opt.context = mf.context;
   opt.embeddings = embeddings;
   opt.pooling = pooling;
