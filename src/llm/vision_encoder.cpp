@@ -43,8 +43,8 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::create(std::shared_ptr<con
   const auto [w, h] = proj.worst_case_size();
   Graph worst;
   KILN_ASSIGN_OR_RETURN(const EncoderGraph eg, proj.build(worst, w, h, e->attention_));
-  KILN_ASSIGN_OR_RETURN(e->inputs_, dev.allocate({input_bytes(worst, eg), MemoryKind::Compute,
-                                                  e->model_->name() + ":inputs"}));
+  KILN_ASSIGN_OR_RETURN(e->memory_, VisionMemory::create(e->model_, dev, input_bytes(worst, eg)));
+  KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin own, e->memory_->pin());
   KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, e->pin_arena());
   const auto turn = e->arena_->take_turn();
   KILN_ASSIGN_OR_RETURN(e->worst_bytes_, e->arena_->reserve(worst));
@@ -63,6 +63,7 @@ Result<std::shared_ptr<const ImageEmbeddings>> VisionEncoder::encode(const Prepa
   }
   std::shared_ptr<const ImageEmbeddings> e;
   {
+    KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin own, memory_->pin());
     KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, pin_arena());
     const auto turn = arena_->take_turn();
     KILN_ASSIGN_OR_RETURN(e, run(image));
@@ -83,7 +84,8 @@ Result<std::shared_ptr<const ImageEmbeddings>> VisionEncoder::run(const Prepared
   const Projector& proj = model_->projector();
   Graph g;
   KILN_ASSIGN_OR_RETURN(const EncoderGraph eg, proj.build(g, image.pixels.width, image.pixels.height, attention_));
-  if (input_bytes(g, eg) > inputs_->size())
+  Buffer& inputs = memory_->inputs();
+  if (input_bytes(g, eg) > inputs.size())
     return make_error("vision encoder: an image of ", image.pixels.width, " x ", image.pixels.height,
                       " needs more input memory than the encoder's largest graph");
   KILN_TRY(arena_->reserve(g));
@@ -95,7 +97,7 @@ Result<std::shared_ptr<const ImageEmbeddings>> VisionEncoder::run(const Prepared
   size_t offset = 0;
   auto bind = [&](Tensor t, const void* host) -> Status {
     const TensorView& shape = g.tensor(t).view;
-    KILN_ASSIGN_OR_RETURN(TensorView v, inputs_->view(shape.type, shape.ne, offset));
+    KILN_ASSIGN_OR_RETURN(TensorView v, inputs.view(shape.type, shape.ne, offset));
     offset += align_up(v.span_bytes());
     KILN_TRY(dev.upload(v, host, v.span_bytes()));
     return plan.bind(t, v);

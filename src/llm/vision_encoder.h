@@ -4,17 +4,19 @@
 // Memory: the encoder plans its graphs in a ComputeArena it does not own (normally the text
 // Context's, VisionEncoderOptions::arena), reserving its worst case there at creation, so encoder
 // and decoder take turns on one arena sized for the larger of the two, not their sum. Without a
-// shared arena it makes its own. Its only other memory is a small input buffer (the patches of one
-// image) and the embedding cache.
+// shared arena it makes its own. Its weights (read in place in the mmproj's mapping) and its
+// input buffer (the patches of one image) are residents of an owner of their own
+// (llm/vision_memory.h: owner()), evicted when cold and restored for the next image; the embedding
+// cache is host memory.
 //
 // Cache: embeddings are kept by the image's content id (PreparedImage::id, a SHA-256 of the file),
 // least recently used first out, so a conversation that sends one image every turn encodes it
 // once.
 //
 // Ownership: shares the VisionModel; the Backend (and a shared arena) must outlive the encoder.
-// Thread-safety: every public method takes the encoder's mutex, pins the arena's owner (a shared
-// arena that is a model's resident: ComputeArena::resident_owner) and then takes the arena's turn
-// while it computes.
+// Thread-safety: every public method takes the encoder's mutex, pins its own owner and the
+// arena's (a shared arena that is a model's resident: ComputeArena::resident_owner) and then
+// takes the arena's turn while it computes.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "llm/context.h"
+#include "llm/vision_memory.h"
 #include "llm/vision_model.h"
 #include "runtime/backend.h"
 #include "runtime/residency.h"
@@ -62,6 +65,8 @@ class VisionEncoder {
   Result<std::shared_ptr<const ImageEmbeddings>> encode(const PreparedImage& image);
 
   const VisionModel& model() const { return *model_; }
+  // The owner of the encoder's weights and inputs on its device (0 without a residency manager).
+  OwnerId owner() const { return memory_->owner(); }
   const ComputeArena& arena() const { return *arena_; }
   // Compute-arena bytes the encoder's largest graph needs.
   size_t worst_case_arena_bytes() const { return worst_bytes_; }
@@ -86,7 +91,7 @@ class VisionEncoder {
   std::unique_ptr<ComputeArena> own_arena_;
   ComputeArena* arena_ = nullptr;
   size_t worst_bytes_ = 0;
-  std::unique_ptr<Buffer> inputs_;  // the largest graph's inputs
+  std::unique_ptr<VisionMemory> memory_;  // weights and the largest graph's inputs
   std::vector<float> stage_;        // host staging of the patches
   // LRU cache: most recent first.
   std::list<std::shared_ptr<const ImageEmbeddings>> lru_;

@@ -1,9 +1,12 @@
 // Vision beyond conformance (tests/conformance/vision_test.cpp): one compute arena shared by the
 // text decoder and the vision encoder (the larger of the two, not their sum, with unchanged
-// results), the embedding cache, prompts with media markers, and refusals with messages.
+// results), the encoder's weights and inputs as a resident owner of their own, the embedding
+// cache, prompts with media markers, and refusals with messages.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <fstream>
 #include <iterator>
 
@@ -11,6 +14,7 @@
 #include "llm/cpu_engine.h"
 #include "llm/media_prompt.h"
 #include "llm/vision_encoder.h"
+#include "runtime/residency.h"
 #include "test_data.h"
 
 namespace kiln {
@@ -128,6 +132,50 @@ TEST_F(VisionTest, OneArenaForDecoderAndEncoderIsTheLargerNotTheSum) {
       }
     }
   }
+}
+
+// The encoder's weights (the mmproj's mapped tensors) and input buffer are residents of their own
+// owner: counted while resident, evicted alone (the text model's residents stay), and an image
+// encoded after a restore gives the same bits.
+TEST_F(VisionTest, EncoderWeightsAndInputsAreAResidentOwnerOfTheirOwn) {
+  CpuEngine engine(2);
+  ResidencyManager manager(engine.device, kNoBudget);  // declared first: outlives every resident
+  auto find_owner = [&](OwnerId id) -> std::optional<OwnerMemory> {
+    for (const OwnerMemory& o : manager.breakdown().owners)
+      if (o.owner == id) return o;
+    return std::nullopt;
+  };
+  auto e = VisionEncoder::create(gemma3_, engine.backend, {.cache_images = 0});
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  VisionEncoder& enc = **e;
+  ASSERT_NE(enc.owner(), 0u);
+  const auto img = image(*gemma3_, "test-224.png");
+  ASSERT_TRUE(img);
+  auto first = enc.encode(*img);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+
+  const auto resident = find_owner(enc.owner());
+  ASSERT_TRUE(resident);
+  EXPECT_EQ(resident->name, "mmproj " + gemma3_->name());
+  EXPECT_EQ(resident->bytes[static_cast<size_t>(MemoryKind::Weights)], gemma3_->weight_bytes());
+  EXPECT_GT(resident->bytes[static_cast<size_t>(MemoryKind::Compute)], 0u);  // the input buffer
+  EXPECT_EQ(resident->evicted_residents, 0u);
+
+  const size_t before = manager.used();
+  ASSERT_TRUE(manager.evict_owner(enc.owner()).ok());
+  EXPECT_FALSE(manager.owner_resident(enc.owner()));
+  const auto evicted = find_owner(enc.owner());
+  ASSERT_TRUE(evicted);
+  EXPECT_EQ(evicted->evicted_residents, 2u);
+  EXPECT_EQ(manager.used(), before - gemma3_->weight_bytes() - resident->bytes[static_cast<size_t>(MemoryKind::Compute)]);
+
+  // The next image restores both (the cache is off: it computes) and gives the same bits.
+  auto again = enc.encode(*img);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_TRUE(manager.owner_resident(enc.owner()));
+  EXPECT_EQ(manager.used(), before);
+  ASSERT_EQ((*again)->data.size(), (*first)->data.size());
+  EXPECT_EQ(std::memcmp((*again)->data.data(), (*first)->data.data(), (*first)->data.size() * sizeof(float)), 0);
 }
 
 TEST_F(VisionTest, EmbeddingsAreCachedByContent) {
