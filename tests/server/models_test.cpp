@@ -6,6 +6,7 @@
 // 404; /v1/models tells each model's state; the preset file's keys.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
