@@ -4,6 +4,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/sim/sim_backend.h"
+#include "runtime/resident_arena.h"
 
 namespace kiln {
 
@@ -70,6 +71,7 @@ Result<std::unique_ptr<DeviceRegistry>> DeviceRegistry::create(const DeviceRegis
     r->managers_.push_back(std::make_unique<ResidencyManager>(*e.device, budget));
     e.backend = e.make_backend();
   }
+  r->arenas_.resize(r->entries_.size());
   return r;
 }
 
@@ -83,6 +85,17 @@ Result<size_t> budget_bytes(const DeviceBudget& b, size_t total) {
 
 DeviceRegistry::~DeviceRegistry() {
   for (Entry& e : entries_) e.backend.reset();  // backend scratch is device memory: before the managers
+  arenas_.clear();
+}
+
+ComputeArena& DeviceRegistry::arena(const Device& device) const {
+  const size_t i = static_cast<size_t>(&entry(device) - entries_.data());
+  std::lock_guard<std::mutex> lock(arenas_mu_);
+  if (!arenas_[i]) {
+    Device& dev = *entries_[i].device;
+    arenas_[i] = std::make_unique<ResidentArena>(dev, new_owner_id(), "compute (" + dev.name() + ")");
+  }
+  return arenas_[i]->arena();
 }
 
 ResidencyManager& DeviceRegistry::residency(const Device& device) const {

@@ -9,12 +9,21 @@
 // Every device has a residency manager (runtime/residency.h), with the budget the options give it
 // (none by default): everything contexts and weights allocate there is counted and evictable.
 //
-// Ownership: owns the pool, the devices, their residency managers and their backends; everything allocated from a device
-// (weights, KV caches, contexts) must be gone before the registry is destroyed.
-// Thread-safety: immutable after create(); devices and backends are as thread-safe as they say.
+// Every device has one compute arena (arena(), made at its first use): the contexts, vision
+// encoders and draft models of every model that computes on the device take turns in it, so it
+// is sized for the largest of their worst-case graphs, not their sum. It is a resident of an
+// owner of its own ("compute (DEVICE)", runtime/resident_arena.h): counted once, pinned by each
+// user while it computes, evicted by LRU when idle and allocated again at the next use.
+//
+// Ownership: owns the pool, the devices, their residency managers, compute arenas and backends;
+// everything allocated from a device (weights, KV caches, contexts) must be gone before the
+// registry is destroyed.
+// Thread-safety: immutable after create() but for the arenas, made under a mutex at their first
+// use; devices, backends and arenas are as thread-safe as they say.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +36,9 @@
 #include "runtime/thread_pool.h"
 
 namespace kiln {
+
+class ComputeArena;
+class ResidentArena;
 
 // Capacity of a sim device whose size the options do not give (4 GiB).
 inline constexpr size_t kDefaultSimCapacity = size_t{4} << 30;
@@ -85,6 +97,11 @@ class DeviceRegistry {
   ResidencyManager& residency(const Device& device) const;
   // Every device's memory as its residency manager counts it, in describe()'s order.
   std::vector<DeviceMemoryBreakdown> memory_breakdown() const;
+  // The compute arena of `device` (one of this registry's), shared by everything that computes
+  // there (ContextOptions::arena, VisionEncoderOptions::arena); made at the first call. Its
+  // requirement only grows: a model unloaded leaves its worst case in it (the next allocation
+  // after an eviction keeps that size).
+  ComputeArena& arena(const Device& device) const;
 
  private:
   struct Entry;
@@ -96,6 +113,9 @@ class DeviceRegistry {
   std::vector<std::unique_ptr<SimDevice>> sims_;
   std::vector<Entry> entries_;  // the CPU first
   std::vector<std::unique_ptr<ResidencyManager>> managers_;  // per entry; destroyed before the devices
+  mutable std::mutex arenas_mu_;  // guards arenas_
+  // Per entry, made by arena(); residents of the managers: destroyed before them.
+  mutable std::vector<std::unique_ptr<ResidentArena>> arenas_;
 };
 
 }  // namespace kiln

@@ -96,8 +96,8 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
 
   // Reserve the arena for the largest micro-batch over the whole cache, allocate it once and
   // prepare the backend's scratch for it. An arena of the context's own is counted with its
-  // compute resident; a shared one is counted by whoever made it (a ResidentArena of the weights'
-  // owner is released and restored with the model).
+  // compute resident; a shared one is counted by whoever made it (the device's ResidentArena,
+  // DeviceRegistry::arena, is an owner of its own).
   if (options.arena != nullptr) {
     if (&options.arena->device() != &dev)
       return make_error("context: the shared compute arena '", options.arena->owner(), "' is on device '",
@@ -107,6 +107,9 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
     c->own_arena_ = std::make_unique<ComputeArena>(dev, owner, &c->compute_resident_);
     c->arena_ = c->own_arena_.get();
   }
+  // Pinned as for a pass (the weights, and a shared arena of another owner: the device's), then
+  // the arena's turn: the worst case may grow the arena, making room by evicting other owners.
+  KILN_ASSIGN_OR_RETURN(const MemoryHold hold, c->hold_memory());
   const auto turn = c->arena_->take_turn();
   Graph worst;
   DecoderGraphSpec spec;
@@ -126,10 +129,8 @@ Result<Context::MemoryHold> Context::hold_memory() {
   MemoryHold hold;
   if (ResidencyManager* m = backend_->device().residency()) {
     KILN_ASSIGN_OR_RETURN(hold.weights, m->pin(weights_->owner()));
-    if (const OwnerId a = arena_->resident_owner(); a != 0 && a != weights_->owner()) {
-      KILN_ASSIGN_OR_RETURN(hold.arena, m->pin(a));
-    }
   }
+  KILN_ASSIGN_OR_RETURN(hold.arena, pin_shared_arena());
   if (kv_->generation() != kv_generation_) {
     for (size_t il = 0; il < kv_layers_.size(); ++il) {
       kv_layers_[il] = {kv_->k(static_cast<int64_t>(il)), kv_->v(static_cast<int64_t>(il))};
@@ -137,6 +138,13 @@ Result<Context::MemoryHold> Context::hold_memory() {
     kv_generation_ = kv_->generation();
   }
   return hold;
+}
+
+Result<ResidencyManager::Pin> Context::pin_shared_arena() const {
+  ResidencyManager* m = backend_->device().residency();
+  const OwnerId a = arena_->resident_owner();
+  if (m == nullptr || a == 0 || a == weights_->owner()) return ResidencyManager::Pin();
+  return m->pin(a);
 }
 
 Status Context::evict() {

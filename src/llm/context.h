@@ -24,7 +24,9 @@
 // computes or reads K/V pins the owner for its length, restoring whatever was evicted first (an
 // Error with the manager's numbers when there is no room), and rebuilds the KV views it captured
 // when the cache came back elsewhere (KvCache::generation()). A shared compute arena
-// (ContextOptions::arena) is not the context's: it stays allocated while the context is evicted.
+// (ContextOptions::arena; the device's, DeviceRegistry::arena) is not the context's: when it is a
+// resident of another owner, the context pins that owner too while it computes (and while it
+// plans its worst case at creation), and the arena stays allocated while the context is evicted.
 //
 // Ownership: shares the DeviceWeights (and through them the Model); the Backend (and a shared
 // arena) must outlive the Context.
@@ -145,9 +147,11 @@ class Context : private Evictable {
     ResidencyManager::Pin weights, arena;
   };
   // Pins the owner's memory on the device for one pass (restoring what was evicted), and the
-  // shared arena's owner when that is another model (a draft model computing in its target's
-  // arena), and refreshes kv_layers_ when the cache moved; empty pins without a residency manager.
+  // shared arena's owner when that is another one (the device's arena), and refreshes kv_layers_
+  // when the cache moved; empty pins without a residency manager.
   Result<MemoryHold> hold_memory();
+  // The pin of a shared arena's owner when that is not the weights' owner (empty otherwise).
+  Result<ResidencyManager::Pin> pin_shared_arena() const;
   // Evictable (the compute resident): frees the arena and the input buffer / allocates them again.
   Status evict() override;
   Status restore() override;

@@ -1,15 +1,17 @@
-// ResidentArena: a ComputeArena shared by several users of one owner (a text context and the
-// vision encoder of the same model take turns in it) that is a resident of that owner: its buffer
-// is counted against the device's budget, released when the manager evicts the owner and
-// allocated again when the owner is pinned (or at the next plan; plans are made anew for every
-// graph, so nothing keeps the old address).
+// ResidentArena: a ComputeArena shared by several users that take turns in it (the contexts,
+// vision encoders and draft models of every model on a device: DeviceRegistry::arena) and that is
+// a resident of an owner of its own: its buffer is counted once against the device's budget,
+// released when the manager evicts that owner (least recently used, or idle sleep) and allocated
+// again when the owner is pinned (or at the next plan; plans are made anew for every graph, so
+// nothing keeps the old address).
 //
-// Users pin the owner (arena().resident_owner()) while they compute in the arena: a Context
-// pins it beside its weights' owner, the vision encoder before it takes the arena's turn; so it is
-// never evicted under a running graph.
+// Users pin the owner (arena().resident_owner()) while they compute in the arena, then take its
+// turn (pin before turn, everywhere): a Context pins it beside its weights' owner, the vision
+// encoder before it takes the turn, a server of many models for a whole request; so it is never
+// evicted under a running graph.
 // Ownership: holds the arena; `device` must outlive it. Thread-safety: as ComputeArena (users
 // take turns by its lock); the eviction hooks run under the residency manager's lock and touch
-// only the arena's buffer.
+// only the arena's buffer (no user touches it unpinned).
 #pragma once
 
 #include <string>

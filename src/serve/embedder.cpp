@@ -24,8 +24,11 @@ Result<std::vector<std::vector<float>>> Embedder::embed(const ServerState& st,
   opt.n_batch = static_cast<int64_t>(longest);  // one decode() per input
   opt.n_ubatch = std::min(base.n_ubatch > 0 ? base.n_ubatch : ContextOptions{}.n_ubatch, opt.n_ctx);
   opt.embeddings = true;
-  // A backend of our own (its scratch is per backend) over the server's device and thread pool.
-  const std::unique_ptr<Backend> backend = st.devices->new_backend(st.weights->device());
+  // A backend of our own (its scratch is per backend) over the server's device and thread pool;
+  // the device's compute arena, in turns with the engine (and every other model there).
+  Device& device = st.weights->device();
+  opt.arena = &st.devices->arena(device);
+  const std::unique_ptr<Backend> backend = st.devices->new_backend(device);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, Context::create(st.weights, *backend, opt));
   std::vector<std::vector<float>> out;
   out.reserve(inputs.size());

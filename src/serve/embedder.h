@@ -3,12 +3,12 @@
 //
 // Why not the completion Engine's Context: that one holds the slots' KV cache and outputs logits,
 // and its engine thread owns it; an embedding pass needs hidden states (no LM head) and would evict
-// the slots' cached prompts. The Embedder's context shares the model's DeviceWeights
-// and the server's thread pool (graph runs serialize there, so embedding and generation take
-// turns instead of oversubscribing the cores), and lives for one request only: its KV cache and
-// compute arena are sized to that request's longest input, which the routes bound by a slot's
-// context. Memory is therefore bounded, and nothing stays allocated between requests (a sleeping
-// server frees everything).
+// the slots' cached prompts. The Embedder's context shares the model's DeviceWeights, the server's
+// thread pool and the device's compute arena (DeviceRegistry::arena: embedding and generation
+// take turns in it), and lives for one request only: its KV cache and input buffer are sized to
+// that request's longest input, which the routes bound by a slot's context (so its worst case,
+// at most n_ubatch rows over n_ctx cells and no LM head, stays within what the engine's context
+// reserved there; a larger one would grow the arena for good). Memory is therefore bounded, and nothing of the request stays allocated after it.
 // Thread-safety: embed() may be called from any thread; calls are serialized by a mutex.
 #pragma once
 

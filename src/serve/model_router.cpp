@@ -18,11 +18,21 @@ const char* model_status_name(ModelStatus s) {
 
 namespace {
 
-// The owner's pin on the state's device (an empty pin on a device without a manager).
-Result<ResidencyManager::Pin> pin_state(const ServerState& st) {
-  ResidencyManager* m = st.weights->device().residency();
-  if (m == nullptr) return ResidencyManager::Pin{};
-  return m->pin(st.weights->owner());
+// A request's pins on the state's device: the model's owner, then the device's compute arena (an
+// owner of its own, shared by every model there: a request in flight keeps it from eviction, so
+// its passes never wait for room). Empty pins on a device without a manager.
+struct StatePins {
+  ResidencyManager::Pin model, arena;
+};
+
+Result<StatePins> pin_state(const ServerState& st) {
+  Device& device = st.weights->device();
+  ResidencyManager* m = device.residency();
+  StatePins pins;
+  if (m == nullptr) return pins;
+  KILN_ASSIGN_OR_RETURN(pins.model, m->pin(st.weights->owner()));
+  KILN_ASSIGN_OR_RETURN(pins.arena, m->pin(st.devices->arena(device).resident_owner()));
+  return pins;
 }
 
 // Whether the state's memory is all on its device.
@@ -47,7 +57,7 @@ struct ModelRouter::Entry {
   ModelStatus status = ModelStatus::Unloaded;  // Unloaded, Loading or Loaded (Sleeping is computed)
   std::shared_ptr<ServerState> st;             // while Loaded
   std::shared_ptr<const ModelInfo> info;       // since first loaded
-  ResidencyManager::Pin keep;                  // spec.pin: held while loaded
+  StatePins keep;                              // spec.pin: held while loaded (model and arena)
   int64_t active = 0;      // requests that hold or wait for the state (never unloaded by --models-max)
   int64_t pinned = 0;      // requests that hold a pin
   uint64_t last_use = 0;   // router clock at the last request
@@ -58,10 +68,10 @@ struct ModelRouter::Entry {
 // A request's hold on a model: its pin, then the end of its activity.
 class ModelRouter::Lease {
  public:
-  Lease(std::shared_ptr<ServerState> st, ResidencyManager::Pin pin, Arbiter::Use use, ModelRouter* router, Entry* e)
-      : st_(std::move(st)), pin_(std::move(pin)), use_(std::move(use)), router_(router), entry_(e) {}
+  Lease(std::shared_ptr<ServerState> st, StatePins pins, Arbiter::Use use, ModelRouter* router, Entry* e)
+      : st_(std::move(st)), pins_(std::move(pins)), use_(std::move(use)), router_(router), entry_(e) {}
   ~Lease() {
-    pin_.reset();
+    pins_ = {};
     router_->release(*entry_);
     use_.reset();  // the token may go once nothing is pinned
   }
@@ -71,7 +81,7 @@ class ModelRouter::Lease {
 
  private:
   std::shared_ptr<ServerState> st_;
-  ResidencyManager::Pin pin_;
+  StatePins pins_;
   Arbiter::Use use_;
   ModelRouter* router_;
   Entry* entry_;
@@ -94,7 +104,7 @@ ModelRouter::ModelRouter(const ServerOptions& base, std::shared_ptr<DeviceRegist
 ModelRouter::~ModelRouter() {
   stop();
   if (sleeper_.joinable()) sleeper_.join();
-  for (auto& e : entries_) e->keep.reset();
+  for (auto& e : entries_) e->keep = {};
   entries_.clear();  // states (engines, contexts, weights) go before devices_
 }
 
@@ -171,7 +181,7 @@ std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& 
         victim = o.get();
     if (victim) {
       dropped.push_back(std::move(victim->st));
-      victim->keep.reset();
+      victim->keep = {};
       victim->status = ModelStatus::Unloaded;
       continue;
     }
@@ -189,7 +199,7 @@ std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& 
     built = build_state(e.options, std::move(*model), devices_);
   else
     built = model.error();
-  ResidencyManager::Pin keep;
+  StatePins keep;
   if (built.ok() && e.spec.pin) {
     auto pin = pin_state(**built);
     if (pin.ok())
@@ -320,7 +330,7 @@ std::optional<HttpError> ModelRouter::unload(const std::string& name) {
     if (e == nullptr) return HttpError{404, "model '" + name + "' not found"};
     if (e->status != ModelStatus::Loaded) return HttpError{400, "model '" + name + "' is not loaded"};
     dropped = std::move(e->st);
-    e->keep.reset();
+    e->keep = {};
     e->status = ModelStatus::Unloaded;
   }
   cv_.notify_all();

@@ -4,14 +4,16 @@
 // one DeviceRegistry, so every model's memory is a resident of the same residency managers and
 // shares their budgets (--max-mem).
 //
-// Requests (acquire()) pin their model for the whole request: a model in the middle of a request
-// is never evicted. A model that is loaded but evicted (another model's allocation made room) is
-// "sleeping": its state stays (the slots' token history; on a device that is not the host, the KV
-// cache is copied out), and the next request's pin restores it bit-exact, so a returning
-// conversation reuses its prompt cache. A request that finds no room (other models pinned by
-// their requests) waits, holding no pin, until a request ends or timeout_seconds pass, then
-// answers 503 with the manager's numbers. When nothing is pinned by a request the refusal is
-// final at once (the model does not fit even alone).
+// Requests (acquire()) pin their model for the whole request, and the device's compute arena
+// (DeviceRegistry::arena: one per device, every model computes in it by turns, sized for the
+// largest of their worst cases): a model in the middle of a request is never evicted, nor the
+// arena its passes need. A model that is loaded but evicted (another model's allocation made
+// room) is "sleeping": its state stays (the slots' token history; on a device that is not the
+// host, the KV cache is copied out), and the next request's pin restores it bit-exact, so a
+// returning conversation reuses its prompt cache. A request that finds no room (other models
+// pinned by their requests) waits, holding no pin, until a request ends or timeout_seconds pass,
+// then answers 503 with the manager's numbers. When nothing is pinned by a request the refusal
+// is final at once (the model does not fit even alone).
 //
 // With --arbiter (set_arbiter), the device is shared with other processes by a token: acquire()
 // and load() take a use of it first (the wait counts toward --residency-timeout) and a request's

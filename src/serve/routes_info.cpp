@@ -19,8 +19,10 @@
 // /v1/memory: the residency manager's breakdown (runtime/memory_breakdown.h) as JSON, in bytes:
 // {"devices": [{"device", "total", "free", "budget" (null: none), "counted", "unaccounted",
 //   "owners": [{"id", "name", "weights", "kv", "compute", "scratch", "evicted_residents",
-//   "pinned"}]}]}; a sleeping model shows its evicted residents; while the one model first loads
-//   "devices" is empty.
+//   "pinned"}]}]}; an owner is a model on the device, the device's compute arena ("compute
+//   (sim0)": one per device, shared by every model there) or a backend's kernel scratch; a
+//   sleeping model shows its evicted residents; while the one model first loads "devices" is
+//   empty.
 #include <sstream>
 
 #include "serve/api_json.h"
@@ -129,7 +131,8 @@ std::string memory_metrics_text(const std::vector<DeviceMemoryBreakdown>& device
     add("unaccounted", d.unaccounted);
   }
   e.describe("kiln:memory_owner_bytes", "gauge",
-             "Bytes a model holds on a device now, by kind (weights, kv, compute, scratch).");
+             "Bytes an owner (a model, the device's compute arena, kernel scratch) holds on a device now, by kind "
+             "(weights, kv, compute, scratch).");
   for (const DeviceMemoryBreakdown& d : devices) {
     for (const OwnerMemory& o : d.owners) {
       for (int k = 0; k < kMemoryKindCount; ++k) {

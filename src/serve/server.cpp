@@ -80,8 +80,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   if (shared) st->backend = st->devices->new_backend(*device);
   Backend& backend = st->backend ? *st->backend : st->devices->backend(*device);
   ContextOptions co = opt.context;
-  st->arena = std::make_unique<ResidentArena>(*device, st->weights->owner(), model->name());
-  co.arena = &st->arena->arena();
+  co.arena = &st->devices->arena(*device);  // every model of the device takes turns in it
   st->media_path = opt.media_path;
   st->max_media_bytes = opt.max_body;
   if (!opt.mmproj.empty()) {
@@ -92,7 +91,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   if (st->vision) {
     KILN_ASSIGN_OR_RETURN(st->encoder, VisionEncoder::create(st->vision, backend,
                                                              {.flash_attention = co.flash_attention,
-                                                              .arena = &st->arena->arena()}));
+                                                              .arena = co.arena}));
   }
   if (st->ctx->n_ctx() / opt.n_parallel < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,
@@ -129,6 +128,10 @@ Status evict_memory(ServerState& st) {
   }
   if (st.encoder && st.encoder->owner() != 0)
     if (ResidencyManager* m = st.weights->device().residency()) KILN_TRY(m->evict_owner(st.encoder->owner()));
+  // Last, the device's arena: another model's request may pin it (the Error, the model's own
+  // memory gone all the same).
+  Device& device = st.weights->device();
+  if (ResidencyManager* m = device.residency()) KILN_TRY(m->evict_owner(st.devices->arena(device).resident_owner()));
   return ok_status();
 }
 

@@ -78,7 +78,7 @@ struct ModelSpec {
   std::string path;                 // its GGUF file
   std::optional<int64_t> n_ctx;     // KV cells (ContextOptions::n_ctx); none: the server's
   std::optional<int32_t> n_parallel;  // slots; none: the server's (--parallel)
-  bool pin = false;                 // never evicted while loaded
+  bool pin = false;                 // never evicted while loaded (nor the device's compute arena)
   bool load_on_startup = false;     // loaded when the server starts
   int32_t sleep_idle_seconds = 0;   // > 0: evicted (sleeping) after this many idle seconds
 };

@@ -21,7 +21,6 @@
 #include "llm/vision_encoder.h"
 #include "llm/vision_model.h"
 #include "serve/api_json.h"
-#include "runtime/resident_arena.h"
 #include "serve/engine.h"
 #include "serve/http/router.h"
 #include "serve/server.h"
@@ -37,17 +36,16 @@ struct ServerState {
   std::string chat_template_source;  // the Jinja source of chat_template
   chat::ChatSyntax chat_syntax;      // how its assistant turns write reasoning and tool calls
   std::string bos_text, eos_text;    // the vocabulary's BOS/EOS texts, for templates
-  // The thread pool and devices; options.device computes. A server of many models shares one
-  // registry (one residency manager per device) between the models' states.
+  // The thread pool and devices; options.device computes, in the device's compute arena
+  // (DeviceRegistry::arena: the context, the vision encoder, the draft model and the embedder take
+  // turns in it). A server of many models shares one registry (one residency manager and one
+  // arena per device) between the models' states.
   std::shared_ptr<DeviceRegistry> devices;
   // A backend of its own when the registry is shared (models' engines compute at the same time,
   // each with its own kernel scratch); null: the registry's backend of the device.
   std::unique_ptr<Backend> backend;
   std::shared_ptr<DeviceWeights> weights;   // the model on that device, shared with the embedder
   std::shared_ptr<const VisionModel> vision;  // the mmproj (options.mmproj); null without one
-  // The compute arena on that device: the context and the vision encoder take turns in it. A
-  // resident of the weights' owner: counted against the budget, released when the model is evicted.
-  std::unique_ptr<ResidentArena> arena;
   std::unique_ptr<Context> ctx;
   std::unique_ptr<VisionEncoder> encoder;  // with `vision`: encodes request images (any thread)
   std::string media_path;                  // ServerOptions::media_path
@@ -88,12 +86,13 @@ std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots
 bool engine_idle(const ServerState& st);
 
 // Idle sleep: evicts what `st` holds on its device through the residency manager, the model's
-// weights, compute arena and KV cache (a host device's KV cache stays: there is no swap directory
-// yet), the draft model's and the vision encoder's (its weights and inputs), and frees their contexts' host output buffers (the engine must be
-// idle: the last decode's outputs are gone). The state itself stays, so the slots keep their token history: the
-// next pass that pins an owner restores its memory bit for bit and a returning conversation reuses
-// its prompt cache. An owner pinned now (a pass in progress) stays resident and is the Error.
-// Any thread.
+// weights and KV cache (a host device's KV cache stays: there is no swap directory yet), the
+// draft model's and the vision encoder's (its weights and inputs), then the device's compute
+// arena, and frees their contexts' host output buffers (the engine must be idle: the last
+// decode's outputs are gone). The state itself stays, so the slots keep their token history: the
+// next pass that pins an owner restores its memory bit for bit and a returning conversation
+// reuses its prompt cache. An owner pinned now (a pass in progress; for the arena, another
+// model's request) stays resident and is the Error. Any thread.
 Status evict_memory(ServerState& st);
 
 struct RouteContext {

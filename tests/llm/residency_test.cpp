@@ -2,15 +2,15 @@
 // device addresses, the logits equal an uninterrupted run's bit for bit (sim0 and the CPU); two
 // models that take turns on a sim0 budget that holds one give the answers they give with room for
 // both, and the device never holds more than the budget; a model whose weights alone pass the
-// budget is refused with nothing left allocated; a compute arena shared by a model's users is
-// counted under its owner and released and restored with it.
+// budget is refused with nothing left allocated; the device's compute arena is counted under an
+// owner of its own and released and restored by itself.
 #include <gtest/gtest.h>
 
 #include "backends/device_registry.h"
 #include "llm/context.h"
 #include "llm/device_weights.h"
 #include "llm/model_test_util.h"
-#include "runtime/resident_arena.h"
+#include "runtime/planner.h"
 
 namespace kiln {
 namespace {
@@ -115,7 +115,10 @@ TEST(Residency, FiftyEvictRestoreCyclesOnTheCpuGiveIdenticalLogits) {
   EXPECT_TRUE(manager.owner_resident(owner));
 }
 
-TEST(Residency, ASharedArenaIsAResidentOfItsModel) {
+// The device's compute arena (DeviceRegistry::arena) is a resident of an owner of its own: counted
+// once under it, left in place when the model is evicted, released when its own owner is, and
+// allocated again by the next pass (which pins it).
+TEST(Residency, TheDevicesArenaIsAResidentOfItsOwnOwner) {
   auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
   ASSERT_TRUE(model);
   const std::vector<float> reference = uninterrupted(model, "sim0");
@@ -125,30 +128,39 @@ TEST(Residency, ASharedArenaIsAResidentOfItsModel) {
   auto weights = DeviceWeights::create(model, sim);
   ASSERT_TRUE(weights.ok()) << weights.error().message;
   const OwnerId owner = (*weights)->owner();
-  ResidentArena shared(sim, owner, model->name());
+  ComputeArena& arena = devices->arena(sim);
+  EXPECT_EQ(&devices->arena(sim), &arena) << "one arena per device";
+  const OwnerId arena_owner = arena.resident_owner();
+  ASSERT_NE(arena_owner, 0u);
+  ASSERT_NE(arena_owner, owner);
   ContextOptions opt = kOpt;
-  opt.arena = &shared.arena();
+  opt.arena = &arena;
   auto ctx = Context::create(*weights, devices->backend(sim), opt);
   ASSERT_TRUE(ctx.ok()) << ctx.error().message;
-  auto compute_bytes = [&] {
+  auto compute_bytes = [&](OwnerId who) {
     for (const OwnerMemory& om : manager.breakdown().owners)
-      if (om.owner == owner) return om.bytes[static_cast<int>(MemoryKind::Compute)];
+      if (om.owner == who) return om.bytes[static_cast<int>(MemoryKind::Compute)];
     return size_t{0};
   };
   const auto logits = generate(**ctx, [&](int step) {
-    const size_t arena_bytes = shared.arena().allocated_bytes();
+    const size_t arena_bytes = arena.allocated_bytes();
     ASSERT_GT(arena_bytes, 0u) << "step " << step << ": the decode before restores the arena";
-    // Counted under the model's owner (nothing of the device is unaccounted for)...
-    ASSERT_GE(compute_bytes(), arena_bytes);
+    // Counted under its own owner, once (nothing of the device is unaccounted for)...
+    ASSERT_GE(compute_bytes(arena_owner), arena_bytes);
+    ASSERT_LT(compute_bytes(owner), arena_bytes);  // the model's own compute: its input buffer
     ASSERT_EQ(manager.breakdown().unaccounted, 0u);
-    // ... and released with the model.
-    const size_t used = manager.used();
-    const Status st = manager.evict_owner(owner);
+    // ... not the model's: evicting the model leaves it...
+    Status st = manager.evict_owner(owner);
     ASSERT_TRUE(st.ok()) << st.error().message;
-    ASSERT_EQ(shared.arena().allocated_bytes(), 0u);
+    ASSERT_EQ(arena.allocated_bytes(), arena_bytes);
+    // ... and its own owner's eviction releases it.
+    const size_t used = manager.used();
+    st = manager.evict_owner(arena_owner);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    ASSERT_EQ(arena.allocated_bytes(), 0u);
     ASSERT_LE(manager.used() + arena_bytes, used);
   });
-  EXPECT_TRUE(same_bits(logits, reference)) << "logits in an evicted and restored shared arena differ";
+  EXPECT_TRUE(same_bits(logits, reference)) << "logits in an evicted and restored device arena differ";
 }
 
 // Bytes model `path` takes on a sim0 of its own (weights, KV, compute, and the backend's scratch).

@@ -92,8 +92,8 @@ std::string get(int port, const char* path) {
 }
 
 // GET /v1/memory and the /metrics gauges give the residency manager's breakdown: on a budgeted
-// sim0 the model's weights, KV cache and compute arena (shared with an image encoder, yet counted)
-// under one owner, nothing unaccounted, and the same figures in both routes.
+// sim0 the model's weights and KV cache under its owner, the device's compute arena under an
+// owner of its own, nothing unaccounted, and the same figures in both routes.
 TEST(ServerOnSimDevice, ReportsItsMemoryPerDeviceAndModel) {
   const auto model = load_model();
   ASSERT_TRUE(model.ok()) << model.error().message;
@@ -113,27 +113,37 @@ TEST(ServerOnSimDevice, ReportsItsMemoryPerDeviceAndModel) {
   EXPECT_EQ(sim["budget"], size_t{384} << 20);
   EXPECT_EQ(sim["unaccounted"], 0) << sim.dump();
   EXPECT_LE(sim["counted"].get<size_t>(), sim["budget"].get<size_t>());
-  // The model and the backend's kernel scratch (an owner of its own); every counted byte is theirs.
-  ASSERT_EQ(sim["owners"].size(), 2u) << sim.dump();
+  // The model, the device's compute arena and the backend's kernel scratch (owners of their own);
+  // every counted byte is theirs.
+  ASSERT_EQ(sim["owners"].size(), 3u) << sim.dump();
   size_t sum = 0;
+  const json* owner = nullptr;
+  const json* arena = nullptr;
   for (const json& o : sim["owners"]) {
     for (const char* kind : {"weights", "kv", "compute", "scratch"}) sum += o[kind].get<size_t>();
+    if (o["weights"] > 0) owner = &o;
+    if (o["name"] == "compute (sim0)") arena = &o;
   }
   EXPECT_EQ(sum, sim["counted"].get<size_t>());
-  const json& owner = sim["owners"][0]["weights"] > 0 ? sim["owners"][0] : sim["owners"][1];
-  EXPECT_EQ(owner["name"], model->get()->name());
-  EXPECT_GT(owner["weights"].get<size_t>(), size_t{8} << 20);
-  EXPECT_GT(owner["kv"].get<size_t>(), 0u);
-  // The arena the context shares with an image encoder holds 256 rows of 151,936 logits.
-  EXPECT_GT(owner["compute"].get<size_t>(), size_t{256 * 151936 * 4});
+  ASSERT_TRUE(owner != nullptr && arena != nullptr) << sim.dump();
+  EXPECT_EQ((*owner)["name"], model->get()->name());
+  EXPECT_GT((*owner)["weights"].get<size_t>(), size_t{8} << 20);
+  EXPECT_GT((*owner)["kv"].get<size_t>(), 0u);
+  // The model's own compute is its input buffer; the arena holds 256 rows of 151,936 logits.
+  EXPECT_LT((*owner)["compute"].get<size_t>(), size_t{16} << 20);
+  EXPECT_GT((*arena)["compute"].get<size_t>(), size_t{256 * 151936 * 4});
+  EXPECT_EQ((*arena)["weights"], 0);
+  EXPECT_EQ((*arena)["kv"], 0);
 
   const std::string metrics = get(*port, "/metrics");
-  const std::string owner_labels = "device=\"sim0\",owner=\"" + owner["name"].get<std::string>() + " #" +
-                                   std::to_string(owner["id"].get<uint64_t>()) + "\"";
-  for (const char* kind : {"weights", "kv", "compute"}) {
-    const std::string line = "kiln:memory_owner_bytes{" + owner_labels + ",kind=\"" + kind + "\"} " +
-                             std::to_string(owner[kind].get<size_t>()) + "\n";
-    EXPECT_NE(metrics.find(line), std::string::npos) << line << "not in\n" << metrics;
+  for (const json* who : {owner, arena}) {
+    const std::string owner_labels = "device=\"sim0\",owner=\"" + (*who)["name"].get<std::string>() + " #" +
+                                     std::to_string((*who)["id"].get<uint64_t>()) + "\"";
+    for (const char* kind : {"weights", "kv", "compute"}) {
+      const std::string line = "kiln:memory_owner_bytes{" + owner_labels + ",kind=\"" + kind + "\"} " +
+                               std::to_string((*who)[kind].get<size_t>()) + "\n";
+      EXPECT_NE(metrics.find(line), std::string::npos) << line << "not in\n" << metrics;
+    }
   }
   EXPECT_NE(metrics.find("kiln:memory_device_bytes{device=\"sim0\",what=\"budget\"} 402653184\n"),
             std::string::npos)

@@ -106,7 +106,8 @@ Turn turn(int port, const std::string& prompt) {
   return {j["choices"][0]["text"], j["timings"]["prompt_n"], j["usage"]["prompt_tokens"]};
 }
 
-// The model's row of GET /v1/memory on `device`.
+// The row of owner `model` (a model's name, or the device's arena: "compute (sim0)") of
+// GET /v1/memory on `device`.
 json memory_of(int port, const std::string& device, const std::string& model) {
   auto r = get(port, "/v1/memory");
   EXPECT_TRUE(r && r->status == 200);
@@ -153,6 +154,9 @@ TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
   const json resident = memory_of(*port, device, name);
   EXPECT_GT(resident["weights"].get<int64_t>(), 0);
   EXPECT_EQ(resident["evicted_residents"], 0);
+  // The device's compute arena, an owner of its own: 64 rows of 151,936 logits.
+  const std::string arena = "compute (" + device + ")";
+  EXPECT_GT(memory_of(*port, device, arena)["compute"].get<size_t>(), size_t{64 * 151936 * 4});
 
   ASSERT_TRUE(wait_for([&] { return s.sleeping(); }, 10));
   EXPECT_GE(std::chrono::duration<double>(Clock::now() - answered).count(), 0.9)
@@ -160,6 +164,7 @@ TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
   const json asleep = memory_of(*port, device, name);
   EXPECT_EQ(asleep["weights"], 0) << asleep;
   EXPECT_EQ(asleep["compute"], 0) << asleep;
+  EXPECT_EQ(memory_of(*port, device, arena)["compute"], 0) << "sleep kept the device's compute arena";
   EXPECT_GT(asleep["evicted_residents"].get<int>(), 0) << asleep;
   if (device != "cpu") {
     EXPECT_EQ(asleep["kv"], 0) << "the KV cache stayed on " << device;
@@ -204,6 +209,7 @@ TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
       << "the returning conversation prefilled again";
   EXPECT_FALSE(s.sleeping());
   EXPECT_EQ(memory_of(*port, device, name)["evicted_residents"], 0);
+  EXPECT_GT(memory_of(*port, device, arena)["compute"].get<size_t>(), 0u);
   auto h = get(*port, "/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(json::parse(h->body), json({{"status", "ok"}}));

@@ -6,6 +6,7 @@
 // 404; /v1/models tells each model's state; the preset file's keys.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -26,9 +27,10 @@ namespace {
 
 using nlohmann::json;
 
-// On sim0 each fixture's weights take about 10 MiB and its compute arena (16 rows of 151,936
-// logits) 9.7 MiB; its KV cache (256 cells) and input buffer a little more. 0.025 GiB (25.6 MiB)
-// holds one model, not two.
+// On sim0 each fixture's weights take about 10 MiB, its KV cache (256 cells) and input buffer a
+// little more; the device's one compute arena (16 rows of 151,936 logits), shared by the models,
+// 9.7 MiB. 0.025 GiB (25.6 MiB) holds one model and the arena, not two models and the arena
+// (about 31 MiB; with an arena per model it was about 40).
 constexpr double kRoomForOne = 0.025;
 constexpr double kRoomForBoth = 1.0;
 
@@ -66,6 +68,35 @@ struct ModelsServer {
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(60);
     return c.Post(path.c_str(), body.dump(), "application/json");
+  }
+  // GET /v1/memory: sim0's owners.
+  json sim0_owners() const {
+    httplib::Client c("127.0.0.1", port);
+    auto r = c.Get("/v1/memory");
+    EXPECT_TRUE(r && r->status == 200);
+    if (!r) return json::array();
+    const json body = json::parse(r->body);  // a temporary's ["devices"] would dangle in the loop
+    for (const json& d : body["devices"])
+      if (d["device"] == "sim0") return d["owners"];
+    ADD_FAILURE() << "no sim0 in " << r->body;
+    return json::array();
+  }
+  // The compute bytes of sim0's compute arena, checking that it is the only one: one owner line
+  // "compute (sim0)", and no model holds more compute than its input buffer.
+  size_t arena_bytes() const {
+    size_t arena = 0;
+    int arenas = 0;
+    const json owners = sim0_owners();
+    for (const json& o : owners) {
+      if (o["name"] == "compute (sim0)") {
+        arena = o["compute"];
+        ++arenas;
+      } else {
+        EXPECT_LT(o["compute"].get<size_t>(), size_t{1} << 20) << "a compute arena of its own: " << o;
+      }
+    }
+    EXPECT_EQ(arenas, 1) << owners;
+    return arena;
   }
   // GET /v1/models: each model's status value by name.
   std::map<std::string, std::string> states() const {
@@ -140,6 +171,70 @@ TEST(ManyModels, AlternatingRequestsOnABudgetForOneEqualARoomyServer) {
   ASSERT_NE(sim, nullptr);
   EXPECT_LE(sim->peak_used(), static_cast<size_t>(kRoomForOne * double(size_t{1} << 30)));
   EXPECT_GT(sim->peak_used(), size_t{16} << 20) << "the budget held less than one model: the test tests nothing";
+}
+
+// The models on sim0 take turns in one compute arena: one owner line in /v1/memory whose bytes
+// are the larger of the two models' worst cases (what each needs alone), not their sum. The
+// answers equal those of servers of one model each.
+TEST(ManyModels, TheModelsOfADeviceShareOneComputeArenaSizedForTheLargest) {
+  const ServerOptions both = options(kRoomForBoth);
+  ServerOptions only2 = both, only3 = both;
+  only2.models = {both.models[0]};
+  only3.models = {both.models[1]};
+  ModelsServer pair(both), alone2(only2), alone3(only3);
+  const json ask2 = completion("qwen2", "Once upon a time"), ask3 = completion("qwen3", "The sea was");
+  const std::string want2 = answer(alone2, ask2).text, want3 = answer(alone3, ask3).text;
+  const size_t a2 = alone2.arena_bytes(), a3 = alone3.arena_bytes();
+  ASSERT_GT(a2, size_t{16 * 151936 * 4});
+  ASSERT_GT(a3, size_t{16 * 151936 * 4});
+
+  EXPECT_EQ(answer(pair, ask2).text, want2);
+  EXPECT_EQ(pair.arena_bytes(), a2);
+  EXPECT_EQ(answer(pair, ask3).text, want3);
+  EXPECT_EQ(pair.arena_bytes(), std::max(a2, a3)) << "one arena, the larger worst case (not the sum, " << a2 + a3
+                                                  << ")";
+  EXPECT_EQ(pair.states(), (std::map<std::string, std::string>{{"qwen2", "loaded"}, {"qwen3", "loaded"}}));
+}
+
+// Requests for two models at once take turns in the one arena: every answer is the one each model
+// gives to the same requests one at a time (the same order per model), and nothing deadlocks.
+TEST(ManyModels, ConcurrentRequestsForTwoModelsTakeTurnsInTheArena) {
+  ModelsServer sequential(options(kRoomForBoth)), concurrent(options(kRoomForBoth));
+  const std::vector<std::string> prompts = {"One", "Two cats", "Three red birds", "Four"};
+  std::map<std::string, std::vector<std::string>> want, got;
+  for (const char* model : {"qwen2", "qwen3"})
+    for (const std::string& p : prompts) want[model].push_back(answer(sequential, completion(model, p)).text);
+  for (const char* model : {"qwen2", "qwen3"}) got[model].resize(prompts.size());  // before any thread reads `got`
+  std::vector<std::thread> clients;
+  for (const char* model : {"qwen2", "qwen3"}) {
+    clients.emplace_back([&, model, texts = &got.at(model)] {
+      for (size_t i = 0; i < prompts.size(); ++i) (*texts)[i] = answer(concurrent, completion(model, prompts[i])).text;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(concurrent.arena_bytes(), sequential.arena_bytes());
+}
+
+// Idle sleep per model: the device's arena goes with the last model to sleep (while the other
+// model is awake it may be released too: the next pass allocates it again), and comes back with
+// the next request.
+TEST(ManyModels, IdleSleepOfEveryModelFreesTheDevicesArena) {
+  ServerOptions o = options(kRoomForBoth);
+  for (ModelSpec& m : o.models) m.sleep_idle_seconds = 1;
+  ModelsServer s(o);
+  const json ask2 = completion("qwen2", "Once upon a time"), ask3 = completion("qwen3", "The sea was");
+  EXPECT_FALSE(answer(s, ask2).text.empty());
+  EXPECT_FALSE(answer(s, ask3).text.empty());
+  EXPECT_GT(s.arena_bytes(), size_t{16 * 151936 * 4});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s.states() != std::map<std::string, std::string>{{"qwen2", "sleeping"}, {"qwen3", "sleeping"}} &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(s.states(), (std::map<std::string, std::string>{{"qwen2", "sleeping"}, {"qwen3", "sleeping"}}));
+  EXPECT_EQ(s.arena_bytes(), 0u) << "both models sleep, the arena stayed";
+  EXPECT_FALSE(answer(s, ask2).text.empty());
+  EXPECT_GT(s.arena_bytes(), size_t{16 * 151936 * 4});
 }
 
 TEST(ManyModels, ABudgetBelowOneModelsWeightsIsRefusedAndTheServerGoesOn) {

@@ -344,6 +344,7 @@ int run_bench(int argc, char** argv) {
                              std::to_string(ctx.n_ctx()) + " (raise -c)");
   }
   co.n_ctx = ctx.n_ctx();
+  co.arena = &mc->arena();  // the draft model computes in the device's arena too
   bool spec_failed = false;
   const auto speculator = spf.make(*model, mc->backend(), co, "bench", &spec_failed);
   if (spec_failed) return 1;
@@ -352,7 +353,7 @@ int run_bench(int argc, char** argv) {
   if (*vision) {
     auto enc = VisionEncoder::create(*vision, mc->backend(),
                                      {.flash_attention = co.flash_attention,
-                                      .arena = &mc->arena->arena(),
+                                      .arena = &mc->arena(),
                                       .cache_images = 0});
     if (!enc.ok()) {
       std::fprintf(stderr, "kiln bench: %s\n", enc.error().message.c_str());

@@ -443,6 +443,7 @@ int run_chat(int argc, char** argv) {
   if (!mc) return 1;
   ContextOptions target_options = mf.context;
   target_options.n_ctx = mc->context->n_ctx();
+  target_options.arena = &mc->arena();  // the draft model computes in the device's arena too
   bool spec_failed = false;
   const auto speculator = spf.make(*model, mc->backend(), target_options, "chat", &spec_failed);
   if (spec_failed) return 1;

@@ -99,6 +99,7 @@ int run_run(int argc, char** argv) {
   const int64_t n_ctx = ctx.n_ctx();
   ContextOptions target_options = mf.context;
   target_options.n_ctx = n_ctx;
+  target_options.arena = &mc->arena();  // the draft model computes in the device's arena too
   bool spec_failed = false;
   const auto speculator = spf.make(*model, mc->backend(), target_options, "run", &spec_failed);
   if (spec_failed) return 1;

@@ -223,9 +223,8 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
   auto weights = DeviceWeights::create(std::move(model), **dev);
   if (!weights.ok()) return fail(weights.error().message);
   mc.weights = std::move(*weights);
-  mc.arena = std::make_unique<ResidentArena>(**dev, mc.weights->owner(), mc.weights->model().name());
   ContextOptions in_arena = options;
-  in_arena.arena = &mc.arena->arena();
+  in_arena.arena = &mc.arena();
   auto ctx = Context::create(mc.weights, mc.devices->backend(**dev), in_arena);
   if (!ctx.ok()) return fail(ctx.error().message);
   mc.context = std::move(*ctx);

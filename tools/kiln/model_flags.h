@@ -15,21 +15,23 @@
 #include "llm/model.h"
 #include "options.h"
 #include "runtime/backend.h"
-#include "runtime/resident_arena.h"
+#include "runtime/planner.h"
 
 namespace kiln::cli {
 
 // What run, chat, perplexity and bench compute with: the process's devices, the model's weights
-// on the device --device names, the compute arena there, and a context planning in it (members
-// are destroyed context first). A vision encoder made for the context plans in the same arena
-// (media_flags.h: make_encoder), so the arena fits the larger of their worst cases.
+// on the device --device names, and a context planning in that device's compute arena
+// (DeviceRegistry::arena; members are destroyed context first). A vision encoder made for the
+// context and a draft model plan in the same arena (media_flags.h: make_encoder), so the arena
+// fits the largest of their worst cases.
 struct ModelContext {
   std::unique_ptr<DeviceRegistry> devices;
   std::shared_ptr<DeviceWeights> weights;
-  std::unique_ptr<ResidentArena> arena;  // a resident of the weights' owner
   std::unique_ptr<Context> context;
   // The backend `context` runs on (the registry's, for the weights' device).
   Backend& backend() const { return devices->backend(weights->device()); }
+  // The compute arena `context` plans in (the device's).
+  ComputeArena& arena() const { return devices->arena(weights->device()); }
 };
 
 // Declares -t/--threads on `p`, writing `out` (0 or less: every hardware thread, as llama.cpp).
@@ -67,8 +69,8 @@ struct ModelFlags {
   // Loads the model named by -m (or the embedded default); prints the error and returns null.
   std::shared_ptr<const Model> load_model(const char* command) const;
   // Opens the devices, places `model` on the --device one and creates a context with `options`
-  // in a compute arena of its own there (options.arena is replaced; warning when the context is
-  // larger than the model's training context); prints the error ("kiln COMMAND: ...") and returns
+  // in that device's compute arena (options.arena is replaced; warning when the context is larger
+  // than the model's training context); prints the error ("kiln COMMAND: ...") and returns
   // nullopt.
   std::optional<ModelContext> create_context(const char* command, std::shared_ptr<const Model> model,
                                              const ContextOptions& options) const;
