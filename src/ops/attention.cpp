@@ -251,7 +251,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
       for (int64_t t0 = 0; t0 < n_kv; t0 += kFaTileKv) {
         const int64_t nt = std::min(kFaTileKv, n_kv - t0);
         // The tile's visible keys lie in [lo, hi): only their dot products are computed (each key's
-        // is its own chain, so which others are computed changes no bits; a masked key's would be
+        // is its own chain, so which others are computed changes no bits; a masked key's is
         // replaced by -inf below). A causal prompt's later tiles are all masked: nothing computed.
         int64_t lo = nt, hi = 0;
         for (int64_t t = 0; t < nt; ++t) {
@@ -260,6 +260,8 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
           hi = t + 1;
         }
         if (lo >= hi) continue;
+        lo = lo / 8 * 8;  // whole groups of eight keys for the SIMD kernel (masked extras are harmless)
+        hi = std::min(nt, (hi + 7) / 8 * 8);
         quant::dot_rows_sequential(hi - lo, dk, k_plane + (t0 + lo) * kb1, static_cast<size_t>(kb1), kv_type, qf,
                                    kq + lo);
         float tile_max = -INFINITY;
