@@ -266,9 +266,19 @@ TEST(GemmKernels, Q8_0WeightsWithTheLevelMinus128StayPlain) {
   const TensorView v = contiguous_view(DType::Q8_0, {64, 16, 1, 1}, rows.data());
   EXPECT_EQ(gemm::preferred_layout(v), quant::cpu_has_avx2() ? TensorLayout::Q8_0x8 : TensorLayout::Plain);
   EXPECT_FALSE(gemm::q8_0_has_level_min(reinterpret_cast<const char*>(rows.data()), 34 * 2, 16, 64));
-  reinterpret_cast<quant::BlockQ8_0*>(rows.data())[2 * 13 + 1].qs[31] = -128;  // row 13's last value
-  EXPECT_TRUE(gemm::q8_0_has_level_min(reinterpret_cast<const char*>(rows.data()), 34 * 2, 16, 64));
-  EXPECT_EQ(gemm::preferred_layout(v), TensorLayout::Plain);
+  // Levels next to it (-127, 127, 0, 1) are not it; -128 at any byte position is.
+  auto* blocks = reinterpret_cast<quant::BlockQ8_0*>(rows.data());
+  for (int8_t level : {-127, 127, 0, 1}) {
+    blocks[2 * 5].qs[9] = level;
+    EXPECT_FALSE(gemm::q8_0_has_level_min(reinterpret_cast<const char*>(rows.data()), 34 * 2, 16, 64)) << +level;
+  }
+  for (int j : {0, 7, 8, 31}) {
+    std::vector<uint8_t> with = rows;
+    reinterpret_cast<quant::BlockQ8_0*>(with.data())[2 * 13 + 1].qs[j] = -128;  // row 13's block 1
+    EXPECT_TRUE(gemm::q8_0_has_level_min(reinterpret_cast<const char*>(with.data()), 34 * 2, 16, 64)) << j;
+    EXPECT_EQ(gemm::preferred_layout(contiguous_view(DType::Q8_0, {64, 16, 1, 1}, with.data())),
+              TensorLayout::Plain);
+  }
 }
 
 // mul_mat over weights as given, and over a copy in the family's prepared layout (forced, so the

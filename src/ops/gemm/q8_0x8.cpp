@@ -1,6 +1,7 @@
 // Q8_0 in eight-row groups (layouts.h): which weights may take the layout, preparation, the
 // activation format, and the scalar kernel (the portable path, and the oracle of the SIMD one).
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -11,12 +12,21 @@
 namespace kiln::gemm {
 
 bool q8_0_has_level_min(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k) {
+  // Eight levels at a time: x = levels ^ 0x80.. has a zero byte exactly where a level is -128
+  // (0x80), and (x - 0x01..) & ~x & 0x80.. is non-zero exactly when x has a zero byte.
+  constexpr uint64_t kOnes = 0x0101010101010101u, kHigh = 0x8080808080808080u;
   for (int64_t r = 0; r < n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const quant::BlockQ8_0*>(rows + static_cast<size_t>(r) * row_bytes);
-    bool found = false;
-    for (int64_t b = 0; b < k / 32; ++b)
-      for (int j = 0; j < 32; ++j) found |= blocks[b].qs[j] == -128;
-    if (found) return true;
+    uint64_t found = 0;
+    for (int64_t b = 0; b < k / 32; ++b) {
+      uint64_t words[4];
+      std::memcpy(words, blocks[b].qs, sizeof(words));
+      for (uint64_t w : words) {
+        const uint64_t x = w ^ kHigh;
+        found |= (x - kOnes) & ~x & kHigh;
+      }
+    }
+    if (found != 0) return true;
   }
   return false;
 }
