@@ -262,8 +262,8 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         if (lo >= hi) continue;
         lo = lo / 8 * 8;  // whole groups of eight keys for the SIMD kernel (masked extras are harmless)
         hi = std::min(nt, (hi + 7) / 8 * 8);
-        quant::dot_rows_sequential(hi - lo, dk, k_plane + (t0 + lo) * kb1, static_cast<size_t>(kb1), kv_type, qf,
-                                   kq + lo);
+        quant::dot_rows_sequential(hi - lo, dk, k_plane + (t0 + lo) * kb1, static_cast<size_t>(kb1), kv_type,
+                                   qf, kq + lo);
         float tile_max = -INFINITY;
         for (int64_t t = 0; t < nt; ++t) {
           const float mv = slope * mask.at(t0 + t);

@@ -270,7 +270,8 @@ TEST(GemmKernels, Q8_0WeightsWithTheLevelMinus128StayPlain) {
   auto* blocks = reinterpret_cast<quant::BlockQ8_0*>(rows.data());
   for (int8_t level : {-127, 127, 0, 1}) {
     blocks[2 * 5].qs[9] = level;
-    EXPECT_FALSE(gemm::q8_0_has_level_min(reinterpret_cast<const char*>(rows.data()), 34 * 2, 16, 64)) << +level;
+    EXPECT_FALSE(gemm::q8_0_has_level_min(reinterpret_cast<const char*>(rows.data()), 34 * 2, 16, 64))
+        << +level;
   }
   for (int j : {0, 7, 8, 31}) {
     std::vector<uint8_t> with = rows;

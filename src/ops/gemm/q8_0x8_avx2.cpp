@@ -20,13 +20,15 @@ __m256 q8_0x8_row(int64_t nb, const uint16_t* d, const int8_t* q, const ActQ8_0A
   for (int m = 0; m < 8; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const ActQ8_0Abs& ab = a[b];
-    const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + 8 * b))),
-                                    _mm256_broadcast_ss(&ab.d));
+    const __m256 dd =
+        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + 8 * b))),
+                      _mm256_broadcast_ss(&ab.d));
     for (int m = 0; m < 8; ++m) {
       const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 256 * b + 32 * m));
       // |a| * (w with a's sign): the products of w and a, summed four at a time (exact; w != -128).
-      const __m256i prod = _mm256_maddubs_epi16(broadcast4(reinterpret_cast<const int8_t*>(ab.abs_qs + 4 * m)),
-                                                _mm256_sign_epi8(w, broadcast4(ab.qs + 4 * m)));
+      const __m256i prod =
+          _mm256_maddubs_epi16(broadcast4(reinterpret_cast<const int8_t*>(ab.abs_qs + 4 * m)),
+                               _mm256_sign_epi8(w, broadcast4(ab.qs + 4 * m)));
       acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones16)), dd, acc[m]);
     }
   }
