@@ -113,7 +113,9 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     exe, bins = build_peer(os.path.abspath(a.node_modules))
-    tests = [f"pp{a.p}", f"tg{a.n}"] + ([f"tg{a.n} x{a.streams}"] if a.streams > 1 else [])
+    # -p 0 or -n 0 drops that test (both sides skip it), as in llama-bench.
+    tests = ([f"pp{a.p}"] if a.p > 0 else []) + ([f"tg{a.n}"] if a.n > 0 else [])
+    tests += [f"tg{a.n} x{a.streams}"] if a.n > 0 and a.streams > 1 else []
     summary = [(weight_type(m), compare(exe, bins, m, tests, a)) for m in a.models]
     if len(summary) > 1:
         print(f"| type | " + " | ".join(tests) + " |")

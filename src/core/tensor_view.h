@@ -23,6 +23,7 @@ enum class TensorLayout : uint8_t {
   Plain,
   Q4_0x8,  // Q4_0 rows in groups of eight, quants one row per 32-bit lane (the plain bytes' size)
   Q4_Kx8,  // Q4_K rows in groups of eight, quants one row per 32-bit lane, scales as bytes (+2.8%)
+  Q8_0x8,  // Q8_0 rows in groups of eight, quants one row per 32-bit lane (the plain bytes' size)
 };
 
 struct TensorView {

@@ -250,8 +250,20 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
       float S = 0.0f, M = -INFINITY;
       for (int64_t t0 = 0; t0 < n_kv; t0 += kFaTileKv) {
         const int64_t nt = std::min(kFaTileKv, n_kv - t0);
-        // Every key's dot product (masked ones too: computed, then replaced by -inf).
-        quant::dot_rows_sequential(nt, dk, k_plane + t0 * kb1, static_cast<size_t>(kb1), kv_type, qf, kq);
+        // The tile's visible keys lie in [lo, hi): only their dot products are computed (each key's
+        // is its own chain, so which others are computed changes no bits; a masked key's is
+        // replaced by -inf below). A causal prompt's later tiles are all masked: nothing computed.
+        int64_t lo = nt, hi = 0;
+        for (int64_t t = 0; t < nt; ++t) {
+          if (slope * mask.at(t0 + t) == -INFINITY) continue;
+          lo = std::min(lo, t);
+          hi = t + 1;
+        }
+        if (lo >= hi) continue;
+        lo = lo / 8 * 8;  // whole groups of eight keys for the SIMD kernel (masked extras are harmless)
+        hi = std::min(nt, (hi + 7) / 8 * 8);
+        quant::dot_rows_sequential(hi - lo, dk, k_plane + (t0 + lo) * kb1, static_cast<size_t>(kb1), kv_type,
+                                   qf, kq + lo);
         float tile_max = -INFINITY;
         for (int64_t t = 0; t < nt; ++t) {
           const float mv = slope * mask.at(t0 + t);
@@ -271,10 +283,8 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         }
         M = m_new;
         S = static_cast<float>(static_cast<double>(S) + exp_sum_ggml(nt, kq, M));
-        for (int64_t t = 0; t < nt; ++t) {
-          if (kq[t] == 0.0f) continue;  // a masked key (p exactly 0): fma(v, 0, acc) == acc
-          quant::f32_mad(dv, acc, v_plane + (t0 + t) * vb1, kv_type, kq[t]);
-        }
+        // Masked keys (p exactly 0: fma(v, 0, acc) == acc) are skipped.
+        quant::f32_mad_rows(nt, dv, acc, v_plane + t0 * vb1, static_cast<size_t>(vb1), kv_type, kq);
       }
       const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
       for (int64_t i = 0; i < dv; ++i) acc[i] *= s_inv;

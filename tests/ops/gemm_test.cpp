@@ -102,6 +102,13 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_q4_Kx8_avx2,
        {256, 768},
        {8, 16}},
+      {"q8_0x8",
+       DType::Q8_0,
+       TensorLayout::Q8_0x8,
+       gemm::gemm_q8_0x8,
+       gemm::gemm_q8_0x8_avx2,
+       {32, 160, 2080},
+       {8, 24}},
       {"q8_0",
        DType::Q8_0,
        TensorLayout::Plain,
@@ -240,14 +247,38 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
 
 TEST(GemmKernels, PreparingIsAPureFunctionOfThePlainBytes) {
   for (const auto& [type, layout, k] : {std::tuple{DType::Q4_0, TensorLayout::Q4_0x8, int64_t{96}},
-                                        std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{512}}}) {
+                                        std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{512}},
+                                        std::tuple{DType::Q8_0, TensorLayout::Q8_0x8, int64_t{96}}}) {
     std::vector<uint8_t> plain = random_rows(type, 16, k, 7);
     const TensorView v = contiguous_view(type, {k, 16, 1, 1}, plain.data());
     std::vector<uint8_t> a(gemm::prepared_bytes(v, layout), 1), b(a.size(), 2);
     gemm::prepare(v, layout, a.data());
     gemm::prepare(v, layout, b.data());
     EXPECT_EQ(a, b) << dtype_name(type);
-    EXPECT_EQ(a.size(), layout == TensorLayout::Q4_0x8 ? plain.size() : plain.size() / 144 * 148);
+    EXPECT_EQ(a.size(), layout == TensorLayout::Q4_Kx8 ? plain.size() / 144 * 148 : plain.size());
+  }
+}
+
+// Q8_0 weights holding the level -128 (never written by ggml's quantization, but a file may hold
+// it) stay plain: the Q8_0x8 kernels cannot negate it. Without it, AVX2 CPUs prepare Q8_0x8.
+TEST(GemmKernels, Q8_0WeightsWithTheLevelMinus128StayPlain) {
+  std::vector<uint8_t> rows = random_rows(DType::Q8_0, 16, 64, 3);
+  const TensorView v = contiguous_view(DType::Q8_0, {64, 16, 1, 1}, rows.data());
+  EXPECT_EQ(gemm::preferred_layout(v), quant::cpu_has_avx2() ? TensorLayout::Q8_0x8 : TensorLayout::Plain);
+  EXPECT_FALSE(gemm::q8_0_has_level_min(reinterpret_cast<const char*>(rows.data()), 34 * 2, 16, 64));
+  // Levels next to it (-127, 127, 0, 1) are not it; -128 at any byte position is.
+  auto* blocks = reinterpret_cast<quant::BlockQ8_0*>(rows.data());
+  for (int8_t level : {-127, 127, 0, 1}) {
+    blocks[2 * 5].qs[9] = level;
+    EXPECT_FALSE(gemm::q8_0_has_level_min(reinterpret_cast<const char*>(rows.data()), 34 * 2, 16, 64))
+        << +level;
+  }
+  for (int j : {0, 7, 8, 31}) {
+    std::vector<uint8_t> with = rows;
+    reinterpret_cast<quant::BlockQ8_0*>(with.data())[2 * 13 + 1].qs[j] = -128;  // row 13's block 1
+    EXPECT_TRUE(gemm::q8_0_has_level_min(reinterpret_cast<const char*>(with.data()), 34 * 2, 16, 64)) << j;
+    EXPECT_EQ(gemm::preferred_layout(contiguous_view(DType::Q8_0, {64, 16, 1, 1}, with.data())),
+              TensorLayout::Plain);
   }
 }
 
@@ -258,7 +289,10 @@ TEST(OpsMulMat, PreparedWeightsGiveThePlainWeightsBits) {
   std::mt19937 rng(5);
   for (const auto& [type, layout, k] : {std::tuple{DType::Q4_0, TensorLayout::Q4_0x8, int64_t{160}},
                                         std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{512}},
-                                        std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{1280}}}) {
+                                        std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{1280}},
+                                        std::tuple{DType::Q8_0, TensorLayout::Q8_0x8, int64_t{2080}}}) {
+    // Plain Q8_0 takes the AVX2 vec_dot's order on AVX2 CPUs only (elsewhere its own vec_dot's).
+    if (type == DType::Q8_0 && !quant::cpu_has_avx2()) continue;
     for (int64_t m : {1, 3, 4, 5, 17, 70})
       for (bool single_row_order : {false, true}) {
         const int64_t n = 40;

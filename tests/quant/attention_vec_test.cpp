@@ -50,7 +50,7 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   for (DType type : {DType::F16, DType::F32}) {
-    for (int64_t dk : {8, 12, 64}) {
+    for (int64_t dk : {8, 12, 64, 72, 136}) {
       const int64_t n_rows = 19;
       const size_t row_bytes = static_cast<size_t>(dk + 3) * (type == DType::F16 ? 2 : 4);
       std::vector<char> rows(static_cast<size_t>(n_rows) * row_bytes);
@@ -79,11 +79,17 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
         ASSERT_EQ(std::bit_cast<uint32_t>(out[static_cast<size_t>(j)]), std::bit_cast<uint32_t>(want))
             << dtype_name(type) << " dk " << dk << " row " << j;
       }
+      // The V side: every row's weight, some exactly 0 (masked keys, skipped).
+      std::vector<float> p(static_cast<size_t>(n_rows));
+      for (size_t j = 0; j < p.size(); ++j) p[j] = j % 4 == 2 ? 0.0f : dist(rng);
       std::vector<float> acc(static_cast<size_t>(dk)), want(acc.size());
       for (size_t i = 0; i < acc.size(); ++i) acc[i] = want[i] = dist(rng);
-      quant::f32_mad(dk, acc.data(), rows.data() + row_bytes, type, 0.3f);
+      quant::f32_mad_rows(n_rows, dk, acc.data(), rows.data(), row_bytes, type, p.data());
       for (int64_t i = 0; i < dk; ++i) {
-        want[static_cast<size_t>(i)] = std::fma(at(1, i), 0.3f, want[static_cast<size_t>(i)]);
+        for (int64_t j = 0; j < n_rows; ++j) {
+          const float pj = p[static_cast<size_t>(j)];
+          if (pj != 0.0f) want[static_cast<size_t>(i)] = std::fma(at(j, i), pj, want[static_cast<size_t>(i)]);
+        }
         ASSERT_EQ(std::bit_cast<uint32_t>(acc[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(want[static_cast<size_t>(i)]))
             << dtype_name(type) << " dk " << dk << " i " << i;
       }

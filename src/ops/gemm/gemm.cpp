@@ -14,6 +14,7 @@ namespace {
 enum : int {
   kActQ8_0 = 1,     // ActQ8_0
   kActF16Wide = 2,  // convert_act_f16_wide
+  kActQ8_0Abs = 3,  // ActQ8_0Abs
   kActNative = 16,  // + the vec_dot_type's id: quant.h's act_from_float
 };
 
@@ -89,7 +90,7 @@ void run_f16(const Tile& t) {
 struct Table {
   Family vec_dot[kDTypeIdLimit];
   Family rows8[kDTypeIdLimit];
-  Family q4_0x8, q4_Kx8, q8_0, f16;
+  Family q4_0x8, q4_Kx8, q8_0x8, q8_0, f16;
 
   Table() {
     const bool avx2 = quant::cpu_has_avx2();
@@ -115,6 +116,14 @@ struct Table {
               8,
               avx2 ? gemm_q4_Kx8_avx2 : gemm_q4_Kx8,
               gemm_rows_by_four};
+    q8_0x8 = {"q8_0x8",
+              kActQ8_0Abs,
+              32,
+              sizeof(ActQ8_0Abs),
+              convert_act_q8_0_abs,
+              8,
+              avx2 ? gemm_q8_0x8_avx2 : gemm_q8_0x8,
+              gemm_rows_by_four};
     // AVX2 CPUs only:
     this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2, gemm_rows_by_four};
     f16 = {"f16",   kActF16Wide,      1, sizeof(float) + sizeof(uint16_t), convert_act_f16_wide, 1,
@@ -139,6 +148,8 @@ bool supported(const TensorView& w) {
       return w.type == DType::Q4_0 && is_2d(w) && w.ne[1] % 8 == 0;
     case TensorLayout::Q4_Kx8:
       return w.type == DType::Q4_K && is_2d(w) && w.ne[1] % 8 == 0;
+    case TensorLayout::Q8_0x8:
+      return w.type == DType::Q8_0 && is_2d(w) && w.ne[1] % 8 == 0;
   }
   return false;
 }
@@ -148,6 +159,7 @@ const Family& family_for(const TensorView& w) {
   const Table& tb = table();
   if (w.layout == TensorLayout::Q4_0x8) return tb.q4_0x8;
   if (w.layout == TensorLayout::Q4_Kx8) return tb.q4_Kx8;
+  if (w.layout == TensorLayout::Q8_0x8) return tb.q8_0x8;
   // Q8_0's tile kernel has the AVX2 vec_dot's order; without AVX2 the type's vec_dot keeps its own.
   if (w.type == DType::Q8_0 && quant::cpu_has_avx2()) return tb.q8_0;
   // F16's prompt kernel too (without AVX2 every row keeps the vec_dot's order).
@@ -160,6 +172,11 @@ TensorLayout preferred_layout(const TensorView& w) {
   if (!quant::cpu_has_avx2() || !is_2d(w) || w.ne[1] % 8 != 0) return TensorLayout::Plain;
   if (w.type == DType::Q4_0) return TensorLayout::Q4_0x8;
   if (w.type == DType::Q4_K) return TensorLayout::Q4_Kx8;
+  // Q8_0 weights without the level -128 (layouts.h): a scan of the plain bytes, so the choice is
+  // still a pure function of them.
+  if (w.type == DType::Q8_0 && w.data != nullptr && w.is_contiguous() &&
+      !q8_0_has_level_min(static_cast<const char*>(w.data), w.nb[1], w.ne[1], w.ne[0]))
+    return TensorLayout::Q8_0x8;
   return TensorLayout::Plain;
 }
 
@@ -168,7 +185,8 @@ size_t prepared_bytes(const TensorView& w, TensorLayout layout) {
     case TensorLayout::Plain:
       return w.span_bytes();
     case TensorLayout::Q4_0x8:
-      return static_cast<size_t>(w.ne[1]) * row_size(DType::Q4_0, w.ne[0]);
+    case TensorLayout::Q8_0x8:
+      return static_cast<size_t>(w.ne[1]) * row_size(w.type, w.ne[0]);
     case TensorLayout::Q4_Kx8:
       return static_cast<size_t>(w.ne[1] / 8) * static_cast<size_t>(w.ne[0] / 256) * kQ4_Kx8SuperBytes;
   }
@@ -187,6 +205,9 @@ void prepare(const TensorView& w, TensorLayout layout, void* dst) {
       return;
     case TensorLayout::Q4_Kx8:
       prepare_q4_Kx8(rows, w.nb[1], w.ne[1], w.ne[0], out);
+      return;
+    case TensorLayout::Q8_0x8:
+      prepare_q8_0x8(rows, w.nb[1], w.ne[1], w.ne[0], out);
       return;
   }
 }

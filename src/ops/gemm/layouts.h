@@ -64,6 +64,31 @@ void gemm_q4_Kx8_avx2(const Tile& t);
 void gemm_q8_0(const Tile& t);
 void gemm_q8_0_avx2(const Tile& t);
 
+// TensorLayout::Q8_0x8: rows 8g .. 8g+7 form group g, stored at g * (nb * 272) bytes (nb = k / 32
+// blocks per row) as
+//   uint16_t d[nb][8]        block b's F16 scale of row i at d[b][i]
+//   int8_t   q[nb][8][8][4]  q[b][m][i] = qs[4m .. 4m+3] of row i's block b
+// A vector of q[b][m] holds lane m's four values of eight rows, so the eight lane sums of
+// gemm_q8_0's order are eight vectors (one per lane, rows side by side) and the final hsum becomes
+// vertical adds. The kernels multiply |a| (unsigned) by w with a's sign, which needs -w to fit in a
+// byte: weights holding the level -128 (which ggml's quantization never writes) stay plain
+// (q8_0_has_level_min, checked when choosing the layout).
+inline constexpr size_t kQ8_0x8BlockBytes = 8 * 34;  // per block of a group
+bool q8_0_has_level_min(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k);
+void prepare_q8_0x8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, uint8_t* dst);
+// Activations of the Q8_0x8 family: convert_act_q8_0's levels and scale, and the levels' magnitudes
+// (vpmaddubsw's unsigned operand).
+struct ActQ8_0Abs {
+  float d;
+  int8_t qs[32];
+  uint8_t abs_qs[32];
+};
+static_assert(sizeof(ActQ8_0Abs) == 68);
+void convert_act_q8_0_abs(const float* x, void* dst, int64_t k);
+// Order: gemm_q8_0's per output, so prepared and plain Q8_0 weights give the same bits.
+void gemm_q8_0x8(const Tile& t);
+void gemm_q8_0x8_avx2(const Tile& t);
+
 // Activations of the F16 family: each value rounded to F16 as the type's vec_dot_type conversion
 // does (f32_to_f16_row), stored twice: widened to F32 (exact; k floats), which the prompt kernels
 // load without converting, then as F16 (k values), which the vec_dot reads.

@@ -29,19 +29,20 @@ void q8_0_tile(const Tile& t, int64_t i0, int64_t r0) {
     for (int r = 0; r < NR; ++r) acc[i][r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i wx[NI], wabs[NI];
-    float dw[NI];
+    __m256 dw[NI];  // the weight scale in every lane: d_w * d_a is then one vector multiply
     for (int i = 0; i < NI; ++i) {
       wx[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i][b].qs));
       wabs[i] = _mm256_sign_epi8(wx[i], wx[i]);
-      dw[i] = _cvtsh_ss(w[i][b].d);
+      dw[i] = _mm256_set1_ps(_cvtsh_ss(w[i][b].d));
     }
     for (int r = 0; r < NR; ++r) {
       const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[r][b].qs));
+      const __m256 da = _mm256_broadcast_ss(&a[r][b].d);
       for (int i = 0; i < NI; ++i) {
         // |w| * (y with w's sign): the products of w and y, summed four at a time (exact).
         const __m256i sum =
             _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[i], _mm256_sign_epi8(y, wx[i])), ones16);
-        acc[i][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw[i] * a[r][b].d), _mm256_cvtepi32_ps(sum), acc[i][r]);
+        acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[i], da), _mm256_cvtepi32_ps(sum), acc[i][r]);
       }
     }
   }

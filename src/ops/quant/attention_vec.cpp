@@ -11,7 +11,8 @@ namespace kiln::quant {
 // attention_vec_avx2.cpp: n a multiple of 8 (rows: of 8 rows, dk of 8 values).
 void f16_mad_avx2(int64_t n, uint16_t* y, const uint16_t* x, float v);
 void f16_scale_avx2(int64_t n, uint16_t* y, float s);
-void f32_mad_avx2(int64_t n, float* y, const void* x, DType x_type, float v);
+void f32_mad_rows_avx2(int64_t n_rows, int64_t n, float* y, const char* rows, size_t row_bytes, DType x_type,
+                       const float* v);
 void dot_rows8_sequential_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q, float* out);
 void exp_shifted_ggml_avx2(int64_t n, float* w, float max);
 
@@ -41,13 +42,18 @@ void f16_scale(int64_t n, uint16_t* y, float s) {
   for (; i < n; ++i) y[i] = f32_to_f16(f16_to_f32(y[i]) * s);
 }
 
-void f32_mad(int64_t n, float* y, const void* x, DType x_type, float v) {
-  int64_t i = 0;
+void f32_mad_rows(int64_t n_rows, int64_t n, float* y, const char* rows, size_t row_bytes, DType x_type,
+                  const float* v) {
+  int64_t i0 = 0;
   if (cpu_has_avx2()) {
-    i = n / 8 * 8;
-    f32_mad_avx2(i, y, x, x_type, v);
+    i0 = n / 8 * 8;
+    f32_mad_rows_avx2(n_rows, i0, y, rows, row_bytes, x_type, v);
   }
-  for (; i < n; ++i) y[i] = std::fma(load(x_type, x, i), v, y[i]);
+  for (int64_t j = 0; j < n_rows; ++j) {
+    if (v[j] == 0.0f) continue;
+    const char* x = rows + static_cast<size_t>(j) * row_bytes;
+    for (int64_t i = i0; i < n; ++i) y[i] = std::fma(load(x_type, x, i), v[j], y[i]);
+  }
 }
 
 void dot_rows_sequential(int64_t n_rows, int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q,

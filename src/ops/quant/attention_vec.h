@@ -18,9 +18,12 @@ void f16_mad(int64_t n, uint16_t* y, const uint16_t* x, float v);
 // y[i] = f16(f32(y[i]) * s) for i in [0, n).
 void f16_scale(int64_t n, uint16_t* y, float s);
 
-// The F32 accumulator of the tiled path: y[i] = fma(f32(x[i]), v, y[i]) for i in [0, n), x of
-// type `x_type` (F32 or F16).
-void f32_mad(int64_t n, float* y, const void* x, DType x_type, float v);
+// The F32 accumulator of the tiled path over one tile of V rows: for each row j in [0, n_rows) in
+// order, unless v[j] == 0 (a masked key, skipped), y[i] = fma(f32(x_j[i]), v[j], y[i]) for i in
+// [0, n); row x_j at rows + j * row_bytes, of type `x_type` (F32 or F16). (The SIMD form keeps a
+// chunk of y in registers over all the rows: the same chain of FMAs per element.)
+void f32_mad_rows(int64_t n_rows, int64_t n, float* y, const char* rows, size_t row_bytes, DType x_type,
+                  const float* v);
 
 // Dot products of n_rows rows (row j at rows + j * row_bytes, `type` F32 or F16, dk values)
 // with q [dk], each as one chain of FMAs in order of e (out[j] = fma(k_j[e], q[e], ...), from 0):

@@ -55,10 +55,30 @@ void f16_scale_avx2(int64_t n, uint16_t* y, float s) {
   }
 }
 
-void f32_mad_avx2(int64_t n, float* y, const void* x, DType x_type, float v) {
-  const __m256 vv = _mm256_set1_ps(v);
-  for (int64_t i = 0; i < n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(load8(x, x_type, i), vv, _mm256_loadu_ps(y + i)));
+namespace {
+
+// y[i0 .. i0 + 8 NV) over all rows, held in NV registers.
+template <int NV>
+void mad_rows_chunk(int64_t n_rows, int64_t i0, float* y, const char* rows, size_t row_bytes, DType x_type,
+                    const float* v) {
+  __m256 acc[NV];
+  for (int c = 0; c < NV; ++c) acc[c] = _mm256_loadu_ps(y + i0 + 8 * c);
+  for (int64_t j = 0; j < n_rows; ++j) {
+    if (v[j] == 0.0f) continue;
+    const char* x = rows + static_cast<size_t>(j) * row_bytes;
+    const __m256 vv = _mm256_set1_ps(v[j]);
+    for (int c = 0; c < NV; ++c) acc[c] = _mm256_fmadd_ps(load8(x, x_type, i0 + 8 * c), vv, acc[c]);
+  }
+  for (int c = 0; c < NV; ++c) _mm256_storeu_ps(y + i0 + 8 * c, acc[c]);
+}
+
+}  // namespace
+
+void f32_mad_rows_avx2(int64_t n_rows, int64_t n, float* y, const char* rows, size_t row_bytes, DType x_type,
+                       const float* v) {
+  int64_t i0 = 0;
+  for (; i0 + 64 <= n; i0 += 64) mad_rows_chunk<8>(n_rows, i0, y, rows, row_bytes, x_type, v);
+  for (; i0 < n; i0 += 8) mad_rows_chunk<1>(n_rows, i0, y, rows, row_bytes, x_type, v);
 }
 
 void dot_rows8_sequential_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q, float* out) {
