@@ -84,8 +84,8 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
 std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots);
 
 // Idle sleep: evicts what `st` holds on its device through the residency manager, the model's
-// weights, compute arena and KV cache (a host device's KV cache stays: there is no swap directory
-// yet) and the draft model's, and frees their contexts' host output buffers (the engine must be
+// weights, compute arena and KV cache (a host device's KV cache only with --swap-dir, else it stays)
+// and the draft model's, and frees their contexts' host output buffers (the engine must be
 // idle: the last decode's outputs are gone). The state itself stays, so the slots keep their token history: the
 // next pass that pins an owner restores its memory bit for bit and a returning conversation reuses
 // its prompt cache. An owner pinned now (a pass in progress) stays resident and is the Error.

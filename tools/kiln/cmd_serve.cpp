@@ -225,6 +225,8 @@ int run_serve(int argc, char** argv) {
   opt.sim_devices = mf.device_options().sim;
   opt.budgets = mf.budgets;
   opt.sim_shared_dir = mf.sim_shared_dir;
+  opt.swap_dir = mf.swap_dir;
+  opt.weights = mf.weight_options("serve");
   opt.arbiter_dir = arbiter_dir;
   opt.arbiter_timeout_seconds = arbiter_timeout;
   opt.context = mf.context;
