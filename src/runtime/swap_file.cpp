@@ -26,33 +26,39 @@ Result<std::unique_ptr<SwapFile>> SwapFile::create(const std::string& dir) {
 
 SwapFile::~SwapFile() { ::close(fd_); }
 
+namespace {
+
+// Moves n bytes through `io(done, left)` (one pread or pwrite of the `left` bytes after the first
+// `done`), retrying after a signal; an Error with the reason, or `short_text` when io moves none.
+template <typename Io>
+Status move_all(size_t n, Io io, const char* short_text) {
+  for (size_t done = 0; done < n;) {
+    const ssize_t k = io(done, n - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return make_error(std::strerror(errno));
+    if (k == 0) return make_error(short_text);
+    done += static_cast<size_t>(k);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status SwapFile::append(const void* src, size_t n) {
   const char* p = static_cast<const char*>(src);
-  while (n > 0) {
-    const ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(size_));
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return make_error(std::strerror(errno));
-    if (w == 0) return make_error("the file takes no more bytes");
-    p += w;
-    n -= static_cast<size_t>(w);
-    size_ += static_cast<size_t>(w);
-  }
+  KILN_TRY(move_all(
+      n, [&](size_t done, size_t left) { return ::pwrite(fd_, p + done, left, static_cast<off_t>(size_ + done)); },
+      "the file takes no more bytes"));
+  size_ += n;
   return ok_status();
 }
 
 Status SwapFile::read(size_t offset, void* dst, size_t n) const {
   if (offset > size_ || n > size_ - offset) return make_error("read past the end of the swap file");
   char* p = static_cast<char*>(dst);
-  while (n > 0) {
-    const ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return make_error(std::strerror(errno));
-    if (r == 0) return make_error("the swap file is shorter than what was written to it");
-    p += r;
-    n -= static_cast<size_t>(r);
-    offset += static_cast<size_t>(r);
-  }
-  return ok_status();
+  return move_all(
+      n, [&](size_t done, size_t left) { return ::pread(fd_, p + done, left, static_cast<off_t>(offset + done)); },
+      "the swap file is shorter than what was written to it");
 }
 
 Status check_swap_dir(const std::string& dir) {

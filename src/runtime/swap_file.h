@@ -23,7 +23,7 @@ class SwapFile {
   SwapFile& operator=(const SwapFile&) = delete;
 
   // Appends n bytes at the end; an Error with the reason ("No space left on device") when they
-  // are not all written (the bytes written so far stay, unused).
+  // are not all written (the file is then of no use: drop it).
   Status append(const void* src, size_t n);
   // Reads bytes [offset, offset + n) written by append(); an Error when they are not all there.
   Status read(size_t offset, void* dst, size_t n) const;
