@@ -35,6 +35,13 @@ DeviceRegistryOptions registry_options(const ServerOptions& opt) {
           .swap_dir = opt.swap_dir};
 }
 
+// How the model's weights are held (--no-mmap, --mlock); a failed lock is a warning in the log.
+WeightOptions weight_options(const ServerOptions& opt) {
+  WeightOptions o{.copy_all = opt.no_mmap, .lock = opt.mlock, .on_lock_failure = {}};
+  if (opt.log) o.on_lock_failure = [log = opt.log](const std::string& message) { log("warning: " + message); };
+  return o;
+}
+
 // Gives the heap's free pages back to the OS (the KV cache and compute arena of a released
 // state can sit below glibc's mmap threshold, so free() alone may keep them).
 void trim_heap() {
@@ -92,7 +99,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
     KILN_ASSIGN_OR_RETURN(st->devices, DeviceRegistry::create(registry_options(opt)));
   }
   KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt.device));
-  KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device, opt.weights));
+  KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device, weight_options(opt)));
   if (shared) st->backend = st->devices->new_backend(*device);
   Backend& backend = st->backend ? *st->backend : st->devices->backend(*device);
   ContextOptions co = opt.context;

@@ -93,7 +93,8 @@ struct ServerOptions {
   std::vector<DeviceBudget> budgets;          // residency budgets per device (--max-mem)
   std::string sim_shared_dir;  // --sim-shared: sim capacity shared with other processes (SimLedger)
   std::string swap_dir;        // --swap-dir: evicted KV caches go to files there, not host memory
-  WeightOptions weights;       // --no-mmap, --mlock (the model's weights; not the draft model's)
+  bool no_mmap = false;        // --no-mmap: the model's weights copied (WeightOptions::copy_all)
+  bool mlock = false;          // --mlock: the model's weights locked in RAM; a failed lock is logged
   // --arbiter DIR: take turns on `device` with other processes by the token in DIR
   // (runtime/arbiter.h); a request waits at most arbiter_timeout_seconds for it, then 503.
   std::string arbiter_dir;

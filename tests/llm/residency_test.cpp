@@ -80,7 +80,9 @@ void fifty_cycles_on_sim(const std::string& swap_dir) {
       EXPECT_EQ(o.ctx->kv().generation(), kv_generation + 1);
       kv_generation = o.ctx->kv().generation();
     }
-    if (!swap_dir.empty()) ASSERT_EQ(open_files_in(swap_dir), 0) << "the swap file outlived the restore";
+    if (!swap_dir.empty()) {
+      ASSERT_EQ(open_files_in(swap_dir), 0) << "the swap file outlived the restore";
+    }
     weights_at = o.weights->buffer()->base();
     kv_at = o.ctx->kv().k(0).data;
     const Status st = manager.evict_owner(owner);
@@ -200,12 +202,15 @@ TEST(Residency, ASwapFileThatCannotBeWrittenFailsTheEvictionAndLosesNothing) {
 TEST(Residency, ASwapDirThatCannotHoldFilesIsRefused) {
   TempDir dir("kiln-swap");
   const std::string missing = dir.path() + "/missing";
-  auto r = DeviceRegistry::create({.swap_dir = missing});
+  DeviceRegistryOptions options;
+  options.swap_dir = missing;
+  auto r = DeviceRegistry::create(options);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message, "--swap-dir " + missing + ": " + std::strerror(ENOENT));
   const std::string file = dir.path() + "/file";
   std::ofstream(file) << "x";
-  r = DeviceRegistry::create({.swap_dir = file});
+  options.swap_dir = file;
+  r = DeviceRegistry::create(options);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message, "--swap-dir " + file + ": not a directory");
 }

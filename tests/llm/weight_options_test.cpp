@@ -66,7 +66,9 @@ TEST(WeightOptions, NoMmapCopiesEveryTensorAndGivesTheMappedLogits) {
   const auto mapped = run(model, {}, false, [](const DeviceWeights&, size_t, size_t) {});
   ASSERT_FALSE(mapped.empty());
   int evictions = 0;
-  const auto copied = run(model, {.copy_all = true}, true, [&](const DeviceWeights& w, size_t before, size_t after) {
+  WeightOptions copy_all;
+  copy_all.copy_all = true;
+  const auto copied = run(model, copy_all, true, [&](const DeviceWeights& w, size_t before, size_t after) {
     ++evictions;
     EXPECT_EQ(w.mapped_bytes(), 0u);  // nothing read in place from the mapping
     EXPECT_FALSE(w.resident());
@@ -106,7 +108,9 @@ TEST(WeightOptions, MlockLocksTheWeightsWhileResident) {
   }
   EXPECT_EQ(locked_kib(), baseline);
   // And the logits are the unlocked ones, through evictions.
-  const auto locked = run(model, {.lock = true}, true, [](const DeviceWeights&, size_t, size_t) {});
+  WeightOptions lock;
+  lock.lock = true;
+  const auto locked = run(model, lock, true, [](const DeviceWeights&, size_t, size_t) {});
   EXPECT_TRUE(same_bits(locked, mapped));
 }
 

@@ -216,7 +216,9 @@ TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
       << "the returning conversation prefilled again";
   EXPECT_FALSE(s.sleeping());
   EXPECT_EQ(memory_of(*port, device, name)["evicted_residents"], 0);
-  if (swap) EXPECT_EQ(test::open_files_in(swap_dir->path()), 0) << "the swap file outlived the wake";
+  if (swap) {
+    EXPECT_EQ(test::open_files_in(swap_dir->path()), 0) << "the swap file outlived the wake";
+  }
   auto h = get(*port, "/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(json::parse(h->body), json({{"status", "ok"}}));

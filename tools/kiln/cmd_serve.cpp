@@ -226,7 +226,8 @@ int run_serve(int argc, char** argv) {
   opt.budgets = mf.budgets;
   opt.sim_shared_dir = mf.sim_shared_dir;
   opt.swap_dir = mf.swap_dir;
-  opt.weights = mf.weight_options("serve");
+  opt.no_mmap = mf.no_mmap;
+  opt.mlock = mf.mlock;
   opt.arbiter_dir = arbiter_dir;
   opt.arbiter_timeout_seconds = arbiter_timeout;
   opt.context = mf.context;
