@@ -1,4 +1,5 @@
-// A fresh directory under the test's temporary folder (gtest's TempDir()), removed with the object.
+// A fresh directory under the test's temporary folder (gtest's TempDir()), removed with the object;
+// open_files_in() counts this process's open files in a directory (unnamed ones too).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -27,5 +28,17 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Files this process has open whose path is in `dir`, named or not (an O_TMPFILE file reads as
+// "DIR/#INODE (deleted)" in /proc/self/fd).
+inline int open_files_in(const std::string& dir) {
+  int n = 0;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    n += !ec && target.starts_with(dir + "/");
+  }
+  return n;
+}
 
 }  // namespace kiln::test

@@ -5,6 +5,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/sim/sim_backend.h"
 #include "runtime/resident_arena.h"
+#include "runtime/swap_file.h"
 
 namespace kiln {
 
@@ -26,6 +27,10 @@ bool is_sim_device_name(std::string_view name) {
 }
 
 Result<std::unique_ptr<DeviceRegistry>> DeviceRegistry::create(const DeviceRegistryOptions& options) {
+  if (!options.swap_dir.empty()) {
+    if (const Status st = check_swap_dir(options.swap_dir); !st.ok())
+      return make_error("--swap-dir ", options.swap_dir, ": ", st.error().message);
+  }
   std::unique_ptr<DeviceRegistry> r(new DeviceRegistry());
   r->pool_ = std::make_unique<ThreadPool>(options.n_threads);
   r->cpu_ = std::make_unique<CpuDevice>();
@@ -68,7 +73,7 @@ Result<std::unique_ptr<DeviceRegistry>> DeviceRegistry::create(const DeviceRegis
       if (b.device != e.device->name()) continue;
       KILN_ASSIGN_OR_RETURN(budget, budget_bytes(b, e.device->memory_info().total));
     }
-    r->managers_.push_back(std::make_unique<ResidencyManager>(*e.device, budget));
+    r->managers_.push_back(std::make_unique<ResidencyManager>(*e.device, budget, options.swap_dir));
     e.backend = e.make_backend();
   }
   r->arenas_.resize(r->entries_.size());

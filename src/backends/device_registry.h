@@ -57,6 +57,10 @@ struct DeviceRegistryOptions {
   // Non-empty: every sim device shares its capacity with the same-named sim devices of other
   // processes through a ledger in this directory (--sim-shared; backends/sim/sim_ledger.h).
   std::string sim_shared_dir = {};
+  // Non-empty: every device's evicted KV caches keep their bytes in files here (--swap-dir; host
+  // KV caches become evictable) instead of host memory. create() refuses a directory that cannot
+  // hold them.
+  std::string swap_dir = {};
 };
 
 // The bytes `b` allows on a device of `total` bytes; an Error when that is not above zero.
@@ -75,8 +79,9 @@ bool is_sim_device_name(std::string_view name);
 
 class DeviceRegistry {
  public:
-  // An Error for a sim device name that is not sim<N>, a name given twice, or a capacity the
-  // device refuses (SimDevice::create's message).
+  // An Error for a sim device name that is not sim<N>, a name given twice, a capacity the
+  // device refuses (SimDevice::create's message), or a swap directory that cannot hold files
+  // ("--swap-dir DIR: reason").
   static Result<std::unique_ptr<DeviceRegistry>> create(const DeviceRegistryOptions& options);
   ~DeviceRegistry();
   DeviceRegistry(const DeviceRegistry&) = delete;

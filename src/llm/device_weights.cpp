@@ -1,6 +1,12 @@
 #include "llm/device_weights.h"
 
+#include <sys/mman.h>
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <span>
 
 namespace kiln {
 namespace {
@@ -23,13 +29,14 @@ bool read_in_place(const std::vector<DeviceWeights::Placement>& placements, cons
 
 }  // namespace
 
-DeviceWeights::~DeviceWeights() = default;
+DeviceWeights::~DeviceWeights() { lock_pages(false); }  // the mapping outlives these weights
 
 Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<const Model> model,
-                                                             Device& device) {
+                                                             Device& device, WeightOptions options) {
   std::shared_ptr<DeviceWeights> dw(new DeviceWeights());
   dw->model_ = std::move(model);
   dw->device_ = &device;
+  dw->options_ = std::move(options);
   dw->owner_ = new_owner_id();
   dw->weights_ = dw->model_->weights();
   const size_t align = std::max(kWeightAlign, device.alignment());
@@ -42,7 +49,7 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
     });
     if (same == dw->placements_.end()) {
       Placement q{w.info, p, kMapped};
-      if (host && p.layout == TensorLayout::Plain) {
+      if (host && p.layout == TensorLayout::Plain && !dw->options_.copy_all) {
         dw->mapped_bytes_ += p.bytes;
       } else {
         q.offset = (end + align - 1) / align * align;
@@ -55,7 +62,9 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
   });
   dw->buffer_bytes_ = end;
   dw->residency_.attach(device, dw->owner_, dw->model_->name(), MemoryKind::Weights,
-                       host ? "re-read from the mapped file" : "re-prepared from the mapped file", dw.get());
+                       host && !dw->options_.copy_all ? "re-read from the mapped file"
+                                                      : "re-prepared from the mapped file",
+                       dw.get());
   // Pinned while they are made: another thread's allocation must not evict a buffer being filled.
   ResidencyManager::Pin pin;
   if (ResidencyManager* m = device.residency()) {
@@ -65,9 +74,10 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
     return make_error("the weights of '", dw->model_->name(), "' do not fit: ", st.error().message);
   if (dw->buffer_bytes_ == 0) {
     dw->resident_ = true;  // every tensor is read from the mapping
-    return dw;
+  } else {
+    KILN_TRY(dw->rebuild());
   }
-  KILN_TRY(dw->rebuild());
+  dw->lock_pages(true);
   return dw;
 }
 
@@ -116,9 +126,48 @@ Status DeviceWeights::rebuild() {
 }
 
 Status DeviceWeights::evict() {
+  lock_pages(false);
   release();
   drop_file_pages(/*also_read_in_place=*/true);
   return ok_status();
+}
+
+Status DeviceWeights::restore() {
+  KILN_TRY(rebuild());
+  lock_pages(true);
+  return ok_status();
+}
+
+void DeviceWeights::lock_pages(bool lock) {
+  if (!options_.lock || !device_->is_host() || locked_ == lock) return;
+  std::vector<std::span<const uint8_t>> ranges;
+  if (buffer_) ranges.emplace_back(static_cast<const uint8_t*>(buffer_->base()), buffer_->size());
+  for (const Placement& p : placements_) {
+    if (p.offset == kMapped) ranges.push_back(model_->file().tensor_data(*p.info));
+  }
+  size_t done = 0;
+  for (std::span<const uint8_t> r : ranges) {
+    if (r.empty()) continue;
+    if (!lock) {
+      ::munlock(r.data(), r.size());
+    } else if (::mlock(r.data(), r.size()) == 0) {
+      done += r.size();
+    } else if (!lock_failed_) {  // once, as llama.cpp: the weights stay usable, not locked
+      const int err = errno;
+      lock_failed_ = true;
+      rlimit limit{};
+      std::string limit_text = "unknown";
+      if (::getrlimit(RLIMIT_MEMLOCK, &limit) == 0)
+        limit_text = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_cur) + " bytes";
+      if (options_.on_lock_failure)
+        options_.on_lock_failure(
+            "--mlock: cannot lock " + std::to_string(r.size()) + " bytes of the weights of '" + model_->name() +
+            "' in RAM" + (done > 0 ? " (after locking " + std::to_string(done) + " bytes)" : std::string()) + ": " +
+            std::strerror(err) + "; RLIMIT_MEMLOCK is " + limit_text +
+            ": raise it with 'ulimit -l' (as root); going on without locking them");
+    }
+  }
+  locked_ = lock;
 }
 
 void DeviceWeights::drop_file_pages(bool also_read_in_place) const {

@@ -45,7 +45,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/result.h"
@@ -56,6 +58,19 @@
 #include "runtime/residency.h"
 
 namespace kiln {
+
+// How weights are held on a host device (llama.cpp's --no-mmap and --mlock); no effect elsewhere.
+struct WeightOptions {
+  // Every tensor is copied into the buffer (private anonymous memory), none read in place from the
+  // mapped file (--no-mmap): eviction frees that memory for real, restoring reads the file again.
+  bool copy_all = false;
+  // The weights' host pages (the buffer and the mapped pages read in place) are locked in RAM
+  // (mlock) while resident, unlocked before eviction drops them (--mlock).
+  bool lock = false;
+  // Called (on the locking thread) at the first lock that fails (RLIMIT_MEMLOCK), with what failed
+  // and why; the weights stay usable, unlocked. Null: silent.
+  std::function<void(const std::string&)> on_lock_failure;
+};
 
 class DeviceWeights : private Evictable {
  public:
@@ -70,7 +85,8 @@ class DeviceWeights : private Evictable {
   // Places every weight of `model` on `device` (resident state). An Error, with nothing left
   // allocated, when the device cannot hold them (the device's or the residency manager's message
   // with the bytes needed and the budget) or a tensor cannot be prepared.
-  static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const Model> model, Device& device);
+  static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const Model> model, Device& device,
+                                                       WeightOptions options = {});
   ~DeviceWeights();
   DeviceWeights(const DeviceWeights&) = delete;
   DeviceWeights& operator=(const DeviceWeights&) = delete;
@@ -107,12 +123,16 @@ class DeviceWeights : private Evictable {
   // of every placed tensor (evicting), or of those that are only copied, which nothing reads until
   // a rebuild (after preparing). A no-op for a model that is not a file mapping.
   void drop_file_pages(bool also_read_in_place) const;
-  // Evictable: release() and drop the mapped pages; rebuild().
+  // With options_.lock: locks (or unlocks) the buffer and the mapped pages read in place.
+  void lock_pages(bool lock);
+  // Evictable: unlock, release() and drop the mapped pages; rebuild() and lock.
   Status evict() override;
-  Status restore() override { return rebuild(); }
+  Status restore() override;
 
   std::shared_ptr<const Model> model_;
   Device* device_ = nullptr;
+  WeightOptions options_;
+  bool locked_ = false, lock_failed_ = false;
   OwnerId owner_ = 0;
   Resident residency_;  // before buffer_: outlives it
   DecoderWeights weights_;

@@ -21,7 +21,9 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& 
   kv->cells_.assign(static_cast<size_t>(n_ctx), KvCell{});
   kv->shift_.assign(static_cast<size_t>(n_ctx), 0);
   kv->owner_name_ = owner_name;
-  kv->resident_.attach(device, owner, owner_name, MemoryKind::Kv, "copied back from host memory", kv.get());
+  const bool swapped = device.residency() != nullptr && !device.residency()->swap_dir().empty();
+  kv->resident_.attach(device, owner, owner_name, MemoryKind::Kv,
+                       swapped ? "read back from the --swap-dir file" : "copied back from host memory", kv.get());
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     for (int kv_i = 0; kv_i < 2; ++kv_i) {
       KILN_ASSIGN_OR_RETURN(auto buf, kv->allocate_layer(kv_i));
@@ -56,14 +58,28 @@ Result<std::unique_ptr<Buffer>> KvCache::allocate_layer(int kv_i) {
 }
 
 Status KvCache::evict() {
+  const std::string& dir = resident_.swap_dir();
+  std::unique_ptr<SwapFile> swap;
   std::vector<std::vector<uint8_t>> copy;
+  if (!dir.empty()) {
+    auto file = SwapFile::create(dir);
+    if (!file.ok()) return make_error("--swap-dir ", dir, ": ", file.error().message);
+    swap = std::move(*file);
+  }
+  std::vector<uint8_t> staging;  // one buffer at a time, on its way to the swap file
   for (size_t il = 0; il < k_bufs_.size(); ++il) {
     for (const Buffer* b : {k_bufs_[il].get(), v_bufs_[il].get()}) {
-      copy.emplace_back(b->size());
-      KILN_TRY(b->read(0, copy.back().data(), copy.back().size()));
+      std::vector<uint8_t>& out = swap ? staging : copy.emplace_back();
+      out.resize(b->size());
+      KILN_TRY(b->read(0, out.data(), out.size()));
+      if (!swap) continue;
+      if (const Status st = swap->append(out.data(), out.size()); !st.ok())
+        return make_error("--swap-dir ", dir, ": cannot write the KV cache of '", owner_name_, "' (",
+                          format_memory_size(bytes()), "): ", st.error().message);
     }
   }
   host_copy_ = std::move(copy);
+  swap_ = std::move(swap);
   k_bufs_.clear();
   v_bufs_.clear();
   for (TensorView& v : k_views_) v.data = nullptr;
@@ -73,11 +89,21 @@ Status KvCache::evict() {
 
 Status KvCache::restore() {
   std::vector<std::unique_ptr<Buffer>> k, v;
+  std::vector<uint8_t> staging;
+  size_t offset = 0;  // in the swap file
   for (size_t il = 0; il < k_views_.size(); ++il) {
     for (int kv_i = 0; kv_i < 2; ++kv_i) {
       KILN_ASSIGN_OR_RETURN(auto buf, allocate_layer(kv_i));
-      const std::vector<uint8_t>& bytes = host_copy_[2 * il + static_cast<size_t>(kv_i)];
-      KILN_TRY(buf->write(0, bytes.data(), bytes.size()));
+      if (swap_) {
+        staging.resize(buf->size());
+        if (const Status st = swap_->read(offset, staging.data(), staging.size()); !st.ok())
+          return make_error("--swap-dir ", resident_.swap_dir(), ": ", st.error().message);
+        offset += staging.size();
+        KILN_TRY(buf->write(0, staging.data(), staging.size()));
+      } else {
+        const std::vector<uint8_t>& bytes = host_copy_[2 * il + static_cast<size_t>(kv_i)];
+        KILN_TRY(buf->write(0, bytes.data(), bytes.size()));
+      }
       (kv_i == 0 ? k : v).push_back(std::move(buf));
     }
   }
@@ -89,6 +115,7 @@ Status KvCache::restore() {
   }
   host_copy_.clear();
   host_copy_.shrink_to_fit();
+  swap_.reset();  // the file's blocks go with it
   return ok_status();
 }
 

@@ -11,10 +11,13 @@
 // which would make a sequence's output depend on what else the cache held. Attention reads cells
 // [0, n_kv()) through a mask that hides cells of other sequences and future positions.
 // Residency: on a device with a residency manager the cache is one resident (MemoryKind::Kv) of
-// the context's owner. Evicting copies every layer's K and V to host memory and frees the device
-// buffers; restoring allocates them again (anywhere: the views change, generation() rises) and
-// copies the bytes back, bit for bit. Cell metadata stays on the host throughout. A host device's
-// cache is never evicted (see runtime/residency.h).
+// the context's owner. Evicting copies every layer's K and V to host memory, or to a file in the
+// manager's swap directory when it has one (--swap-dir: runtime/swap_file.h, one file per evicted
+// cache, gone at restore), and frees the device buffers; restoring allocates them again (anywhere:
+// the views change, generation() rises) and copies the bytes back, bit for bit. A swap file that
+// cannot be written (disk full) fails the eviction: the buffers stay, nothing is lost. Cell
+// metadata stays on the host throughout. A host device's cache is evicted only with a swap
+// directory (see runtime/residency.h).
 // Thread-safety: none; the owning Context serializes access (the residency manager evicts only
 // while the owner is unpinned, and a context pins its owner for every pass that reads K/V).
 #pragma once
@@ -30,6 +33,7 @@
 #include "models/hparams.h"
 #include "runtime/device.h"
 #include "runtime/residency.h"
+#include "runtime/swap_file.h"
 
 namespace kiln {
 
@@ -111,7 +115,7 @@ class KvCache : private Evictable {
   void update_used_end();
   Result<std::unique_ptr<Buffer>> allocate_layer(int kv_i);  // K (0) or V (1) buffer of one layer
   static size_t layer_bytes(DType type, int64_t width, size_t cells);  // of one such buffer
-  // Evictable: K/V bytes to host_copy_ and back.
+  // Evictable: K/V bytes to host_copy_ (or swap_) and back.
   Status evict() override;
   Status restore() override;
 
@@ -124,7 +128,8 @@ class KvCache : private Evictable {
   std::string owner_name_;
   Resident resident_;  // before the buffers: outlives them
   std::vector<std::unique_ptr<Buffer>> k_bufs_, v_bufs_;
-  std::vector<std::vector<uint8_t>> host_copy_;  // while evicted: per layer K then V
+  std::vector<std::vector<uint8_t>> host_copy_;  // while evicted without a swap dir: per layer K then V
+  std::unique_ptr<SwapFile> swap_;               // while evicted with one: every layer's K then V
   std::vector<TensorView> k_views_, v_views_;
 };
 

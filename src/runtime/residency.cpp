@@ -62,9 +62,15 @@ Status Resident::set_external_bytes(size_t bytes) {
 
 uint64_t Resident::generation() const { return manager_ == nullptr ? 0 : manager_->generation(id_); }
 
+const std::string& Resident::swap_dir() const {
+  static const std::string none;
+  return manager_ == nullptr ? none : manager_->swap_dir();
+}
+
 // ---- ResidencyManager ----
 
-ResidencyManager::ResidencyManager(Device& device, size_t budget) : device_(&device), budget_(budget) {
+ResidencyManager::ResidencyManager(Device& device, size_t budget, std::string swap_dir)
+    : device_(&device), budget_(budget), swap_dir_(std::move(swap_dir)) {
   KILN_ASSERT(device.residency_ == nullptr, "ResidencyManager: device '" + device.name() + "' has one already");
   device.residency_ = this;
 }
@@ -89,7 +95,7 @@ uint64_t ResidencyManager::add(OwnerId owner, std::string owner_name, MemoryKind
   e->kind = kind;
   e->restore_how = std::move(restore_how);
   e->hooks = hooks;
-  e->evictable = kind != MemoryKind::Scratch && !(device_->is_host() && kind == MemoryKind::Kv);
+  e->evictable = kind != MemoryKind::Scratch && !(device_->is_host() && kind == MemoryKind::Kv && swap_dir_.empty());
   e->last_use = ++clock_;
   entries_.push_back(std::move(e));
   return entries_.back()->id;

@@ -3,7 +3,8 @@
 //
 // A resident belongs to an owner (OwnerId: one per model placed on a device, shared by that
 // model's contexts there), has a kind, the bytes it holds now, and a way back (Evictable): weights
-// are prepared again from the mapped file, a KV cache is copied back from a host copy, compute
+// are prepared again from the mapped file, a KV cache is copied back from a host copy or, with a
+// swap directory (--swap-dir, runtime/swap_file.h), read back from a file there, compute
 // memory is allocated again (contexts plan every graph anew, so nothing keeps an old address).
 // Each restore raises the resident's generation: code that captured a resident's device addresses
 // compares generations and rebuilds what it captured.
@@ -23,8 +24,9 @@
 // evicted. pin() first restores the owner's evicted residents (weights, then KV, then compute), so
 // the peak stays within the budget: each restore asks for its room before it allocates.
 // Never evicted: backend scratch (a plan prepared on one thread must find it at execute), and on a
-// host device a KV cache (its copy would stay in host RAM, there being no swap directory yet, so
-// evicting it would free nothing). Both are counted.
+// host device without a swap directory a KV cache (its copy would stay in host RAM, so evicting it
+// would free nothing). Both are counted. With a swap directory a host KV cache is evictable: its
+// bytes go to a file there and are no longer counted.
 //
 // Devices without a manager (device.residency() null) allocate directly: a Resident over such a
 // device is a plain pass-through (unmanaged), so code works the same with and without a manager.
@@ -92,6 +94,9 @@ class Resident {
   Status set_external_bytes(size_t bytes);
   // 0, then +1 at every restore (always 0 unmanaged).
   uint64_t generation() const;
+  // The manager's swap directory, where an evicted KV cache keeps its bytes (empty: none, or
+  // unmanaged; the copy then stays in host memory).
+  const std::string& swap_dir() const;
   // The owner given to attach() (0 before).
   OwnerId owner() const { return owner_; }
 
@@ -105,14 +110,16 @@ class Resident {
 class ResidencyManager {
  public:
   // Attaches to `device` (device.residency() returns this) until destroyed. Every resident must
-  // be gone before the manager. budget: bytes, kNoBudget for none.
-  ResidencyManager(Device& device, size_t budget);
+  // be gone before the manager. budget: bytes, kNoBudget for none. swap_dir: where evicted KV
+  // caches keep their bytes (checked by the caller: check_swap_dir); empty: in host memory.
+  ResidencyManager(Device& device, size_t budget, std::string swap_dir = {});
   ~ResidencyManager();
   ResidencyManager(const ResidencyManager&) = delete;
   ResidencyManager& operator=(const ResidencyManager&) = delete;
 
   Device& device() const { return *device_; }
   size_t budget() const { return budget_; }
+  const std::string& swap_dir() const { return swap_dir_; }
   size_t used() const;  // bytes counted now
 
   // Keeps an owner's residents on the device while it lives (movable; empty when default-made).
@@ -134,8 +141,9 @@ class ResidencyManager {
   // its residents used now. An Error with the numbers when there is no room even after evicting
   // every unpinned resident of other owners; the owner is then not pinned.
   Result<Pin> pin(OwnerId owner);
-  // Evicts every resident of `owner` that can be (not a host KV cache); an Error when the owner
-  // is pinned.
+  // Evicts every resident of `owner` that can be (not a host KV cache without a swap directory);
+  // an Error when the owner is pinned, or with the hook's reason when one cannot leave (a swap
+  // file that cannot be written): that resident and those not yet reached stay resident.
   Status evict_owner(OwnerId owner);
   // Whether every resident of `owner` is on the device.
   bool owner_resident(OwnerId owner) const;
@@ -189,6 +197,7 @@ class ResidencyManager {
 
   Device* device_;
   size_t budget_;
+  std::string swap_dir_;
   mutable std::recursive_mutex mu_;
   std::vector<std::unique_ptr<Entry>> entries_;  // stable addresses: hooks run while one is in use
   std::vector<std::pair<OwnerId, int>> pins_;  // owners with a pin count > 0

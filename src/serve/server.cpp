@@ -18,6 +18,23 @@
 namespace kiln::serve {
 namespace {
 
+// The devices of a server's models: the options' sim devices, budgets, shared sim ledger and swap
+// directory.
+DeviceRegistryOptions registry_options(const ServerOptions& opt) {
+  return {.n_threads = opt.n_threads,
+          .sim = opt.sim_devices,
+          .budgets = opt.budgets,
+          .sim_shared_dir = opt.sim_shared_dir,
+          .swap_dir = opt.swap_dir};
+}
+
+// How the model's weights are held (--no-mmap, --mlock); a failed lock is a warning in the log.
+WeightOptions weight_options(const ServerOptions& opt) {
+  WeightOptions o{.copy_all = opt.no_mmap, .lock = opt.mlock, .on_lock_failure = {}};
+  if (opt.log) o.on_lock_failure = [log = opt.log](const std::string& message) { log("warning: " + message); };
+  return o;
+}
+
 // Gives the heap's free pages back to the OS (the KV cache and compute arena of a released
 // state can sit below glibc's mmap threshold, so free() alone may keep them).
 void trim_heap() {
@@ -72,11 +89,10 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   if (shared) {
     st->devices = std::move(devices);
   } else {
-    KILN_ASSIGN_OR_RETURN(
-        st->devices, DeviceRegistry::create({.n_threads = opt.n_threads, .sim = opt.sim_devices, .budgets = opt.budgets, .sim_shared_dir = opt.sim_shared_dir}));
+    KILN_ASSIGN_OR_RETURN(st->devices, DeviceRegistry::create(registry_options(opt)));
   }
   KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt.device));
-  KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device));
+  KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device, weight_options(opt)));
   if (shared) st->backend = st->devices->new_backend(*device);
   Backend& backend = st->backend ? *st->backend : st->devices->backend(*device);
   ContextOptions co = opt.context;
@@ -326,9 +342,7 @@ Result<int> Server::listen(const std::string& host, int port) {
 
 Status Server::attach_models() {
   KILN_ASSERT(!opt_.models.empty() && router_ == nullptr, "Server::attach_models: no models, or attached twice");
-  KILN_ASSIGN_OR_RETURN(
-      std::shared_ptr<DeviceRegistry> devices,
-      DeviceRegistry::create({.n_threads = opt_.n_threads, .sim = opt_.sim_devices, .budgets = opt_.budgets}));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<DeviceRegistry> devices, DeviceRegistry::create(registry_options(opt_)));
   if (auto device = devices->find(opt_.device); !device.ok()) return device.error();
   auto router = std::make_unique<ModelRouter>(opt_, std::move(devices));
   if (!opt_.arbiter_dir.empty()) {

@@ -93,6 +93,9 @@ struct ServerOptions {
   std::vector<SimDeviceOptions> sim_devices;  // sim devices to create (--sim-capacity)
   std::vector<DeviceBudget> budgets;          // residency budgets per device (--max-mem)
   std::string sim_shared_dir;  // --sim-shared: sim capacity shared with other processes (SimLedger)
+  std::string swap_dir;        // --swap-dir: evicted KV caches go to files there, not host memory
+  bool no_mmap = false;        // --no-mmap: the model's weights copied (WeightOptions::copy_all)
+  bool mlock = false;          // --mlock: the model's weights locked in RAM; a failed lock is logged
   // --arbiter DIR: take turns on `device` with other processes by the token in DIR
   // (runtime/arbiter.h); a request waits for it within residency_timeout_seconds, then 503.
   std::string arbiter_dir;

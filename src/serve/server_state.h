@@ -86,7 +86,7 @@ std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots
 bool engine_idle(const ServerState& st);
 
 // Idle sleep: evicts what `st` holds on its device through the residency manager, the model's
-// weights and KV cache (a host device's KV cache stays: there is no swap directory yet), the
+// weights and KV cache (a host device's KV cache only with --swap-dir, else it stays), the
 // draft model's and the vision encoder's (its weights and inputs), then the device's compute
 // arena, and frees their contexts' host output buffers (the engine must be idle: the last
 // decode's outputs are gone). The state itself stays, so the slots keep their token history: the

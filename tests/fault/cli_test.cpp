@@ -1,6 +1,7 @@
 // The `kiln` command line as a user runs it: outputs checked against llama.cpp's references, and
 // bad input answered with a message and an exit code, never a crash.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -137,6 +138,52 @@ TEST(Cli, AContextLargerThanTheMemoryIsRefusedBeforeAllocating) {
       << budget.out;
   const CliResult normal = run("run -m " + kModel + " -t 2 -c 4096 -p hi -n 1");
   EXPECT_EQ(normal.exit_code, 0) << normal.out;
+}
+
+// --swap-dir names a folder that can hold files, for every command that runs a model; refused at
+// start otherwise, in one line. With one, run works and leaves nothing there.
+TEST(Cli, ASwapDirThatCannotHoldFilesIsRefusedAtStart) {
+  const std::string missing = testing::TempDir() + "kiln-no-such-swap-dir";
+  for (const std::string command : {"run", "chat", "serve"}) {
+    const std::string extra = command == "run" ? " -p hi -n 1" : command == "serve" ? " --port 0" : "";
+    const CliResult r = kiln::test::run_shell("timeout 60 " + kKiln + " " + command + " -m " + kModel +
+                                              " -t 2 --swap-dir " + missing + extra + " </dev/null 2>&1");
+    EXPECT_EQ(r.exit_code, 1) << command << "\n" << r.out;
+    EXPECT_NE(r.out.find("kiln " + command + ": --swap-dir " + missing + ": No such file or directory\n"),
+              std::string::npos)
+        << command << "\n" << r.out;
+  }
+  const std::string dir = testing::TempDir() + "kiln-swap-dir";
+  std::filesystem::create_directories(dir);
+  const CliResult ok = run("run -m " + kModel + " -t 2 -p hi -n 2 --swap-dir " + dir);
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
+// --no-mmap and --mlock change where the weights live, never the text; a lock that the limit
+// refuses (RLIMIT_MEMLOCK 0, and no CAP_IPC_LOCK) is one warning that names the limit, and the run
+// goes on.
+TEST(Cli, NoMmapAndMlockGiveTheSameTextAndAFailedLockWarnsOnce) {
+  const std::string args = "run -m " + kModel + " -t 2 -p 'In the beginning' -n 6 --temp 0";
+  const CliResult plain = run(args, "2>/dev/null");
+  ASSERT_EQ(plain.exit_code, 0);
+  for (const std::string flags : {" --no-mmap", " --mlock", " --no-mmap --mlock"}) {
+    const CliResult r = run(args + flags, "2>/dev/null");
+    EXPECT_EQ(r.exit_code, 0) << flags;
+    EXPECT_EQ(r.out, plain.out) << flags;
+  }
+  // Root keeps CAP_IPC_LOCK, which ignores the limit: drop it from the bounding set first.
+  const std::string no_cap = geteuid() == 0 ? "setpriv --bounding-set=-ipc_lock --inh-caps=-ipc_lock " : "";
+  const CliResult limited = kiln::test::run_shell(no_cap + "prlimit --memlock=0:0 " + kKiln + " " + args +
+                                                  " --mlock 2>&1 >/dev/null");
+  EXPECT_EQ(limited.exit_code, 0) << limited.out;
+  const std::string warning = "kiln run: warning: --mlock: cannot lock ";
+  const size_t at = limited.out.find(warning);
+  ASSERT_NE(at, std::string::npos) << limited.out;
+  EXPECT_EQ(limited.out.find(warning, at + 1), std::string::npos) << "warned twice:\n" << limited.out;
+  EXPECT_NE(limited.out.find("RLIMIT_MEMLOCK is 0 bytes: raise it with 'ulimit -l'"), std::string::npos)
+      << limited.out;
 }
 
 // stdout and stderr of `kiln run` apart: the text, and the lines kiln writes about it.

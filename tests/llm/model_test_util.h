@@ -58,9 +58,12 @@ inline std::vector<int32_t> spread_tokens(const Context& c, size_t n) {
 }
 
 // A registry with the CPU and a sim0 of `sim_capacity` bytes, two threads, and `budgets`.
-inline std::unique_ptr<DeviceRegistry> make_devices(size_t sim_capacity, std::vector<DeviceBudget> budgets = {}) {
-  auto r = DeviceRegistry::create(
-      {.n_threads = 2, .sim = {{.name = "sim0", .capacity = sim_capacity}}, .budgets = std::move(budgets)});
+inline std::unique_ptr<DeviceRegistry> make_devices(size_t sim_capacity, std::vector<DeviceBudget> budgets = {},
+                                                    std::string swap_dir = {}) {
+  auto r = DeviceRegistry::create({.n_threads = 2,
+                                   .sim = {{.name = "sim0", .capacity = sim_capacity}},
+                                   .budgets = std::move(budgets),
+                                   .swap_dir = std::move(swap_dir)});
   EXPECT_TRUE(r.ok()) << r.error().message;
   return r.ok() ? std::move(*r) : nullptr;
 }

@@ -3,14 +3,23 @@
 // models that take turns on a sim0 budget that holds one give the answers they give with room for
 // both, and the device never holds more than the budget; a model whose weights alone pass the
 // budget is refused with nothing left allocated; the device's compute arena is counted under an
-// owner of its own and released and restored by itself.
+// owner of its own and released and restored by itself. With a swap directory (--swap-dir) the
+// KV cache goes to an unnamed file there and back, bit for bit, also on the CPU; a file that
+// cannot be written fails the eviction and loses nothing.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "backends/device_registry.h"
 #include "llm/context.h"
 #include "llm/device_weights.h"
 #include "llm/model_test_util.h"
 #include "runtime/planner.h"
+#include "temp_dir.h"
 
 namespace kiln {
 namespace {
@@ -44,11 +53,16 @@ std::vector<float> uninterrupted(const std::shared_ptr<const Model>& model, cons
   return o.ctx ? generate(*o.ctx, [](int) {}) : std::vector<float>{};
 }
 
-TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) {
+bool dir_empty(const std::string& dir) { return std::filesystem::is_empty(dir); }
+
+// 50 evictions and restores on sim0 in the middle of a generation, each restore at new offsets (a
+// spacer takes the front of the freed memory); the KV cache's copy is in host memory or, with
+// `swap_dir`, in a file there that exists only while the cache is evicted.
+void fifty_cycles_on_sim(const std::string& swap_dir) {
   auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
   ASSERT_TRUE(model);
   const std::vector<float> reference = uninterrupted(model, "sim0");
-  auto devices = make_devices(64 * kMiB);
+  auto devices = make_devices(64 * kMiB, {}, swap_dir);
   SimDevice& sim = sim_of(*devices);
   ResidencyManager& manager = devices->residency(sim);
   OnDevice o = place(*devices, "sim0", model, kOpt);
@@ -66,12 +80,19 @@ TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) {
       EXPECT_EQ(o.ctx->kv().generation(), kv_generation + 1);
       kv_generation = o.ctx->kv().generation();
     }
+    if (!swap_dir.empty()) {
+      ASSERT_EQ(open_files_in(swap_dir), 0) << "the swap file outlived the restore";
+    }
     weights_at = o.weights->buffer()->base();
     kv_at = o.ctx->kv().k(0).data;
     const Status st = manager.evict_owner(owner);
     ASSERT_TRUE(st.ok()) << st.error().message;
     ASSERT_FALSE(o.weights->resident());
     ASSERT_FALSE(manager.owner_resident(owner));
+    if (!swap_dir.empty()) {
+      ASSERT_EQ(open_files_in(swap_dir), 1);  // one file for the one evicted KV cache
+      ASSERT_TRUE(dir_empty(swap_dir));       // and it has no name
+    }
     // A spacer of another size than the last one, at the front of the freed memory: the restore
     // that the next decode does must place everything at other offsets.
     spacer.reset();
@@ -85,11 +106,23 @@ TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) {
   EXPECT_TRUE(manager.owner_resident(owner));
 }
 
-TEST(Residency, FiftyEvictRestoreCyclesOnTheCpuGiveIdenticalLogits) {
+TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) { fifty_cycles_on_sim(""); }
+
+TEST(Residency, FiftyEvictRestoreCyclesOnSimThroughASwapFileGiveIdenticalLogits) {
+  TempDir dir("kiln-swap");
+  fifty_cycles_on_sim(dir.path());
+  EXPECT_EQ(open_files_in(dir.path()), 0);
+  EXPECT_TRUE(dir_empty(dir.path()));
+}
+
+// 50 evictions and restores on the CPU in the middle of a generation. Without `swap_dir` the KV
+// cache stays (its copy would take the same RAM) and stays counted; with it, it goes to a file
+// there, is no longer counted, and comes back bit for bit.
+void fifty_cycles_on_the_cpu(const std::string& swap_dir) {
   auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
   ASSERT_TRUE(model);
   const std::vector<float> reference = uninterrupted(model, "cpu");
-  auto devices = make_devices(4 * kMiB);
+  auto devices = make_devices(4 * kMiB, {}, swap_dir);
   Device& cpu = devices->cpu();
   ResidencyManager& manager = devices->residency(cpu);
   OnDevice o = place(*devices, "cpu", model, kOpt);
@@ -101,11 +134,17 @@ TEST(Residency, FiftyEvictRestoreCyclesOnTheCpuGiveIdenticalLogits) {
     const size_t before = manager.used();
     const Status st = manager.evict_owner(owner);
     ASSERT_TRUE(st.ok()) << st.error().message;
-    // The mapped weights' pages are dropped and the compute memory freed; the KV cache stays (on
-    // the host its copy would take the same RAM).
+    // The mapped weights' pages are dropped and the compute memory freed.
     ASSERT_FALSE(manager.owner_resident(owner));
     ASSERT_LT(manager.used(), before);
-    ASSERT_GE(manager.used(), kv_bytes);
+    if (swap_dir.empty()) {
+      ASSERT_GE(manager.used(), kv_bytes);
+      ASSERT_EQ(o.ctx->kv().bytes(), kv_bytes);
+    } else {
+      ASSERT_LE(manager.used() + kv_bytes, before);  // the KV cache is no longer counted
+      ASSERT_EQ(o.ctx->kv().bytes(), 0u);
+      ASSERT_EQ(open_files_in(swap_dir), 1);
+    }
     spacer.reset();
     auto s = cpu.allocate({(1 + static_cast<size_t>(step % 2)) * kMiB / 4, MemoryKind::Compute, "spacer"});
     ASSERT_TRUE(s.ok()) << s.error().message;
@@ -113,6 +152,67 @@ TEST(Residency, FiftyEvictRestoreCyclesOnTheCpuGiveIdenticalLogits) {
   });
   EXPECT_TRUE(same_bits(logits, reference)) << "logits after eviction and restore differ";
   EXPECT_TRUE(manager.owner_resident(owner));
+  // The host KV cache left and came back at every cycle only with a swap directory.
+  EXPECT_EQ(o.ctx->kv().generation(), swap_dir.empty() ? 0u : static_cast<uint64_t>(kSteps));
+}
+
+TEST(Residency, FiftyEvictRestoreCyclesOnTheCpuGiveIdenticalLogits) { fifty_cycles_on_the_cpu(""); }
+
+TEST(Residency, FiftyEvictRestoreCyclesOnTheCpuThroughASwapFileGiveIdenticalLogits) {
+  TempDir dir("kiln-swap");
+  fifty_cycles_on_the_cpu(dir.path());
+  EXPECT_EQ(open_files_in(dir.path()), 0);
+  EXPECT_TRUE(dir_empty(dir.path()));
+}
+
+// A swap file that cannot be written (here: RLIMIT_FSIZE, as a full disk would) fails the eviction
+// with the reason; the KV cache stays where it was and the generation goes on unchanged.
+TEST(Residency, ASwapFileThatCannotBeWrittenFailsTheEvictionAndLosesNothing) {
+  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
+  ASSERT_TRUE(model);
+  const std::vector<float> reference = uninterrupted(model, "cpu");
+  TempDir dir("kiln-swap");
+  auto devices = make_devices(4 * kMiB, {}, dir.path());
+  ResidencyManager& manager = devices->residency(devices->cpu());
+  OnDevice o = place(*devices, "cpu", model, kOpt);
+  ASSERT_TRUE(o.ctx);
+  const size_t kv_bytes = o.ctx->kv().bytes();
+  const auto logits = generate(*o.ctx, [&](int step) {
+    if (step != 3) return;
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // write() fails with EFBIG instead
+    rlimit small = saved;
+    small.rlim_cur = 4096;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    const Status st = manager.evict_owner(o.weights->owner());
+    setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, old_handler);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("--swap-dir " + dir.path() + ": cannot write the KV cache"), std::string::npos)
+        << st.error().message;
+    EXPECT_NE(st.error().message.find(std::strerror(EFBIG)), std::string::npos) << st.error().message;
+    EXPECT_EQ(o.ctx->kv().bytes(), kv_bytes);
+    EXPECT_EQ(o.ctx->kv().generation(), 0u);
+    EXPECT_EQ(open_files_in(dir.path()), 0);
+  });
+  EXPECT_TRUE(same_bits(logits, reference)) << "logits after a failed eviction differ";
+}
+
+TEST(Residency, ASwapDirThatCannotHoldFilesIsRefused) {
+  TempDir dir("kiln-swap");
+  const std::string missing = dir.path() + "/missing";
+  DeviceRegistryOptions options;
+  options.swap_dir = missing;
+  auto r = DeviceRegistry::create(options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "--swap-dir " + missing + ": " + std::strerror(ENOENT));
+  const std::string file = dir.path() + "/file";
+  std::ofstream(file) << "x";
+  options.swap_dir = file;
+  r = DeviceRegistry::create(options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "--swap-dir " + file + ": not a directory");
 }
 
 // The device's compute arena (DeviceRegistry::arena) is a resident of an owner of its own: counted

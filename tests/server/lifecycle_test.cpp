@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -22,6 +23,7 @@
 #include "serve/server.h"
 #include "serve/server_state.h"
 #include "serve_process.h"
+#include "temp_dir.h"
 #include "test_data.h"
 
 namespace kiln::serve {
@@ -128,9 +130,13 @@ class IdleSleep : public ::testing::TestWithParam<const char*> {};
 // new tokens after the wake, and every answer equals a server's that never slept (on the CPU, where
 // the KV cache stays in RAM, and on sim0, where it goes to the host and back).
 TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
-  const std::string device = GetParam();
+  // cpu_swap: the CPU with --swap-dir, where the KV cache goes to a file while asleep.
+  const bool swap = std::string(GetParam()) == "cpu_swap";
+  const std::string device = swap ? "cpu" : GetParam();
+  std::optional<test::TempDir> swap_dir;
   ServerOptions o = sleepy_options();
   o.device = device;
+  if (swap) o.swap_dir = swap_dir.emplace("kiln-swap").path();
   o.context.n_ubatch = 64;  // a small compute arena (64 rows of 151,936 logits)
   o.sim_devices = {{.name = "sim0", .capacity = size_t{512} << 20}};
   ServerOptions awake_o = o;
@@ -166,8 +172,14 @@ TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
   EXPECT_EQ(asleep["compute"], 0) << asleep;
   EXPECT_EQ(memory_of(*port, device, arena)["compute"], 0) << "sleep kept the device's compute arena";
   EXPECT_GT(asleep["evicted_residents"].get<int>(), 0) << asleep;
-  if (device != "cpu") {
+  if (device != "cpu" || swap) {
     EXPECT_EQ(asleep["kv"], 0) << "the KV cache stayed on " << device;
+  } else {
+    EXPECT_EQ(asleep["kv"], resident["kv"]) << "the KV cache on the CPU is counted while asleep";
+  }
+  if (swap) {
+    EXPECT_EQ(test::open_files_in(swap_dir->path()), 1) << "one swap file for the one KV cache";
+    EXPECT_TRUE(fs::is_empty(swap_dir->path())) << "the swap file has a name";
   }
 
   // Health, properties, metrics and slots answer without waking it.
@@ -210,6 +222,9 @@ TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
   EXPECT_FALSE(s.sleeping());
   EXPECT_EQ(memory_of(*port, device, name)["evicted_residents"], 0);
   EXPECT_GT(memory_of(*port, device, arena)["compute"].get<size_t>(), 0u);
+  if (swap) {
+    EXPECT_EQ(test::open_files_in(swap_dir->path()), 0) << "the swap file outlived the wake";
+  }
   auto h = get(*port, "/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(json::parse(h->body), json({{"status", "ok"}}));
@@ -217,7 +232,7 @@ TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
   awake.stop();
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, IdleSleep, ::testing::Values("cpu", "sim0"),
+INSTANTIATE_TEST_SUITE_P(Devices, IdleSleep, ::testing::Values("cpu", "sim0", "cpu_swap"),
                          [](const auto& info) { return std::string(info.param); });
 
 // Requests that arrive together at a sleeping server all get the same answers as before it slept.

@@ -224,6 +224,9 @@ int run_serve(int argc, char** argv) {
   opt.sim_devices = mf.device_options().sim;
   opt.budgets = mf.budgets;
   opt.sim_shared_dir = mf.sim_shared_dir;
+  opt.swap_dir = mf.swap_dir;
+  opt.no_mmap = mf.no_mmap;
+  opt.mlock = mf.mlock;
   opt.arbiter_dir = arbiter_dir;
   opt.context = mf.context;
   opt.embeddings = embeddings;

@@ -165,11 +165,22 @@ void ModelFlags::declare(OptionParser& p) {
       {"--max-mem"}, [this](const std::string& v) { return parse_budgets(v, &budgets); }, "DEV=GiB,...",
       "memory budget per device, e.g. cpu=12,sim0=0.5 (negative: all but this much); the residency "
       "manager evicts idle models to stay within it");
+  p.value({"--swap-dir"}, &swap_dir, "DIR",
+          "an evicted model's KV cache goes to a file in DIR (unnamed, mode 0600, gone at restore) instead "
+          "of host memory; on the CPU the KV cache is then evictable too");
+  p.flag({"--no-mmap"}, &no_mmap,
+         "copy the weights into memory of their own instead of reading them from the mapped file: "
+         "eviction frees that memory, restoring reads the file again");
+  p.flag({"--mlock"}, &mlock, "lock the weights in RAM (never swapped out) while they are resident");
   p.flag({"--list-devices"}, &list_devices, "print the devices (name, kind, capacity, free memory) and exit");
 }
 
 DeviceRegistryOptions ModelFlags::device_options() const {
-  DeviceRegistryOptions o{.n_threads = threads, .sim = sim_devices, .budgets = budgets, .sim_shared_dir = sim_shared_dir};
+  DeviceRegistryOptions o{.n_threads = threads,
+                          .sim = sim_devices,
+                          .budgets = budgets,
+                          .sim_shared_dir = sim_shared_dir,
+                          .swap_dir = swap_dir};
   auto name = [&](const std::string& dev) {
     bool named = dev == "cpu";
     for (const SimDeviceOptions& s : o.sim) named = named || s.name == dev;
@@ -177,6 +188,12 @@ DeviceRegistryOptions ModelFlags::device_options() const {
   };
   name(device);
   for (const DeviceBudget& b : budgets) name(b.device);
+  return o;
+}
+
+WeightOptions ModelFlags::weight_options(const char* command) const {
+  WeightOptions o{.copy_all = no_mmap, .lock = mlock, .on_lock_failure = {}};
+  if (mlock) o.on_lock_failure = [command](const std::string& message) { print_warning(command, message); };
   return o;
 }
 
@@ -220,7 +237,7 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
   mc.devices = std::move(*devices);
   auto dev = mc.devices->find(device);
   if (!dev.ok()) return fail(dev.error().message);
-  auto weights = DeviceWeights::create(std::move(model), **dev);
+  auto weights = DeviceWeights::create(std::move(model), **dev, weight_options(command));
   if (!weights.ok()) return fail(weights.error().message);
   mc.weights = std::move(*weights);
   ContextOptions in_arena = options;

@@ -53,19 +53,24 @@ struct ModelFlags {
   std::vector<SimDeviceOptions> sim_devices;  // --sim-capacity, in the order named
   std::vector<DeviceBudget> budgets;          // --max-mem
   std::string sim_shared_dir;                 // --sim-shared
+  std::string swap_dir;                       // --swap-dir
+  bool no_mmap = false;                       // --no-mmap
+  bool mlock = false;                         // --mlock
   bool list_devices = false;                  // --list-devices
   std::string ctx_default;
 
   // Declares -m, -t, -c, -b, -ub, -ctk, -ctv, -fa, --device, --sim-capacity, --sim-shared,
-  // --max-mem, --list-devices on `p`.
+  // --max-mem, --swap-dir, --no-mmap, --mlock, --list-devices on `p`.
   void declare(OptionParser& p);
   // With --list-devices: prints every device (name, kind, capacity, free memory) to stdout and
   // returns the exit code; else nullopt.
   std::optional<int> list_devices_if_asked(const char* command) const;
   // The devices these flags name: the CPU, and sim devices named by --sim-capacity, --device or
-  // --max-mem (4 GiB unless --sim-capacity sizes them), with the --max-mem budgets and
-  // --sim-shared.
+  // --max-mem (4 GiB unless --sim-capacity sizes them), with the --max-mem budgets,
+  // --sim-shared and --swap-dir.
   DeviceRegistryOptions device_options() const;
+  // How the weights are held (--no-mmap, --mlock; a failed lock is a warning of `command`).
+  WeightOptions weight_options(const char* command) const;
   // Loads the model named by -m (or the embedded default); prints the error and returns null.
   std::shared_ptr<const Model> load_model(const char* command) const;
   // Opens the devices, places `model` on the --device one and creates a context with `options`
