@@ -15,8 +15,12 @@ namespace {
 // prepared weights with aligned vector loads).
 constexpr size_t kWeightAlign = 64;
 
-WeightPlacement placement_for(const TensorView& source, WeightUse use) {
-  if (use == WeightUse::MatMul) return choose_weight_layout(source);
+// A matrix takes the kernels' layout unless the same tensor is also read plain (`read_plain`: a
+// tied LM head, whose bytes are the token embedding's): then it is multiplied in its plain layout
+// too, so its bytes are held once (as llama.cpp, which repacks no tensor that get_rows reads). The
+// plain and prepared kernels give the same bits.
+WeightPlacement placement_for(const TensorView& source, WeightUse use, bool read_plain) {
+  if (use == WeightUse::MatMul && !read_plain) return choose_weight_layout(source);
   return {TensorLayout::Plain, source.span_bytes()};
 }
 
@@ -42,8 +46,13 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
   const size_t align = std::max(kWeightAlign, device.alignment());
   const bool host = device.is_host();
   size_t end = 0;
+  std::vector<const GgufTensorInfo*> read_plain;  // tensors some use reads in their plain layout
   for_each_weight(dw->weights_, [&](const Weight& w, WeightUse use) {
-    const WeightPlacement p = placement_for(w.view, use);
+    if (use != WeightUse::MatMul) read_plain.push_back(w.info);
+  });
+  for_each_weight(dw->weights_, [&](const Weight& w, WeightUse use) {
+    const bool plain = std::find(read_plain.begin(), read_plain.end(), w.info) != read_plain.end();
+    const WeightPlacement p = placement_for(w.view, use, plain);
     auto same = std::find_if(dw->placements_.begin(), dw->placements_.end(), [&](const Placement& q) {
       return q.info == w.info && q.prepared.layout == p.layout;
     });

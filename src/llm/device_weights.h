@@ -4,8 +4,8 @@
 // Placement (create()): each weight tensor goes through ops/weight_prep.h. Matrices the graph
 // multiplies (attention and MLP projections, the LM head) take choose_weight_layout()'s layout;
 // every other tensor is plain: the token embedding (get_rows reads plain rows), norms, biases and
-// rope frequency factors. A tied LM head shares the token embedding's bytes when its layout is
-// plain, else it gets a prepared copy of its own.
+// rope frequency factors. A tied LM head is multiplied in the token embedding's plain layout and
+// shares its bytes (no prepared copy: the bytes are held once, as llama.cpp holds them).
 //
 // States, and the memory each holds:
 //   resident  after create() or rebuild(). One buffer (MemoryKind::Weights, owner: the model's

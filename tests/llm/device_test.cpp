@@ -76,11 +76,17 @@ TEST_P(SimMatchesCpu, LogitsAreBitIdentical) {
     OnDevice sim = place(*devices, "sim0", model, opt);
     ASSERT_TRUE(cpu.ctx && sim.ctx) << what;
     // On the CPU, only weights prepared in a kernel layout (ops/weight_prep.h) take buffer bytes;
-    // plain ones are read from the mapping.
+    // plain ones are read from the mapping, and so is a tied LM head (its tensor is the token
+    // embedding, read plain).
+    std::vector<const GgufTensorInfo*> read_plain;
+    for_each_weight(model->weights(), [&](const Weight& w, WeightUse use) {
+      if (use != WeightUse::MatMul) read_plain.push_back(w.info);
+    });
     size_t prepared = 0;
     for_each_weight(model->weights(), [&](const Weight& w, WeightUse use) {
       const WeightPlacement p = choose_weight_layout(w.view);
-      if (use == WeightUse::MatMul && p.layout != TensorLayout::Plain) prepared += p.bytes;
+      const bool tied = std::find(read_plain.begin(), read_plain.end(), w.info) != read_plain.end();
+      if (use == WeightUse::MatMul && !tied && p.layout != TensorLayout::Plain) prepared += p.bytes;
     });
     if (prepared == 0) {
       EXPECT_EQ(cpu.weights->buffer_bytes(), 0u) << "plain weights on the CPU are read from the mapping";
@@ -288,7 +294,7 @@ bool page_in_process(const void* addr) {
 
 // Preparing on the CPU reads the Q4_0 matrices from the mapped file into their interleaved copy;
 // then their file pages leave the process (the copy is resident, not the copy and its source),
-// except the pages of tensors that are also read in place (a tied LM head's token embedding).
+// except the pages of tensors that are also read in place.
 // A rebuild prepares the same bytes again from the file.
 TEST(DeviceWeights, PreparedTensorsLeaveTheirFilePagesAfterPreparing) {
   auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));

@@ -91,11 +91,12 @@ std::pair<int, std::string> complete(int port, const json& body) {
   return {200, json::parse(r->body)["choices"][0]["text"].get<std::string>()};
 }
 
-// A metric's value from /metrics; -1 when absent or unanswered.
+// A metric's value from /metrics (?model= names the model for a server of many models; a
+// one-model server ignores it); -1 when absent or unanswered.
 double metric(int port, const std::string& name) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(5);
-  auto r = c.Get("/metrics");
+  auto r = c.Get("/metrics?model=" + kModelName);
   if (!r || r->status != 200) return -1;
   std::istringstream lines(r->body);
   std::string line;

@@ -135,14 +135,15 @@ Answer answer(const ModelsServer& s, const json& body) {
   return {j["choices"][0]["text"], j["timings"]["prompt_n"], j["usage"]["prompt_tokens"]};
 }
 
-// 16 alternating requests (8 turns of two growing conversations; the 50 would add seconds
-// of CI time and exercise nothing more: every request after the second evicts one model and
-// restores the other). Each answer equals the roomy server's, and each returning conversation
-// reuses its restored KV cache (prompt_n counts only the new tokens).
+// 50 alternating requests (25 turns of two conversations, which grow for 8 turns and then start
+// again, so that they stay within the 256-cell context). Each answer equals the roomy server's, and
+// each returning conversation reuses its restored KV cache (prompt_n counts only the new tokens).
 TEST(ManyModels, AlternatingRequestsOnABudgetForOneEqualARoomyServer) {
   ModelsServer roomy(options(kRoomForBoth)), tight(options(kRoomForOne));
-  std::map<std::string, std::string> conversation = {{"qwen2", "Once upon a time"}, {"qwen3", "The sea was"}};
-  for (int turn = 0; turn < 8; ++turn) {
+  const std::map<std::string, std::string> openings = {{"qwen2", "Once upon a time"}, {"qwen3", "The sea was"}};
+  std::map<std::string, std::string> conversation;
+  for (int turn = 0; turn < 25; ++turn) {
+    if (turn % 8 == 0) conversation = openings;  // a prefix of the cached conversation: still reused
     for (const char* model : {"qwen2", "qwen3"}) {
       std::string& prompt = conversation[model];
       const Answer want = answer(roomy, completion(model, prompt));
