@@ -11,5 +11,7 @@ scripts/build.sh tsan test_runtime test_llm test_server kiln_cli
 /usr/bin/python3 tools/fixtures/make_test_data.py --kiln build/tsan/kiln
 tests='^(Residency|ResidencyManager|ThreadPool|DeviceRegistry|Arbiter|SimLedger|SharedSimDevice|ContextTest|'
 tests+='ManyModels|ModelCatalog|Devices/IdleSleep|IdleSleepWake|ServerOnSimDevice|ServerConcurrency|ArbiterProcesses)'
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+# die_after_fork=0: the arbiter tests fork children that start threads (an Arbiter's monitor);
+# each child is a process of its own, whose locks the test controls.
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0 \
   ctest --test-dir build/tsan --output-on-failure -j "$(nproc)" -R "${1:-$tests}"

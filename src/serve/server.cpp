@@ -360,6 +360,7 @@ Status Server::attach_models() {
     router->set_arbiter(arbiter_.get());
   }
   router_ = std::move(router);
+  router_view_.store(router_.get(), std::memory_order_release);
   return router_->load_startup_models();
 }
 
@@ -526,7 +527,7 @@ void Server::routes(http::Router& router) {
   // Health and properties look at the server without waking it, on the I/O thread: they answer
   // however busy the workers are.
   auto health = [this](const http::Request&, http::Exchange& ex) {
-    if (!router_ && !info()) return send_error(ex, {503, "the model is loading"});
+    if (!this->router() && !info()) return send_error(ex, {503, "the model is loading"});
     json body = {{"status", "ok"}};
     if (sleeping()) body["sleeping"] = true;
     send_json(ex, body);

@@ -43,6 +43,7 @@
 // any thread (handlers run on the HTTP layer's worker threads).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -161,7 +162,7 @@ class Server {
   // "model" (model_router.h).
   Status attach_models();
   // The models of a server of many models; null for one model.
-  ModelRouter* router() const { return router_.get(); }
+  ModelRouter* router() const { return router_view_.load(std::memory_order_acquire); }
   // Cancels in-flight generations, stops accepting, joins the HTTP thread. A sleeping server has
   // nothing to cancel; a reload in progress finishes first (its state is then dropped).
   // Idempotent.
@@ -201,6 +202,9 @@ class Server {
   ServerOptions opt_;
   std::unique_ptr<Arbiter> arbiter_;        // with opt_.arbiter_dir, from the first attach()
   std::unique_ptr<ModelRouter> router_;     // from attach_models(); outlives http_'s requests
+  // router_ as handler threads see it: published once attach_models() made it (the handlers run
+  // from listen() on, before it).
+  std::atomic<ModelRouter*> router_view_{nullptr};
   std::unique_ptr<http::HttpServer> http_;  // from listen()
   mutable std::mutex mutex_;
   std::condition_variable cv_;             // state_, active_, asleep_, stopping_ changed
