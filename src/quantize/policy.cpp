@@ -81,6 +81,7 @@ Result<int64_t> ffn_layer(const PolicyState& st, int64_t counter, std::string_vi
 // ref: llama-quant.cpp llama_tensor_get_type_impl, restricted to the presets of preset.h.
 Result<DType> preset_rule(PolicyState& st, DType new_type, const TensorDesc& t, Category cat) {
   const FileType ft = st.ftype;
+  const bool iq4 = ft == FileType::MostlyIQ4_NL || ft == FileType::MostlyIQ4_XS;
   const int64_t n_gqa = st.hp.n_gqa();
   const int64_t n_expert = st.hp.n_expert;
 
@@ -98,7 +99,7 @@ Result<DType> preset_rule(PolicyState& st, DType new_type, const TensorDesc& t, 
       new_type = st.i_attention_wv < 2 ? DType::Q5_K : DType::Q4_K;
     } else if (ft == FileType::MostlyQ3_K_L) {
       new_type = DType::Q5_K;
-    } else if (ft == FileType::MostlyIQ4_NL && n_gqa >= 4) {
+    } else if (iq4 && n_gqa >= 4) {
       new_type = DType::Q5_K;
     } else if ((ft == FileType::MostlyQ4_K_M || ft == FileType::MostlyQ5_K_M) &&
                use_more_bits(st.i_attention_wv, st.n_attention_wv)) {
@@ -131,7 +132,7 @@ Result<DType> preset_rule(PolicyState& st, DType new_type, const TensorDesc& t, 
       } else if (use_more_bits(i_layer, n_layer)) {
         new_type = DType::Q6_K;
       }
-    } else if (i_layer < n_layer / 8 && ft == FileType::MostlyIQ4_NL && !st.has_imatrix) {
+    } else if (i_layer < n_layer / 8 && iq4 && !st.has_imatrix) {
       new_type = DType::Q5_K;
     } else if (ft == FileType::MostlyQ5_K_M && use_more_bits(i_layer, n_layer)) {
       new_type = DType::Q6_K;
@@ -146,8 +147,8 @@ Result<DType> preset_rule(PolicyState& st, DType new_type, const TensorDesc& t, 
   } else if (cat == Category::AttnOutput) {
     if (!st.is_falcon) {
       if (n_expert == 8) {
-        if (ft == FileType::MostlyQ2_K || ft == FileType::MostlyQ3_K_S || ft == FileType::MostlyQ3_K_M ||
-            ft == FileType::MostlyIQ4_NL || ft == FileType::MostlyQ4_K_S || ft == FileType::MostlyQ4_K_M) {
+        if (ft == FileType::MostlyQ2_K || ft == FileType::MostlyQ3_K_S || ft == FileType::MostlyQ3_K_M || iq4 ||
+            ft == FileType::MostlyQ4_K_S || ft == FileType::MostlyQ4_K_M) {
           new_type = DType::Q5_K;
         }
       } else if (ft == FileType::MostlyQ2_K) {
@@ -172,6 +173,9 @@ Result<DType> preset_rule(PolicyState& st, DType new_type, const TensorDesc& t, 
 Result<DType> fallback_type(std::string_view name, DType target, int64_t ncols) {
   DType t = target;
   switch (target) {
+    case DType::IQ4_XS:
+      t = DType::IQ4_NL;
+      break;
     case DType::Q2_K:
     case DType::Q3_K:
       t = DType::Q4_0;

@@ -12,6 +12,7 @@ constexpr std::array kPresets = {
     Preset{"Q5_0", FileType::MostlyQ5_0, DType::Q5_0, "5.5 bpw, legacy"},
     Preset{"Q5_1", FileType::MostlyQ5_1, DType::Q5_1, "6.0 bpw, legacy"},
     Preset{"IQ4_NL", FileType::MostlyIQ4_NL, DType::IQ4_NL, "4.5 bpw, non-linear 4-bit"},
+    Preset{"IQ4_XS", FileType::MostlyIQ4_XS, DType::IQ4_XS, "4.25 bpw, non-linear 4-bit in super-blocks"},
     Preset{"Q2_K", FileType::MostlyQ2_K, DType::Q2_K, "K-quant mix around 2.6 bpw"},
     Preset{"Q3_K_S", FileType::MostlyQ3_K_S, DType::Q3_K, "K-quant mix, 3-bit small"},
     Preset{"Q3_K_M", FileType::MostlyQ3_K_M, DType::Q3_K, "K-quant mix, 3-bit medium"},

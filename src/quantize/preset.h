@@ -32,6 +32,7 @@ enum class FileType : uint32_t {
   MostlyQ5_K_M = 17,
   MostlyQ6_K = 18,
   MostlyIQ4_NL = 25,
+  MostlyIQ4_XS = 30,
   MostlyBF16 = 32,
 };
 

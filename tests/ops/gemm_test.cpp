@@ -379,7 +379,7 @@ TEST(OpsMulMat, F16PromptsTakeTinyBlasOrderAndTheRestTheVecDots) {
 TEST(OpsMulMat, ARowsResultDoesNotDependOnItsBatch) {
   const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,  DType::Q4_1,
                          DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,  DType::Q3_K,
-                         DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL};
+                         DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
   std::mt19937 rng(9);
   for (DType type : types) {
     const int64_t k = block_size(type) == 256 ? 512 : 96, n = 24, m = 19;

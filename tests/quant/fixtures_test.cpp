@@ -71,7 +71,7 @@ TEST_P(QuantFixture, QuantizeAndDequantizeMatchLlamaCpp) {
     ASSERT_EQ(sbytes.size(), x.size() * sizeof(float));
     std::memcpy(x.data(), sbytes.data(), sbytes.size());
     // Quantization is block-local (no state crosses rows), so rows are checked one by one: every
-    // kRowStride-th row and the last, which keeps sanitizer runs short. (All rows of all 13 files
+    // kRowStride-th row and the last, which keeps sanitizer runs short. (All rows of all 14 files
     // matched when this was written.)
     constexpr int64_t kRowStride = 4;
     const int64_t n_per_row = qt->ne[0];
@@ -93,7 +93,7 @@ TEST_P(QuantFixture, QuantizeAndDequantizeMatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantFixture,
                          ::testing::Values("F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K",
-                                           "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL"));
+                                           "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS"));
 
 }  // namespace
 }  // namespace kiln

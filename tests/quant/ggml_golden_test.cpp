@@ -1,8 +1,11 @@
 // Kernels that reproduce the float order of llama.cpp's reference build (its AVX-512 CPU backend)
 // against outputs of that build's own functions (data/ggml_avx512_golden.json, written by
-// data/gen_ggml_avx512_golden.cpp): results must be bit-identical.
+// data/gen_ggml_avx512_golden.cpp): results must be bit-identical. IQ4_XS has its own file
+// (data/ggml_iq4_xs_golden.json, written by data/gen_ggml_iq4_xs_golden.cpp): llama.cpp's quantizer,
+// dequantizer and vec_dot, whose AVX2 code the AVX-512 build runs too.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,8 +20,8 @@
 namespace kiln {
 namespace {
 
-nlohmann::json golden() {
-  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/tests/quant/data/ggml_avx512_golden.json");
+nlohmann::json golden(const char* file = "ggml_avx512_golden.json") {
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/tests/quant/data/" + file);
   EXPECT_TRUE(in.good());
   return nlohmann::json::parse(in);
 }
@@ -106,6 +109,65 @@ TEST(GgmlGolden, DotProductsAreBitExact) {
     ++checked;
   }
   EXPECT_EQ(checked, 38);
+}
+
+// quantize_iq4_xs with and without importance weights, quantize_row_iq4_xs_ref (the from_float)
+// and dequantize_row_iq4_xs reproduce llama.cpp's bytes and values, including an all-zero
+// super-block (scale -0.0), a zero sub-block, values near GROUP_MAX_EPS and a constant row.
+TEST(GgmlGolden, IQ4XSQuantizeAndDequantizeAreBitExact) {
+  const auto g = golden("ggml_iq4_xs_golden.json");
+  const QuantTraits* t = quant_traits(DType::IQ4_XS);
+  ASSERT_NE(t, nullptr);
+  int checked = 0;
+  for (const auto& c : g["quantize"]) {
+    const int64_t n = c["n"].get<int64_t>();
+    SCOPED_TRACE("case " + std::to_string(checked) + " n=" + std::to_string(n));
+    const auto xb = unhex(c["x"].get<std::string>()), qwb = unhex(c["qw"].get<std::string>());
+    std::vector<float> x(n), qw(n);
+    std::memcpy(x.data(), xb.data(), xb.size());
+    std::memcpy(qw.data(), qwb.data(), qwb.size());
+    std::vector<uint8_t> out(row_size(DType::IQ4_XS, n));
+    ASSERT_EQ(quantize_chunk(DType::IQ4_XS, x.data(), out.data(), 1, n, nullptr), out.size());
+    EXPECT_EQ(out, unhex(c["q"].get<std::string>())) << "without importance weights";
+    quantize_chunk(DType::IQ4_XS, x.data(), out.data(), 1, n, qw.data());
+    const auto q_imatrix = unhex(c["q_imatrix"].get<std::string>());
+    EXPECT_EQ(out, q_imatrix) << "with importance weights";
+    t->from_float(x.data(), out.data(), n);
+    EXPECT_EQ(out, unhex(c["q_ref"].get<std::string>())) << "quantize_row_iq4_xs_ref";
+    std::vector<float> y(n);
+    t->to_float(q_imatrix.data(), y.data(), n);
+    const auto want = unhex(c["deq_imatrix"].get<std::string>());
+    EXPECT_EQ(std::memcmp(y.data(), want.data(), want.size()), 0) << "dequantize_row_iq4_xs";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
+}
+
+// The AVX2 vec_dot against ggml_vec_dot_iq4_xs_q8_K bit for bit; the scalar reference (ggml's
+// generic order) to float rounding.
+TEST(GgmlGolden, IQ4XSDotIsBitExact) {
+  const auto g = golden("ggml_iq4_xs_golden.json");
+  int checked = 0;
+  for (const auto& c : g["dots"]) {
+    const int64_t n = c["n"].get<int64_t>();
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const auto w = unhex(c["w"].get<std::string>()), a = unhex(c["a"].get<std::string>());
+    const float want = from_bits(c["out"].get<std::string>());
+    const auto* wb = reinterpret_cast<const quant::BlockIQ4XS*>(w.data());
+    const auto* ab = reinterpret_cast<const quant::BlockQ8_K*>(a.data());
+    float ref = 0;
+    quant::vec_dot_iq4_xs_q8_K(n, &ref, wb, ab);
+    EXPECT_NEAR(ref, want, 1e-5f * std::fabs(want) + 1e-6f);
+    if (quant::cpu_has_avx2()) {
+      float got = 0;
+      quant::vec_dot_iq4_xs_q8_K_avx2(n, &got, wb, ab);
+      EXPECT_EQ(bits(got), bits(want)) << got << " vs " << want;
+      quant_traits(DType::IQ4_XS)->vec_dot(n, &got, w.data(), a.data());
+      EXPECT_EQ(bits(got), bits(want)) << "the traits' vec_dot";
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
 }
 
 // Each 8x4 tile kernel this CPU runs (AVX2, AVX-512 VNNI) against single dot products, on distinct

@@ -18,7 +18,7 @@ constexpr double kEps = 0x1.0p-24;  // F32 unit roundoff
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
                               DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
-                              DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                              DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,   DType::IQ4_XS};
 
 std::vector<float> random_values(int64_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -67,6 +67,7 @@ TEST(QuantTraits, BlockSizesMatchDtypeTable) {
   EXPECT_EQ(sizeof(quant::BlockQ6_K), type_size(DType::Q6_K));
   EXPECT_EQ(sizeof(quant::BlockQ8_K), type_size(DType::Q8_K));
   EXPECT_EQ(sizeof(quant::BlockIQ4NL), type_size(DType::IQ4_NL));
+  EXPECT_EQ(sizeof(quant::BlockIQ4XS), type_size(DType::IQ4_XS));
 }
 
 TEST(QuantTraits, TableCoversTheFormats) {
@@ -82,12 +83,13 @@ TEST(QuantTraits, TableCoversTheFormats) {
   EXPECT_EQ(quant_traits(DType::Q5_1)->vec_dot_type, DType::Q8_1);
   EXPECT_EQ(quant_traits(DType::IQ4_NL)->vec_dot_type, DType::Q8_0);
   EXPECT_EQ(quant_traits(DType::Q3_K)->vec_dot_type, DType::Q8_K);
+  EXPECT_EQ(quant_traits(DType::IQ4_XS)->vec_dot_type, DType::Q8_K);
   EXPECT_EQ(quant_traits(DType::BF16)->vec_dot_type, DType::BF16);
   EXPECT_EQ(quant_traits(DType::IQ2_XXS), nullptr);
   EXPECT_EQ(quant_traits(DType::I32), nullptr);
   EXPECT_FALSE(quantize_supported(DType::Q8_K));
   EXPECT_FALSE(quantize_supported(DType::Q8_1));
-  EXPECT_FALSE(quantize_supported(DType::IQ4_XS));
+  EXPECT_FALSE(quantize_supported(DType::IQ2_XXS));
 }
 
 // Every (weight, activation) pair: scalar reference and the selected kernel against the exact dot
@@ -297,7 +299,7 @@ TEST(Quantize, RoundTripErrorPerFormat) {
   const Case cases[] = {{DType::F16, 1e-3},  {DType::BF16, 8e-3}, {DType::Q8_0, 0.01},   {DType::Q6_K, 0.03},
                         {DType::Q5_0, 0.06}, {DType::Q5_1, 0.06}, {DType::Q5_K, 0.06},   {DType::Q4_0, 0.12},
                         {DType::Q4_1, 0.12}, {DType::Q4_K, 0.12}, {DType::IQ4_NL, 0.12}, {DType::Q3_K, 0.25},
-                        {DType::Q2_K, 0.5}};
+                        {DType::Q2_K, 0.5},  {DType::IQ4_XS, 0.12}};
   const int64_t n_per_row = 512, nrows = 6;
   const auto x = random_values(n_per_row * nrows, 21, 0.2f);
   std::vector<float> imatrix(static_cast<size_t>(n_per_row));

@@ -69,7 +69,7 @@ TEST(QuantizePolicy, MatchesLlamaCppForEveryShapeAndPreset) {
     ASSERT_FALSE(path.empty());
     auto file = GgufFile::open(path);
     ASSERT_TRUE(file.ok()) << file.error().message;
-    ASSERT_EQ(spec.at("presets").size(), 15u) << shape;
+    ASSERT_EQ(spec.at("presets").size(), 16u) << shape;
     for (const auto& [preset_name, list] : spec.at("presets").items()) {
       const auto preset = find_preset(preset_name);
       ASSERT_TRUE(preset.has_value()) << preset_name;
@@ -105,6 +105,8 @@ TEST(QuantizePolicy, PresetNamesAreCaseInsensitive) {
   ASSERT_TRUE(find_preset("q4_k_m").has_value());
   EXPECT_EQ(find_preset("q4_k_m")->file_type, FileType::MostlyQ4_K_M);
   EXPECT_EQ(find_preset("Iq4_nl")->default_type, DType::IQ4_NL);
+  EXPECT_EQ(find_preset("iq4_xs")->default_type, DType::IQ4_XS);
+  EXPECT_EQ(static_cast<uint32_t>(find_preset("IQ4_XS")->file_type), 30u);  // LLAMA_FTYPE_MOSTLY_IQ4_XS
   EXPECT_FALSE(find_preset("Q4_K_X").has_value());
   EXPECT_FALSE(find_preset("").has_value());
 }

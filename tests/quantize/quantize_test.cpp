@@ -25,7 +25,7 @@ using testing::quant_fixture;
 // Every preset with a reference file in fixtures/quant (quant-T.gguf, quant-T.ref.json).
 const std::vector<std::string> kFixturePresets = {"Q2_K",   "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K",
                                                   "Q4_0",   "Q4_1",   "Q5_0",   "Q5_1",   "Q8_0",
-                                                  "IQ4_NL", "F16",    "BF16"};
+                                                  "IQ4_NL", "IQ4_XS", "F16",    "BF16"};
 
 TEST(Quantize, EveryFixtureFileIsCovered) {
   size_t n = 0;

@@ -75,6 +75,13 @@ struct BlockQ6_K {
   int8_t scales[kQK_K / 16];  // 8-bit scales
   uint16_t d;
 };
+// IQ4_XS: IQ4_NL's levels in super-blocks of 256, one 6-bit scale per 32 (stored + 32).
+struct BlockIQ4XS {
+  uint16_t d;                  // super-block scale (F16)
+  uint16_t scales_h;           // high 2 bits of the 8 scales, 2 bits per sub-block
+  uint8_t scales_l[kQK_K / 64];  // low 4 bits of the 8 scales, two per byte (even sub-block low)
+  uint8_t qs[kQK_K / 2];       // per 32: low nibbles = elements 0..15, high = 16..31
+};
 struct BlockQ8_K {
   float d;  // F32 delta
   int8_t qs[kQK_K];
@@ -85,6 +92,7 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
 static_assert(sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockIQ4NL) == 18);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockIQ4XS) == 136);
 static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
 static_assert(kQK_K == kiln::kQK_K);
 

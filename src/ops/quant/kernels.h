@@ -14,6 +14,13 @@ namespace kiln::quant {
 inline constexpr int8_t kValuesIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
+// The signed 6-bit scale (-32..31) of sub-block ib (0..7) of an IQ4_XS block.
+inline int iq4_xs_scale(const BlockIQ4XS& b, int ib) {
+  const int lo = (b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf;
+  const int hi = (b.scales_h >> (2 * ib)) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
 // --- dequantization (bit-exact with ggml's dequantize_row_*)
 void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n);
 void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t n);
@@ -28,6 +35,7 @@ void dequantize_row_q5_K(const BlockQ5_K* x, float* y, int64_t n);
 void dequantize_row_q6_K(const BlockQ6_K* x, float* y, int64_t n);
 void dequantize_row_q8_K(const BlockQ8_K* x, float* y, int64_t n);
 void dequantize_row_iq4_nl(const BlockIQ4NL* x, float* y, int64_t n);
+void dequantize_row_iq4_xs(const BlockIQ4XS* x, float* y, int64_t n);
 
 // --- reference quantizers (ggml's quantize_row_*_ref: deterministic, used to write model files)
 void quantize_row_q4_0_ref(const float* x, BlockQ4_0* y, int64_t n);
@@ -43,6 +51,8 @@ void quantize_row_q5_K_ref(const float* x, BlockQ5_K* y, int64_t n);
 void quantize_row_q6_K_ref(const float* x, BlockQ6_K* y, int64_t n);
 void quantize_row_q8_K_ref(const float* x, BlockQ8_K* y, int64_t n);
 void quantize_row_iq4_nl_ref(const float* x, BlockIQ4NL* y, int64_t n);
+// ggml's IQ4_XS reference quantizer is its chunk quantizer without weights (it searches: ntry 7).
+void quantize_row_iq4_xs_ref(const float* x, BlockIQ4XS* y, int64_t n);
 
 // --- chunk quantizers (ggml's quantize_<type>): nrows rows of n_per_row values, optional
 // importance weights qw [n_per_row]; qw == nullptr takes llama.cpp's no-imatrix path. Return bytes.
@@ -57,6 +67,7 @@ size_t quantize_q4_K(const float* src, void* dst, int64_t nrows, int64_t n_per_r
 size_t quantize_q5_K(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
 size_t quantize_q6_K(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
 size_t quantize_iq4_nl(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
+size_t quantize_iq4_xs(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* qw);
 
 // --- activation quantizers as ggml's x86 CPU backend runs them before its dot products
 // (ggml-cpu/arch/x86/quants.c): scale amax/127 (F16), multiplier 127/amax, round half to even.
@@ -76,6 +87,7 @@ void vec_dot_q3_K_q8_K(int64_t n, float* s, const BlockQ3_K* x, const BlockQ8_K*
 void vec_dot_q4_K_q8_K(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
 void vec_dot_q5_K_q8_K(int64_t n, float* s, const BlockQ5_K* x, const BlockQ8_K* y);
 void vec_dot_q6_K_q8_K(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y);
+void vec_dot_iq4_xs_q8_K(int64_t n, float* s, const BlockIQ4XS* x, const BlockQ8_K* y);
 void vec_dot_f16(int64_t n, float* s, const uint16_t* x, const uint16_t* y);   // double accumulation
 void vec_dot_bf16(int64_t n, float* s, const uint16_t* x, const uint16_t* y);  // double accumulation
 void vec_dot_f32(int64_t n, float* s, const float* x, const float* y);         // double accumulation
@@ -106,6 +118,8 @@ void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float* s, const BlockIQ4NL* x, const Bl
 void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const BlockQ2_K* x, const BlockQ8_K* y);
 void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const BlockQ8_K* y);
 void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const BlockQ8_K* y);
+// ggml's AVX2 order, which its AVX-512 build also runs: one FMA per super-block into 8 lanes.
+void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float* s, const BlockIQ4XS* x, const BlockQ8_K* y);
 // AVX2 variants of the *_rows8 order, bit-identical to the scalar references.
 void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y);
 void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);

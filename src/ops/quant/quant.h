@@ -59,7 +59,7 @@ struct QuantTraits {
   VecDot8x4Fn vec_dot_rows8_x4_8x4 = nullptr;
 };
 
-// Traits for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL;
+// Traits for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL, IQ4_XS;
 // nullptr for any other type. Q8_1 and Q8_K are activation formats: their vec_dot is null.
 const QuantTraits* quant_traits(DType t);
 

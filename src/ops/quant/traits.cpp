@@ -119,6 +119,11 @@ struct Table {
          avx2 ? KILN_VEC_DOT(BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_avx2)
               : KILN_VEC_DOT(BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0),
          KILN_VEC_DOT(BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0)});
+    add({DType::IQ4_XS, DType::Q8_K, KILN_TO_FLOAT(BlockIQ4XS, dequantize_row_iq4_xs),
+         KILN_FROM_FLOAT(BlockIQ4XS, quantize_row_iq4_xs_ref), nullptr,
+         avx2 ? KILN_VEC_DOT(BlockIQ4XS, BlockQ8_K, vec_dot_iq4_xs_q8_K_avx2)
+              : KILN_VEC_DOT(BlockIQ4XS, BlockQ8_K, vec_dot_iq4_xs_q8_K),
+         KILN_VEC_DOT(BlockIQ4XS, BlockQ8_K, vec_dot_iq4_xs_q8_K)});
     add({DType::Q2_K, DType::Q8_K, KILN_TO_FLOAT(BlockQ2_K, dequantize_row_q2_K),
          KILN_FROM_FLOAT(BlockQ2_K, quantize_row_q2_K_ref), nullptr,
          avx2 ? KILN_VEC_DOT(BlockQ2_K, BlockQ8_K, vec_dot_q2_K_q8_K_avx2)
@@ -218,6 +223,7 @@ bool quantize_supported(DType t) {
     case DType::Q5_K:
     case DType::Q6_K:
     case DType::IQ4_NL:
+    case DType::IQ4_XS:
       return true;
     default:
       return false;
@@ -262,6 +268,8 @@ size_t quantize_chunk(DType t, const float* src, void* dst, int64_t nrows, int64
       return quantize_q6_K(src, dst, nrows, n_per_row, imatrix);
     case DType::IQ4_NL:
       return quantize_iq4_nl(src, dst, nrows, n_per_row, imatrix);
+    case DType::IQ4_XS:
+      return quantize_iq4_xs(src, dst, nrows, n_per_row, imatrix);
     default:
       break;
   }

@@ -127,6 +127,28 @@ void vec_dot_iq4_nl_q8_0(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8
   *s = sumf;
 }
 
+// ggml's generic order: per sub-block of 32, one float multiply-add of the scaled integer sum.
+void vec_dot_iq4_xs_q8_K(int64_t n, float* s, const BlockIQ4XS* x, const BlockQ8_K* y) {
+  float sumf = 0;
+  for (int64_t ibl = 0; ibl < n / kQK_K; ++ibl) {
+    const float d4d8 = f16_to_f32(x[ibl].d) * y[ibl].d;
+    const uint8_t* qs = x[ibl].qs;
+    const int8_t* q8 = y[ibl].qs;
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      const float dl = d4d8 * static_cast<float>(iq4_xs_scale(x[ibl], ib));
+      int sumi1 = 0, sumi2 = 0;
+      for (int j = 0; j < 16; ++j) {
+        sumi1 += q8[j + 0] * kValuesIQ4NL[qs[j] & 0xf];
+        sumi2 += q8[j + 16] * kValuesIQ4NL[qs[j] >> 4];
+      }
+      sumf += dl * static_cast<float>(sumi1 + sumi2);
+      qs += 16;
+      q8 += 32;
+    }
+  }
+  *s = sumf;
+}
+
 void vec_dot_q2_K_q8_K(int64_t n, float* s, const BlockQ2_K* x, const BlockQ8_K* y) {
   float sumf = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {

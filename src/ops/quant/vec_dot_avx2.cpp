@@ -414,6 +414,35 @@ void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float* s, const BlockIQ4NL* x, const Bl
   *s = hsum_float_8(acc);
 }
 
+// Lane k of the integer sum: over the 8 sub-blocks, scale times the products of bytes 4k..4k+3
+// (exact); then one FMA per super-block and ggml's final hsum. ref: ggml_vec_dot_iq4_xs_q8_K (AVX2)
+void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float* s, const BlockIQ4XS* x, const BlockQ8_K* y) {
+  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ibl = 0; ibl < n / kQK_K; ++ibl) {
+    const uint8_t* qs = x[ibl].qs;
+    const int8_t* q8 = y[ibl].qs;
+    uint32_t sh = x[ibl].scales_h;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      const __m128i q4bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * ib));
+      const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(q4bits, m4));
+      const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(q4bits, 4), m4));
+      const __m256i qx = _mm256_insertf128_si256(_mm256_castsi128_si256(lo), hi, 1);
+      const __m256i qy = load256(q8 + 32 * ib);
+      // pairs of products as int16 (|level| <= 127, |q8| <= 127: no saturation), then scaled
+      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx));
+      const int ls = static_cast<int>(((x[ibl].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | ((sh & 3) << 4)) - 32;
+      sh >>= 2;
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(static_cast<int16_t>(ls))));
+    }
+    const __m256 d = _mm256_set1_ps(f16_to_f32(x[ibl].d) * y[ibl].d);
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+  }
+  *s = hsum_float_8(acc);
+}
+
 void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const BlockQ2_K* x, const BlockQ8_K* y) {
   const __m256i m3 = _mm256_set1_epi8(3);
   __m256 acc = _mm256_setzero_ps();
