@@ -49,6 +49,7 @@ constexpr size_t kCapacity = size_t{24} << 20;
 const std::string kCapacityGiB = "sim0=" + std::to_string(static_cast<double>(kCapacity) / (1 << 30));
 
 using kiln::test::TempDir;
+namespace test = kiln::test;
 
 // A streamed request whose client reads nothing: its generation pauses once its backlog is full
 // and it holds its server (and the token) until the socket closes.
