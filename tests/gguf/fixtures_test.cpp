@@ -77,7 +77,7 @@ TEST(GgufFixtures, QuantTensorsMatchLlamaCppListing) {
     }
     ++checked_files;
   }
-  EXPECT_EQ(checked_files, 13);
+  EXPECT_EQ(checked_files, 14);
   EXPECT_GE(checked_f32, 14);
 }
 
