@@ -336,7 +336,9 @@ TEST(Cli, BenchSweepsEveryCombinationInLlamaBenchsOrder) {
             EXPECT_EQ(t["use_mmap"], true) << t;
             EXPECT_EQ(t["samples_ts"].size(), 1u) << t;
           }
-  EXPECT_NE(j[0]["model_type"], j[j.size() - 1]["model_type"]);  // llama, qwen2
+  // llama.cpp's llama_model_desc: architecture, size class (none for these tiny shapes), file type.
+  EXPECT_EQ(j[0]["model_type"], "llama ?B all F32");
+  EXPECT_EQ(j[j.size() - 1]["model_type"], "qwen2 ?B Q8_0");
 
   const CliResult kv = run("bench -m " + kModel + " -p 4 -n 0 -mmp 0,1 -ctk f32,f16 -ctv f32 -fa on,auto -r 1 -o jsonl",
                            "2>/dev/null");
@@ -371,7 +373,7 @@ TEST(Cli, BenchSweepsEveryCombinationInLlamaBenchsOrder) {
 // test (a larger depth is refused before anything runs), and every run starts from the same depth
 // (-r 3 in a context of exactly depth + test cells: leftovers of a run would overflow it).
 TEST(Cli, BenchDepthFillsTheCacheBeforeEachTest) {
-  const CliResult fits = run("bench -m " + kModel + " -p 8 -n 4 --streams 2 -pg 4,4 -d 16 -c 24 -r 3 -o json",
+  const CliResult fits = run("bench -m " + kModel + " -p 8 -n 4 --streams 1,2 -pg 4,4 -d 16 -c 24 -r 3 -o json",
                              "2>/dev/null");
   ASSERT_EQ(fits.exit_code, 0) << fits.out;
   const nlohmann::json j = nlohmann::json::parse(fits.out);

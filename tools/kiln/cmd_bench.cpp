@@ -40,6 +40,7 @@
 #include "generation.h"
 #include "media_flags.h"
 #include "messages.h"
+#include "model_description.h"
 #include "model_flags.h"
 #include "speculative_flags.h"
 #include "user_files.h"
@@ -312,7 +313,7 @@ int run_bench(int argc, char** argv) {
       int64_t n_params = 0;
       for (const GgufTensorInfo& info : model->file().tensors()) n_params += info.nelements();
       setting.model_filename = model->path();
-      setting.model_type = model->hparams().arch_key;
+      setting.model_type = model_description(*model);
       setting.model_size = static_cast<int64_t>(model->weight_bytes());
       setting.model_n_params = n_params;
     }
