@@ -1,25 +1,26 @@
 #include "bench_sweep.h"
 
-#include <sstream>
-
 #include "model_flags.h"
 
 namespace kiln::cli {
 namespace {
 
-// Appends each comma-separated item of `v` parsed by `parse` to `out`.
+// Appends each comma-separated item of `v` parsed by `parse` to `out` (an empty item, as in "4,"
+// or "4,,8", goes to `parse` too, which refuses it).
 template <typename T, typename Parse>
 std::string append_items(const std::string& v, std::vector<T>* out, Parse parse) {
-  std::stringstream ss(v);
-  std::string item;
-  bool any = false;
-  while (std::getline(ss, item, ',')) {
+  size_t begin = 0;
+  for (;;) {
+    const size_t comma = v.find(',', begin);
     T x{};
-    if (std::string err = parse(item, &x); !err.empty()) return err;
+    if (std::string err =
+            parse(v.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin), &x);
+        !err.empty())
+      return err;
     out->push_back(x);
-    any = true;
+    if (comma == std::string::npos) return "";
+    begin = comma + 1;
   }
-  return any ? "" : "give at least one value";
 }
 
 std::string append_ints(const std::string& v, const IntRange& range, std::vector<int64_t>* out) {
