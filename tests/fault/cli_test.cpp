@@ -13,6 +13,7 @@
 #include <string>
 
 #include "shell_command.h"
+#include "temp_dir.h"
 #include "test_data.h"
 
 namespace {
@@ -228,6 +229,59 @@ TEST(Cli, RunWithNgramDraftsOnTheLoopingDefaultModel) {
   const RunOutput spec = run_text(base + "--spec-type ngram-simple --spec-ngram-simple-size-n 2");
   EXPECT_EQ(spec.text, plain.text);
   EXPECT_GT(count_after(spec.speculative, "accepted "), 0) << spec.speculative;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Lookup caches in llama.cpp's files: `kiln lookup-create` writes llama-lookup-create's bytes; a
+// first `kiln run -lcd` writes llama-lookup's dynamic cache (same prompt, 66 greedy tokens:
+// tests/llm/data/lookup/make_lookup_refs.sh); a second run reads it, drafts from it and adds its
+// own counts; -lcs reads a static cache; the text never changes.
+TEST(Cli, LookupCachesAreLlamaCppsFilesAndNeverChangeTheText) {
+  const std::string refs = std::string(KILN_SOURCE_DIR) + "/tests/llm/data/lookup/";
+  kiln::test::TempDir dir("kiln-lookup-");
+  const std::string lcs = dir.path() + "/genesis.lcs", lcd = dir.path() + "/moses.lcd";
+  const CliResult created = run("lookup-create -f " + refs + "genesis.txt -lcs " + lcs);
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  EXPECT_EQ(file_bytes(lcs), file_bytes(refs + "genesis-kjv.lcs")) << "not llama-lookup-create's bytes";
+
+  const std::string base = "-p 'And God said unto Moses,' -n 66 --temp 0 -s 1 ";
+  const RunOutput plain = run_text(base);
+  const RunOutput first = run_text(base + "--spec-type ngram-cache -lcd " + lcd);
+  EXPECT_EQ(first.text, plain.text);
+  EXPECT_EQ(file_bytes(lcd), file_bytes(refs + "moses-kjv.lcd")) << "not llama-lookup's bytes";
+  const RunOutput second = run_text(base + "--spec-type ngram-cache -lcd " + lcd);
+  EXPECT_EQ(second.text, plain.text);
+  EXPECT_GT(count_after(second.speculative, "accepted "), count_after(first.speculative, "accepted "))
+      << first.speculative << " / " << second.speculative;
+  EXPECT_EQ(file_bytes(lcd).size(), file_bytes(refs + "moses-kjv.lcd").size())
+      << "the same text again: the same n-grams, higher counts";
+  EXPECT_NE(file_bytes(lcd), file_bytes(refs + "moses-kjv.lcd"));
+  const RunOutput both = run_text(base + "--spec-type ngram-cache -lcs " + lcs + " -lcd " + lcd);
+  EXPECT_EQ(both.text, plain.text);
+
+  std::ofstream(dir.path() + "/bad.lcs", std::ios::binary) << "abc";
+  // A cache of a 32,000-token vocabulary for the default model's 3,072 tokens.
+  const std::string other = dir.path() + "/other-vocab.lcs";
+  ASSERT_EQ(run("lookup-create -m " + kModel + " -f " + refs + "genesis.txt -lcs " + other).exit_code, 0);
+  const std::string run_hi = "run -p hi -n 2 ";
+  const struct {
+    std::string args, message;
+  } bad[] = {
+      {run_hi + "--spec-type ngram-cache -lcs " + dir.path() + "/missing.lcs", "-lcs " + dir.path() + "/missing.lcs: No such file"},
+      {run_hi + "--spec-type ngram-cache -lcs " + dir.path() + "/bad.lcs", "not a lookup cache: truncated record"},
+      {run_hi + "--spec-type ngram-simple -lcd " + lcd, "-lcd (a lookup cache) needs --spec-type ngram-cache"},
+      {run_hi + "--spec-type ngram-cache -lcs " + other, "a token outside the model's vocabulary"},
+      {"lookup-create -p hi", "give the file to write with -lcs OUT"},
+  };
+  for (const auto& c : bad) {
+    const CliResult r = run(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+  }
 }
 
 TEST(Cli, BadSpeculativeFlagsGetAClearError) {

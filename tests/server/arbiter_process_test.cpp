@@ -32,6 +32,7 @@
 #include "serve_process.h"
 #include "test_data.h"
 #include "temp_dir.h"
+#include "time_scale.h"
 
 namespace {
 
@@ -48,6 +49,7 @@ constexpr size_t kCapacity = size_t{24} << 20;
 const std::string kCapacityGiB = "sim0=" + std::to_string(static_cast<double>(kCapacity) / (1 << 30));
 
 using kiln::test::TempDir;
+namespace test = kiln::test;
 
 // A streamed request whose client reads nothing: its generation pauses once its backlog is full
 // and it holds its server (and the token) until the socket closes.
@@ -132,7 +134,7 @@ bool token_taken(const std::string& dir) {
 
 int test_seconds() {
   const char* s = std::getenv("KILN_ARBITER_TEST_SECONDS");
-  return s != nullptr && std::atoi(s) > 0 ? std::atoi(s) : 20;
+  return s != nullptr && std::atoi(s) > 0 ? std::atoi(s) : test::scaled_seconds(20);
 }
 
 struct Pair {
@@ -228,10 +230,10 @@ void alternate(Pair& p, int seconds, const std::vector<std::string>& expected) {
               done[0].load(), done[1].load(), max_ledger.load(), kCapacity, samples.load());
 }
 
-// Waits up to 10 s until `s` holds the token.
+// Waits up to 10 s (scaled for slow builds) until `s` holds the token.
 bool wait_holding(ServeProcess& s) {
   const auto t0 = Clock::now();
-  while (Clock::now() - t0 < 10s && metric(s.port(), "kiln:arbiter_holding") != 1) std::this_thread::sleep_for(2ms);
+  while (Clock::now() - t0 < test::scaled(10s) && metric(s.port(), "kiln:arbiter_holding") != 1) std::this_thread::sleep_for(2ms);
   return metric(s.port(), "kiln:arbiter_holding") == 1;
 }
 
@@ -241,7 +243,7 @@ TEST(ArbiterProcesses, TwoServersTakeTurnsOnOneSharedSimDevice) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(start_pair(p));
   alternate(p, test_seconds(), expected);
-  for (auto* s : {p.a.get(), p.b.get()}) EXPECT_EQ(s->terminate(10s), 0) << s->log();
+  for (auto* s : {p.a.get(), p.b.get()}) EXPECT_EQ(s->terminate(test::scaled(10s)), 0) << s->log();
 }
 
 // A server of many models takes the token for its requests and loads, yields by evicting its
@@ -250,9 +252,9 @@ TEST(ArbiterProcesses, AServerOfManyModelsTakesTurnsAndWaitsWithinTheResidencyTi
   const std::vector<std::string> expected = lone_answers();
   ASSERT_EQ(expected.size(), 4u);
   Pair p;
-  constexpr int kTimeout = 5;  // long enough that turns in the alternation never reach it
+  const int kTimeout = test::scaled_seconds(5);  // long enough that turns in the alternation never reach it
   ASSERT_NO_FATAL_FAILURE(start_pair(p, Kind::Many, kTimeout));
-  alternate(p, 8, expected);
+  alternate(p, test::scaled_seconds(8), expected);
 
   // b holds the device with a stream nobody reads: a's request waits kTimeout s, then 503.
   {
@@ -265,13 +267,13 @@ TEST(ArbiterProcesses, AServerOfManyModelsTakesTurnsAndWaitsWithinTheResidencyTi
     EXPECT_NE(text.find("busy in another process"), std::string::npos) << text;
     EXPECT_NE(text.find("--residency-timeout " + std::to_string(kTimeout)), std::string::npos) << text;
     EXPECT_GE(waited, std::chrono::seconds(kTimeout) - 100ms);
-    EXPECT_LT(waited, std::chrono::seconds(kTimeout) + 10s);
+    EXPECT_LT(waited, std::chrono::seconds(kTimeout) + test::scaled(10s));
   }
   // The stream's end frees b: a's next request gets the device and the right answer.
   auto [status, text] = complete(p.a->port(), request(1));
   EXPECT_EQ(status, 200) << text;
   EXPECT_EQ(text, expected[1]);
-  for (auto* s : {p.a.get(), p.b.get()}) EXPECT_EQ(s->terminate(10s), 0) << s->log();
+  for (auto* s : {p.a.get(), p.b.get()}) EXPECT_EQ(s->terminate(test::scaled(10s)), 0) << s->log();
 }
 
 TEST(ArbiterProcesses, DeathsNeitherStallNorStrand) {
@@ -291,14 +293,14 @@ TEST(ArbiterProcesses, DeathsNeitherStallNorStrand) {
     std::this_thread::sleep_for(300ms);
     EXPECT_EQ(metric(p.a->port(), "kiln:arbiter_holding"), 0);
     p.a->signal(SIGKILL);
-    EXPECT_NE(p.a->wait_exit(5s), -1);
+    EXPECT_NE(p.a->wait_exit(test::scaled(5s)), -1);
     waiter.join();
     // b admits requests again at once (beside the long one, in its second slot).
     const auto t0 = Clock::now();
     auto [status, text] = complete(p.b->port(), request(1));
     EXPECT_EQ(status, 200);
     EXPECT_EQ(text, expected[1]);
-    EXPECT_LT(Clock::now() - t0, 5s);
+    EXPECT_LT(Clock::now() - t0, test::scaled(5s));
     busy.reset();  // the stream's end: b is idle
     EXPECT_EQ(metric(p.b->port(), "kiln:arbiter_holding"), 1);
     EXPECT_EQ(metric(p.b->port(), "kiln:arbiter_yields_total"), yields);
@@ -316,9 +318,9 @@ TEST(ArbiterProcesses, DeathsNeitherStallNorStrand) {
   std::this_thread::sleep_for(200ms);
   const auto killed = Clock::now();
   p.a->signal(SIGKILL);
-  EXPECT_NE(p.a->wait_exit(5s), -1);
+  EXPECT_NE(p.a->wait_exit(test::scaled(5s)), -1);
   EXPECT_TRUE(wait_holding(*p.b));
-  EXPECT_LT(Clock::now() - killed, 1s);
+  EXPECT_LT(Clock::now() - killed, test::scaled(1s));
   waiter.join();
   busy.reset();
   EXPECT_EQ(b_answer.first, 200) << b_answer.second;
@@ -330,8 +332,8 @@ TEST(ArbiterProcesses, DeathsNeitherStallNorStrand) {
   ASSERT_NE(p.a, nullptr) << error;
   ASSERT_TRUE(wait_holding(*p.a));
   EXPECT_EQ(metric(p.b->port(), "kiln:arbiter_holding"), 0);
-  EXPECT_EQ(p.b->terminate(10s), 0) << p.b->log();
-  EXPECT_EQ(p.a->terminate(10s), 0) << p.a->log();
+  EXPECT_EQ(p.b->terminate(test::scaled(10s)), 0) << p.b->log();
+  EXPECT_EQ(p.a->terminate(test::scaled(10s)), 0) << p.a->log();
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "serve_process.h"
 #include "temp_dir.h"
 #include "test_data.h"
+#include "time_scale.h"
 
 namespace kiln::serve {
 namespace {
@@ -45,8 +46,9 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+// Whether `pred` holds within `seconds` (scaled for slow builds), polling every 20 ms.
 bool wait_for(const std::function<bool()>& pred, double seconds) {
-  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  const auto end = Clock::now() + test::scaled(std::chrono::duration<double>(seconds));
   while (Clock::now() < end) {
     if (pred()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -87,7 +89,7 @@ ServerOptions sleepy_options() {
   o.queue_limit = 8;
   o.n_threads = 1;
   o.context.n_ctx = 256;
-  o.sleep_idle_seconds = 1;
+  o.sleep_idle_seconds = test::scaled_seconds(1);
   return o;
 }
 
@@ -165,8 +167,8 @@ TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
   EXPECT_GT(memory_of(*port, device, arena)["compute"].get<size_t>(), size_t{64 * 151936 * 4});
 
   ASSERT_TRUE(wait_for([&] { return s.sleeping(); }, 10));
-  EXPECT_GE(std::chrono::duration<double>(Clock::now() - answered).count(), 0.9)
-      << "slept before 1 s of idleness";
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - answered).count(), o.sleep_idle_seconds - 0.1)
+      << "slept before " << o.sleep_idle_seconds << " s of idleness";
   const json asleep = memory_of(*port, device, name);
   EXPECT_EQ(asleep["weights"], 0) << asleep;
   EXPECT_EQ(asleep["compute"], 0) << asleep;

@@ -21,6 +21,7 @@
 #include "serve/server_state.h"
 #include "serve/server.h"
 #include "test_data.h"
+#include "time_scale.h"
 
 namespace kiln::serve {
 namespace {
@@ -41,7 +42,8 @@ ModelSpec spec(const std::string& name, const std::string& path) {
   return m;
 }
 
-ServerOptions options(double budget_gib, int32_t residency_timeout = 30) {
+// `residency_timeout`: long enough by default that no request of these tests waits that long.
+ServerOptions options(double budget_gib, int32_t residency_timeout = test::scaled_seconds(30)) {
   ServerOptions o;
   o.n_parallel = 1;
   o.n_threads = 2;
@@ -228,7 +230,7 @@ TEST(ManyModels, IdleSleepOfEveryModelFreesTheDevicesArena) {
   EXPECT_FALSE(answer(s, ask2).text.empty());
   EXPECT_FALSE(answer(s, ask3).text.empty());
   EXPECT_GT(s.arena_bytes(), size_t{16 * 151936 * 4});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto deadline = std::chrono::steady_clock::now() + test::scaled(std::chrono::seconds(10));
   while (s.states() != std::map<std::string, std::string>{{"qwen2", "sleeping"}, {"qwen3", "sleeping"}} &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
