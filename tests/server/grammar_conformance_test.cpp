@@ -32,9 +32,9 @@ const ordered_json& refs() {
 }
 
 // The models make_greedy_refs.py runs, in its order.
-const std::vector<std::string> kModels = {"llama-spm-e128-f32", "llama-spm-e256-Q4_0", "llama-spm-e256-Q4_K_M",
-                                          "llama-spm-e256-Q6_K", "qwen2-e64-Q8_0", "qwen3-e64-Q8_0",
-                                          "kjv-llama-q8_0"};
+const std::vector<std::string> kModels = {
+    "llama-spm-e128-f32", "llama-spm-e256-Q4_0", "llama-spm-e256-Q4_K_M", "llama-spm-e256-Q6_K",
+    "qwen2-e64-Q8_0",     "qwen3-e64-Q8_0",      "kjv-llama-q8_0"};
 
 std::string model_path(const std::string& name) {
   if (name == "kjv-llama-q8_0") return std::string(KILN_SOURCE_DIR) + "/models/kjv-llama-q8_0.gguf";
@@ -43,7 +43,8 @@ std::string model_path(const std::string& name) {
 
 // The request make_greedy_refs.py sends for `c`.
 ordered_json request_of(const ordered_json& c, const ordered_json& schemas) {
-  ordered_json body = {{"prompt", c["prompt"]}, {"n_predict", c["n_predict"]}, {"temperature", 0}, {"cache_prompt", false}};
+  ordered_json body = {
+      {"prompt", c["prompt"]}, {"n_predict", c["n_predict"]}, {"temperature", 0}, {"cache_prompt", false}};
   if (c.contains("grammar")) {
     body["grammar"] = c["grammar"];
   } else if (c.contains("schema")) {
@@ -61,8 +62,8 @@ class GrammarConformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GrammarConformance, GreedyTextEqualsLlamaServers) {
   const std::string& name = GetParam();
-  ASSERT_TRUE(refs()["models"].contains(name)) << "greedy_refs.json has no outputs for " << name
-                                               << " (rerun make_greedy_refs.py)";
+  ASSERT_TRUE(refs()["models"].contains(name))
+      << "greedy_refs.json has no outputs for " << name << " (rerun make_greedy_refs.py)";
   const auto& expected = refs()["models"][name];
   const auto cases = load(kData + "greedy_cases.json")["cases"];
   const auto schemas = load(kData + "schemas.json");
