@@ -47,12 +47,13 @@ def main():
     schemas = {s["name"]: s["schema"] for s in json.load(open(os.path.join(HERE, "schemas.json")))}
     models = [(m, os.path.join(args.test_data, "models", m + ".gguf")) for m in FIXTURES]
     models.append((DEFAULT_MODEL, os.path.join(ROOT, "models", DEFAULT_MODEL + ".gguf")))
-    version = subprocess.run([args.server, "--version"], capture_output=True, text=True).stderr.strip().splitlines()
+    printed = subprocess.run([args.server, "--version"], capture_output=True, text=True)
+    version = [line for line in (printed.stdout + printed.stderr).splitlines() if line.startswith("version:")]
     refs_path = os.path.join(HERE, "greedy_refs.json")
     if args.only:
         models = [m for m in models if m[0] in args.only.split(",")]
     out = json.load(open(refs_path)) if args.only and os.path.exists(refs_path) else {"models": {}}
-    out["engine"] = "llama-server " + (version[0] if version else "?")
+    out["engine"] = "llama-server, " + (version[0] if version else "version unknown")
     for name, path in models:
         with LlamaServer(args.server, ["-m", path, "-c", "1024", "-np", "1", "-t", "2", "--no-webui"]) as server:
             results = {}
