@@ -2,17 +2,19 @@
 """kiln against llama.cpp on the same GGUF file: prompt processing, generation, batched generation.
 
   bench/compare_llama_cpp.py KILN_BINARY MODEL.gguf [MODEL.gguf...] --node-modules DIR [-p 512]
-                             [-n 64] [--streams 8] [--rounds 3] [--threads 2]
+                             [-n 64] [-d 0] [--streams 8] [--rounds 3] [--threads 2]
 
 The peer is llama.cpp's prebuilt CPU build from npm (node-llama-cpp@3.22.1: `npm install
 node-llama-cpp@3.22.1` in DIR's parent), driven through its C API by bench/llama_cpp_peer.cpp,
 which this script compiles against the llama.h of the package's llama.cpp release (its git
 bundle) and links with the package's libllama; the build goes to build/llama_cpp_peer/. Rounds
 alternate kiln (`kiln bench -r 1`) and llama.cpp with the same tests, file and thread count; the
-table gives each side's median tokens/s and the median over rounds of kiln / llama.cpp.
+table gives each side's median tokens/s and the median over rounds of kiln / llama.cpp. -d D
+runs every test after D tokens in the KV cache on both sides (llama-bench's depth).
 Standard library only (plus g++ and git).
 """
 import argparse
+import json
 import os
 import re
 import statistics
@@ -41,21 +43,22 @@ def build_peer(node_modules):
     return exe, bins
 
 
+def test_name(n_prompt, n_gen, n_streams, n_depth):
+    """kiln bench's name of a test (as in its md table): pp512, tg64 x8 @ d4096, ..."""
+    name = f"pp{n_prompt}" if n_gen == 0 else f"tg{n_gen}" if n_prompt == 0 else f"pp{n_prompt}+tg{n_gen}"
+    return name + (f" x{n_streams}" if n_streams > 1 else "") + (f" @ d{n_depth}" if n_depth > 0 else "")
+
+
 def kiln_round(kiln, model, a):
     streams = "1" if a.streams < 2 else f"1,{a.streams}"
-    out = subprocess.run([kiln, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "--streams",
-                          streams, "-r", "1", "-t", str(a.threads)],
+    out = subprocess.run([kiln, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", str(a.d), "--streams",
+                          streams, "-r", "1", "-t", str(a.threads), "-o", "json"],
                          check=True, capture_output=True, text=True).stdout
-    rates = {}
-    for line in out.splitlines():
-        m = re.match(r"\|\s*(pp\d+|tg\d+(?: x\d+)?)\s*\|\s*([\d.]+)\s*\|", line)
-        if m:
-            rates[m.group(1)] = float(m.group(2))
-    return rates
+    return {test_name(t["n_prompt"], t["n_gen"], t["n_streams"], t["n_depth"]): t["avg_ts"] for t in json.loads(out)}
 
 
 def peer_round(exe, bins, model, a):
-    out = subprocess.run([exe, model, str(a.p), str(a.n), str(a.streams), str(a.threads), bins],
+    out = subprocess.run([exe, model, str(a.p), str(a.n), str(a.streams), str(a.threads), bins, str(a.d)],
                          check=True, capture_output=True, text=True).stdout
     rates, variant = {}, "unknown"
     for line in out.splitlines():
@@ -108,14 +111,15 @@ def main():
     p.add_argument("--node-modules", required=True)
     p.add_argument("-p", type=int, default=512)
     p.add_argument("-n", type=int, default=64)
+    p.add_argument("-d", type=int, default=0, help="tokens in the KV cache before each test (depth)")
     p.add_argument("--streams", type=int, default=8)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     exe, bins = build_peer(os.path.abspath(a.node_modules))
     # -p 0 or -n 0 drops that test (both sides skip it), as in llama-bench.
-    tests = ([f"pp{a.p}"] if a.p > 0 else []) + ([f"tg{a.n}"] if a.n > 0 else [])
-    tests += [f"tg{a.n} x{a.streams}"] if a.n > 0 and a.streams > 1 else []
+    tests = ([test_name(a.p, 0, 1, a.d)] if a.p > 0 else []) + ([test_name(0, a.n, 1, a.d)] if a.n > 0 else [])
+    tests += [test_name(0, a.n, a.streams, a.d)] if a.n > 0 and a.streams > 1 else []
     summary = [(weight_type(m), compare(exe, bins, m, tests, a)) for m in a.models]
     if len(summary) > 1:
         print(f"| type | " + " | ".join(tests) + " |")

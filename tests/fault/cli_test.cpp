@@ -13,6 +13,7 @@
 #include <string>
 
 #include "shell_command.h"
+#include "temp_dir.h"
 #include "test_data.h"
 
 namespace {
@@ -230,6 +231,59 @@ TEST(Cli, RunWithNgramDraftsOnTheLoopingDefaultModel) {
   EXPECT_GT(count_after(spec.speculative, "accepted "), 0) << spec.speculative;
 }
 
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Lookup caches in llama.cpp's files: `kiln lookup-create` writes llama-lookup-create's bytes; a
+// first `kiln run -lcd` writes llama-lookup's dynamic cache (same prompt, 66 greedy tokens:
+// tests/llm/data/lookup/make_lookup_refs.sh); a second run reads it, drafts from it and adds its
+// own counts; -lcs reads a static cache; the text never changes.
+TEST(Cli, LookupCachesAreLlamaCppsFilesAndNeverChangeTheText) {
+  const std::string refs = std::string(KILN_SOURCE_DIR) + "/tests/llm/data/lookup/";
+  kiln::test::TempDir dir("kiln-lookup-");
+  const std::string lcs = dir.path() + "/genesis.lcs", lcd = dir.path() + "/moses.lcd";
+  const CliResult created = run("lookup-create -f " + refs + "genesis.txt -lcs " + lcs);
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  EXPECT_EQ(file_bytes(lcs), file_bytes(refs + "genesis-kjv.lcs")) << "not llama-lookup-create's bytes";
+
+  const std::string base = "-p 'And God said unto Moses,' -n 66 --temp 0 -s 1 ";
+  const RunOutput plain = run_text(base);
+  const RunOutput first = run_text(base + "--spec-type ngram-cache -lcd " + lcd);
+  EXPECT_EQ(first.text, plain.text);
+  EXPECT_EQ(file_bytes(lcd), file_bytes(refs + "moses-kjv.lcd")) << "not llama-lookup's bytes";
+  const RunOutput second = run_text(base + "--spec-type ngram-cache -lcd " + lcd);
+  EXPECT_EQ(second.text, plain.text);
+  EXPECT_GT(count_after(second.speculative, "accepted "), count_after(first.speculative, "accepted "))
+      << first.speculative << " / " << second.speculative;
+  EXPECT_EQ(file_bytes(lcd).size(), file_bytes(refs + "moses-kjv.lcd").size())
+      << "the same text again: the same n-grams, higher counts";
+  EXPECT_NE(file_bytes(lcd), file_bytes(refs + "moses-kjv.lcd"));
+  const RunOutput both = run_text(base + "--spec-type ngram-cache -lcs " + lcs + " -lcd " + lcd);
+  EXPECT_EQ(both.text, plain.text);
+
+  std::ofstream(dir.path() + "/bad.lcs", std::ios::binary) << "abc";
+  // A cache of a 32,000-token vocabulary for the default model's 3,072 tokens.
+  const std::string other = dir.path() + "/other-vocab.lcs";
+  ASSERT_EQ(run("lookup-create -m " + kModel + " -f " + refs + "genesis.txt -lcs " + other).exit_code, 0);
+  const std::string run_hi = "run -p hi -n 2 ";
+  const struct {
+    std::string args, message;
+  } bad[] = {
+      {run_hi + "--spec-type ngram-cache -lcs " + dir.path() + "/missing.lcs", "-lcs " + dir.path() + "/missing.lcs: No such file"},
+      {run_hi + "--spec-type ngram-cache -lcs " + dir.path() + "/bad.lcs", "not a lookup cache: truncated record"},
+      {run_hi + "--spec-type ngram-simple -lcd " + lcd, "-lcd (a lookup cache) needs --spec-type ngram-cache"},
+      {run_hi + "--spec-type ngram-cache -lcs " + other, "a token outside the model's vocabulary"},
+      {"lookup-create -p hi", "give the file to write with -lcs OUT"},
+  };
+  for (const auto& c : bad) {
+    const CliResult r = run(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
 TEST(Cli, BadSpeculativeFlagsGetAClearError) {
   const std::string run_hi = "run -m " + kModel + " -p hi -n 2 ";
   const std::string qwen = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
@@ -305,6 +359,94 @@ TEST(Cli, BenchSpeaksLlamaBenchsFlagsAndOutputs) {
   EXPECT_NE(md.out.find("| pp4+tg2 |"), std::string::npos) << md.out;
 }
 
+// llama-bench's sweeps: -m, -mmp, -b, -ub, -ctk, -ctv, -fa, -t and -d take lists, and one run
+// measures every combination, one record per test, in llama-bench's order of loops (model, mmap,
+// n_batch, n_ubatch, type_k, type_v, flash_attn, threads, depth, then the tests).
+TEST(Cli, BenchSweepsEveryCombinationInLlamaBenchsOrder) {
+  const std::string qwen = kiln::test_data::path("models/qwen2-e64-Q8_0.gguf");
+  const CliResult r = run("bench -m " + kModel + "," + qwen +
+                              " -p 4 -n 2 -b 2,4 -t 1,2 -d 0,3 -ctk f32 -fa off -r 1 --no-warmup -o json",
+                          "2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u * 2 * 2 * 2 * 2) << r.out;  // models x n_batch x threads x depths x (pp, tg)
+  size_t i = 0;
+  for (const std::string& model : {std::string("llama-spm-e128-f32"), std::string("qwen2-e64-Q8_0")})
+    for (int n_batch : {2, 4})
+      for (int n_threads : {1, 2})
+        for (int depth : {0, 3})
+          for (const auto& [n_prompt, n_gen] : {std::pair{4, 0}, std::pair{0, 2}}) {
+            const auto& t = j[i++];
+            EXPECT_NE(t["model_filename"].get<std::string>().find(model), std::string::npos) << t;
+            EXPECT_EQ(t["n_batch"], n_batch) << t;
+            EXPECT_EQ(t["n_ubatch"], 512) << t;
+            EXPECT_EQ(t["n_threads"], n_threads) << t;
+            EXPECT_EQ(t["n_depth"], depth) << t;
+            EXPECT_EQ(t["n_prompt"], n_prompt) << t;
+            EXPECT_EQ(t["n_gen"], n_gen) << t;
+            EXPECT_EQ(t["type_k"], "f32") << t;
+            EXPECT_EQ(t["type_v"], "f16") << t;
+            EXPECT_EQ(t["flash_attn"], 0) << t;
+            EXPECT_EQ(t["use_mmap"], true) << t;
+            EXPECT_EQ(t["samples_ts"].size(), 1u) << t;
+          }
+  // llama.cpp's llama_model_desc: architecture, size class (none for these tiny shapes), file type.
+  EXPECT_EQ(j[0]["model_type"], "llama ?B all F32");
+  EXPECT_EQ(j[j.size() - 1]["model_type"], "qwen2 ?B Q8_0");
+
+  const CliResult kv = run("bench -m " + kModel + " -p 4 -n 0 -mmp 0,1 -ctk f32,f16 -ctv f32 -fa on,auto -r 1 -o jsonl",
+                           "2>/dev/null");
+  ASSERT_EQ(kv.exit_code, 0) << kv.out;
+  std::istringstream lines(kv.out);
+  std::string line;
+  i = 0;
+  for (bool mmap : {false, true})
+    for (const char* type_k : {"f32", "f16"})
+      for (int fa : {1, -1}) {
+        ASSERT_TRUE(std::getline(lines, line)) << kv.out;
+        const nlohmann::json t = nlohmann::json::parse(line);
+        EXPECT_EQ(t["use_mmap"], mmap) << t;
+        EXPECT_EQ(t["type_k"], type_k) << t;
+        EXPECT_EQ(t["type_v"], "f32") << t;
+        EXPECT_EQ(t["flash_attn"], fa) << t;
+        ++i;
+      }
+  EXPECT_FALSE(std::getline(lines, line)) << kv.out;
+
+  // The table shows the swept columns (llama-bench's names) and the depth in the test's name.
+  const CliResult md = run("bench -m " + kModel + " -p 4 -n 2 --streams 1,2 -t 1,2 -ub 2 -d 3 -r 1", "2>/dev/null");
+  ASSERT_EQ(md.exit_code, 0) << md.out;
+  EXPECT_NE(md.out.find("| model | size | params | backend | threads | n_ubatch | test |"), std::string::npos)
+      << md.out;
+  EXPECT_NE(md.out.find("| cpu | 1 | 2 | pp4 @ d3 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| cpu | 2 | 2 | tg2 x2 @ d3 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("vs tg2 @ d3 |"), std::string::npos) << md.out;
+}
+
+// -d N: each test starts with N tokens in the KV cache. The context must hold the depth and the
+// test (a larger depth is refused before anything runs), and every run starts from the same depth
+// (-r 3 in a context of exactly depth + test cells: leftovers of a run would overflow it).
+TEST(Cli, BenchDepthFillsTheCacheBeforeEachTest) {
+  const CliResult fits = run("bench -m " + kModel + " -p 8 -n 4 --streams 1,2 -pg 4,4 -d 16 -c 24 -r 3 -o json",
+                             "2>/dev/null");
+  ASSERT_EQ(fits.exit_code, 0) << fits.out;
+  const nlohmann::json j = nlohmann::json::parse(fits.out);
+  ASSERT_EQ(j.size(), 4u) << fits.out;  // pp8, tg4, tg4 x2, pp4+tg4
+  for (const auto& t : j) {
+    EXPECT_EQ(t["n_depth"], 16) << t;
+    EXPECT_EQ(t["samples_ns"].size(), 3u) << t;
+  }
+  EXPECT_EQ(j[2]["n_streams"], 2) << j[2];
+  EXPECT_EQ(j[3]["n_prompt"], 4) << j[3];
+  const CliResult too_deep = run("bench -m " + kModel + " -p 8 -n 4 -d 0,17 -c 24 -r 1");
+  EXPECT_EQ(too_deep.exit_code, 1) << too_deep.out;
+  EXPECT_NE(too_deep.out.find("kiln bench: -d 17: the tests at that depth need 25 cells, the context has 24 "
+                              "(raise -c)"),
+            std::string::npos)
+      << too_deep.out;
+  EXPECT_EQ(too_deep.out.find("| pp8 |"), std::string::npos) << too_deep.out;  // nothing ran
+}
+
 TEST(Cli, DefaultModelIsEmbedded) {
   const CliResult r = run("run -p 'And God said' -n 4 --temp 0 -s 1 -t 2");  // a given seed is not printed
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -337,7 +479,7 @@ TEST(Cli, ModelsRunOnASimDevice) {
 
   const CliResult bench = run("bench -m " + kModel + " -p 8 -n 4 -r 1 -t 2 --device sim0");
   ASSERT_EQ(bench.exit_code, 0) << bench.out;
-  EXPECT_NE(bench.out.find("device sim0"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("| sim0 |"), std::string::npos) << bench.out;
   const CliResult chat = run("chat -m " + kModel + " -p hello -st -n 4 -t 2 --device sim1");
   EXPECT_EQ(chat.exit_code, 0) << chat.out;
 }
@@ -395,6 +537,20 @@ TEST(Cli, NonsenseValuesAreRefusedWithOneLine) {
        "kiln bench: --streams: '0' must be in 1..64 (stream counts)\n"},
       {"bench -o xml -m /nonexistent.gguf", "kiln bench: -o: 'xml' is not one of md, csv, json, jsonl\n"},
       {"bench -pg 8 -m /nonexistent.gguf", "kiln bench: -pg: give P,N (prompt and generated tokens)\n"},
+      {"bench -ctk f16,q8_0 -m /nonexistent.gguf",
+       "kiln bench: -ctk: cache type 'q8_0' is not supported (kiln's KV cache holds f32 or f16)\n"},
+      {"bench -ctv q4_1 -m /nonexistent.gguf",
+       "kiln bench: -ctv: cache type 'q4_1' is not supported (kiln's KV cache holds f32 or f16)\n"},
+      {"bench -fa on,2 -m /nonexistent.gguf", "kiln bench: -fa: '2' is not on, off or auto\n"},
+      {"bench -mmp 1,2 -m /nonexistent.gguf", "kiln bench: -mmp: '2' must be in 0..1\n"},
+      {"bench -d -1 -m /nonexistent.gguf", "kiln bench: -d: '-1' must be at least 0\n"},
+      {"bench -t 1,x -m /nonexistent.gguf", "kiln bench: -t: 'x' is not an integer\n"},
+      {"bench -b 0 -m /nonexistent.gguf", "kiln bench: -b: '0' must be at least 1\n"},
+      {"bench -m a.gguf, -p 8", "kiln bench: -m: an empty model path\n"},
+      {"bench --no-mmap -mmp 1 -m /nonexistent.gguf", "kiln bench: give -mmp or --no-mmap, not both\n"},
+      {"bench -t 1,2 -md /nonexistent.gguf -m /nonexistent.gguf",
+       "kiln bench: speculative decoding and image tests run with one model and one value of each swept flag, "
+       "at depth 0\n"},
       {"quantize in.gguf out.gguf Q4_0 -t x", "kiln quantize: -t: 'x' is not an integer\n"},
   };
   for (const auto& [args, want] : cases) {

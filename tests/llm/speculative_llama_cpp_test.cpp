@@ -27,7 +27,8 @@ std::string model_path(const std::string& name) {
   return test_data::path("models/" + name + ".gguf");
 }
 
-// The case's settings: {"types": "a,b", "<source>": {"size_n": ..., ...}} as llama.cpp's flags.
+// The case's settings: {"types": "a,b", "<source>": {"size_n": ..., ...}, "lookup": {"static":
+// FILE, "dynamic": FILE}} as llama.cpp's flags.
 SpeculativeOptions options_of(const json& spec) {
   SpeculativeOptions o;
   auto sources = parse_draft_sources(spec.at("types").get<std::string>());
@@ -43,6 +44,12 @@ SpeculativeOptions options_of(const json& spec) {
   map_options("ngram-simple", o.ngram_simple);
   map_options("ngram-map-k", o.ngram_map_k);
   map_options("ngram-map-k4v", o.ngram_map_k4v);
+  if (spec.contains("lookup")) {  // files under tests/llm/data/lookup
+    const std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/llm/data/lookup/";
+    const json& l = spec.at("lookup");
+    if (l.contains("static")) o.lookup_cache_static = dir + l.at("static").get<std::string>();
+    if (l.contains("dynamic")) o.lookup_cache_dynamic = dir + l.at("dynamic").get<std::string>();
+  }
   if (spec.contains("ngram-mod")) {
     const json& s = spec.at("ngram-mod");
     o.ngram_mod.n_match = s.value("n_match", o.ngram_mod.n_match);

@@ -1,8 +1,13 @@
 // `kiln bench`: prompt processing and generation speed of a model, as llama-bench measures them,
 // plus batched generation with several streams (what `kiln serve` does with concurrent clients).
-//   kiln bench [-m MODEL.gguf] [-p 512,...] [-n 128,...] [-pg P,N ...] [--streams 1,8] [-r 5]
-//              [-o md|csv|json|jsonl] [model flags] [--mmproj MMPROJ.gguf --image IMG]
-// Tests, each on an emptied KV cache, with random token ids (fixed seed):
+//   kiln bench [-m M1,M2] [-p 512,...] [-n 128,...] [-pg P,N ...] [-d 0,4096] [--streams 1,8] [-r 5]
+//              [-t N,...] [-b N,...] [-ub N,...] [-ctk T,...] [-ctv T,...] [-fa on,off] [-mmp 1,0]
+//              [--no-warmup] [-o md|csv|json|jsonl] [model flags] [--mmproj MMPROJ.gguf --image IMG]
+// The swept flags take comma lists, and every combination is measured (bench_sweep.h: llama-bench's
+// order of loops); each depth of -d is a group of tests of its own. Tests, with random token ids
+// (fixed seed), each on a KV cache holding only the group's depth (D tokens of sequence 0, decoded
+// once per group and shared by every stream through seq_cp; the tests' cells are removed after
+// each run):
 //   pp P    one sequence, P prompt tokens decoded in n_batch-sized calls, logits for the last only
 //   tg N    one sequence, N tokens decoded one call each (a batch of 1)
 //   tg N xS S sequences generating together: N calls, each a batch of S tokens (one per stream);
@@ -17,23 +22,25 @@
 //   gen N spec  the same with speculation; its ratio to gen N, the tokens drafted and accepted,
 //               and whether both made the same tokens (they must) are printed
 //   Both time the generation only (the prompt and the draft model's prefill excluded, as
-//   llama-speculative-simple does).
-// Rounds interleave the tests (pp, tg x1, tg xS, pp, ...) so that a noisy machine slows them alike;
-// the table gives each test's median and range over the rounds, and for each batched test the
-// median over rounds of its ratio to the single stream of the same round. -o csv, json and jsonl
-// print one record per test with llama-bench's field names instead (standard output holds only
-// them).
+//   llama-speculative-simple does). Speculation and images run with one setting at depth 0.
+// Within a group, rounds interleave the tests (pp, tg x1, tg xS, pp, ...) so that a noisy machine
+// slows them alike; the table gives each test's median and range over the rounds, and for each
+// batched test the median over rounds of its ratio to the single stream of the same round. A
+// warm-up (two steps of every stream; --no-warmup: none) follows every new context.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
-#include <sstream>
 
+#include "bench_report.h"
+#include "bench_sweep.h"
 #include "command.h"
 #include "generation.h"
 #include "media_flags.h"
 #include "messages.h"
+#include "model_description.h"
 #include "model_flags.h"
 #include "speculative_flags.h"
 #include "user_files.h"
@@ -46,22 +53,92 @@ using Clock = std::chrono::steady_clock;
 enum class TestKind { Prompt, Generation, PromptGeneration, Greedy, GreedySpeculative, Image };
 
 struct BenchTest {
-  std::string name;
-  int64_t n_tokens;  // tokens per run (for tokens/s)
   TestKind kind;
-  int32_t n_streams;  // Generation: streams
-  int64_t n_prompt = 0, n_gen = 0;
-  std::vector<double> seconds;
+  BenchRow row;
 };
 
-// Prompt processing: n_prompt tokens of sequence 0 from position 0.
-Status run_pp(Context& ctx, std::mt19937& rng, int64_t n_prompt, size_t n_batch) {
+// The tests of one group, at `depth`, in llama-bench's order (pp, tg, pp+tg) with kiln's own
+// (tg xS after each tg, gen and gen spec with a speculator, img first with an image).
+std::vector<BenchTest> tests_at(int64_t depth, const std::vector<int64_t>& prompts,
+                                const std::vector<int64_t>& gens, const std::vector<int32_t>& streams,
+                                const std::vector<std::pair<int64_t, int64_t>>& prompt_gens, bool speculative,
+                                const PreparedImage* image) {
+  const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
+  auto test = [&](TestKind kind, std::string name, int64_t pp, int64_t tg, int32_t n_streams) {
+    return BenchTest{kind,
+                     {.test = name + at,
+                      .n_prompt = pp,
+                      .n_gen = tg,
+                      .n_depth = depth,
+                      .n_streams = n_streams,
+                      .n_tokens = pp + tg * n_streams,
+                      .seconds = {},
+                      .ratio = {},
+                      .llama_bench_test = kind != TestKind::Greedy && kind != TestKind::GreedySpeculative}};
+  };
+  std::vector<BenchTest> tests;
+  if (image != nullptr) {
+    BenchTest img = test(
+        TestKind::Image,
+        "img " + std::to_string(image->pixels.width) + "x" + std::to_string(image->pixels.height), 0, 0, 1);
+    img.row.n_tokens = image->n_tokens;
+    img.row.llama_bench_test = false;
+    tests.push_back(img);
+  }
+  for (int64_t pp : prompts) tests.push_back(test(TestKind::Prompt, "pp" + std::to_string(pp), pp, 0, 1));
+  for (int64_t tg : gens) {
+    for (int32_t s : streams)
+      tests.push_back(test(TestKind::Generation,
+                           "tg" + std::to_string(tg) + (s > 1 ? " x" + std::to_string(s) : ""), 0, tg, s));
+    if (speculative) {
+      tests.push_back(test(TestKind::Greedy, "gen" + std::to_string(tg), 0, tg, 1));
+      tests.push_back(test(TestKind::GreedySpeculative, "gen" + std::to_string(tg) + " spec", 0, tg, 1));
+    }
+  }
+  for (const auto& [pp, tg] : prompt_gens)
+    tests.push_back(
+        test(TestKind::PromptGeneration, "pp" + std::to_string(pp) + "+tg" + std::to_string(tg), pp, tg, 1));
+  return tests;
+}
+
+// The md table's ratio column. Each ratio is to the test's baseline in the same round: both ran
+// back to back under the same machine load. Batched tg tests compare with tg x1 (of the same
+// length), gen spec with gen; an image gives its median milliseconds per image.
+void set_ratios(std::vector<BenchTest>& tests) {
+  auto baseline = [&](const BenchTest& t) -> const BenchTest* {
+    if (t.kind != TestKind::GreedySpeculative && !(t.kind == TestKind::Generation && t.row.n_streams > 1))
+      return nullptr;
+    const TestKind kind = t.kind == TestKind::GreedySpeculative ? TestKind::Greedy : TestKind::Generation;
+    const auto it = std::find_if(tests.begin(), tests.end(), [&](const BenchTest& b) {
+      return b.kind == kind && b.row.n_streams == 1 && b.row.n_gen == t.row.n_gen;
+    });
+    return it == tests.end() ? nullptr : &*it;
+  };
+  for (BenchTest& t : tests) {
+    char buf[64];
+    if (t.kind == TestKind::Image) {
+      std::snprintf(buf, sizeof buf, "%.1f ms per image", median(t.row.seconds) * 1e3);
+      t.row.ratio = buf;
+    } else if (const BenchTest* base = baseline(t)) {
+      std::vector<double> ratios;  // tokens/s over the base's: (tokens / s) / (base tokens / base s)
+      for (size_t r = 0; r < t.row.seconds.size(); ++r)
+        ratios.push_back(static_cast<double>(t.row.n_tokens) / t.row.seconds[r] /
+                         (static_cast<double>(base->row.n_tokens) / base->row.seconds[r]));
+      std::snprintf(buf, sizeof buf, "%.2fx vs %s", median(ratios), base->row.test.c_str());
+      t.row.ratio = buf;
+    }
+  }
+}
+
+// Prompt processing: n_prompt tokens of sequence 0 from position pos0.
+Status run_pp(Context& ctx, std::mt19937& rng, int64_t n_prompt, size_t n_batch, int64_t pos0 = 0) {
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(ctx.n_vocab() - 1));
   Batch batch;
   for (int64_t begin = 0; begin < n_prompt; begin += static_cast<int64_t>(n_batch)) {
     const int64_t end = std::min<int64_t>(n_prompt, begin + static_cast<int64_t>(n_batch));
     batch.clear();
-    for (int64_t i = begin; i < end; ++i) batch.add(token(rng), static_cast<int32_t>(i), 0, i + 1 == n_prompt);
+    for (int64_t i = begin; i < end; ++i)
+      batch.add(token(rng), static_cast<int32_t>(pos0 + i), 0, i + 1 == n_prompt);
     KILN_TRY(ctx.decode(batch));
   }
   return {};
@@ -111,133 +188,9 @@ Result<GreedyRun> run_greedy(Context& ctx, Speculator* speculator, std::span<con
   return run;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// A comma list of integers in `range` ("512,1024").
-std::string parse_list(const std::string& v, const IntRange& range, std::vector<int64_t>* out) {
-  out->clear();
-  std::stringstream ss(v);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    int64_t x = 0;
-    if (std::string err = parse_integer(item, range, &x); !err.empty()) return err;
-    out->push_back(x);
-  }
-  if (out->empty()) return "give at least one value";
-  return "";
-}
-
-// -o: the output format.
-enum class Output { Markdown, Csv, Json, JsonLines };
-
-std::string json_escape(const std::string& v) {
-  std::string out;
-  for (const char c : v) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// One test's record with llama-bench's field names (n_streams is kiln's own). Values are JSON
-// literals: strings quoted, arrays in brackets.
-std::vector<std::pair<std::string, std::string>> record_of(
-    const BenchTest& t, const std::vector<std::pair<std::string, std::string>>& common) {
-  std::vector<std::pair<std::string, std::string>> r = common;
-  std::vector<double> ns, ts;
-  for (double s : t.seconds) {
-    ns.push_back(s * 1e9);
-    ts.push_back(static_cast<double>(t.n_tokens) / s);
-  }
-  auto mean = [](const std::vector<double>& v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-  };
-  auto stddev = [&](const std::vector<double>& v) {  // sample standard deviation, as llama-bench
-    if (v.size() < 2) return 0.0;
-    const double m = mean(v);
-    double sq = 0;
-    for (double x : v) sq += (x - m) * (x - m);
-    return std::sqrt(sq / static_cast<double>(v.size() - 1));
-  };
-  auto list = [](const std::vector<double>& v, const char* fmt) {
-    std::string out = "[";
-    for (size_t i = 0; i < v.size(); ++i) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, fmt, v[i]);
-      out += (i ? ", " : "") + std::string(buf);
-    }
-    return out + "]";
-  };
-  auto num = [](double v, const char* fmt) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, fmt, v);
-    return std::string(buf);
-  };
-  r.emplace_back("n_prompt", std::to_string(t.n_prompt));
-  r.emplace_back("n_gen", std::to_string(t.n_gen));
-  r.emplace_back("n_depth", "0");
-  r.emplace_back("n_streams", std::to_string(std::max(1, t.n_streams)));
-  r.emplace_back("avg_ns", num(mean(ns), "%.0f"));
-  r.emplace_back("stddev_ns", num(stddev(ns), "%.0f"));
-  r.emplace_back("avg_ts", num(mean(ts), "%.6f"));
-  r.emplace_back("stddev_ts", num(stddev(ts), "%.6f"));
-  r.emplace_back("samples_ns", list(ns, "%.0f"));
-  r.emplace_back("samples_ts", list(ts, "%.6f"));
-  return r;
-}
-
-void print_records(Output out, const std::vector<std::vector<std::pair<std::string, std::string>>>& records) {
-  if (out == Output::Csv) {
-    for (size_t i = 0; i < records[0].size(); ++i)
-      std::printf("%s%s", i ? "," : "", records[0][i].first.c_str());
-    std::printf("\n");
-    for (const auto& rec : records) {
-      for (size_t i = 0; i < rec.size(); ++i) {
-        std::string v = rec[i].second;
-        if (!v.empty() && (v[0] == '[' || v[0] == '"')) {  // quoted CSV field, inner quotes doubled
-          if (v[0] == '"') v = v.substr(1, v.size() - 2);
-          std::string q = "\"";
-          for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-          v = q + "\"";
-        }
-        std::printf("%s%s", i ? "," : "", v.c_str());
-      }
-      std::printf("\n");
-    }
-    return;
-  }
-  const bool lines = out == Output::JsonLines;
-  if (!lines) std::printf("[\n");
-  for (size_t r = 0; r < records.size(); ++r) {
-    std::string obj = "{";
-    for (size_t i = 0; i < records[r].size(); ++i)
-      obj += (i ? ", " : "") + std::string("\"") + records[r][i].first + "\": " + records[r][i].second;
-    obj += "}";
-    if (lines)
-      std::printf("%s\n", obj.c_str());
-    else
-      std::printf("  %s%s\n", obj.c_str(), r + 1 == records.size() ? "" : ",");
-  }
-  if (!lines) std::printf("]\n");
-}
-
 std::string parse_streams(const std::string& v, std::vector<int32_t>* out) {
   std::vector<int64_t> counts;
-  if (std::string err = parse_list(v, IntRange::between(1, kMaxSequences), &counts); !err.empty())
+  if (std::string err = parse_int_list(v, IntRange::between(1, kMaxSequences), &counts); !err.empty())
     return err + " (stream counts)";
   out->clear();
   for (int64_t c : counts) out->push_back(static_cast<int32_t>(c));
@@ -246,265 +199,246 @@ std::string parse_streams(const std::string& v, std::vector<int32_t>* out) {
 
 int run_bench(int argc, char** argv) {
   ModelFlags mf;
+  mf.swept = true;
+  BenchSweep sweep;
   SpeculativeFlags spf;
   MediaFlags media;
   mf.ctx_default = "what the tests need";
   std::vector<int64_t> prompts = {512}, gens = {128};
   std::vector<std::pair<int64_t, int64_t>> prompt_gens;  // -pg
-  Output output = Output::Markdown;
+  BenchReport::Format format = BenchReport::Format::Markdown;
   int32_t rounds = 5;
+  bool no_warmup = false;
   std::vector<int32_t> streams = {1};
   std::string prompt_file;
-  OptionParser p("bench", "kiln bench [-m MODEL.gguf] [-p N] [-n N] [--streams 1,8] [-r N] [options]");
+  OptionParser p(
+      "bench",
+      "kiln bench [-m MODEL.gguf,...] [-p N,...] [-n N,...] [-d N,...] [--streams 1,8] [-r N] [options]");
+  sweep.declare(p);
   mf.declare(p);
   p.description(
       "Measures prompt processing (pp) and generation (tg) speed as llama-bench does, plus batched\n"
-      "generation with several streams (tg xS), in interleaved rounds; prints medians and ranges.");
+      "generation with several streams (tg xS), in interleaved rounds; prints medians and ranges.\n"
+      "-m, -mmp, -b, -ub, -ctk, -ctv, -fa, -t and -d take comma lists: every combination is measured.");
   p.custom(
       {"-p", "--n-prompt"},
-      [&](const std::string& v) { return parse_list(v, IntRange::at_least(0), &prompts); }, "N1,N2,...",
+      [&](const std::string& v) { return parse_int_list(v, IntRange::at_least(0), &prompts); }, "N1,N2,...",
       "prompt tokens of the pp tests (default 512; 0: no pp test)");
   p.custom(
-      {"-n", "--n-gen"}, [&](const std::string& v) { return parse_list(v, IntRange::at_least(0), &gens); },
-      "N1,N2,...", "generated tokens per stream of the tg tests (default 128; 0: none)");
+      {"-n", "--n-gen"},
+      [&](const std::string& v) { return parse_int_list(v, IntRange::at_least(0), &gens); }, "N1,N2,...",
+      "generated tokens per stream of the tg tests (default 128; 0: none)");
   p.custom(
       {"-pg"},
       [&](const std::string& v) {
         std::vector<int64_t> pair;
-        if (std::string err = parse_list(v, IntRange::at_least(1), &pair); !err.empty()) return err;
+        if (std::string err = parse_int_list(v, IntRange::at_least(1), &pair); !err.empty()) return err;
         if (pair.size() != 2) return std::string("give P,N (prompt and generated tokens)");
         prompt_gens.emplace_back(pair[0], pair[1]);
         return std::string();
       },
       "P,N", "a pp P+tg N test: P prompt tokens then N generated in the same sequence (repeatable)");
   p.custom(
-      {"-o", "--output"},
-      [&](const std::string& v) {
-        if (v == "md")
-          output = Output::Markdown;
-        else if (v == "csv")
-          output = Output::Csv;
-        else if (v == "json")
-          output = Output::Json;
-        else if (v == "jsonl")
-          output = Output::JsonLines;
-        else
-          return "'" + v + "' is not one of md, csv, json, jsonl";
-        return std::string();
-      },
+      {"-o", "--output"}, [&](const std::string& v) { return BenchReport::parse_format(v, &format); },
       "md|csv|json|jsonl", "output format (default md: a table; the others: llama-bench's fields)");
   p.custom(
       {"--streams"}, [&](const std::string& v) { return parse_streams(v, &streams); }, "S1,S2,...",
       "stream counts of the tg tests (default 1)");
   p.value({"-r", "--repetitions"}, &rounds, "N", "rounds (default 5)", IntRange::at_least(1));
+  p.flag({"--no-warmup"}, &no_warmup, "no warm-up run before the tests of each new context");
   p.value({"-f", "--file"}, &prompt_file, "FILE",
           "prompt of the gen tests run with speculative decoding flags (default: a fixed sentence)");
   spf.declare(p);
   media.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("bench")) return *code;
-  if (spf.requested() && gens.size() > 1)
-    return fail("bench", "speculative decoding flags take one -n value", 2);
+  if (mf.no_mmap && !sweep.use_mmap.empty()) return fail("bench", "give -mmp or --no-mmap, not both", 2);
+  const bool speculative = spf.requested();
+  if (speculative && gens.size() > 1) return fail("bench", "speculative decoding flags take one -n value", 2);
   std::erase(prompts, 0);
   std::erase(gens, 0);
   if (prompts.empty() && gens.empty() && prompt_gens.empty() && media.images.empty())
     return fail("bench", "nothing to run (-p 0 and -n 0, no -pg, no --image)", 2);
   if (media.images.size() > 1) return fail("bench", "give one --image", 2);
-  auto model = mf.load_model("bench");
-  if (!model) return 1;
-  auto vision = media.load_vision(*model);
-  if (!vision.ok()) {
-    std::fprintf(stderr, "kiln bench: %s\n", vision.error().message.c_str());
-    return 1;
-  }
-  if (*vision && media.images.empty()) {
-    std::fprintf(stderr, "kiln bench: --mmproj needs an --image to encode\n");
-    return 2;
-  }
-  std::string prompt_text = "The quick brown fox jumps over the lazy dog.";
-  if (!read_file_option(prompt_file, "bench", &prompt_text)) return 1;
-  const std::vector<int32_t> gen_prompt = model->tokenizer().tokenize(prompt_text, true, false);
-  const bool speculative = spf.requested();
-  if (speculative && gen_prompt.empty()) return fail("bench", "the prompt of the gen tests is empty");
+  sweep.fill_defaults(mf.context, mf.no_mmap);
+  const std::vector<BenchConfig> configs = sweep.configs();
+  const bool extras = speculative || !media.mmproj.empty() || !media.images.empty();
+  if (extras && (configs.size() > 1 || sweep.n_depth != std::vector<int64_t>{0}))
+    return fail("bench",
+                "speculative decoding and image tests run with one model and one value of each swept flag, "
+                "at depth 0",
+                2);
 
-  int32_t max_streams = *std::max_element(streams.begin(), streams.end());
-  ContextOptions co = mf.context;
+  const int32_t max_streams = *std::max_element(streams.begin(), streams.end());
+  const int64_t max_depth = *std::max_element(sweep.n_depth.begin(), sweep.n_depth.end());
   const int64_t n_prompt = prompts.empty() ? 0 : *std::max_element(prompts.begin(), prompts.end());
   const int64_t n_gen = gens.empty() ? 0 : *std::max_element(gens.begin(), gens.end());
   int64_t pg_cells = 0;
   for (const auto& [pp, tg] : prompt_gens) pg_cells = std::max(pg_cells, pp + tg);
-  const int64_t gen_cells = speculative ? static_cast<int64_t>(gen_prompt.size()) + n_gen + 2 : 0;
-  if (co.n_ctx == 0) co.n_ctx = std::max<int64_t>({n_prompt, n_gen * max_streams, gen_cells, pg_cells, 16});
-  auto mc = mf.create_context("bench", model, co);
-  if (!mc) return 1;
-  Context& ctx = *mc->context;
-  if (const int64_t need = std::max({n_prompt, n_gen * max_streams, gen_cells, pg_cells});
-      need > ctx.n_ctx()) {
-    return fail("bench", "the tests need " + std::to_string(need) + " cells, the context has " +
-                             std::to_string(ctx.n_ctx()) + " (raise -c)");
-  }
-  co.n_ctx = ctx.n_ctx();
-  co.arena = &mc->arena();  // the draft model computes in the device's arena too
-  bool spec_failed = false;
-  const auto speculator = spf.make(*model, mc->backend(), co, "bench", &spec_failed);
-  if (spec_failed) return 1;
+  std::string prompt_text = "The quick brown fox jumps over the lazy dog.";
+  if (!read_file_option(prompt_file, "bench", &prompt_text)) return 1;
+
+  BenchReport report(format, sweep.shown_fields(mf.context));
+  std::shared_ptr<const Model> model;
+  std::optional<ModelContext> mc;
+  const BenchConfig* previous = nullptr;
+  std::unique_ptr<Speculator> speculator;  // (single setting) destroyed before mc: it plans in its arena
   std::unique_ptr<VisionEncoder> encoder;
   std::shared_ptr<const PreparedImage> image;
-  if (*vision) {
-    auto enc = VisionEncoder::create(*vision, mc->backend(),
-                                     {.flash_attention = co.flash_attention,
-                                      .arena = &mc->arena(),
-                                      .cache_images = 0});
-    if (!enc.ok()) {
-      std::fprintf(stderr, "kiln bench: %s\n", enc.error().message.c_str());
-      return 1;
-    }
-    auto img = read_image(**vision, media.images[0]);
-    if (!img.ok()) {
-      std::fprintf(stderr, "kiln bench: --image: %s\n", img.error().message.c_str());
-      return 1;
-    }
-    encoder = std::move(*enc);
-    image = *img;
-  }
-
-  std::vector<BenchTest> tests;
-  if (image)
-    tests.push_back({"img " + std::to_string(image->pixels.width) + "x" + std::to_string(image->pixels.height),
-                     image->n_tokens, TestKind::Image, 0, 0, 0, {}});
-  for (int64_t pp : prompts) tests.push_back({"pp" + std::to_string(pp), pp, TestKind::Prompt, 0, pp, 0, {}});
-  for (int64_t tg : gens) {
-    for (int32_t s : streams)
-      tests.push_back({"tg" + std::to_string(tg) + (s > 1 ? " x" + std::to_string(s) : ""),
-                       tg * s,
-                       TestKind::Generation,
-                       s,
-                       0,
-                       tg,
-                       {}});
-    if (speculator) {
-      tests.push_back({"gen" + std::to_string(tg), tg, TestKind::Greedy, 1, 0, tg, {}});
-      tests.push_back({"gen" + std::to_string(tg) + " spec", tg, TestKind::GreedySpeculative, 1, 0, tg, {}});
-    }
-  }
-  for (const auto& [pp, tg] : prompt_gens)
-    tests.push_back({"pp" + std::to_string(pp) + "+tg" + std::to_string(tg),
-                     pp + tg,
-                     TestKind::PromptGeneration,
-                     1,
-                     pp,
-                     tg,
-                     {}});
-
+  std::vector<int32_t> gen_prompt;
+  ContextOptions co;
+  BenchSetting setting;
   std::mt19937 rng(1234);
-  std::vector<int32_t> plain_tokens, spec_tokens;
-  int64_t drafted = 0, accepted = 0;
-  auto run_once = [&](const BenchTest& t) -> Result<double> {
-    if (t.kind == TestKind::Greedy || t.kind == TestKind::GreedySpeculative) {
-      const bool spec = t.kind == TestKind::GreedySpeculative;
-      KILN_ASSIGN_OR_RETURN(
-          GreedyRun run, run_greedy(ctx, spec ? speculator.get() : nullptr, gen_prompt, t.n_gen, co.n_batch));
-      (spec ? spec_tokens : plain_tokens) = std::move(run.tokens);
-      if (spec) {
-        drafted += run.drafted;
-        accepted += run.accepted;
+  size_t group = 0;
+  const size_t n_groups = configs.size() * sweep.n_depth.size();
+  for (const BenchConfig& config : configs) {
+    if (previous == nullptr || config.model != previous->model) {
+      mc.reset();
+      mf.model_path = config.model;
+      model = mf.load_model("bench");
+      if (!model) return 1;
+      gen_prompt = model->tokenizer().tokenize(prompt_text, true, false);
+      if (speculative && gen_prompt.empty()) return fail("bench", "the prompt of the gen tests is empty");
+      const int64_t gen_cells = speculative ? static_cast<int64_t>(gen_prompt.size()) + n_gen + 2 : 0;
+      const int64_t need = max_depth + std::max({n_prompt, n_gen * max_streams, gen_cells, pg_cells});
+      co = mf.context;
+      if (co.n_ctx == 0) co.n_ctx = std::max<int64_t>(need, 16);
+      if (const int64_t cells = context_size(co, model->hparams()); need > cells) {
+        const std::string at_depth =
+            max_depth > 0 ? "-d " + std::to_string(max_depth) + ": the tests at that depth need "
+                          : "the tests need ";
+        return fail("bench", at_depth + std::to_string(need) + " cells, the context has " +
+                                 std::to_string(cells) + " (raise -c)");
       }
-      return run.seconds;
+      int64_t n_params = 0;
+      for (const GgufTensorInfo& info : model->file().tensors()) n_params += info.nelements();
+      setting.model_filename = model->path();
+      setting.model_type = model_description(*model);
+      setting.model_size = static_cast<int64_t>(model->weight_bytes());
+      setting.model_n_params = n_params;
     }
-    ctx.clear();
-    const auto t0 = Clock::now();
-    if (t.kind == TestKind::Image)
-      KILN_TRY(encoder->encode(*image));
-    else if (t.kind == TestKind::Prompt || t.kind == TestKind::PromptGeneration)
-      KILN_TRY(run_pp(ctx, rng, t.n_prompt, static_cast<size_t>(co.n_batch)));
-    if (t.kind == TestKind::Generation || t.kind == TestKind::PromptGeneration)
-      KILN_TRY(run_tg(ctx, rng, t.n_gen, t.n_streams, t.n_prompt));
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  };
-  // Warm-up: pages the weights in and touches the compute arena.
-  {
-    ctx.clear();
-    Status st = run_tg(ctx, rng, 2, max_streams);
-    if (encoder && st.ok()) {
-      if (auto e = encoder->encode(*image); !e.ok()) st = e.error();
+    co.n_batch = config.n_batch;
+    co.n_ubatch = config.n_ubatch;
+    co.type_k = config.type_k;
+    co.type_v = config.type_v;
+    co.flash_attention = config.flash_attn;
+    if (!mc || !config.same_weights(*previous)) {
+      mc.reset();
+      mf.no_mmap = !config.use_mmap;
+      mf.threads = config.n_threads;
+      mc = mf.create_context("bench", model, co);
+      if (!mc) return 1;
+    } else if (!mf.replace_context("bench", *mc, co)) {
+      return 1;
     }
-    if (!st.ok()) return fail("bench", st.error().message);
-  }
-  for (int32_t r = 0; r < rounds; ++r) {
-    for (BenchTest& t : tests) {
-      auto s = run_once(t);
-      if (!s.ok()) return fail("bench", t.name + ": " + s.error().message);
-      t.seconds.push_back(*s);
+    previous = &config;
+    Context& ctx = *mc->context;
+    setting.backend = mc->weights->device().name();
+    setting.n_threads = mc->devices->pool().n_threads();
+    setting.config = config;
+    if (extras) {  // one setting: made once, with its context
+      ContextOptions spec_co = co;
+      spec_co.n_ctx = ctx.n_ctx();
+      spec_co.arena = &mc->arena();  // the draft model computes in the device's arena too
+      bool spec_failed = false;
+      speculator = spf.make(*model, mc->backend(), spec_co, "bench", &spec_failed);
+      if (spec_failed) return 1;
+      auto vision = media.load_vision(*model);
+      if (!vision.ok()) return fail("bench", vision.error().message);
+      if (*vision && media.images.empty()) return fail("bench", "--mmproj needs an --image to encode", 2);
+      if (*vision) {
+        auto enc = VisionEncoder::create(
+            *vision, mc->backend(),
+            {.flash_attention = co.flash_attention, .arena = &mc->arena(), .cache_images = 0});
+        if (!enc.ok()) return fail("bench", enc.error().message);
+        auto img = read_image(**vision, media.images[0]);
+        if (!img.ok()) return fail("bench", "--image: " + img.error().message);
+        encoder = std::move(*enc);
+        image = *img;
+      }
     }
-    if (speculator && spec_tokens != plain_tokens)
-      return fail("bench", "speculative decoding changed the output (a bug: please report it)");
-    std::fprintf(stderr, "kiln bench: round %d/%d done\n", r + 1, rounds);
-  }
 
-  if (output != Output::Markdown) {
-    int64_t n_params = 0;
-    for (const GgufTensorInfo& info : model->file().tensors()) n_params += info.nelements();
-    const std::string path = model->path();
-    const std::vector<std::pair<std::string, std::string>> common = {
-        {"model_filename", "\"" + json_escape(path) + "\""},
-        {"model_type", "\"" + json_escape(model->hparams().arch_key) + "\""},
-        {"model_size", std::to_string(model->weight_bytes())},
-        {"model_n_params", std::to_string(n_params)},
-        {"n_batch", std::to_string(co.n_batch)},
-        {"n_ubatch", std::to_string(co.n_ubatch)},
-        {"n_threads", std::to_string(mc->devices->pool().n_threads())},
-        {"type_k", "\"" + std::string(dtype_name(co.type_k)) + "\""},
-        {"type_v", "\"" + std::string(dtype_name(co.type_v)) + "\""},
+    // Warm-up: pages the weights in and touches the compute arena.
+    if (!no_warmup) {
+      ctx.clear();
+      Status st = run_tg(ctx, rng, 2, max_streams);
+      if (encoder && st.ok()) {
+        if (auto e = encoder->encode(*image); !e.ok()) st = e.error();
+      }
+      if (!st.ok()) return fail("bench", st.error().message);
+    }
+
+    int64_t filled_depth = -1;  // the depth sequence 0 holds in the cache (-1: unknown)
+    // The cache as a test at `depth` with `n_streams` starts: empty, or the depth's tokens in
+    // sequence 0, shared with the other streams.
+    auto prepare = [&](int64_t depth, int32_t n_streams) -> Status {
+      if (depth == 0 || filled_depth != depth) {
+        ctx.clear();
+        filled_depth = 0;
+        if (depth == 0) return {};
+        KILN_TRY(run_pp(ctx, rng, depth, static_cast<size_t>(co.n_batch)));
+        filled_depth = depth;
+      }
+      ctx.seq_rm(0, static_cast<int32_t>(depth), -1);
+      for (int32_t s = 1; s < max_streams; ++s) ctx.seq_rm(s, 0, -1);
+      for (int32_t s = 1; s < n_streams; ++s) ctx.seq_cp(0, s, 0, static_cast<int32_t>(depth));
+      return {};
     };
-    std::vector<std::vector<std::pair<std::string, std::string>>> records;
-    for (const BenchTest& t : tests)
-      if (t.kind != TestKind::Image) records.push_back(record_of(t, common));
-    if (!records.empty()) print_records(output, records);
-    return 0;
-  }
-  std::printf("model: %s, device %s, %lld threads, %d rounds (interleaved), n_batch %lld, n_ubatch %lld\n\n",
-              model->name().c_str(), mc->weights->device().name().c_str(),
-              static_cast<long long>(mc->devices->pool().n_threads()), rounds,
-              static_cast<long long>(co.n_batch), static_cast<long long>(co.n_ubatch));
-  std::printf("| test | t/s (median) | t/s (min .. max) | ratio (median) |\n|---|---:|---:|---:|\n");
-  auto tokens_per_second = [](const BenchTest& t, size_t r) { return static_cast<double>(t.n_tokens) / t.seconds[r]; };
-  // Each ratio is to the test's baseline in the same round: both ran back to back under the same
-  // machine load. Batched tg tests compare with tg x1, gen spec with gen.
-  auto baseline = [&](const BenchTest& t) -> const BenchTest* {
-    const TestKind kind = t.kind == TestKind::GreedySpeculative ? TestKind::Greedy : TestKind::Generation;
-    if (t.kind != TestKind::GreedySpeculative && !(t.kind == TestKind::Generation && t.n_streams > 1))
-      return nullptr;
-    const auto it = std::find_if(tests.begin(), tests.end(),
-                                 [&](const BenchTest& b) { return b.kind == kind && b.n_streams == 1; });
-    return it == tests.end() ? nullptr : &*it;
-  };
-  for (const BenchTest& t : tests) {
-    std::vector<double> tps, ratios;
-    const BenchTest* base = baseline(t);
-    for (size_t r = 0; r < t.seconds.size(); ++r) {
-      tps.push_back(tokens_per_second(t, r));
-      if (base != nullptr) ratios.push_back(tps.back() / tokens_per_second(*base, r));
+    for (const int64_t depth : sweep.n_depth) {
+      std::vector<BenchTest> tests =
+          tests_at(depth, prompts, gens, streams, prompt_gens, speculator != nullptr, image.get());
+      std::vector<int32_t> plain_tokens, spec_tokens;
+      int64_t drafted = 0, accepted = 0;
+      auto run_once = [&](const BenchTest& t) -> Result<double> {
+        if (t.kind == TestKind::Greedy || t.kind == TestKind::GreedySpeculative) {
+          const bool spec = t.kind == TestKind::GreedySpeculative;
+          filled_depth = -1;
+          KILN_ASSIGN_OR_RETURN(GreedyRun run, run_greedy(ctx, spec ? speculator.get() : nullptr, gen_prompt,
+                                                          t.row.n_gen, co.n_batch));
+          (spec ? spec_tokens : plain_tokens) = std::move(run.tokens);
+          if (spec) {
+            drafted += run.drafted;
+            accepted += run.accepted;
+          }
+          return run.seconds;
+        }
+        KILN_TRY(prepare(depth, t.row.n_streams));
+        const auto t0 = Clock::now();
+        if (t.kind == TestKind::Image)
+          KILN_TRY(encoder->encode(*image));
+        else if (t.kind == TestKind::Prompt || t.kind == TestKind::PromptGeneration)
+          KILN_TRY(run_pp(ctx, rng, t.row.n_prompt, static_cast<size_t>(co.n_batch), depth));
+        if (t.kind == TestKind::Generation || t.kind == TestKind::PromptGeneration)
+          KILN_TRY(run_tg(ctx, rng, t.row.n_gen, t.row.n_streams, depth + t.row.n_prompt));
+        return std::chrono::duration<double>(Clock::now() - t0).count();
+      };
+      ++group;
+      for (int32_t r = 0; r < rounds; ++r) {
+        for (BenchTest& t : tests) {
+          auto s = run_once(t);
+          if (!s.ok()) return fail("bench", t.row.test + ": " + s.error().message);
+          t.row.seconds.push_back(*s);
+        }
+        if (speculator && spec_tokens != plain_tokens)
+          return fail("bench", "speculative decoding changed the output (a bug: please report it)");
+        if (n_groups > 1)
+          std::fprintf(stderr, "kiln bench: setting %zu/%zu: round %d/%d done\n", group, n_groups, r + 1,
+                       rounds);
+        else
+          std::fprintf(stderr, "kiln bench: round %d/%d done\n", r + 1, rounds);
+      }
+      set_ratios(tests);
+      for (const BenchTest& t : tests) report.add(setting, t.row);
+      if (speculator && format == BenchReport::Format::Markdown) {
+        std::printf(
+            "\nspeculative: drafted %lld, accepted %lld per run (%.1f%%); output identical to gen%lld: yes\n",
+            static_cast<long long>(drafted / rounds), static_cast<long long>(accepted / rounds),
+            drafted > 0 ? 100.0 * static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0,
+            static_cast<long long>(gens.front()));
+      }
     }
-    std::string ratio;
-    if (t.kind == TestKind::Image) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.1f ms per image", median(t.seconds) * 1e3);
-      ratio = buf;
-    } else if (!ratios.empty()) {
-      char buf[48];
-      std::snprintf(buf, sizeof buf, "%.2fx vs %s", median(ratios), base->name.c_str());
-      ratio = buf;
-    }
-    std::printf("| %s | %.2f | %.2f .. %.2f | %s |\n", t.name.c_str(), median(tps),
-                *std::min_element(tps.begin(), tps.end()), *std::max_element(tps.begin(), tps.end()), ratio.c_str());
   }
-  if (speculator) {
-    std::printf(
-        "\nspeculative: drafted %lld, accepted %lld per run (%.1f%%); output identical to gen%lld: yes\n",
-        static_cast<long long>(drafted / rounds), static_cast<long long>(accepted / rounds),
-        drafted > 0 ? 100.0 * static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0,
-        static_cast<long long>(gens.front()));
-  }
+  report.finish();
   return 0;
 }
 

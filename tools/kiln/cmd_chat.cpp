@@ -188,6 +188,7 @@ class ChatSession {
     if (options_.drafter != nullptr) {
       n_drafted_ += options_.drafter->n_drafted();
       n_accepted_ += options_.drafter->n_accepted();
+      options_.drafter->finish(reply.tokens);
     }
     cached_prompt_.append_text(std::span(cached_.tokens).subspan(static_cast<size_t>(n)));
     std::fputs("\n", stdout);
@@ -527,6 +528,12 @@ int run_chat(int argc, char** argv) {
     go_on = reply(message) && !single_turn;
   }
   session.print_totals();
+  if (speculator) {
+    if (const Status st = speculator->save_lookup_cache(); !st.ok()) {
+      print_error("chat", st.error().message);
+      exit_code = 1;
+    }
+  }
   return exit_code;
 }
 

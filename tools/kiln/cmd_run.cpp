@@ -201,6 +201,8 @@ int run_run(int argc, char** argv) {
   if (drafter) {
     std::fprintf(stderr, "kiln run: speculative: drafted %lld, accepted %lld\n",
                  static_cast<long long>(drafter->n_drafted()), static_cast<long long>(drafter->n_accepted()));
+    drafter->finish(gen->tokens);
+    if (const Status st = speculator->save_lookup_cache(); !st.ok()) return fail("run", st.error().message);
   }
   if (verbose) std::fputs(format_memory_breakdown(mc->devices->memory_breakdown()).c_str(), stderr);
   return 0;

@@ -12,15 +12,7 @@
 namespace kiln::cli {
 namespace {
 
-constexpr int64_t kMaxThreads = 512;  // as ggml's GGML_MAX_N_THREADS
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-
-std::string parse_cache_type(const std::string& v, DType* out) {
-  auto t = dtype_from_name(v);
-  if (!t || (*t != DType::F32 && *t != DType::F16)) return "cache type '" + v + "' is not supported (f32, f16)";
-  *out = *t;
-  return "";
-}
 
 std::string parse_device(const std::string& v, std::string* out) {
   if (v.find(',') != std::string::npos) return "kiln runs a model on one device; '" + v + "' names several";
@@ -96,7 +88,35 @@ std::string parse_budgets(const std::string& v, std::vector<DeviceBudget>* out) 
   return "";
 }
 
+// An error placing weights or a context on `device`; out of memory on a sim device says how to
+// size it.
+void print_placement_error(const char* command, const std::string& device, const std::string& message) {
+  const bool sim = is_sim_device_name(device) && message.find("out of memory") != std::string::npos;
+  print_error(command, sim ? message + " (--sim-capacity " + device + "=GiB sets its capacity)" : message);
+}
+
 }  // namespace
+
+std::string parse_cache_type(const std::string& v, DType* out) {
+  auto t = dtype_from_name(v);
+  if (!t || (*t != DType::F32 && *t != DType::F16))
+    return "cache type '" + v + "' is not supported (kiln's KV cache holds f32 or f16)";
+  *out = *t;
+  return "";
+}
+
+std::string parse_flash_attention(const std::string& v, FlashAttention* out) {
+  if (v == "on" || v == "1") {
+    *out = FlashAttention::On;
+  } else if (v == "off" || v == "0") {
+    *out = FlashAttention::Off;
+  } else if (v == "auto") {
+    *out = FlashAttention::Auto;
+  } else {
+    return "'" + v + "' is not on, off or auto";
+  }
+  return "";
+}
 
 void declare_threads(OptionParser& p, int32_t* out) {
   p.value({"-t", "--threads"}, out, "N", "threads (default: all cores; 0 or less: all)",
@@ -112,12 +132,14 @@ void warn_beyond_training_context(const char* command, int64_t n_ctx_seq, const 
 }
 
 void ModelFlags::declare(OptionParser& p) {
-  if (model_list != nullptr)
-    p.value({"-m", "--model"}, model_list, "FILE|NAME=PATH",
-            "GGUF model (default: the model embedded in kiln); repeated NAME=PATH: serve several models");
-  else
-    p.value({"-m", "--model"}, &model_path, "FILE", "GGUF model (default: the model embedded in kiln)");
-  declare_threads(p, &threads);
+  if (!swept) {
+    if (model_list != nullptr)
+      p.value({"-m", "--model"}, model_list, "FILE|NAME=PATH",
+              "GGUF model (default: the model embedded in kiln); repeated NAME=PATH: serve several models");
+    else
+      p.value({"-m", "--model"}, &model_path, "FILE", "GGUF model (default: the model embedded in kiln)");
+    declare_threads(p, &threads);
+  }
   const std::string shown_default = !ctx_default.empty() ? ctx_default
                                     : context.n_ctx > 0  ? std::to_string(context.n_ctx)
                                                          : std::string("the model's, at most 4096");
@@ -130,28 +152,26 @@ void ModelFlags::declare(OptionParser& p) {
         return err;
       },
       "N", "context size in tokens (default: " + shown_default + "; 0: the model's training context)");
-  p.value({"-b", "--batch-size"}, &context.n_batch, "N",
-          "most tokens per decode call (default " + std::to_string(context.n_batch) + ")",
-          IntRange::at_least(1));
-  p.value({"-ub", "--ubatch-size"}, &context.n_ubatch, "N",
-          "most tokens per micro-batch (default " + std::to_string(context.n_ubatch) + ")",
-          IntRange::at_least(1));
-  p.custom({"-ctk", "--cache-type-k"}, [this](const std::string& v) { return parse_cache_type(v, &context.type_k); },
-           "TYPE", "KV cache type of K: f16 (default) or f32");
-  p.custom({"-ctv", "--cache-type-v"}, [this](const std::string& v) { return parse_cache_type(v, &context.type_v); },
-           "TYPE", "KV cache type of V: f16 (default) or f32");
-  p.custom({"-fa", "--flash-attn"}, [this](const std::string& v) -> std::string {
-    if (v == "on") {
-      context.flash_attention = FlashAttention::On;
-    } else if (v == "off") {
-      context.flash_attention = FlashAttention::Off;
-    } else if (v == "auto") {
-      context.flash_attention = FlashAttention::Auto;
-    } else {
-      return "'" + v + "' is not on, off or auto";
-    }
-    return "";
-  }, "on|off|auto", "fused flash-attention path (default auto: on)");
+  if (!swept) {
+    p.value({"-b", "--batch-size"}, &context.n_batch, "N",
+            "most tokens per decode call (default " + std::to_string(context.n_batch) + ")",
+            IntRange::at_least(1));
+    p.value({"-ub", "--ubatch-size"}, &context.n_ubatch, "N",
+            "most tokens per micro-batch (default " + std::to_string(context.n_ubatch) + ")",
+            IntRange::at_least(1));
+    p.custom(
+        {"-ctk", "--cache-type-k"},
+        [this](const std::string& v) { return parse_cache_type(v, &context.type_k); }, "TYPE",
+        "KV cache type of K: f16 (default) or f32");
+    p.custom(
+        {"-ctv", "--cache-type-v"},
+        [this](const std::string& v) { return parse_cache_type(v, &context.type_v); }, "TYPE",
+        "KV cache type of V: f16 (default) or f32");
+    p.custom(
+        {"-fa", "--flash-attn"},
+        [this](const std::string& v) { return parse_flash_attention(v, &context.flash_attention); },
+        "on|off|auto", "fused flash-attention path (default auto: on)");
+  }
   p.custom(
       {"-dev", "--device"}, [this](const std::string& v) { return parse_device(v, &device); }, "NAME",
       "device the model runs on: cpu (default) or a sim device (sim0, sim1, ...)");
@@ -226,11 +246,9 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
                                                        std::shared_ptr<const Model> model,
                                                        const ContextOptions& options) const {
   auto fail = [&](const std::string& message) -> std::optional<ModelContext> {
-    const bool sim = is_sim_device_name(device) && message.find("out of memory") != std::string::npos;
-    print_error(command, sim ? message + " (--sim-capacity " + device + "=GiB sets its capacity)" : message);
+    print_placement_error(command, device, message);
     return std::nullopt;
   };
-  const Model& m = *model;
   ModelContext mc;
   auto devices = DeviceRegistry::create(device_options());
   if (!devices.ok()) return fail(devices.error().message);
@@ -240,13 +258,22 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
   auto weights = DeviceWeights::create(std::move(model), **dev, weight_options(command));
   if (!weights.ok()) return fail(weights.error().message);
   mc.weights = std::move(*weights);
+  if (!replace_context(command, mc, options)) return std::nullopt;
+  return mc;
+}
+
+bool ModelFlags::replace_context(const char* command, ModelContext& mc, const ContextOptions& options) const {
+  mc.context.reset();
   ContextOptions in_arena = options;
   in_arena.arena = &mc.arena();
-  auto ctx = Context::create(mc.weights, mc.devices->backend(**dev), in_arena);
-  if (!ctx.ok()) return fail(ctx.error().message);
+  auto ctx = Context::create(mc.weights, mc.backend(), in_arena);
+  if (!ctx.ok()) {
+    print_placement_error(command, device, ctx.error().message);
+    return false;
+  }
   mc.context = std::move(*ctx);
-  warn_beyond_training_context(command, mc.context->n_ctx(), m);
-  return mc;
+  warn_beyond_training_context(command, mc.context->n_ctx(), mc.weights->model());
+  return true;
 }
 
 }  // namespace kiln::cli

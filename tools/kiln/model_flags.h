@@ -34,6 +34,12 @@ struct ModelContext {
   ComputeArena& arena() const { return devices->arena(weights->device()); }
 };
 
+constexpr int64_t kMaxThreads = 512;  // as ggml's GGML_MAX_N_THREADS
+
+// -ctk/-ctv and -fa values: the error message naming the value, or "".
+std::string parse_cache_type(const std::string& v, DType* out);
+std::string parse_flash_attention(const std::string& v, FlashAttention* out);
+
 // Declares -t/--threads on `p`, writing `out` (0 or less: every hardware thread, as llama.cpp).
 void declare_threads(OptionParser& p, int32_t* out);
 
@@ -58,9 +64,12 @@ struct ModelFlags {
   bool mlock = false;                         // --mlock
   bool list_devices = false;                  // --list-devices
   std::string ctx_default;
+  // Set before declare() (kiln bench): -m, -t, -b, -ub, -ctk, -ctv and -fa are left to the command,
+  // which takes lists of them (bench_sweep.h).
+  bool swept = false;
 
-  // Declares -m, -t, -c, -b, -ub, -ctk, -ctv, -fa, --device, --sim-capacity, --sim-shared,
-  // --max-mem, --swap-dir, --no-mmap, --mlock, --list-devices on `p`.
+  // Declares -m, -t, -c, -b, -ub, -ctk, -ctv, -fa (not the `swept` ones), --device, --sim-capacity,
+  // --sim-shared, --max-mem, --swap-dir, --no-mmap, --mlock, --list-devices on `p`.
   void declare(OptionParser& p);
   // With --list-devices: prints every device (name, kind, capacity, free memory) to stdout and
   // returns the exit code; else nullopt.
@@ -79,6 +88,9 @@ struct ModelFlags {
   // nullopt.
   std::optional<ModelContext> create_context(const char* command, std::shared_ptr<const Model> model,
                                              const ContextOptions& options) const;
+  // Replaces mc.context by a new one with `options` on the same weights and devices (the old one
+  // is destroyed first, so the arena's room is free); prints the error and returns false.
+  bool replace_context(const char* command, ModelContext& mc, const ContextOptions& options) const;
 };
 
 }  // namespace kiln::cli

@@ -42,6 +42,11 @@ void SpeculativeFlags::declare(OptionParser& p) {
       p.value({prefix + "-min-hits"}, &f.o->min_hits, "N",
               std::string("occurrences of an n-gram before ") + f.source + " drafts from it (default 1)");
   }
+  p.value({"-lcs", "--lookup-cache-static"}, &options.lookup_cache_static, "FILE",
+          "ngram-cache: n-gram counts of a corpus (kiln lookup-create; llama.cpp's file format), only read");
+  p.value({"-lcd", "--lookup-cache-dynamic"}, &options.lookup_cache_dynamic, "FILE",
+          "ngram-cache: n-gram counts of earlier generations, read at start; run and chat add theirs and "
+          "write it at the end");
   p.value({"--spec-ngram-mod-n-match"}, &options.ngram_mod.n_match, "N",
           "length of the n-gram ngram-mod hashes (default 24)");
   p.value({"--spec-ngram-mod-n-max"}, &options.ngram_mod.n_max, "N",

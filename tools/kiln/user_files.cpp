@@ -40,6 +40,7 @@ bool read_file_option(const std::string& path, const char* command, std::string*
     return false;
   }
   *text = std::move(*bytes);
+  if (!text->empty() && text->back() == '\n') text->pop_back();  // as llama.cpp's -f
   return true;
 }
 

@@ -15,7 +15,8 @@ Result<std::string> read_text_file(const std::string& path);
 // folder. The error names the path (and the folder).
 Status check_output_path(const std::string& path);
 
-// For a -f/--file option: replaces *text with the bytes of `path` when `path` is not empty; on an
+// For a -f/--file option: replaces *text with the bytes of `path` when `path` is not empty, less
+// one newline at the end (as llama.cpp's -f: a prompt file's last line break is not prompt); on an
 // error prints "kiln COMMAND: ..." and returns false.
 bool read_file_option(const std::string& path, const char* command, std::string* text);
 

@@ -115,7 +115,11 @@ Status SpeculativeOptions::validate() const {
   KILN_TRY(check_ngram_map("ngram-map-k4v", ngram_map_k4v));
   KILN_TRY(check_range("--spec-ngram-mod-n-match", ngram_mod.n_match, 1, 1024));
   KILN_TRY(check_range("--spec-ngram-mod-n-max", ngram_mod.n_max, 0, 1024));
-  return check_range("--spec-ngram-mod-n-min", ngram_mod.n_min, 0, ngram_mod.n_max);
+  KILN_TRY(check_range("--spec-ngram-mod-n-min", ngram_mod.n_min, 0, ngram_mod.n_max));
+  if ((!lookup_cache_static.empty() || !lookup_cache_dynamic.empty()) && !uses(DraftSource::NgramCache))
+    return make_error(lookup_cache_static.empty() ? "-lcd" : "-lcs",
+                      " (a lookup cache) needs --spec-type ngram-cache among the speculative types");
+  return ok_status();
 }
 
 }  // namespace kiln

@@ -55,13 +55,18 @@ struct SpeculativeOptions {
   DraftModelLimits draft;
   NgramMapOptions ngram_simple, ngram_map_k, ngram_map_k4v;
   NgramModOptions ngram_mod;
+  // ngram-cache's lookup-cache files (-lcs, -lcd; llama.cpp's file format: ngram_counts.h). The
+  // static one is counted over a corpus and only read; the dynamic one holds earlier generations'
+  // counts: read at start (a missing file is an empty cache), and `kiln run`/`kiln chat` add their
+  // generations' counts and write it back at the end (as llama-lookup).
+  std::string lookup_cache_static, lookup_cache_dynamic;
 
   bool enabled() const { return !sources.empty(); }
   bool uses(DraftSource s) const;
   // The longest draft any configured source can propose (llama.cpp's common_speculative_n_max).
   int32_t n_max() const;
   // Errors on values out of range, naming the flag (llama.cpp's bounds, and n_min <= n_max,
-  // p_min in [0, 1]).
+  // p_min in [0, 1]), and on a lookup cache without ngram-cache among the sources.
   Status validate() const;
 };
 

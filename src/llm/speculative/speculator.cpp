@@ -1,6 +1,7 @@
 #include "llm/speculative/speculator.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "llm/kv_cache.h"
 #include "llm/speculative/ngram_simple.h"
@@ -29,7 +30,29 @@ Result<std::unique_ptr<Speculator>> Speculator::create(const SpeculativeOptions&
     KILN_ASSIGN_OR_RETURN(s->draft_, DraftModel::create(std::move(draft), target, backend, draft_context));
   }
   if (options.uses(DraftSource::NgramMod)) s->ngram_mod_.emplace(options.ngram_mod.n_match);
+  const int32_t n_vocab = target.hparams().n_vocab;
+  if (!options.lookup_cache_static.empty()) {
+    auto counts = NgramCounts::load(options.lookup_cache_static, n_vocab);
+    if (!counts.ok()) return make_error("-lcs ", counts.error().message);
+    s->lookup_static_ = std::move(*counts);
+  }
+  // A dynamic cache that does not exist yet starts empty (its first run writes it).
+  if (!options.lookup_cache_dynamic.empty() && std::filesystem::exists(options.lookup_cache_dynamic)) {
+    auto counts = NgramCounts::load(options.lookup_cache_dynamic, n_vocab);
+    if (!counts.ok()) return make_error("-lcd ", counts.error().message);
+    s->lookup_dynamic_ = std::move(*counts);
+  }
   return s;
+}
+
+// ref: llama.cpp examples/lookup: the dynamic cache merged with the generations' counts, saved.
+Status Speculator::save_lookup_cache() const {
+  if (options_.lookup_cache_dynamic.empty()) return ok_status();
+  NgramCounts all = lookup_dynamic_;
+  all.merge(learned_);
+  Status saved = all.save(options_.lookup_cache_dynamic);
+  if (!saved.ok()) return make_error("-lcd ", saved.error().message);
+  return ok_status();
 }
 
 std::unique_ptr<SequenceDrafter> Speculator::drafter(int32_t seq) {
@@ -59,7 +82,7 @@ SequenceDrafter::SequenceDrafter(Speculator& owner, int32_t seq)
   if (o.uses(DraftSource::NgramMapK4v))
     map_k4v_.emplace(o.ngram_map_k4v.size_n, o.ngram_map_k4v.size_m, false, o.ngram_map_k4v.min_hits);
   if (o.uses(DraftSource::NgramMod)) mod_.emplace(*owner.ngram_mod_, o.ngram_mod);
-  if (o.uses(DraftSource::NgramCache)) cache_.emplace();
+  if (o.uses(DraftSource::NgramCache)) cache_.emplace(&owner.lookup_dynamic_, &owner.lookup_static_);
   if (owner.draft_) model_.emplace(*owner.draft_, seq);
 }
 
@@ -69,8 +92,9 @@ Status SequenceDrafter::begin(std::span<const int32_t> prompt) {
   if (map_k_) map_k_->begin(prompt);
   if (map_k4v_) map_k4v_->begin(prompt);
   if (mod_) mod_->begin(prompt);
-  if (cache_) cache_.emplace();
+  if (cache_) cache_.emplace(&owner_->lookup_dynamic_, &owner_->lookup_static_);
   last_source_.reset();
+  if (cache_ && !owner_->options().lookup_cache_dynamic.empty()) prompt_.assign(prompt.begin(), prompt.end());
   n_drafted_ = n_accepted_ = 0;
   return model_ ? model_->prefill(prompt) : ok_status();
 }
@@ -112,6 +136,25 @@ Result<std::vector<int32_t>> SequenceDrafter::propose(std::span<const int32_t> h
     }
   }
   return draft;
+}
+
+// ref: llama.cpp examples/lookup/lookup.cpp: the context cache counts the prompt, then every token
+// as it is accepted; at the end it is merged into the dynamic cache.
+void SequenceDrafter::finish(std::span<const int32_t> generated) {
+  if (!cache_ || owner_->options().lookup_cache_dynamic.empty()) return;
+  NgramCounts counts;
+  std::vector<int32_t> text = prompt_;
+  counts.add(text, 1, NgramCounts::kMaxNgram, text.size());
+  for (int32_t t : generated) {
+    text.push_back(t);
+    counts.add(text, 1, NgramCounts::kMaxNgram, 1);
+  }
+  // The first generation's counts are kept as they are (their order is llama-lookup's file order).
+  if (owner_->learned_.size() == 0) {
+    owner_->learned_ = std::move(counts);
+  } else {
+    owner_->learned_.merge(counts);
+  }
 }
 
 // ref: llama.cpp common_speculative_accept: only the source that drafted learns the outcome.

@@ -14,6 +14,8 @@
 //   loop: draft = drafter.propose(history, sampled, budget);     // budget: see n_draft_budget()
 //         decode [sampled, draft...], verdict = verify_draft(...), drop rejected cells;
 //         drafter.accept(verdict.n_accepted());                  // only when draft was not empty
+//   drafter.finish(generated tokens);                            // -lcd: counts to keep
+// and at the end of the program, speculator.save_lookup_cache().
 //
 // Ownership: a SequenceDrafter refers to its Speculator, which must outlive it.
 // Thread-safety: none; one thread drives a Speculator and its drafters (as the server's step loop).
@@ -48,6 +50,9 @@ class Speculator {
   DraftModel* draft_model() { return draft_.get(); }
   // A drafter for sequence `seq` (0 <= seq < kMaxSequences; its id in the draft context too).
   std::unique_ptr<SequenceDrafter> drafter(int32_t seq);
+  // With -lcd: writes the dynamic lookup cache read at create() plus the counts of every
+  // generation its drafters finish()ed, replacing the file. Without it, nothing.
+  Status save_lookup_cache() const;
 
  private:
   friend class SequenceDrafter;
@@ -55,6 +60,8 @@ class Speculator {
   SpeculativeOptions options_;
   std::unique_ptr<DraftModel> draft_;
   std::optional<NgramModTable> ngram_mod_;
+  NgramCounts lookup_static_, lookup_dynamic_;  // -lcs, -lcd as read (empty without them)
+  NgramCounts learned_;                         // counts of finished generations, for -lcd
 };
 
 // The options of a draft model's context for a target context created with `target`: the same
@@ -82,6 +89,11 @@ class SequenceDrafter {
   Result<std::vector<int32_t>> propose(std::span<const int32_t> history, int32_t sampled, int32_t budget);
   // The target accepted the first n_accepted tokens of the last (non-empty) draft.
   void accept(int32_t n_accepted);
+  // The generation ended; `generated`: every token it sampled after the prompt given to begin(),
+  // the last one included. With -lcd, the counts of prompt + generated go to the Speculator for
+  // save_lookup_cache, counted as llama-lookup counts them (the prompt's n-grams, then each new
+  // token's).
+  void finish(std::span<const int32_t> generated);
 
   // Tokens proposed and accepted since begin() (llama-server's timings.draft_n and
   // draft_n_accepted).
@@ -98,6 +110,7 @@ class SequenceDrafter {
   std::optional<NgramCacheDrafter> cache_;
   std::optional<DraftModelDrafter> model_;
   std::optional<DraftSource> last_source_;  // the source of the last non-empty draft
+  std::vector<int32_t> prompt_;               // given to begin(), kept only with -lcd
   int64_t n_drafted_ = 0, n_accepted_ = 0;
 };
 

@@ -35,7 +35,7 @@ GROUNDED = ("Copy the verse exactly.\nVerse: In the beginning God created the he
             "without form, and void.\nCopy: In the beginning God created the heaven and the earth. And the earth was")
 
 # (model, prompt, n_predict, speculative settings); each key of a source's settings maps to the
-# llama.cpp flag --spec-<source>-<key with - for _>.
+# llama.cpp flag --spec-<source>-<key with - for _>; "lookup" names lookup-cache files (-lcs, -lcd).
 CASES = [
     ("default", MOSES, 96, {"types": "ngram-simple", "ngram-simple": {"size_n": 2}}),
     ("default", MOSES, 96, {"types": "ngram-map-k", "ngram-map-k": {"size_n": 2, "size_m": 8}}),
@@ -53,6 +53,11 @@ CASES = [
     ("default", LAND, 60, {"types": "ngram-mod"}),
     ("default", LAND, 60, {"types": "ngram-cache"}),
     ("default", GROUNDED, 32, {"types": "ngram-cache"}),
+    # ngram-cache with lookup caches (tests/llm/data/lookup: llama.cpp's tools made them)
+    ("default", "And God called the light", 64, {"types": "ngram-cache", "lookup": {"static": "genesis-kjv.lcs"}}),
+    ("default", "And God said unto Moses,", 64, {"types": "ngram-cache", "lookup": {"dynamic": "moses-kjv.lcd"}}),
+    ("default", "And the evening", 64,
+     {"types": "ngram-cache", "lookup": {"static": "genesis-kjv.lcs", "dynamic": "moses-kjv.lcd"}}),
     ("llama-spm-e128-f32", "The quick brown fox jumps over the lazy dog.", 64,
      {"types": "ngram-simple,ngram-cache", "ngram-simple": {"size_n": 2, "size_m": 8}}),
     ("qwen2-e64-Q8_0", "The quick brown fox jumps over the lazy dog.", 64,
@@ -61,10 +66,18 @@ CASES = [
 ]
 
 
+LOOKUP = os.path.join(ROOT, "tests", "llm", "data", "lookup")
+LOOKUP_FLAGS = {"static": "-lcs", "dynamic": "-lcd"}
+
+
 def spec_args(spec):
     args = ["--spec-type", spec["types"]]
     for source, settings in spec.items():
         if source == "types":
+            continue
+        if source == "lookup":  # {"static": FILE, "dynamic": FILE} under LOOKUP
+            for kind, name in settings.items():
+                args += [LOOKUP_FLAGS[kind], os.path.join(LOOKUP, name)]
             continue
         for key, value in settings.items():
             args += ["--spec-%s-%s" % (source, key.replace("_", "-")), str(value)]
