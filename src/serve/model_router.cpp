@@ -165,8 +165,17 @@ std::shared_ptr<const ModelInfo> ModelRouter::info(const std::string& name) cons
   return e ? e->info : nullptr;
 }
 
-std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& lock, Entry& e,
-                                                  Clock::time_point deadline) {
+bool ModelRouter::wait_for_room(std::unique_lock<std::mutex>& lock, const Entry& e, RoomWait& wait) {
+  if (others_pinned(e)) return cv_.wait_until(lock, wait.deadline) == std::cv_status::no_timeout;
+  const auto now = Clock::now();
+  if (!wait.grace_end) wait.grace_end = std::min(wait.deadline, now + std::chrono::seconds(1));
+  if (now >= *wait.grace_end) return false;
+  cv_.wait_until(lock, std::min(*wait.grace_end, now + std::chrono::milliseconds(20)));
+  return true;
+}
+
+std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& lock, Entry& e, RoomWait& wait) {
+  const Clock::time_point deadline = wait.deadline;
   const std::string& name = e.spec.name;
   // --models-max: unload the least recently used model that no request holds.
   std::vector<std::shared_ptr<ServerState>> dropped;  // freed with the mutex released
@@ -227,12 +236,13 @@ std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& 
   if (built.ok()) return HttpError{503, "the server is shutting down"};
   const std::string why = "cannot load model '" + name + "': " + built.error().message;
   // Room may come when another model's request ends: wait for that (holding no pin), then retry.
-  if (others_pinned(e) && cv_.wait_until(lock, deadline) == std::cv_status::no_timeout) return std::nullopt;
+  if (wait_for_room(lock, e, wait)) return std::nullopt;
   return HttpError{503, why};
 }
 
 std::variant<std::shared_ptr<ServerState>, HttpError> ModelRouter::acquire(const std::string& name, bool autoload) {
   const auto deadline = Clock::now() + timeout_;
+  RoomWait room{.deadline = deadline, .grace_end = std::nullopt};
   {
     std::lock_guard lock(mu_);
     const Entry* e = find(name);
@@ -261,7 +271,7 @@ std::variant<std::shared_ptr<ServerState>, HttpError> ModelRouter::acquire(const
       continue;
     }
     if (e->status == ModelStatus::Unloaded) {
-      if (auto err = load_locked(lock, *e, deadline)) return give_up(*err);
+      if (auto err = load_locked(lock, *e, room)) return give_up(*err);
       continue;
     }
     std::shared_ptr<ServerState> st = e->st;
@@ -276,10 +286,11 @@ std::variant<std::shared_ptr<ServerState>, HttpError> ModelRouter::acquire(const
       return std::shared_ptr<ServerState>(lease, lease->get());
     }
     const std::string why = "no room for model '" + name + "': " + pin.error().message;
-    if (!others_pinned(*e)) return give_up({503, why});
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout)
-      return give_up({503, why + " (waited --residency-timeout " + std::to_string(timeout_.count() / 1000) +
-                               " s for other models' requests to end)"});
+    const bool others = others_pinned(*e);
+    if (!wait_for_room(lock, *e, room))
+      return give_up({503, others ? why + " (waited --residency-timeout " + std::to_string(timeout_.count() / 1000) +
+                                        " s for other models' requests to end)"
+                                  : why});
   }
 }
 
@@ -295,6 +306,7 @@ void ModelRouter::release(Entry& e) {
 
 std::optional<HttpError> ModelRouter::load(const std::string& name) {
   const auto deadline = Clock::now() + timeout_;
+  RoomWait room{.deadline = deadline, .grace_end = std::nullopt};
   {
     std::lock_guard lock(mu_);
     const Entry* e = find(name);
@@ -312,7 +324,7 @@ std::optional<HttpError> ModelRouter::load(const std::string& name) {
     if (stopping_) {
       err = HttpError{503, "the server is shutting down"};
     } else if (e->status == ModelStatus::Unloaded) {
-      err = load_locked(lock, *e, deadline);
+      err = load_locked(lock, *e, room);
     } else if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {  // another request loads it
       err = HttpError{503, "model '" + name + "' is still loading"};
     }

@@ -105,9 +105,20 @@ class ModelRouter {
   class Lease;
   Entry* find(const std::string& name) const;  // under mu_
   bool others_pinned(const Entry& e) const;    // under mu_: another model's request holds a pin
+  // One request's wait for room, up to its --residency-timeout deadline.
+  struct RoomWait {
+    Clock::time_point deadline;
+    std::optional<Clock::time_point> grace_end;  // set at the first refusal with no other pins
+  };
+  // Under mu_, after room for `e` was refused: waits and says whether to try again. While another
+  // model's request holds a pin, until a change or the deadline (its end frees room). Else for a
+  // short grace only (1 s, polled every 20 ms, within the deadline): a request's lease ends when
+  // its last event is handed to the socket, and its engine's pass may keep the memory pinned a
+  // moment longer, unseen by the router; past the grace nothing is coming and the refusal stands.
+  bool wait_for_room(std::unique_lock<std::mutex>& lock, const Entry& e, RoomWait& wait);
   // Under mu_ (held by `lock`, released while loading): makes `e` loaded. nullopt when it is
   // (or another thread loads it: the caller looks again); else the error to answer.
-  std::optional<HttpError> load_locked(std::unique_lock<std::mutex>& lock, Entry& e, Clock::time_point deadline);
+  std::optional<HttpError> load_locked(std::unique_lock<std::mutex>& lock, Entry& e, RoomWait& wait);
   void release(Entry& e);  // a lease ended
   void idle_sleeper();     // evicts models idle for their sleep_idle_seconds
 
