@@ -79,15 +79,6 @@ TEST(GgmlGolden, DotProductsAreBitExact) {
     } else if (kind == "q6_K") {
       const QuantTraits* t = quant_traits(DType::Q6_K);
       run(t->vec_dot);
-      if (t->vec_dot_x4 != nullptr) {
-        // The same activation row four times, padded apart.
-        const size_t a_stride = a.size() + 12;
-        std::vector<uint8_t> a4(4 * a_stride, 0xAB);
-        for (int r = 0; r < 4; ++r) std::memcpy(a4.data() + r * a_stride, a.data(), a.size());
-        float out[4][3] = {};
-        t->vec_dot_x4(n, &out[0][0], sizeof(out[0]), w.data(), a4.data(), a_stride);
-        for (int r = 0; r < 4; ++r) got.push_back(out[r][0]);
-      }
     } else {
       const QuantTraits* t = quant_traits(kind.rfind("q4_0", 0) == 0 ? DType::Q4_0 : DType::Q4_K);
       const bool gemm = kind.find("gemm") != std::string::npos;
@@ -209,38 +200,6 @@ TEST(GgmlGolden, TileKernelsEqualSingleDots) {
           EXPECT_EQ(bits(out[r][i]), bits(want)) << name << ": weight row " << i << ", activation row " << r;
         }
       }
-    }
-  }
-}
-
-// The Q6_K four-activation kernel against single dot products on distinct random rows.
-TEST(GgmlGolden, Q6KFourRowKernelEqualsSingleDots) {
-  const QuantTraits* t = quant_traits(DType::Q6_K);
-  if (t->vec_dot_x4 == nullptr) GTEST_SKIP() << "no four-row kernel on this CPU";
-  const QuantTraits* q8 = quant_traits(DType::Q8_K);
-  uint32_t state = 777;
-  auto next = [&] {
-    state = state * 1664525u + 1013904223u;
-    return static_cast<float>(state >> 8) / static_cast<float>(1u << 24) - 0.5f;
-  };
-  for (int64_t n : {256, 512, 2048}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    std::vector<float> f(n);
-    for (float& v : f) v = next();
-    std::vector<uint8_t> w(row_size(DType::Q6_K, n));
-    t->from_float(f.data(), w.data(), n);
-    const size_t a_stride = row_size(DType::Q8_K, n) + 4;
-    std::vector<uint8_t> a(4 * a_stride);
-    for (int r = 0; r < 4; ++r) {
-      for (float& v : f) v = next() * static_cast<float>(r + 1);
-      q8->from_float(f.data(), a.data() + r * a_stride, n);
-    }
-    float out[4];
-    t->vec_dot_x4(n, out, sizeof(float), w.data(), a.data(), a_stride);
-    for (int r = 0; r < 4; ++r) {
-      float want = 0;
-      t->vec_dot(n, &want, w.data(), a.data() + r * a_stride);
-      EXPECT_EQ(bits(out[r]), bits(want)) << "activation row " << r;
     }
   }
 }

@@ -30,17 +30,10 @@ bool rows8_order(const TensorView& w) {
 const char* act_at(const Tile& t, int64_t r) { return t.act + static_cast<size_t>(r) * t.act_stride; }
 const char* row_at(const Tile& t, int64_t i) { return t.w + static_cast<size_t>(i) * t.w_stride; }
 
-// The type's vec_dot for every output; four activation rows per call where it has vec_dot_x4
-// (bit-identical to four calls).
+// The type's vec_dot for every output.
 void run_vec_dot(const Tile& t) {
   const QuantTraits* q = quant_traits(t.type);
-  int64_t r = 0;
-  if (q->vec_dot_x4 != nullptr) {
-    for (; r + 4 <= t.n_act; r += 4)
-      for (int64_t i = 0; i < t.n_rows; ++i)
-        q->vec_dot_x4(t.k, out_ptr(t, r, i), t.dst_row_stride, row_at(t, i), act_at(t, r), t.act_stride);
-  }
-  for (; r < t.n_act; ++r)
+  for (int64_t r = 0; r < t.n_act; ++r)
     for (int64_t i = 0; i < t.n_rows; ++i) q->vec_dot(t.k, out_ptr(t, r, i), row_at(t, i), act_at(t, r));
 }
 
@@ -90,7 +83,7 @@ void run_f16(const Tile& t) {
 struct Table {
   Family vec_dot[kDTypeIdLimit];
   Family rows8[kDTypeIdLimit];
-  Family q4_0x8, q4_Kx8, q8_0x8, q8_0, f16;
+  Family q4_0x8, q4_Kx8, q8_0x8, q8_0, q6_K, f16;
 
   Table() {
     const bool avx2 = quant::cpu_has_avx2();
@@ -126,6 +119,15 @@ struct Table {
               gemm_rows_by_four};
     // AVX2 CPUs only:
     this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2, gemm_rows_by_four};
+    const QuantTraits* q6 = quant_traits(DType::Q6_K);
+    this->q6_K = {"q6_K",
+                  kActNative + static_cast<int>(q6->vec_dot_type),
+                  256,
+                  type_size(q6->vec_dot_type),
+                  q6->act_from_float,
+                  1,
+                  gemm_q6_K_avx2,
+                  gemm_rows_by_four};
     f16 = {"f16",   kActF16Wide,      1, sizeof(float) + sizeof(uint16_t), convert_act_f16_wide, 1,
            run_f16, tinyblas_f16_rows};
   }
@@ -160,8 +162,10 @@ const Family& family_for(const TensorView& w) {
   if (w.layout == TensorLayout::Q4_0x8) return tb.q4_0x8;
   if (w.layout == TensorLayout::Q4_Kx8) return tb.q4_Kx8;
   if (w.layout == TensorLayout::Q8_0x8) return tb.q8_0x8;
-  // Q8_0's tile kernel has the AVX2 vec_dot's order; without AVX2 the type's vec_dot keeps its own.
+  // Q8_0's and Q6_K's tile kernels have the AVX2 vec_dot's order; without AVX2 the type's vec_dot
+  // keeps its own.
   if (w.type == DType::Q8_0 && quant::cpu_has_avx2()) return tb.q8_0;
+  if (w.type == DType::Q6_K && quant::cpu_has_avx2()) return tb.q6_K;
   // F16's prompt kernel too (without AVX2 every row keeps the vec_dot's order).
   if (w.type == DType::F16 && quant::cpu_has_avx2()) return tb.f16;
   const auto id = static_cast<uint32_t>(w.type);

@@ -89,6 +89,15 @@ void convert_act_q8_0_abs(const float* x, void* dst, int64_t k);
 void gemm_q8_0x8(const Tile& t);
 void gemm_q8_0x8_avx2(const Tile& t);
 
+// Plain Q6_K weights with Q8_K activations, in ggml's AVX2 ggml_vec_dot_q6_K_q8_K order (which
+// llama.cpp runs for every batch size: no repack exists for Q6_K): per super-block, eight int32
+// lanes (lane l: values 32c + 4l .. 32c + 4l + 3 for c = 0..7, each four times its scale, less
+// 32 * (bsums[2l] * scales[2l] + bsums[2l + 1] * scales[2l + 1])), each added as
+// fma(d_a * d_w, float(lane), acc_l); at the end the lanes are summed as hsum_float_8
+// (reduce_lanes8). AVX2 CPUs only (elsewhere Q6_K keeps its scalar vec_dot's order).
+void gemm_q6_K(const Tile& t);
+void gemm_q6_K_avx2(const Tile& t);
+
 // Activations of the F16 family: each value rounded to F16 as the type's vec_dot_type conversion
 // does (f32_to_f16_row), stored twice: widened to F32 (exact; k floats), which the prompt kernels
 // load without converting, then as F16 (k values), which the vec_dot reads.

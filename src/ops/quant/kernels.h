@@ -125,10 +125,6 @@ void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const
 void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);
 void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
 void vec_dot_q4_K_q8_K_rows8_x4_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
-// vec_dot_q6_K_q8_K_avx2 of one weight row and four activation rows (y + r * y_stride bytes) into
-// s + r * s_stride bytes; bit-identical to four single calls.
-void vec_dot_q6_K_q8_K_x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ6_K* x, const BlockQ8_K* y,
-                               size_t y_stride);
 // vec_dot_q4_0_q8_0_rows8 of eight weight rows (x + i * x_stride bytes) and four activation rows
 // (y + r * y_stride bytes) into s + r * s_stride bytes, [i]; bit-identical to 32 single calls.
 void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x, size_t x_stride,

@@ -20,9 +20,6 @@ using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
 using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 // *out = dot(w[0..n), a[0..n)); w of the weight type, a of its vec_dot_type.
 using VecDotFn = void (*)(int64_t n, float* out, const void* w, const void* a);
-// One weight row against four activation rows (strides in bytes): for r in 0..3,
-//   *(float*)((char*)out + r * out_stride) = dot(w, (char*)a + r * a_stride).
-using VecDot4Fn = void (*)(int64_t n, float* out, size_t out_stride, const void* w, const void* a, size_t a_stride);
 // Eight weight rows against four activation rows (strides in bytes): for i in 0..7, r in 0..3,
 //   ((float*)((char*)out + r * out_stride))[i] = dot((char*)w + i * w_stride, (char*)a + r * a_stride).
 using VecDot8x4Fn = void (*)(int64_t n, float* out, size_t out_stride, const void* w, size_t w_stride,
@@ -39,9 +36,6 @@ struct QuantTraits {
   FromFloatFn act_from_float;  // F32 -> vec_dot_type: quant_traits(vec_dot_type)->from_float
   VecDotFn vec_dot;            // fastest variant this CPU supports
   VecDotFn vec_dot_ref;        // the scalar reference the SIMD variants are tested against
-  // vec_dot for four activation rows at once, bit-identical to four calls of it (the weight row
-  // is unpacked once); nullptr where no such kernel exists.
-  VecDot4Fn vec_dot_x4 = nullptr;
   // The dot product in the float order of ggml's repacked 8-row kernels, which llama.cpp uses on
   // AVX2 CPUs for 2-D weights of this type with a multiple of 8 rows (Q4_0, IQ4_NL, Q4_K; see
   // ops/quant/vec_dot_rows8.cpp). nullptr where ggml does not repack the type on this CPU. Same

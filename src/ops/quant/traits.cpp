@@ -156,13 +156,6 @@ struct Table {
 #undef KILN_TO_FLOAT
 #undef KILN_FROM_FLOAT
 #undef KILN_VEC_DOT
-    if (avx2) {
-      entries[static_cast<uint32_t>(DType::Q6_K)].vec_dot_x4 =
-          [](int64_t n, float* out, size_t out_stride, const void* w, const void* a, size_t a_stride) {
-            vec_dot_q6_K_q8_K_x4_avx2(n, out, out_stride, static_cast<const BlockQ6_K*>(w),
-                                      static_cast<const BlockQ8_K*>(a), a_stride);
-          };
-    }
     // ggml's x86 repack (ref: ggml-cpu/repack.cpp ggml_repack_get_optimal_repack_type) applies to
     // Q4_0, IQ4_NL and Q4_K on AVX2 CPUs (and Q2_K with AVX-512, not emulated here).
     if (avx2) {

@@ -15,6 +15,7 @@
 
 #include "ops/quant/kernels.h"
 #include "ops/quant/q4_0_lanes_avx2.h"
+#include "ops/quant/q6_K_levels_avx2.h"
 
 namespace kiln::quant {
 namespace {
@@ -105,28 +106,6 @@ inline float reduce_4x8(__m256 sum[4]) {
   sum[1] = _mm256_add_ps(sum[1], sum[3]);
   sum[0] = _mm256_add_ps(sum[0], sum[1]);
   return hsum_float_8(sum[0]);
-}
-
-// int16 lanes 0..7 = a, lanes 8..15 = b.
-inline __m256i scales_pair(int16_t a, int16_t b) {
-  return _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_set1_epi16(a)), _mm_set1_epi16(b), 1);
-}
-
-// The 128 levels 0..63 (stored value, biased by 32) of half a Q6_K super-block: low nibbles from
-// ql[0..64), two high bits each from qh[0..32); lv[k] holds values 32k..32k+31 in order.
-inline void q6_K_levels(const uint8_t* ql, const uint8_t* qh, __m256i lv[4]) {
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m2 = _mm256_set1_epi8(3);
-  const __m256i q4bits1 = load256(ql);
-  const __m256i q4bits2 = load256(ql + 32);
-  const __m256i q4bitsH = load256(qh);
-  lv[0] = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4));
-  lv[1] = _mm256_or_si256(_mm256_and_si256(q4bits2, m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 2), m2), 4));
-  lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 4), m2), 4));
-  lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 6), m2), 4));
 }
 
 }  // namespace
@@ -225,54 +204,12 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const Block
       q8 += 128;
       sc += 8;
     }
-    // The bias 32 of the levels, as ggml removes it: lane l loses 32 * (bsums[2l] * scales[2l] +
-    // bsums[2l + 1] * scales[2l + 1]). The lanes' integer split matters: each lane is rounded to
-    // F32 and scaled separately below.
-    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
-    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(load256(y[i].bsums), scales16), 5));
+    // The lanes' integer split of the bias matters: each lane is rounded to F32 and scaled
+    // separately below.
+    sumi = _mm256_sub_epi32(sumi, q6_K_bias(y[i].bsums, q6_K_scales16(x[i].scales)));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   *s = hsum_float_8(acc);
-}
-
-void vec_dot_q6_K_q8_K_x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ6_K* x, const BlockQ8_K* y,
-                               size_t y_stride) {
-  const BlockQ8_K* ys[4];
-  for (int r = 0; r < 4; ++r)
-    ys[r] = reinterpret_cast<const BlockQ8_K*>(reinterpret_cast<const char*>(y) + r * y_stride);
-  // Per activation row r the operations of vec_dot_q6_K_q8_K_avx2, with the weight levels and
-  // scale pairs unpacked once for the four rows.
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float dx = f16_to_f32(x[i].d);
-    const uint8_t* q4 = x[i].ql;
-    const uint8_t* qh = x[i].qh;
-    const int8_t* sc = x[i].scales;
-    __m256i sumi[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-    for (int j = 0; j < kQK_K / 128; ++j) {
-      __m256i lv[4];
-      q6_K_levels(q4, qh, lv);
-      q4 += 64;
-      qh += 32;
-      const __m256i sp[4] = {scales_pair(sc[0], sc[1]), scales_pair(sc[2], sc[3]), scales_pair(sc[4], sc[5]),
-                             scales_pair(sc[6], sc[7])};
-      sc += 8;
-      for (int r = 0; r < 4; ++r) {
-        const int8_t* q8 = ys[r][i].qs + 128 * j;
-        __m256i p[4];
-        for (int k = 0; k < 4; ++k) p[k] = _mm256_madd_epi16(sp[k], _mm256_maddubs_epi16(lv[k], load256(q8 + 32 * k)));
-        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p[0], p[1]));
-        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p[2], p[3]));
-      }
-    }
-    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
-    for (int r = 0; r < 4; ++r) {
-      const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(load256(ys[r][i].bsums), scales16), 5);
-      const float d = ys[r][i].d * dx;
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[r], bias)), acc[r]);
-    }
-  }
-  for (int r = 0; r < 4; ++r) *reinterpret_cast<float*>(reinterpret_cast<char*>(s) + r * s_stride) = hsum_float_8(acc[r]);
 }
 
 // ref: ggml_vec_dot_f16 (ggml-cpu/vec.cpp) as the AVX-512 build runs it (GGML_F16_STEP 64, four

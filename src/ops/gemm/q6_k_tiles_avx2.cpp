@@ -1,0 +1,129 @@
+// AVX2 kernel of the Q6_K family (layouts.h), bit-identical to q6_k_tiles.cpp's scalar kernel: each
+// output keeps the eight int32 lanes and F32 accumulator of vec_dot_q6_K_q8_K_avx2. Up to four
+// weight rows at a time: per super-block their levels and scales are unpacked once (kept in L1)
+// and met by every activation row of the tile, whose accumulators wait in L1 between
+// super-blocks; the scales multiply two chunks of 32 values at once (regroup), three multiplies
+// per 64 values instead of the vec_dot's four. Compiled for AVX2 + FMA + F16C.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/gemm/avx2_util.h"
+#include "ops/gemm/layouts.h"
+#include "ops/quant/kernels.h"
+#include "ops/quant/q6_K_levels_avx2.h"
+
+namespace kiln::gemm {
+namespace {
+
+constexpr int64_t kActChunk = 64;  // activation rows whose accumulators a pass keeps
+
+// Values of chunks c and c+1 (32 each) regrouped so that one vpmaddwd scales both: in every int32
+// lane l, lo holds values 4l, 4l+1 of chunk c then 4l, 4l+1 of chunk c+1, hi values 4l+2, 4l+3 of
+// each. vpmaddubsw of lo and of hi, added as int16 (four products of |level| <= 63 and
+// |activation| <= 128: within int16), gives per lane l the pair (chunk c's four-product sum, chunk
+// c+1's): the same integer terms of lane l as the vec_dot's, two chunks per multiply by scales.
+struct ChunkPair {
+  __m256i lo, hi;
+};
+inline ChunkPair regroup(__m256i c0, __m256i c1) {
+  return {_mm256_blend_epi16(c0, _mm256_slli_epi32(c1, 16), 0xAA),
+          _mm256_blend_epi16(_mm256_srli_epi32(c0, 16), c1, 0xAA)};
+}
+
+// One weight row's super-block, unpacked.
+struct Unpacked {
+  ChunkPair levels[4];  // chunks 2p, 2p+1 (values 0..63, biased by 32), regrouped
+  __m256i scales[4];    // int16 pairs per lane l: chunk 2p's and 2p+1's scales of values 4l.. (l < 4:
+                        // the first 16 of each chunk, else the second 16)
+  __m256i scales16;     // the 16 scales as int16 (q6_K_bias)
+  __m256 d;             // the super-block scale in every lane
+};
+
+inline int32_t pack16(int8_t a, int8_t b) {
+  return static_cast<int32_t>(static_cast<uint16_t>(static_cast<int16_t>(a)) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(b))) << 16);
+}
+
+void unpack(const quant::BlockQ6_K& b, Unpacked& u) {
+  __m256i lv[8];
+  quant::q6_K_levels(b.ql, b.qh, lv);
+  quant::q6_K_levels(b.ql + 64, b.qh + 32, lv + 4);
+  const int8_t* sc = b.scales;
+  for (int p = 0; p < 4; ++p) {
+    u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
+    // Chunk c = 2p has scales sc[2c] (values 0..15), sc[2c+1] (16..31); chunk c+1 the next two.
+    u.scales[p] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(pack16(sc[4 * p], sc[4 * p + 2]))),
+                                          _mm_set1_epi32(pack16(sc[4 * p + 1], sc[4 * p + 3])), 1);
+  }
+  u.scales16 = quant::q6_K_scales16(b.scales);
+  u.d = _mm256_set1_ps(_cvtsh_ss(b.d));
+}
+
+// Weight rows i0 .. i0+NI-1 x activation rows r0 .. r0+nr-1 (nr <= kActChunk).
+template <int NI>
+void q6_K_rows(const Tile& t, int64_t i0, int64_t r0, int64_t nr) {
+  const quant::BlockQ6_K* w[NI];
+  for (int i = 0; i < NI; ++i)
+    w[i] = reinterpret_cast<const quant::BlockQ6_K*>(t.w + static_cast<size_t>(i0 + i) * t.w_stride);
+  __m256 acc[NI][kActChunk];
+  for (int i = 0; i < NI; ++i)
+    for (int64_t r = 0; r < nr; ++r) acc[i][r] = _mm256_setzero_ps();
+  for (int64_t s = 0; s < t.k / 256; ++s) {
+    Unpacked u[NI];
+    for (int i = 0; i < NI; ++i) unpack(w[i][s], u[i]);
+    // The next super-blocks come from memory while this one meets the activation rows (the
+    // hardware prefetcher loses these strided streams over the long pass).
+    if (s + 1 < t.k / 256) {
+      for (int i = 0; i < NI; ++i)
+        for (size_t b = 0; b < sizeof(quant::BlockQ6_K); b += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(&w[i][s + 1]) + b, _MM_HINT_T0);
+    }
+    for (int64_t r = 0; r < nr; ++r) {
+      const auto& a = reinterpret_cast<const quant::BlockQ8_K*>(t.act + static_cast<size_t>(r0 + r) * t.act_stride)[s];
+      __m256i sum[NI];
+      for (int i = 0; i < NI; ++i) sum[i] = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const ChunkPair q = regroup(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p)),
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p + 32)));
+        for (int i = 0; i < NI; ++i) {
+          const __m256i sums16 = _mm256_add_epi16(_mm256_maddubs_epi16(u[i].levels[p].lo, q.lo),
+                                                  _mm256_maddubs_epi16(u[i].levels[p].hi, q.hi));
+          sum[i] = _mm256_add_epi32(sum[i], _mm256_madd_epi16(sums16, u[i].scales[p]));
+        }
+      }
+      const __m256 da = _mm256_broadcast_ss(&a.d);
+      for (int i = 0; i < NI; ++i) {
+        const __m256i lanes = _mm256_sub_epi32(sum[i], quant::q6_K_bias(a.bsums, u[i].scales16));
+        acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(da, u[i].d), _mm256_cvtepi32_ps(lanes), acc[i][r]);
+      }
+    }
+  }
+  for (int i = 0; i < NI; ++i)
+    for (int64_t r = 0; r < nr; ++r) store1(t, r0 + r, i0 + i, hsum8(acc[i][r]));
+}
+
+}  // namespace
+
+void gemm_q6_K_avx2(const Tile& t) {
+  // Fewer activation rows than this do not pay for unpacking to L1: the vec_dot (same bits) keeps
+  // the levels in registers (one-token decode: 1.9x less CPU time than the tile).
+  constexpr int64_t kMinTileActs = 4;
+  if (t.n_act < kMinTileActs) {
+    for (int64_t r = 0; r < t.n_act; ++r)
+      for (int64_t i = 0; i < t.n_rows; ++i)
+        quant::vec_dot_q6_K_q8_K_avx2(
+            t.k, out_ptr(t, r, i), reinterpret_cast<const quant::BlockQ6_K*>(t.w + static_cast<size_t>(i) * t.w_stride),
+            reinterpret_cast<const quant::BlockQ8_K*>(t.act + static_cast<size_t>(r) * t.act_stride));
+    return;
+  }
+  for (int64_t r0 = 0; r0 < t.n_act; r0 += kActChunk) {
+    const int64_t nr = std::min(kActChunk, t.n_act - r0);
+    int64_t i = 0;
+    for (; i + 4 <= t.n_rows; i += 4) q6_K_rows<4>(t, i, r0, nr);
+    for (; i < t.n_rows; ++i) q6_K_rows<1>(t, i, r0, nr);
+  }
+}
+
+}  // namespace kiln::gemm

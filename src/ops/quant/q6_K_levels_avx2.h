@@ -1,0 +1,45 @@
+// Q6_K unpacking steps shared by the AVX2 dot product (vec_dot_q6_K_q8_K_avx2) and the Q6_K matrix
+// tile (ops/gemm/q6_k_tiles_avx2.cpp), so that both see the same levels, scale pairs and bias.
+// Include only from files compiled for AVX2 (the *_avx2.cpp / *_avx512.cpp rule in CMakeLists).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace kiln::quant {
+
+// int16 lanes 0..7 = a, lanes 8..15 = b.
+inline __m256i scales_pair(int16_t a, int16_t b) {
+  return _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_set1_epi16(a)), _mm_set1_epi16(b), 1);
+}
+
+// The 128 levels 0..63 (stored value, biased by 32) of half a Q6_K super-block: low nibbles from
+// ql[0..64), two high bits each from qh[0..32); lv[k] holds values 32k..32k+31 in order.
+inline void q6_K_levels(const uint8_t* ql, const uint8_t* qh, __m256i lv[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m2 = _mm256_set1_epi8(3);
+  const __m256i q4bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+  const __m256i q4bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+  const __m256i q4bitsH = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+  lv[0] = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4));
+  lv[1] = _mm256_or_si256(_mm256_and_si256(q4bits2, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 2), m2), 4));
+  lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 4), m2), 4));
+  lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 6), m2), 4));
+}
+
+// The bias 32 of the levels as ggml removes it from a super-block's eight int32 lanes: lane l
+// loses 32 * (bsums[2l] * scales[2l] + bsums[2l + 1] * scales[2l + 1]). scales16: the block's 16
+// scales widened to int16 (q6_K_scales16).
+inline __m256i q6_K_scales16(const int8_t* scales) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+}
+inline __m256i q6_K_bias(const int16_t* bsums, __m256i scales16) {
+  return _mm256_slli_epi32(
+      _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)), scales16), 5);
+}
+
+}  // namespace kiln::quant
