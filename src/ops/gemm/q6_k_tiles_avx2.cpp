@@ -1,5 +1,5 @@
 // AVX2 kernel of the Q6_K family (layouts.h), bit-identical to q6_k_tiles.cpp's scalar kernel: each
-// output keeps the eight int32 lanes and F32 accumulator of vec_dot_q6_K_q8_K_avx2. Up to four
+// output keeps the eight int32 lanes and F32 accumulator of vec_dot_q6_K_q8_K_avx2. Up to eight
 // weight rows at a time: per super-block their levels and scales are unpacked once (kept in L1)
 // and met by every activation row of the tile, whose accumulators wait in L1 between
 // super-blocks; the scales multiply two chunks of 32 values at once (regroup), three multiplies
@@ -121,6 +121,7 @@ void gemm_q6_K_avx2(const Tile& t) {
   for (int64_t r0 = 0; r0 < t.n_act; r0 += kActChunk) {
     const int64_t nr = std::min(kActChunk, t.n_act - r0);
     int64_t i = 0;
+    for (; i + 8 <= t.n_rows; i += 8) q6_K_rows<8>(t, i, r0, nr);
     for (; i + 4 <= t.n_rows; i += 4) q6_K_rows<4>(t, i, r0, nr);
     for (; i < t.n_rows; ++i) q6_K_rows<1>(t, i, r0, nr);
   }
