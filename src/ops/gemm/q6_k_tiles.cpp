@@ -47,8 +47,8 @@ void gemm_q6_K(const Tile& t) {
   for (int64_t r = 0; r < t.n_act; ++r) {
     const auto* a = reinterpret_cast<const quant::BlockQ8_K*>(t.act + static_cast<size_t>(r) * t.act_stride);
     for (int64_t i = 0; i < t.n_rows; ++i)
-      *out_ptr(t, r, i) =
-          dot_q6_K(t.k, reinterpret_cast<const quant::BlockQ6_K*>(t.w + static_cast<size_t>(i) * t.w_stride), a);
+      *out_ptr(t, r, i) = dot_q6_K(
+          t.k, reinterpret_cast<const quant::BlockQ6_K*>(t.w + static_cast<size_t>(i) * t.w_stride), a);
   }
 }
 

@@ -54,8 +54,9 @@ void unpack(const quant::BlockQ6_K& b, Unpacked& u) {
   for (int p = 0; p < 4; ++p) {
     u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
     // Chunk c = 2p has scales sc[2c] (values 0..15), sc[2c+1] (16..31); chunk c+1 the next two.
-    u.scales[p] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(pack16(sc[4 * p], sc[4 * p + 2]))),
-                                          _mm_set1_epi32(pack16(sc[4 * p + 1], sc[4 * p + 3])), 1);
+    u.scales[p] =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(pack16(sc[4 * p], sc[4 * p + 2]))),
+                                _mm_set1_epi32(pack16(sc[4 * p + 1], sc[4 * p + 3])), 1);
   }
   u.scales16 = quant::q6_K_scales16(b.scales);
   u.d = _mm256_set1_ps(_cvtsh_ss(b.d));
@@ -81,7 +82,8 @@ void q6_K_rows(const Tile& t, int64_t i0, int64_t r0, int64_t nr) {
           _mm_prefetch(reinterpret_cast<const char*>(&w[i][s + 1]) + b, _MM_HINT_T0);
     }
     for (int64_t r = 0; r < nr; ++r) {
-      const auto& a = reinterpret_cast<const quant::BlockQ8_K*>(t.act + static_cast<size_t>(r0 + r) * t.act_stride)[s];
+      const auto& a =
+          reinterpret_cast<const quant::BlockQ8_K*>(t.act + static_cast<size_t>(r0 + r) * t.act_stride)[s];
       __m256i sum[NI];
       for (int i = 0; i < NI; ++i) sum[i] = _mm256_setzero_si256();
       for (int p = 0; p < 4; ++p) {
@@ -114,7 +116,8 @@ void gemm_q6_K_avx2(const Tile& t) {
     for (int64_t r = 0; r < t.n_act; ++r)
       for (int64_t i = 0; i < t.n_rows; ++i)
         quant::vec_dot_q6_K_q8_K_avx2(
-            t.k, out_ptr(t, r, i), reinterpret_cast<const quant::BlockQ6_K*>(t.w + static_cast<size_t>(i) * t.w_stride),
+            t.k, out_ptr(t, r, i),
+            reinterpret_cast<const quant::BlockQ6_K*>(t.w + static_cast<size_t>(i) * t.w_stride),
             reinterpret_cast<const quant::BlockQ8_K*>(t.act + static_cast<size_t>(r) * t.act_stride));
     return;
   }
