@@ -123,6 +123,13 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_q6_K_avx2,
        {256, 768, 2304},
        {1, 3, 6, 9}},
+      {"q5_K",
+       DType::Q5_K,
+       TensorLayout::Plain,
+       gemm::gemm_q5_K,
+       gemm::gemm_q5_K_avx2,
+       {256, 1280},
+       {1, 4, 9}},
       {"f16",
        DType::F16,
        TensorLayout::Plain,
@@ -188,10 +195,9 @@ TEST(GemmKernels, SimdKernelsEqualTheirScalarKernels) {
 TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
   uint32_t seed = 100;
   for (const TileCase& c : tile_cases()) {
-    // Q8_0's, Q6_K's and F16's tile families (and Q8_0's and Q6_K's references, the AVX2
+    // Q8_0's, Q6_K's, Q5_K's and F16's tile families (and the first three's references, the AVX2
     // vec_dots) exist on AVX2 CPUs only.
-    if ((c.type == DType::Q8_0 || c.type == DType::Q6_K || c.type == DType::F16) && !quant::cpu_has_avx2())
-      continue;
+    if (c.type != DType::Q4_0 && c.type != DType::Q4_K && !quant::cpu_has_avx2()) continue;
     TensorView probe = contiguous_view(c.type, {c.ks[0], c.rows[0], 1, 1}, nullptr);
     probe.layout = c.layout;
     const gemm::Family& fam = gemm::family_for(probe);
@@ -234,6 +240,9 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
                                           reinterpret_cast<const quant::BlockQ8_0*>(native.data()));
           } else if (c.type == DType::Q6_K) {
             quant::vec_dot_q6_K_q8_K_avx2(k, &want, reinterpret_cast<const quant::BlockQ6_K*>(row),
+                                          reinterpret_cast<const quant::BlockQ8_K*>(native.data()));
+          } else if (c.type == DType::Q5_K) {
+            quant::vec_dot_q5_K_q8_K_avx2(k, &want, reinterpret_cast<const quant::BlockQ5_K*>(row),
                                           reinterpret_cast<const quant::BlockQ8_K*>(native.data()));
           } else {
             // F16: no dot product of quant.h has tinyBLAS's order (the scalar kernel is its
@@ -385,33 +394,39 @@ TEST(OpsMulMat, F16PromptsTakeTinyBlasOrderAndTheRestTheVecDots) {
   EXPECT_GT(n_orders_differ, 0) << "the two orders never differed: the test cannot tell them apart";
 }
 
-// Q6_K on AVX2 CPUs: every output of mul_mat, for one token, a small batch or a prompt (more
-// activation rows than the kernel's pass of 64), is the AVX2 vec_dot's (ggml's order for every
-// batch size), so a row's logits do not depend on its batch even without single_row_order.
-TEST(OpsMulMat, Q6_KTakesTheVecDotsOrderForEveryBatchSize) {
-  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: Q6_K takes its scalar vec_dot";
+// Q6_K and Q5_K on AVX2 CPUs: every output of mul_mat, for one token, a small batch or a prompt
+// (more activation rows than the kernel's pass of 64), is the AVX2 vec_dot's (ggml's order for
+// every batch size), so a row's logits do not depend on its batch even without single_row_order.
+TEST(OpsMulMat, KQuantsTakeTheVecDotsOrderForEveryBatchSize) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: Q6_K and Q5_K take their scalar vec_dots";
   std::mt19937 rng(21);
-  const int64_t k = 768, n = 23;  // 23 rows: tiles of 16 and 7 (groups of four, then single rows)
-  HostTensor w(DType::Q6_K, {k, n, 1, 1});
-  std::vector<float> wv(static_cast<size_t>(k * n));
-  for (float& v : wv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
-  w.set_quantized(wv);
-  const QuantTraits* q = quant_traits(DType::Q6_K);
-  for (int64_t m : {1, 2, 5, 70}) {
-    HostTensor a(DType::F32, {k, m, 1, 1});
-    a.fill_uniform(rng, -2, 2);
-    HostTensor out(DType::F32, {n, m, 1, 1});
-    run_checked(make_call(OpKind::MulMat, out, {&w, &a}), out);
-    std::vector<uint8_t> act(row_size(DType::Q8_K, k));
-    for (int64_t j = 0; j < m; ++j) {
-      q->act_from_float(reinterpret_cast<const float*>(a.row(j)), act.data(), k);
-      for (int64_t i = 0; i < n; ++i) {
-        float want = 0;
-        quant::vec_dot_q6_K_q8_K_avx2(k, &want, reinterpret_cast<const quant::BlockQ6_K*>(w.row(i)),
-                                      reinterpret_cast<const quant::BlockQ8_K*>(act.data()));
-        const float got = reinterpret_cast<const float*>(out.row(j))[i];
-        ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
-            << "m=" << m << " row " << j << " output " << i << ": " << got << " vs " << want;
+  for (DType type : {DType::Q6_K, DType::Q5_K}) {
+    const int64_t k = 768, n = 23;  // 23 rows: tiles of 16 and 7 (groups of 8 and 4, then single rows)
+    HostTensor w(type, {k, n, 1, 1});
+    std::vector<float> wv(static_cast<size_t>(k * n));
+    for (float& v : wv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+    w.set_quantized(wv);
+    const QuantTraits* q = quant_traits(type);
+    for (int64_t m : {1, 2, 5, 70}) {
+      HostTensor a(DType::F32, {k, m, 1, 1});
+      a.fill_uniform(rng, -2, 2);
+      HostTensor out(DType::F32, {n, m, 1, 1});
+      run_checked(make_call(OpKind::MulMat, out, {&w, &a}), out);
+      std::vector<uint8_t> act(row_size(DType::Q8_K, k));
+      for (int64_t j = 0; j < m; ++j) {
+        q->act_from_float(reinterpret_cast<const float*>(a.row(j)), act.data(), k);
+        for (int64_t i = 0; i < n; ++i) {
+          const auto* ar = reinterpret_cast<const quant::BlockQ8_K*>(act.data());
+          float want = 0;
+          if (type == DType::Q6_K)
+            quant::vec_dot_q6_K_q8_K_avx2(k, &want, reinterpret_cast<const quant::BlockQ6_K*>(w.row(i)), ar);
+          else
+            quant::vec_dot_q5_K_q8_K_avx2(k, &want, reinterpret_cast<const quant::BlockQ5_K*>(w.row(i)), ar);
+          const float got = reinterpret_cast<const float*>(out.row(j))[i];
+          ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+              << dtype_name(type) << " m=" << m << " row " << j << " output " << i << ": " << got << " vs "
+              << want;
+        }
       }
     }
   }
@@ -420,8 +435,8 @@ TEST(OpsMulMat, Q6_KTakesTheVecDotsOrderForEveryBatchSize) {
 // With single_row_order, a row's outputs are the same bits whether it is multiplied alone, in any
 // sub-batch or in the whole batch (what speculative decoding relies on).
 TEST(OpsMulMat, ARowsResultDoesNotDependOnItsBatch) {
-  const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,  DType::Q4_1,
-                         DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,  DType::Q3_K,
+  const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
+                         DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
                          DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
   std::mt19937 rng(9);
   for (DType type : types) {

@@ -83,7 +83,7 @@ void run_f16(const Tile& t) {
 struct Table {
   Family vec_dot[kDTypeIdLimit];
   Family rows8[kDTypeIdLimit];
-  Family q4_0x8, q4_Kx8, q8_0x8, q8_0, q6_K, f16;
+  Family q4_0x8, q4_Kx8, q8_0x8, q8_0, q6_K, q5_K, f16;
 
   Table() {
     const bool avx2 = quant::cpu_has_avx2();
@@ -119,15 +119,13 @@ struct Table {
               gemm_rows_by_four};
     // AVX2 CPUs only:
     this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2, gemm_rows_by_four};
-    const QuantTraits* q6 = quant_traits(DType::Q6_K);
-    this->q6_K = {"q6_K",
-                  kActNative + static_cast<int>(q6->vec_dot_type),
-                  256,
-                  type_size(q6->vec_dot_type),
-                  q6->act_from_float,
-                  1,
-                  gemm_q6_K_avx2,
-                  gemm_rows_by_four};
+    // Q6_K and Q5_K: the activations of their vec_dot family (shared conversion).
+    auto k_quant = [&](const char* name, DType type, void (*run)(const Tile&)) {
+      const Family& v = vec_dot[static_cast<uint32_t>(type)];
+      return Family{name, v.act_id, v.act_block, v.act_block_bytes, v.convert_act, 1, run, gemm_rows_by_four};
+    };
+    this->q6_K = k_quant("q6_K", DType::Q6_K, gemm_q6_K_avx2);
+    this->q5_K = k_quant("q5_K", DType::Q5_K, gemm_q5_K_avx2);
     f16 = {"f16",   kActF16Wide,      1, sizeof(float) + sizeof(uint16_t), convert_act_f16_wide, 1,
            run_f16, tinyblas_f16_rows};
   }
@@ -162,10 +160,11 @@ const Family& family_for(const TensorView& w) {
   if (w.layout == TensorLayout::Q4_0x8) return tb.q4_0x8;
   if (w.layout == TensorLayout::Q4_Kx8) return tb.q4_Kx8;
   if (w.layout == TensorLayout::Q8_0x8) return tb.q8_0x8;
-  // Q8_0's and Q6_K's tile kernels have the AVX2 vec_dot's order; without AVX2 the type's vec_dot
-  // keeps its own.
+  // Q8_0's, Q6_K's and Q5_K's tile kernels have the AVX2 vec_dot's order; without AVX2 the type's
+  // vec_dot keeps its own.
   if (w.type == DType::Q8_0 && quant::cpu_has_avx2()) return tb.q8_0;
   if (w.type == DType::Q6_K && quant::cpu_has_avx2()) return tb.q6_K;
+  if (w.type == DType::Q5_K && quant::cpu_has_avx2()) return tb.q5_K;
   // F16's prompt kernel too (without AVX2 every row keeps the vec_dot's order).
   if (w.type == DType::F16 && quant::cpu_has_avx2()) return tb.f16;
   const auto id = static_cast<uint32_t>(w.type);

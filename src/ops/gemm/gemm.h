@@ -14,7 +14,7 @@
 //                           in the prepared Q4_Kx8 layout (AVX2 CPUs) and the plain one alike;
 //   Q8_0 (AVX2 CPUs)        ggml's AVX2 vec_dot (eight lane sums, reduced at the end), in tiles
 //                           of plain rows and in the prepared Q8_0x8 layout alike;
-//   Q6_K (AVX2 CPUs)        ggml's AVX2 vec_dot (eight lane sums), in tiles of plain rows;
+//   Q6_K, Q5_K (AVX2 CPUs)  ggml's AVX2 vec_dot (eight lane sums), in tiles of plain rows;
 //   F16 (AVX2 CPUs)         the n_gemm_act rows in tinyBLAS's prompt order (sixteen lane sums,
 //                           reduced at the end; layouts.h gemm_f16), the others (one-token
 //                           products, single_row_order) in the type's vec_dot order;

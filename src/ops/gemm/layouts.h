@@ -97,6 +97,13 @@ void gemm_q8_0x8_avx2(const Tile& t);
 // (reduce_lanes8). AVX2 CPUs only (elsewhere Q6_K keeps its scalar vec_dot's order).
 void gemm_q6_K(const Tile& t);
 void gemm_q6_K_avx2(const Tile& t);
+// Plain Q5_K weights with Q8_K activations, in ggml's AVX2 ggml_vec_dot_q5_K_q8_K order: the
+// eight lanes as above with one scale per 32 values and no bias, added with fma(d_a * d_w, ...);
+// the mins in four lanes (lane m: min[2m] * (bsums[4m] + bsums[4m+1]) + min[2m+1] * (bsums[4m+2] +
+// bsums[4m+3])) added with fma(-d_a * dmin_w, ...); the result is reduce_lanes8 of the first plus
+// ((m0 + m2) + (m1 + m3)) of the second. AVX2 CPUs only.
+void gemm_q5_K(const Tile& t);
+void gemm_q5_K_avx2(const Tile& t);
 
 // Activations of the F16 family: each value rounded to F16 as the type's vec_dot_type conversion
 // does (f32_to_f16_row), stored twice: widened to F32 (exact; k floats), which the prompt kernels

@@ -15,7 +15,7 @@
 
 #include "ops/quant/kernels.h"
 #include "ops/quant/q4_0_lanes_avx2.h"
-#include "ops/quant/q6_K_levels_avx2.h"
+#include "ops/quant/k_quants_avx2.h"
 
 namespace kiln::quant {
 namespace {
@@ -133,7 +133,6 @@ void vec_dot_q4_0_q8_0_avx2(int64_t n, float* s, const BlockQ4_0* x, const Block
 }
 
 void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {
-  const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
   const __m256i m4 = _mm256_set1_epi8(0xF);
   __m256 acc = _mm256_setzero_ps();
   __m128 acc_m = _mm_setzero_ps();
@@ -141,15 +140,8 @@ void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const Block
     const float d = y[i].d * f16_to_f32(x[i].d);
     const float dmin = -y[i].d * f16_to_f32(x[i].dmin);
     // Unpack the 6-bit scales (bytes 0..7) and mins (bytes 8..15).
-    uint32_t utmp[4];
-    std::memcpy(utmp, x[i].scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
     uint8_t sm[16];
-    std::memcpy(sm, utmp, 16);
+    k4_scales_mins(x[i].scales, sm);
 
     // Mins times the sums of q8 per 32 (pairs of bsums).
     const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
@@ -459,7 +451,6 @@ void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const Block
 }
 
 void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const BlockQ8_K* y) {
-  const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i m1 = _mm256_set1_epi8(1);
   __m256 acc = _mm256_setzero_ps();
@@ -467,15 +458,8 @@ void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const Block
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float d = y[i].d * f16_to_f32(x[i].d);
     const float dmin = -y[i].d * f16_to_f32(x[i].dmin);
-    uint32_t utmp[4];
-    std::memcpy(utmp, x[i].scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
     uint8_t sm[16];
-    std::memcpy(sm, utmp, 16);
+    k4_scales_mins(x[i].scales, sm);
     const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
     const __m256i q8sums = load256(y[i].bsums);
     const __m128i q8s =
@@ -571,20 +555,12 @@ void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, co
 }
 
 void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {
-  const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
   const __m256i m4 = _mm256_set1_epi8(0xF);
   float acc = 0.0f, acc_min = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     // Unpack the 6-bit scales (bytes 0..7) and mins (bytes 8..15).
-    uint32_t utmp[4];
-    std::memcpy(utmp, x[i].scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
     uint8_t sm[16];
-    std::memcpy(sm, utmp, 16);
+    k4_scales_mins(x[i].scales, sm);
     const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
     const __m256i q8sums = load256(y[i].bsums);
     const __m128i q8s =
@@ -615,19 +591,11 @@ void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const
 }
 
 void vec_dot_q4_K_q8_K_rows8_x4_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {
-  const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
   const __m256i m4 = _mm256_set1_epi8(0xF);
   float acc = 0.0f, acc_min = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    uint32_t utmp[4];
-    std::memcpy(utmp, x[i].scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
     uint8_t sm[16];  // scales 0..7, mins 8..15
-    std::memcpy(sm, utmp, 16);
+    k4_scales_mins(x[i].scales, sm);
     const float d = f16_to_f32(x[i].d) * y[i].d;
     const float dmin = f16_to_f32(x[i].dmin) * y[i].d;
     const uint8_t* q4 = x[i].qs;

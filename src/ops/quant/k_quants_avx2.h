@@ -1,13 +1,27 @@
-// Q6_K unpacking steps shared by the AVX2 dot product (vec_dot_q6_K_q8_K_avx2) and the Q6_K matrix
-// tile (ops/gemm/q6_k_tiles_avx2.cpp), so that both see the same levels, scale pairs and bias.
+// K-quant unpacking steps shared by the AVX2 dot products (vec_dot_avx2.cpp) and the matrix tiles
+// (ops/gemm/k_quant_tiles_avx2.cpp), so that both see the same levels, scales and bias.
 // Include only from files compiled for AVX2 (the *_avx2.cpp / *_avx512.cpp rule in CMakeLists).
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace kiln::quant {
+
+// The eight 6-bit scales (sm[0..7]) and mins (sm[8..15]) of a Q4_K / Q5_K block's 12 packed bytes.
+inline void k4_scales_mins(const uint8_t* scales, uint8_t sm[16]) {
+  const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  uint32_t utmp[4];
+  std::memcpy(utmp, scales, 12);
+  utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+  const uint32_t uaux = utmp[1] & kmask1;
+  utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+  utmp[2] = uaux;
+  utmp[0] &= kmask1;
+  std::memcpy(sm, utmp, 16);
+}
 
 // int16 lanes 0..7 = a, lanes 8..15 = b.
 inline __m256i scales_pair(int16_t a, int16_t b) {
