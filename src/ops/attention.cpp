@@ -233,10 +233,10 @@ void run_tiled_rows(const OpCall& call, const Layout& l, char* scratch, int64_t 
           continue;
         }
         kq[r][t] = kq[r][t] * scale + mv;
-        tile_max = std::fmax(tile_max, kq[r][t]);
+        tile_max = fmax_of(tile_max, kq[r][t]);
       }
       if (tile_max == -INFINITY) continue;
-      const float m_new = std::fmax(M[r], tile_max);
+      const float m_new = fmax_of(M[r], tile_max);
       if (m_new > M[r]) {
         const float ms = std::exp(M[r] - m_new);
         for (int64_t i = 0; i < dv; ++i) acc[r][i] *= ms;
@@ -314,7 +314,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
       } else {
         // ref: ggml_compute_forward_soft_max_f32: max, ggml_vec_soft_max_f32, then times (float)(1/sum).
         float max = -INFINITY;
-        for (int64_t j = 0; j < n_kv; ++j) max = std::fmax(max, w[j]);
+        for (int64_t j = 0; j < n_kv; ++j) max = fmax_of(max, w[j]);
         if (max == -INFINITY) {
           std::fill(w, w + n_kv, 0.0f);
         } else {
