@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "ops/quant/simd_math_avx2.h"
 
 namespace kiln::quant {
 namespace {
@@ -57,71 +58,85 @@ void f16_scale_avx2(int64_t n, uint16_t* y, float s) {
 
 namespace {
 
-// y[i0 .. i0 + 8 NV) over all rows, held in NV registers.
-template <int NV>
-void mad_rows_chunk(int64_t n_rows, int64_t i0, float* y, const char* rows, size_t row_bytes, DType x_type,
-                    const float* v) {
-  __m256 acc[NV];
-  for (int c = 0; c < NV; ++c) acc[c] = _mm256_loadu_ps(y + i0 + 8 * c);
+// y[qi][i0 .. i0 + 8 NV) of NQ queries over all rows, held in NQ x NV registers.
+template <int NQ, int NV>
+void mad_rows_chunk(int64_t n_rows, int64_t i0, float* const* y, const char* rows, size_t row_bytes, DType x_type,
+                    const float* const* v) {
+  __m256 acc[NQ][NV];
+  for (int qi = 0; qi < NQ; ++qi)
+    for (int c = 0; c < NV; ++c) acc[qi][c] = _mm256_loadu_ps(y[qi] + i0 + 8 * c);
   for (int64_t j = 0; j < n_rows; ++j) {
-    if (v[j] == 0.0f) continue;
     const char* x = rows + static_cast<size_t>(j) * row_bytes;
-    const __m256 vv = _mm256_set1_ps(v[j]);
-    for (int c = 0; c < NV; ++c) acc[c] = _mm256_fmadd_ps(load8(x, x_type, i0 + 8 * c), vv, acc[c]);
+    if constexpr (NQ == 1) {  // each load feeds its one FMA (no registers held for the row)
+      if (v[0][j] == 0.0f) continue;
+      const __m256 vv = _mm256_set1_ps(v[0][j]);
+      for (int c = 0; c < NV; ++c) acc[0][c] = _mm256_fmadd_ps(load8(x, x_type, i0 + 8 * c), vv, acc[0][c]);
+    } else {
+      __m256 xs[NV];
+      for (int c = 0; c < NV; ++c) xs[c] = load8(x, x_type, i0 + 8 * c);
+      for (int qi = 0; qi < NQ; ++qi) {
+        if (v[qi][j] == 0.0f) continue;
+        const __m256 vv = _mm256_set1_ps(v[qi][j]);
+        for (int c = 0; c < NV; ++c) acc[qi][c] = _mm256_fmadd_ps(xs[c], vv, acc[qi][c]);
+      }
+    }
   }
-  for (int c = 0; c < NV; ++c) _mm256_storeu_ps(y + i0 + 8 * c, acc[c]);
+  for (int qi = 0; qi < NQ; ++qi)
+    for (int c = 0; c < NV; ++c) _mm256_storeu_ps(y[qi] + i0 + 8 * c, acc[qi][c]);
 }
 
-}  // namespace
-
-void f32_mad_rows_avx2(int64_t n_rows, int64_t n, float* y, const char* rows, size_t row_bytes, DType x_type,
-                       const float* v) {
+// NQ queries' chunks of 8 NV (64 / NQ values: at most 16 accumulators), then single vectors.
+template <int NQ>
+void mad_rows_queries(int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes, DType x_type,
+                      const float* const* v) {
+  constexpr int kNv = 8 / NQ;
   int64_t i0 = 0;
-  for (; i0 + 64 <= n; i0 += 64) mad_rows_chunk<8>(n_rows, i0, y, rows, row_bytes, x_type, v);
-  for (; i0 < n; i0 += 8) mad_rows_chunk<1>(n_rows, i0, y, rows, row_bytes, x_type, v);
+  for (; i0 + 8 * kNv <= n; i0 += 8 * kNv) mad_rows_chunk<NQ, kNv>(n_rows, i0, y, rows, row_bytes, x_type, v);
+  for (; i0 < n; i0 += 8) mad_rows_chunk<NQ, 1>(n_rows, i0, y, rows, row_bytes, x_type, v);
 }
 
-void dot_rows8_sequential_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q, float* out) {
-  // Lane j of dot is row j's chain; each step e is one FMA per lane, in order of e.
-  __m256 dot = _mm256_setzero_ps();
+// Lane j of dot[qi] is row j's chain with query qi; each step e is one FMA per lane, in order of e.
+template <int NQ>
+void dot_rows8_queries(int64_t dk, const char* rows, size_t row_bytes, DType type, const float* const* q,
+                       float* const* out, int64_t at) {
+  __m256 dot[NQ];
+  for (int qi = 0; qi < NQ; ++qi) dot[qi] = _mm256_setzero_ps();
   for (int64_t e0 = 0; e0 < dk; e0 += 8) {
     __m256 k[8];  // k[j] = row j's values e0..e0+7, then transposed: k[e] = value e0+e of rows 0..7
     for (int j = 0; j < 8; ++j) k[j] = load8(rows + j * row_bytes, type, e0);
     transpose8(k);
-    for (int e = 0; e < 8; ++e) dot = _mm256_fmadd_ps(k[e], _mm256_set1_ps(q[e0 + e]), dot);
+    for (int e = 0; e < 8; ++e)
+      for (int qi = 0; qi < NQ; ++qi) dot[qi] = _mm256_fmadd_ps(k[e], _mm256_set1_ps(q[qi][e0 + e]), dot[qi]);
   }
-  _mm256_storeu_ps(out, dot);
+  for (int qi = 0; qi < NQ; ++qi) _mm256_storeu_ps(out[qi] + at, dot[qi]);
+}
+
+}  // namespace
+
+void f32_mad_rows_avx2(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
+                       DType x_type, const float* const* v) {
+  switch (nq) {
+    case 1: return mad_rows_queries<1>(n_rows, n, y, rows, row_bytes, x_type, v);
+    case 2: return mad_rows_queries<2>(n_rows, n, y, rows, row_bytes, x_type, v);
+    case 3: return mad_rows_queries<3>(n_rows, n, y, rows, row_bytes, x_type, v);
+    default: return mad_rows_queries<4>(n_rows, n, y, rows, row_bytes, x_type, v);
+  }
+}
+
+void dot_rows8_sequential_avx2(int nq, int64_t dk, const char* rows, size_t row_bytes, DType type,
+                               const float* const* q, float* const* out, int64_t at) {
+  switch (nq) {
+    case 1: return dot_rows8_queries<1>(dk, rows, row_bytes, type, q, out, at);
+    case 2: return dot_rows8_queries<2>(dk, rows, row_bytes, type, q, out, at);
+    case 3: return dot_rows8_queries<3>(dk, rows, row_bytes, type, q, out, at);
+    default: return dot_rows8_queries<4>(dk, rows, row_bytes, type, q, out, at);
+  }
 }
 
 void exp_shifted_ggml_avx2(int64_t n, float* w, float max) {
-  // expf_ggml_avx512's steps, eight lanes at a time. Its ldexp(j, n) (|n| <= 192) is two exact-
-  // then-rounded multiplies: j * 2^(n >> 1) stays a normal float (no rounding), and the product
-  // with 2^(n - (n >> 1)) rounds once, as ldexp does.
-  const __m256 vmax = _mm256_set1_ps(max), r = _mm256_set1_ps(0x1.8p23f);
-  const __m256 big = _mm256_set1_ps(192.0f), inf = _mm256_set1_ps(INFINITY), zero = _mm256_setzero_ps();
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256i bias = _mm256_set1_epi32(127);
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(w + i), vmax);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 nf = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(nf, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(nf, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-    const __m256i ni = _mm256_cvttps_epi32(nf);  // nf is integral
-    const __m256i a = _mm256_srai_epi32(ni, 1);
-    const __m256 scale_a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(a, bias), 23));
-    const __m256 scale_b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, a), bias), 23));
-    __m256 e = _mm256_mul_ps(_mm256_mul_ps(j, scale_a), scale_b);
-    const __m256 out_of_range = _mm256_cmp_ps(_mm256_and_ps(nf, abs_mask), big, _CMP_GT_OQ);
-    e = _mm256_blendv_ps(e, _mm256_blendv_ps(inf, zero, _mm256_cmp_ps(nf, zero, _CMP_LE_OQ)), out_of_range);
-    e = _mm256_blendv_ps(e, nf, _mm256_cmp_ps(nf, nf, _CMP_UNORD_Q));
-    _mm256_storeu_ps(w + i, e);
-  }
+  const __m256 vmax = _mm256_set1_ps(max);
+  for (int64_t i = 0; i < n; i += 8)
+    _mm256_storeu_ps(w + i, expf_ggml_avx512_x8(_mm256_sub_ps(_mm256_loadu_ps(w + i), vmax)));
 }
 
 }  // namespace kiln::quant
