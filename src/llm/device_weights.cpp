@@ -1,5 +1,7 @@
 #include "llm/device_weights.h"
 
+#include "llm/vision_model.h"
+
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -39,18 +41,40 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
                                                              Device& device, WeightOptions options) {
   std::shared_ptr<DeviceWeights> dw(new DeviceWeights());
   dw->model_ = std::move(model);
-  dw->device_ = &device;
+  dw->file_ = &dw->model_->file();
+  dw->name_ = dw->model_->name();
   dw->options_ = std::move(options);
-  dw->owner_ = new_owner_id();
   dw->weights_ = dw->model_->weights();
+  return place(std::move(dw), device);
+}
+
+Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<const VisionModel> mmproj,
+                                                             Device& device, WeightOptions options) {
+  std::shared_ptr<DeviceWeights> dw(new DeviceWeights());
+  dw->mmproj_ = std::move(mmproj);
+  dw->file_ = &dw->mmproj_->file();
+  dw->name_ = "mmproj " + dw->mmproj_->name();
+  dw->options_ = std::move(options);
+  for (const GgufTensorInfo& t : dw->file_->tensors()) dw->tensors_.push_back({&t, dw->file_->tensor_view(t)});
+  return place(std::move(dw), device);
+}
+
+const Weight* DeviceWeights::tensor(std::string_view name) const {
+  const GgufTensorInfo* info = tensors_.empty() ? nullptr : file_->find_tensor(name);
+  return info == nullptr ? nullptr : &tensors_[static_cast<size_t>(info - file_->tensors().data())];
+}
+
+Result<std::shared_ptr<DeviceWeights>> DeviceWeights::place(std::shared_ptr<DeviceWeights> dw, Device& device) {
+  dw->device_ = &device;
+  dw->owner_ = new_owner_id();
   const size_t align = std::max(kWeightAlign, device.alignment());
   const bool host = device.is_host();
   size_t end = 0;
   std::vector<const GgufTensorInfo*> read_plain;  // tensors some use reads in their plain layout
-  for_each_weight(dw->weights_, [&](const Weight& w, WeightUse use) {
+  dw->visit_weights([&](const Weight& w, WeightUse use) {
     if (use != WeightUse::MatMul) read_plain.push_back(w.info);
   });
-  for_each_weight(dw->weights_, [&](const Weight& w, WeightUse use) {
+  dw->visit_weights([&](const Weight& w, WeightUse use) {
     const bool plain = std::find(read_plain.begin(), read_plain.end(), w.info) != read_plain.end();
     const WeightPlacement p = placement_for(w.view, use, plain);
     auto same = std::find_if(dw->placements_.begin(), dw->placements_.end(), [&](const Placement& q) {
@@ -70,7 +94,7 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
     dw->placement_of_.push_back(static_cast<size_t>(same - dw->placements_.begin()));
   });
   dw->buffer_bytes_ = end;
-  dw->residency_.attach(device, dw->owner_, dw->model_->name(), MemoryKind::Weights,
+  dw->residency_.attach(device, dw->owner_, dw->name_, MemoryKind::Weights,
                        host && !dw->options_.copy_all ? "re-read from the mapped file"
                                                       : "re-prepared from the mapped file",
                        dw.get());
@@ -80,7 +104,7 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
     KILN_ASSIGN_OR_RETURN(pin, m->pin(dw->owner_));
   }
   if (const Status st = dw->residency_.set_external_bytes(dw->mapped_bytes_); !st.ok())
-    return make_error("the weights of '", dw->model_->name(), "' do not fit: ", st.error().message);
+    return make_error("the weights of '", dw->name_, "' do not fit: ", st.error().message);
   if (dw->buffer_bytes_ == 0) {
     dw->resident_ = true;  // every tensor is read from the mapping
   } else {
@@ -99,14 +123,14 @@ void DeviceWeights::release() {
 
 Status DeviceWeights::rebuild() {
   if (resident_) return ok_status();
-  const BufferDesc desc{buffer_bytes_, MemoryKind::Weights, model_->name()};
+  const BufferDesc desc{buffer_bytes_, MemoryKind::Weights, name_};
   auto buf = residency_.allocate(desc);
-  if (!buf.ok()) return make_error("the weights of '", model_->name(), "' do not fit: ", buf.error().message);
+  if (!buf.ok()) return make_error("the weights of '", name_, "' do not fit: ", buf.error().message);
   std::unique_ptr<Buffer> buffer = std::move(*buf);
   std::vector<uint8_t> staging;  // one prepared tensor at a time, for devices that are not host-visible
   for (const Placement& p : placements_) {
     if (p.offset == kMapped) continue;
-    const TensorView source = model_->file().tensor_view(*p.info);
+    const TensorView source = file_->tensor_view(*p.info);
     void* dst = nullptr;
     if (buffer->host_visible()) {
       dst = static_cast<char*>(buffer->base()) + p.offset;
@@ -115,7 +139,7 @@ Status DeviceWeights::rebuild() {
       dst = staging.data();
     }
     if (const Status st = prepare_weight(source, p.prepared, dst); !st.ok())
-      return make_error("the weights of '", model_->name(), "': tensor '", p.info->name,
+      return make_error("the weights of '", name_, "': tensor '", p.info->name,
                         "': ", st.error().message);
     if (!buffer->host_visible()) {
       KILN_ASSIGN_OR_RETURN(
@@ -125,7 +149,7 @@ Status DeviceWeights::rebuild() {
     }
     // At once, so that the peak holds one tensor's source beside the copy, not the whole file
     // (the pages it shares with the next tensor go with drop_file_pages below).
-    if (!read_in_place(placements_, p.info)) model_->file().drop_tensor_pages({&p.info, 1});
+    if (!read_in_place(placements_, p.info)) file_->drop_tensor_pages({&p.info, 1});
   }
   buffer_ = std::move(buffer);
   resident_ = true;
@@ -152,7 +176,7 @@ void DeviceWeights::lock_pages(bool lock) {
   std::vector<std::span<const uint8_t>> ranges;
   if (buffer_) ranges.emplace_back(static_cast<const uint8_t*>(buffer_->base()), buffer_->size());
   for (const Placement& p : placements_) {
-    if (p.offset == kMapped) ranges.push_back(model_->file().tensor_data(*p.info));
+    if (p.offset == kMapped) ranges.push_back(file_->tensor_data(*p.info));
   }
   size_t done = 0;
   for (std::span<const uint8_t> r : ranges) {
@@ -170,7 +194,7 @@ void DeviceWeights::lock_pages(bool lock) {
         limit_text = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_cur) + " bytes";
       if (options_.on_lock_failure)
         options_.on_lock_failure(
-            "--mlock: cannot lock " + std::to_string(r.size()) + " bytes of the weights of '" + model_->name() +
+            "--mlock: cannot lock " + std::to_string(r.size()) + " bytes of the weights of '" + name_ +
             "' in RAM" + (done > 0 ? " (after locking " + std::to_string(done) + " bytes)" : std::string()) + ": " +
             std::strerror(err) + "; RLIMIT_MEMLOCK is " + limit_text +
             ": raise it with 'ulimit -l' (as root); going on without locking them");
@@ -185,14 +209,14 @@ void DeviceWeights::drop_file_pages(bool also_read_in_place) const {
     if (std::find(drop.begin(), drop.end(), p.info) != drop.end()) continue;
     if (also_read_in_place || !read_in_place(placements_, p.info)) drop.push_back(p.info);
   }
-  model_->file().drop_tensor_pages(drop);
+  file_->drop_tensor_pages(drop);
 }
 
 void DeviceWeights::bind_views() {
   size_t visit = 0;
-  for_each_weight(weights_, [&](Weight& w, WeightUse) {
+  visit_weights([&](Weight& w, WeightUse) {
     const Placement& p = placements_[placement_of_[visit++]];
-    const TensorView source = model_->file().tensor_view(*p.info);
+    const TensorView source = file_->tensor_view(*p.info);
     if (p.offset == kMapped) {
       w.view = source;
     } else {

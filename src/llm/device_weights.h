@@ -1,5 +1,8 @@
 // DeviceWeights: a Model's weights placed on one Device, in the layouts that device's kernels read.
-// One object per (model, device); every Context of that model on that device shares it.
+// One object per (model, device); every Context of that model on that device shares it. An mmproj
+// (llm/vision_model.h) is placed the same way, as an owner of its own: every tensor of its file
+// plain (its encoder graphs read them as the file holds them), so on a host device nothing is
+// copied and on another every tensor is (tensors(): their views there).
 //
 // Placement (create()): each weight tensor goes through ops/weight_prep.h. Matrices the graph
 // multiplies (attention and MLP projections, the LM head) take choose_weight_layout()'s layout;
@@ -59,6 +62,8 @@
 
 namespace kiln {
 
+class VisionModel;
+
 // How weights are held on a host device (llama.cpp's --no-mmap and --mlock); no effect elsewhere.
 struct WeightOptions {
   // Every tensor is copied into the buffer (private anonymous memory), none read in place from the
@@ -87,17 +92,26 @@ class DeviceWeights : private Evictable {
   // with the bytes needed and the budget) or a tensor cannot be prepared.
   static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const Model> model, Device& device,
                                                        WeightOptions options = {});
+  // The same for an mmproj's tensors, under the owner name "mmproj NAME" (the name in messages).
+  static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const VisionModel> mmproj, Device& device,
+                                                       WeightOptions options = {});
   ~DeviceWeights();
   DeviceWeights(const DeviceWeights&) = delete;
   DeviceWeights& operator=(const DeviceWeights&) = delete;
 
+  // The text model (placements of a text model only).
   const Model& model() const { return *model_; }
+  // The owner's name: the model's, or "mmproj NAME".
+  const std::string& name() const { return name_; }
   Device& device() const { return *device_; }
   // The owner of these weights and of the contexts over them in the device's residency manager.
   OwnerId owner() const { return owner_; }
   // The model's weights as views on device(): shapes of Model::weights(), layouts and addresses of
   // this placement. Copied tensors' views are null while released.
   const DecoderWeights& weights() const { return weights_; }
+  // An mmproj's tensor `name` as a view on device() (null data while released); nullptr for a
+  // name that is not one of its file's tensors (or the weights of a text model).
+  const Weight* tensor(std::string_view name) const;
   bool resident() const { return resident_; }
   // Bytes of the buffer while resident (the same after every rebuild; 0: nothing is copied).
   size_t buffer_bytes() const { return buffer_bytes_; }
@@ -117,6 +131,15 @@ class DeviceWeights : private Evictable {
 
  private:
   DeviceWeights() = default;
+  // Places the weights visit_weights() reaches (weights_ and tensors_, set by the caller) on
+  // `device`: the body of both create()s.
+  static Result<std::shared_ptr<DeviceWeights>> place(std::shared_ptr<DeviceWeights> dw, Device& device);
+  // Calls fn(weight, use) for weights_ (for_each_weight) and then every entry of tensors_ (plain).
+  template <class Fn>
+  void visit_weights(Fn&& fn) {
+    for_each_weight(weights_, fn);
+    for (Weight& w : tensors_) fn(w, WeightUse::Elementwise);
+  }
   // Points the views of copied tensors at the buffer (or at null when released).
   void bind_views();
   // Takes the mapped file pages of placed tensors out of the process (GgufFile::drop_tensor_pages):
@@ -129,13 +152,17 @@ class DeviceWeights : private Evictable {
   Status evict() override;
   Status restore() override;
 
-  std::shared_ptr<const Model> model_;
+  std::shared_ptr<const Model> model_;           // a text model's placement, or
+  std::shared_ptr<const VisionModel> mmproj_;    // an mmproj's
+  const GgufFile* file_ = nullptr;               // the mapped file of either
+  std::string name_;
   Device* device_ = nullptr;
   WeightOptions options_;
   bool locked_ = false, lock_failed_ = false;
   OwnerId owner_ = 0;
   Resident residency_;  // before buffer_: outlives it
-  DecoderWeights weights_;
+  DecoderWeights weights_;      // a text model's
+  std::vector<Weight> tensors_;  // an mmproj's, in file order
   std::vector<Placement> placements_;
   std::vector<size_t> placement_of_;  // per weight in for_each_weight order: its placements_ index
   size_t buffer_bytes_ = 0, mapped_bytes_ = 0;

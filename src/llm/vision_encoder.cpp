@@ -16,13 +16,26 @@ size_t input_bytes(const Graph& g, const EncoderGraph& eg) {
   return total;
 }
 
+// Points every external leaf of an encoder graph (a weight, named after its GGUF tensor by
+// weight_tensor in models/clip/vit.h, over the mmproj's mapping) at that tensor's placement on the
+// encoder's device. Under the weights' pin: the views change when they are evicted and restored.
+Status place_weights(Graph& g, const DeviceWeights& weights) {
+  for (size_t i = 0; i < g.size(); ++i) {
+    const GraphTensor& t = g.tensors()[i];
+    if (t.role != TensorRole::External) continue;
+    const Weight* w = weights.tensor(t.name);
+    if (w == nullptr || w->view.span_bytes() != t.view.span_bytes())
+      return make_error("vision encoder: the graph reads '", t.name, "', which is not a tensor of ", weights.name());
+    KILN_TRY(g.rebind_external(Tensor{static_cast<int32_t>(i)}, w->view.data));
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<VisionEncoder>> VisionEncoder::create(std::shared_ptr<const VisionModel> model,
                                                              Backend& backend, const VisionEncoderOptions& options) {
   Device& dev = backend.device();
-  if (!dev.is_host())
-    return make_error("vision encoder: models compute on host devices for now (device '", dev.name(), "')");
   std::unique_ptr<VisionEncoder> e(new VisionEncoder());
   e->model_ = std::move(model);
   e->backend_ = &backend;
@@ -45,6 +58,7 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::create(std::shared_ptr<con
   KILN_ASSIGN_OR_RETURN(const EncoderGraph eg, proj.build(worst, w, h, e->attention_));
   KILN_ASSIGN_OR_RETURN(e->memory_, VisionMemory::create(e->model_, dev, input_bytes(worst, eg)));
   KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin own, e->memory_->pin());
+  KILN_TRY(place_weights(worst, e->memory_->weights()));
   KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, e->pin_arena());
   const auto turn = e->arena_->take_turn();
   KILN_ASSIGN_OR_RETURN(e->worst_bytes_, e->arena_->reserve(worst));
@@ -84,6 +98,7 @@ Result<std::shared_ptr<const ImageEmbeddings>> VisionEncoder::run(const Prepared
   const Projector& proj = model_->projector();
   Graph g;
   KILN_ASSIGN_OR_RETURN(const EncoderGraph eg, proj.build(g, image.pixels.width, image.pixels.height, attention_));
+  KILN_TRY(place_weights(g, memory_->weights()));
   Buffer& inputs = memory_->inputs();
   if (input_bytes(g, eg) > inputs.size())
     return make_error("vision encoder: an image of ", image.pixels.width, " x ", image.pixels.height,

@@ -4,10 +4,13 @@
 // Memory: the encoder plans its graphs in a ComputeArena it does not own (normally the text
 // Context's, VisionEncoderOptions::arena), reserving its worst case there at creation, so encoder
 // and decoder take turns on one arena sized for the larger of the two, not their sum. Without a
-// shared arena it makes its own. Its weights (read in place in the mmproj's mapping) and its
-// input buffer (the patches of one image) are residents of an owner of their own
-// (llm/vision_memory.h: owner()), evicted when cold and restored for the next image; the embedding
-// cache is host memory.
+// shared arena it makes its own. It runs on any device the text decoder runs on: its weights (the
+// mmproj placed on the backend's device by DeviceWeights: read in place in the mapping on a host
+// device, copied onto another) and its input buffer (the patches of one image) are residents of
+// an owner of their own (llm/vision_memory.h: owner()), evicted when cold and restored for the
+// next image; each graph is built over the mapping and pointed at the placed tensors while they
+// are pinned. The device's kernels give the host's bits (sim devices run the host kernels). The
+// embedding cache is host memory.
 //
 // Cache: embeddings are kept by the image's content id (PreparedImage::id, a SHA-256 of the file),
 // least recently used first out, so a conversation that sends one image every turn encodes it
@@ -65,7 +68,7 @@ class VisionEncoder {
   Result<std::shared_ptr<const ImageEmbeddings>> encode(const PreparedImage& image);
 
   const VisionModel& model() const { return *model_; }
-  // The owner of the encoder's weights and inputs on its device (0 without a residency manager).
+  // The owner of the encoder's weights and inputs on its device.
   OwnerId owner() const { return memory_->owner(); }
   const ComputeArena& arena() const { return *arena_; }
   // Compute-arena bytes the encoder's largest graph needs.

@@ -1,12 +1,11 @@
 // VisionMemory: what a vision encoder holds on its device, as residents of one owner of its own
 // ("mmproj NAME": apart from the text model's, so the breakdown shows the encoder as its own
 // owner and the manager can evict it alone, least recently used, when the decoder needs room):
-//   weights  the mmproj's tensors, read in place in its mapped file (encoders run on host devices):
-//            counted as the mapped tensor bytes while resident. Evicting drops their pages
-//            (GgufFile::drop_tensor_pages: they leave the process and stay in the page cache);
-//            restoring counts them again, and the next read faults the file's bytes back in: the
-//            same bytes. An mmproj parsed from memory (not a mapping) keeps its bytes, uncounted
-//            while evicted (as the text model's weights).
+//   weights  the mmproj's tensors placed on the device (llm/device_weights.h, whose owner is the
+//            owner of both residents): on a host device read in place in the mapped file (counted
+//            as the mapped tensor bytes; evicting drops their pages, the next read faults the same
+//            bytes back in), elsewhere copied into a device buffer (freed on eviction, copied
+//            again from the mapping at restore: the same bytes, possibly at another address).
 //   inputs   one buffer for the patches and constant inputs of the largest graph (Compute);
 //            freed on eviction and allocated again at restore (every encode writes it anew).
 // Callers pin() the owner while they encode; the pin restores what was evicted first.
@@ -20,6 +19,7 @@
 #include <memory>
 
 #include "core/result.h"
+#include "llm/device_weights.h"
 #include "llm/vision_model.h"
 #include "runtime/device.h"
 #include "runtime/residency.h"
@@ -36,7 +36,9 @@ class VisionMemory {
   VisionMemory& operator=(const VisionMemory&) = delete;
 
   // The owner of both residents (0 on a device without a residency manager).
-  OwnerId owner() const { return weights_.resident.owner(); }
+  OwnerId owner() const { return weights_->owner(); }
+  // The mmproj's tensors on the device (DeviceWeights::tensor); their views are valid while pinned.
+  const DeviceWeights& weights() const { return *weights_; }
   // Keeps both on the device (restoring them first); an empty pin without a manager.
   Result<ResidencyManager::Pin> pin() const;
   // The input buffer; valid while pinned.
@@ -44,12 +46,6 @@ class VisionMemory {
 
  private:
   VisionMemory() = default;
-  struct Weights final : Evictable {
-    Status evict() override;
-    Status restore() override;
-    std::shared_ptr<const VisionModel> model;
-    Resident resident;
-  };
   struct Inputs final : Evictable {
     Status evict() override;
     Status restore() override;
@@ -59,7 +55,7 @@ class VisionMemory {
     std::unique_ptr<Buffer> buffer;
   };
   Device* device_ = nullptr;
-  Weights weights_;
+  std::shared_ptr<DeviceWeights> weights_;
   Inputs inputs_;
 };
 

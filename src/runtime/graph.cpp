@@ -93,6 +93,15 @@ Tensor Graph::external(std::string name, const TensorView& memory) {
   return Tensor{tensors_.back().storage};
 }
 
+Status Graph::rebind_external(Tensor t, void* data) {
+  if (t.id < 0 || static_cast<size_t>(t.id) >= tensors_.size() || tensors_[static_cast<size_t>(t.id)].role != TensorRole::External)
+    return make_error("graph: rebind_external: tensor #", t.id, " is not an external leaf");
+  GraphTensor& leaf = tensors_[static_cast<size_t>(t.id)];
+  if (data == nullptr) return make_error("graph: external '", leaf.name, "': rebound to no data");
+  leaf.view.data = data;
+  return ok_status();
+}
+
 Tensor Graph::add_op(OpKind kind, std::initializer_list<Tensor> srcs, const OpParams& params, DType type,
                      Shape ne, std::string_view name, int32_t into) {
   const int32_t id = static_cast<int32_t>(tensors_.size());

@@ -63,6 +63,10 @@ class Graph {
   // Leaves.
   Tensor input(std::string name, DType type, Shape ne);
   Tensor external(std::string name, const TensorView& memory);
+  // Points external leaf `t` at `data`: the same tensor placed elsewhere (a graph built over a
+  // file's mapping, then moved onto a device's copies of its tensors). An Error, and nothing
+  // changed, when `t` is not an external leaf or `data` is null.
+  Status rebind_external(Tensor t, void* data);
 
   // Ops (shapes as in ops/op.h; every result is F32 unless stated). `name` is optional and
   // appears in errors; unnamed nodes are called "<op>#<id>".
