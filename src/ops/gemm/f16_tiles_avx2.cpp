@@ -33,7 +33,10 @@ void f16_half(const uint16_t* const (&w)[NI], const float* const (&a)[NR], int64
     __m256 wv[NI];
     for (int i = 0; i < NI; ++i) wv[i] = load_f16x8(w[i] + l);
     for (int r = 0; r < NR; ++r) {
-      const __m256 av = _mm256_loadu_ps(a[r] + l);
+      __m256 av = _mm256_loadu_ps(a[r] + l);
+      // One load per activation vector: without this GCC folds the load into every FMA that uses it,
+      // which makes the loop wait on loads rather than FMAs.
+      asm("" : "+x"(av));
       for (int i = 0; i < NI; ++i) c[i][r] = _mm256_fmadd_ps(wv[i], av, c[i][r]);
     }
   }
@@ -54,6 +57,11 @@ void f16_block(const Tile& t, const float* const (&a)[NR], int64_t b0, int64_t n
   for (int64_t l0 = 0; l0 < t.k; l0 += kChunk) {
     const int64_t l1 = std::min(t.k, l0 + kChunk);
     int64_t i = 0;
+    for (; nb - i >= 5 || nb - i == 3; i += 3) {
+      const uint16_t* const w[3] = {row(i), row(i + 1), row(i + 2)};
+      f16_half<3, NR>(w, a, l0, l1, 0, acc, i);
+      f16_half<3, NR>(w, a, l0, l1, 1, acc, i);
+    }
     for (; i + 2 <= nb; i += 2) {
       const uint16_t* const w[2] = {row(i), row(i + 1)};
       f16_half<2, NR>(w, a, l0, l1, 0, acc, i);
