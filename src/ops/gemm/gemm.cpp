@@ -128,31 +128,18 @@ struct Table {
               gemm_rows_by_four};
     // AVX2 CPUs only:
     this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2, gemm_rows_by_four};
+    // The float types: one value per block, tinyBLAS's rows.
+    auto tinyblas = [](const char* name, int act_id, size_t act_bytes,
+                       void (*convert)(const float*, void*, int64_t), void (*run)(const Tile&)) {
+      return Family{name, act_id, 1, act_bytes, convert, 1, run, tinyblas_rows};
+    };
     const size_t wide = sizeof(float) + sizeof(uint16_t);
-    f16 = {"f16",
-           kActF16Wide,
-           1,
-           wide,
-           convert_act_f16_wide_avx2,
-           1,
-           run_tinyblas<DType::F16, gemm_f16_avx2>,
-           tinyblas_rows};
-    bf16 = {"bf16",
-            kActBF16Wide,
-            1,
-            wide,
-            convert_act_bf16_wide_avx2,
-            1,
-            run_tinyblas<DType::BF16, gemm_bf16_avx2>,
-            tinyblas_rows};
-    f32 = {"f32",
-           kActNative + static_cast<int>(DType::F32),
-           1,
-           sizeof(float),
-           quant_traits(DType::F32)->act_from_float,
-           1,
-           run_tinyblas<DType::F32, gemm_f32_avx2>,
-           tinyblas_rows};
+    f16 = tinyblas("f16", kActF16Wide, wide, convert_act_f16_wide_avx2,
+                   run_tinyblas<DType::F16, gemm_f16_avx2>);
+    bf16 = tinyblas("bf16", kActBF16Wide, wide, convert_act_bf16_wide_avx2,
+                    run_tinyblas<DType::BF16, gemm_bf16_avx2>);
+    f32 = tinyblas("f32", kActNative + static_cast<int>(DType::F32), sizeof(float),
+                   quant_traits(DType::F32)->act_from_float, run_tinyblas<DType::F32, gemm_f32_avx2>);
   }
 };
 
