@@ -9,8 +9,10 @@ node-llama-cpp@3.22.1` in DIR's parent), driven through its C API by bench/llama
 which this script compiles against the llama.h of the package's llama.cpp release (its git
 bundle) and links with the package's libllama; the build goes to build/llama_cpp_peer/. Rounds
 alternate kiln (`kiln bench -r 1`) and llama.cpp with the same tests, file and thread count; the
-table gives each side's median tokens/s and the median over rounds of kiln / llama.cpp. -d D
-runs every test after D tokens in the KV cache on both sides (llama-bench's depth).
+table gives each side's median tokens/s and the median over rounds of kiln / llama.cpp, and each
+side's peak resident memory over a round (the process's maximum RSS, from wait4: weights, KV
+cache and compute buffers, mapped file pages counted while resident). -d D runs every test after
+D tokens in the KV cache on both sides (llama-bench's depth).
 Standard library only (plus g++ and git).
 """
 import argparse
@@ -20,6 +22,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,17 +52,30 @@ def test_name(n_prompt, n_gen, n_streams, n_depth):
     return name + (f" x{n_streams}" if n_streams > 1 else "") + (f" @ d{n_depth}" if n_depth > 0 else "")
 
 
+def run_measured(cmd):
+    """Runs cmd to its end: its standard output and its peak resident memory in MiB (wait4's
+    ru_maxrss of that process alone)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            sys.exit(f"{cmd[0]} failed ({proc.returncode}):\n{err.read().decode(errors='replace')}")
+        return out.read().decode(), usage.ru_maxrss / 1024
+
+
 def kiln_round(kiln, model, a):
     streams = "1" if a.streams < 2 else f"1,{a.streams}"
-    out = subprocess.run([kiln, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", str(a.d), "--streams",
-                          streams, "-r", "1", "-t", str(a.threads), "-o", "json"],
-                         check=True, capture_output=True, text=True).stdout
-    return {test_name(t["n_prompt"], t["n_gen"], t["n_streams"], t["n_depth"]): t["avg_ts"] for t in json.loads(out)}
+    out, rss = run_measured([kiln, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", str(a.d),
+                             "--streams", streams, "-r", "1", "-t", str(a.threads), "-o", "json"])
+    rates = {test_name(t["n_prompt"], t["n_gen"], t["n_streams"], t["n_depth"]): t["avg_ts"] for t in json.loads(out)}
+    return rates, rss
 
 
 def peer_round(exe, bins, model, a):
-    out = subprocess.run([exe, model, str(a.p), str(a.n), str(a.streams), str(a.threads), bins, str(a.d)],
-                         check=True, capture_output=True, text=True).stdout
+    out, rss = run_measured([exe, model, str(a.p), str(a.n), str(a.streams), str(a.threads), bins, str(a.d)])
     rates, variant = {}, "unknown"
     for line in out.splitlines():
         name, value = line.rsplit(" ", 1)
@@ -67,7 +83,7 @@ def peer_round(exe, bins, model, a):
             variant = value
         else:
             rates[name] = float(value)
-    return rates, variant
+    return rates, variant, rss
 
 
 def compare(exe, bins, model, tests, a):
@@ -75,9 +91,13 @@ def compare(exe, bins, model, tests, a):
     kiln_rates = {t: [] for t in tests}
     peer_rates = {t: [] for t in tests}
     ratios = {t: [] for t in tests}
+    rss = {"kiln": [], "llama.cpp": [], "ratio": []}
     for r in range(a.rounds):
-        k = kiln_round(a.kiln, model, a)
-        l, variant = peer_round(exe, bins, model, a)
+        k, k_rss = kiln_round(a.kiln, model, a)
+        l, variant, l_rss = peer_round(exe, bins, model, a)
+        rss["kiln"].append(k_rss)
+        rss["llama.cpp"].append(l_rss)
+        rss["ratio"].append(k_rss / l_rss)
         if r == 0:
             print(f"{os.path.basename(model)}: llama.cpp loaded ggml's CPU variant '{variant}'", flush=True)
         for t in tests:
@@ -86,15 +106,19 @@ def compare(exe, bins, model, tests, a):
             kiln_rates[t].append(k[t])
             peer_rates[t].append(l[t])
             ratios[t].append(k[t] / l[t])
-        print(f"round {r + 1}: " + ", ".join(f"{t} kiln {k[t]:.2f} / llama.cpp {l[t]:.2f} t/s" for t in tests),
-              flush=True)
+        print(f"round {r + 1}: " + ", ".join(f"{t} kiln {k[t]:.2f} / llama.cpp {l[t]:.2f} t/s" for t in tests) +
+              f", peak RSS kiln {k_rss:.0f} / llama.cpp {l_rss:.0f} MiB", flush=True)
     print(f"\n| test | kiln t/s | llama.cpp t/s | kiln / llama.cpp (median of {a.rounds} rounds) |")
     print("|---|---:|---:|---:|")
     for t in tests:
         print(f"| {t} | {statistics.median(kiln_rates[t]):.2f} | {statistics.median(peer_rates[t]):.2f} | "
               f"{statistics.median(ratios[t]):.2f}x |")
+    print(f"| peak RSS (MiB) | {statistics.median(rss['kiln']):.0f} | {statistics.median(rss['llama.cpp']):.0f} | "
+          f"{statistics.median(rss['ratio']):.2f}x |")
     print(flush=True)
-    return {t: statistics.median(ratios[t]) for t in tests}
+    result = {t: statistics.median(ratios[t]) for t in tests}
+    result["peak RSS"] = statistics.median(rss["ratio"])
+    return result
 
 
 def weight_type(model):
@@ -122,10 +146,11 @@ def main():
     tests += [test_name(0, a.n, a.streams, a.d)] if a.n > 0 and a.streams > 1 else []
     summary = [(weight_type(m), compare(exe, bins, m, tests, a)) for m in a.models]
     if len(summary) > 1:
-        print(f"| type | " + " | ".join(tests) + " |")
-        print("|---|" + "---:|" * len(tests))
+        columns = tests + ["peak RSS"]
+        print(f"| type | " + " | ".join(columns) + " |")
+        print("|---|" + "---:|" * len(columns))
         for name, ratio in summary:
-            print(f"| {name} | " + " | ".join(f"{ratio[t]:.2f}x" for t in tests) + " |")
+            print(f"| {name} | " + " | ".join(f"{ratio[t]:.2f}x" for t in columns) + " |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 #include "llm/reasoning_budget.h"
 
 #include <algorithm>
+#include <climits>
+
+#include "text/tokenizer.h"
 
 namespace kiln {
 
@@ -28,6 +31,7 @@ void ReasoningBudget::open_block() {
   remaining_ = spec_.budget;
   end_window_.clear();
   force_pos_ = 0;
+  last_whole_ = true;  // the start tag's last token
   state_ = remaining_ <= 0 ? State::Forcing : State::Counting;
 }
 
@@ -48,15 +52,9 @@ void ReasoningBudget::accept(int32_t token) {
         state_ = State::Done;
         break;
       }
-      const bool whole = !ends_utf8_ || ends_utf8_(token);
+      last_whole_ = !ends_utf8_ || ends_utf8_(token);
       if (state_ == State::Counting && --remaining_ > 0) break;
-      if (whole) {
-        state_ = State::Forcing;
-        force_pos_ = 0;
-      } else {
-        state_ = State::WaitingUtf8;
-      }
-      end_window_.clear();
+      end_block();
       break;
     }
     case State::Forcing:
@@ -66,13 +64,47 @@ void ReasoningBudget::accept(int32_t token) {
   }
 }
 
+void ReasoningBudget::end_block() {
+  state_ = last_whole_ ? State::Forcing : State::WaitingUtf8;
+  force_pos_ = 0;
+  end_window_.clear();
+}
+
+bool ReasoningBudget::force_end() {
+  if (state_ != State::Counting) return false;
+  end_block();
+  return true;
+}
+
 void ReasoningBudget::reset() {
   state_ = State::Idle;
   remaining_ = spec_.budget;
   force_pos_ = 0;
+  last_whole_ = true;
   start_window_.clear();
   end_window_.clear();
   for (int32_t t : spec_.prefill) accept(t);
+}
+
+std::optional<ReasoningBudgetSpec> reasoning_budget_spec(const text::Tokenizer& tok, const std::string& start,
+                                                         const std::string& end, const std::string& message,
+                                                         int64_t budget, const std::string& prefill) {
+  ReasoningBudgetSpec spec;
+  spec.start = tok.tokenize(start, false, true);
+  spec.ends = {tok.tokenize(end, false, true)};
+  if (spec.start.empty() || spec.ends[0].empty()) return std::nullopt;
+  spec.forced = tok.tokenize(message, false, true);
+  spec.forced.insert(spec.forced.end(), spec.ends[0].begin(), spec.ends[0].end());
+  spec.budget = budget < 0 || budget > INT32_MAX ? INT32_MAX : static_cast<int32_t>(budget);
+  spec.prefill = tok.tokenize(prefill, false, true);
+  return spec;
+}
+
+std::function<bool(int32_t)> token_ends_utf8(const text::Tokenizer& tok) {
+  return [&tok](int32_t id) {
+    const auto piece = tok.token_to_piece(id, false);
+    return !piece.ok() || ends_utf8_character(*piece);
+  };
 }
 
 bool ends_utf8_character(std::string_view piece) {

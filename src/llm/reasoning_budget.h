@@ -8,16 +8,23 @@
 //   Idle --start--> Counting --budget spent--> [WaitingUtf8 -->] Forcing --forced written--> Done
 // Budget 0 forces at once when the block opens. The prompt's own generation prompt is fed
 // through accept() first (a template that opens "<think>" starts the count there).
+// force_end() ends an open block on demand (llama-server's reasoning_control): as if the budget
+// were spent at the last token.
 // Thread-safety: none; one per sampler.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace kiln {
+
+namespace text {
+class Tokenizer;
+}
 
 struct ReasoningBudgetSpec {
   std::vector<int32_t> start;              // the start tag's tokens (non-empty)
@@ -41,6 +48,10 @@ class ReasoningBudget {
   void accept(int32_t token);
   // Back to the state after the prefill (a new reply).
   void reset();
+  // Ends the block being counted: the next positions take `forced` (after the current UTF-8
+  // character is whole). False, and nothing changes, when no block is being counted (none open
+  // yet, or its end already forced or written).
+  bool force_end();
   State state() const { return state_; }
 
  private:
@@ -48,6 +59,8 @@ class ReasoningBudget {
   // cleared, as llama.cpp's matcher restarts after a match).
   static bool match(std::vector<int32_t>& window, const std::vector<std::vector<int32_t>>& seqs, int32_t token);
   void open_block();
+  // Counting is over: Forcing, or WaitingUtf8 while the last token left a character unfinished.
+  void end_block();
 
   ReasoningBudgetSpec spec_;
   std::vector<std::vector<int32_t>> starts_;  // {spec_.start}
@@ -55,8 +68,20 @@ class ReasoningBudget {
   State state_ = State::Idle;
   int32_t remaining_ = 0;
   size_t force_pos_ = 0;
+  bool last_whole_ = true;  // the last accepted token ended a UTF-8 character
   std::vector<int32_t> start_window_, end_window_;
 };
+
+// The spec of a template's reasoning tags `start` and `end` (their text, special tokens parsed):
+// `message` then the end tag forced after `budget` tokens (< 0: never, the block can still be
+// ended by force_end()), `prefill` the generation prompt's text. Nullopt when a tag is empty or
+// tokenizes to nothing (ref: llama.cpp common_sampler_init's reasoning_budget_* parameters).
+std::optional<ReasoningBudgetSpec> reasoning_budget_spec(const text::Tokenizer& tok, const std::string& start,
+                                                         const std::string& end, const std::string& message,
+                                                         int64_t budget, const std::string& prefill);
+
+// ReasoningBudget's ends_utf8 for a tokenizer's tokens (a token without a piece counts as whole).
+std::function<bool(int32_t)> token_ends_utf8(const text::Tokenizer& tok);
 
 // Whether a token's text ends on a whole UTF-8 character, llama.cpp's rule (common_utf8_is_complete):
 // looking back at most 4 bytes for a lead byte; a text of continuation bytes only is unfinished.

@@ -150,6 +150,8 @@ void Sampler::set_grammar(std::unique_ptr<grammar::GrammarConstraint> grammar) {
 
 void Sampler::set_reasoning_budget(std::unique_ptr<ReasoningBudget> budget) { budget_ = std::move(budget); }
 
+bool Sampler::force_reasoning_end() { return budget_ != nullptr && budget_->force_end(); }
+
 void Sampler::accept(int32_t token) {
   // ref: common_sampler_accept: the reasoning budget, the grammar, then the chain's history.
   if (budget_ != nullptr) budget_->accept(token);

@@ -83,6 +83,9 @@ class Sampler {
   // Caps the tokens of reasoning blocks (nullptr: none); reset_history() resets it too.
   void set_reasoning_budget(std::unique_ptr<ReasoningBudget> budget);
   const ReasoningBudget* reasoning_budget() const { return budget_.get(); }
+  // Ends the reasoning block being counted (ReasoningBudget::force_end); false without a budget
+  // or an open block.
+  bool force_reasoning_end();
   // True after sample() found no token the grammar allows; the message says why.
   bool grammar_stalled() const { return !grammar_error_.empty(); }
   const std::string& grammar_error() const { return grammar_error_; }

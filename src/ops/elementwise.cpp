@@ -1,10 +1,12 @@
 // Element-wise F32 kernels: add, mul (with ggml's broadcasting), scale, silu, gelu, gelu_quick,
-// swiglu.
+// swiglu (silu in the arithmetic of ggml's AVX-512 build, quant/silu_rows.h).
 // One work unit is one row of dst; any strides, including non-contiguous dim 0.
 #include <cstdint>
 
 #include "ops/activations.h"
 #include "ops/kernel.h"
+#include "ops/quant/silu_rows.h"
+#include "ops/quant/simd_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -86,8 +88,27 @@ void run_scale(const OpCall& call, int, int64_t begin, int64_t end, void*) {
   run_unary(call, begin, end, [s](float x) { return x * s; });
 }
 
+bool contiguous_rows(const TensorView& t) { return t.nb[0] == sizeof(float); }
+
+// ref: ggml_vec_silu_f32 (quant/silu_rows.h: ggml_v_silu's arithmetic, then libm's for the last
+// ne0 % 16 values of each row).
 void run_silu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
-  run_unary(call, begin, end, silu_f32);
+  const TensorView& s = call.src[0];
+  const TensorView& d = call.dst;
+  const int64_t n = d.ne[0];
+  for (int64_t r = begin; r < end; ++r) {
+    const RowIdx ri = row_idx(d, r);
+    char* srow = row_ptr(s, ri);
+    char* drow = row_ptr(d, ri);
+    if (contiguous_rows(s) && contiguous_rows(d)) {
+      quant::silu_row_ggml(n, reinterpret_cast<float*>(drow), reinterpret_cast<const float*>(srow));
+      continue;
+    }
+    for (int64_t i0 = 0; i0 < n; ++i0) {
+      const float x = elem<float>(s, srow, i0);
+      elem<float>(d, drow, i0) = quant::silu_vectorised(i0, n) ? quant::silu_ggml_avx512(x) : silu_f32(x);
+    }
+  }
 }
 
 void run_gelu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
@@ -109,9 +130,28 @@ Status check_swiglu(const OpCall& call) {
   return ok_status();
 }
 
-// ref: ggml_vec_swiglu_f32: silu(x) * g.
+// ref: ggml_vec_swiglu_f32: silu(x) * g, silu as run_silu's.
 void run_swiglu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
-  run_binary_broadcast(call, begin, end, [](float x, float g) { return silu_f32(x) * g; });
+  const TensorView& x = call.src[0];
+  const TensorView& g = call.src[1];
+  const TensorView& d = call.dst;
+  const int64_t n = d.ne[0];
+  for (int64_t r = begin; r < end; ++r) {
+    const RowIdx ri = row_idx(d, r);
+    char* xrow = row_ptr(x, ri);
+    char* grow = row_ptr(g, ri);
+    char* drow = row_ptr(d, ri);
+    if (contiguous_rows(x) && contiguous_rows(g) && contiguous_rows(d)) {
+      quant::swiglu_row_ggml(n, reinterpret_cast<float*>(drow), reinterpret_cast<const float*>(xrow),
+                             reinterpret_cast<const float*>(grow));
+      continue;
+    }
+    for (int64_t i0 = 0; i0 < n; ++i0) {
+      const float v = elem<float>(x, xrow, i0);
+      const float silu = quant::silu_vectorised(i0, n) ? quant::silu_ggml_avx512(v) : silu_f32(v);
+      elem<float>(d, drow, i0) = silu * elem<float>(g, grow, i0);
+    }
+  }
 }
 
 }  // namespace

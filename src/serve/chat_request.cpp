@@ -247,11 +247,18 @@ std::optional<HttpError> make_plan(const ServerState& st, const ServerOptions& o
 
 // The reasoning budget of a planned chat: body["reasoning_budget_tokens"] (or
 // "thinking_budget_tokens"; -1: the server's --reasoning-budget) and "reasoning_budget_message",
-// for templates with reasoning tags; none when the budget is -1 (ref: oaicompat_chat_params_parse,
-// common_sampler_init). The generation prompt and the continued message count as prefill.
+// for templates with reasoning tags; none when the budget is -1 and "reasoning_control" is not
+// true, uncapped when it is (ref: oaicompat_chat_params_parse, common_sampler_init). The
+// generation prompt and the continued message count as prefill.
 std::optional<HttpError> read_reasoning_budget(const ServerState& st, const ServerOptions& opt,
                                                const ordered_json& body, const chat::ChatPlan& plan,
-                                               const std::string& prefill, GenerationRequest& gen) {
+                                               const std::string& prefill, CompletionRequest& p) {
+  GenerationRequest& gen = p.gen;
+  bool control = false;
+  if (given(body, "reasoning_control")) {
+    if (!body["reasoning_control"].is_boolean()) return HttpError{400, "field 'reasoning_control' must be a boolean"};
+    control = body["reasoning_control"].get<bool>();
+  }
   int64_t budget = -1;
   for (const char* key : {"reasoning_budget_tokens", "thinking_budget_tokens"}) {
     if (!given(body, key)) continue;
@@ -267,17 +274,11 @@ std::optional<HttpError> read_reasoning_budget(const ServerState& st, const Serv
       return HttpError{400, "field 'reasoning_budget_message' must be a string"};
     message = body["reasoning_budget_message"].get<std::string>();
   }
-  if (budget < 0 || plan.reasoning_start.empty() || plan.reasoning_end.empty()) return std::nullopt;
-  const auto& tok = st.model->tokenizer();
-  ReasoningBudgetSpec spec;
-  spec.start = tok.tokenize(plan.reasoning_start, false, true);
-  spec.ends = {tok.tokenize(plan.reasoning_end, false, true)};
-  spec.forced = message.empty() ? std::vector<int32_t>() : tok.tokenize(message, false, true);
-  spec.forced.insert(spec.forced.end(), spec.ends[0].begin(), spec.ends[0].end());
-  spec.budget = static_cast<int32_t>(budget);
-  spec.prefill = tok.tokenize(plan.generation_prompt + prefill, false, true);
-  if (spec.start.empty() || spec.ends[0].empty()) return std::nullopt;
-  gen.reasoning_budget = std::move(spec);
+  if ((budget < 0 && !control) || plan.reasoning_start.empty() || plan.reasoning_end.empty()) return std::nullopt;
+  gen.reasoning_budget = reasoning_budget_spec(st.model->tokenizer(), plan.reasoning_start, plan.reasoning_end, message,
+                                               budget, plan.generation_prompt + prefill);
+  if (!gen.reasoning_budget) return std::nullopt;
+  p.reasoning_control = control;
   return std::nullopt;
 }
 
@@ -296,7 +297,7 @@ std::optional<HttpError> plan_chat_request(const ServerState& st, const ServerOp
   std::vector<std::string> image_urls;
   std::string prefill;
   if (auto e = make_plan(st, opt, body, plan, &image_urls, &prefill)) return e;
-  if (auto e = read_reasoning_budget(st, opt, body, plan, prefill, p.gen)) return e;
+  if (auto e = read_reasoning_budget(st, opt, body, plan, prefill, p)) return e;
   const auto& tok = st.model->tokenizer();
   if (image_urls.empty()) {
     p.gen.prompt = tokenize_chat(tok, plan.prompt);

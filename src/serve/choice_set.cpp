@@ -1,5 +1,6 @@
 #include "serve/choice_set.h"
 
+#include <algorithm>
 #include <random>
 
 #include "llm/model.h"
@@ -27,14 +28,9 @@ std::variant<std::shared_ptr<ChoiceSet>, HttpError> ChoiceSet::submit(Engine& en
       if (!constraint.ok()) return HttpError{400, "the grammar: " + constraint.error().message};
       sampler->set_grammar(std::move(*constraint));
     }
-    if (r.reasoning_budget) {
-      const auto* tok = &model.tokenizer();
-      auto ends_utf8 = [tok](int32_t id) {
-        const auto piece = tok->token_to_piece(id, false);
-        return !piece.ok() || ends_utf8_character(*piece);
-      };
-      sampler->set_reasoning_budget(std::make_unique<ReasoningBudget>(*r.reasoning_budget, ends_utf8));
-    }
+    if (r.reasoning_budget)
+      sampler->set_reasoning_budget(
+          std::make_unique<ReasoningBudget>(*r.reasoning_budget, token_ends_utf8(model.tokenizer())));
     auto gen = engine.submit(std::move(r), std::move(*sampler), set->notifier_);
     if (!gen.ok()) return HttpError{503, gen.error().message};  // ~ChoiceSet cancels the others
     set->gens_.push_back(std::move(*gen));
@@ -67,6 +63,14 @@ bool ChoiceSet::poll(std::chrono::milliseconds timeout,
 
 void ChoiceSet::cancel() {
   for (auto& g : gens_) g->cancel();
+}
+
+void ChoiceSet::end_reasoning() {
+  for (auto& g : gens_) g->end_reasoning();
+}
+
+bool ChoiceSet::live() const {
+  return std::any_of(gens_.begin(), gens_.end(), [](const auto& g) { return !g->ended(); });
 }
 
 bool ChoiceSet::all_done() const {

@@ -2,7 +2,7 @@
 // together with one Notifier so that the client thread waits for any of them, and drained into
 // per-choice text and tokens.
 // Thread-safety: one client thread uses a ChoiceSet (the engine thread fills its generations);
-// cancel() may be called from any thread.
+// cancel(), end_reasoning() and live() may be called from any thread.
 #pragma once
 
 #include <chrono>
@@ -36,6 +36,10 @@ class ChoiceSet {
             const std::function<void(size_t, Generation::Chunk&)>& on_chunk);
   void cancel();
   bool all_done() const;
+  // Asks every choice to end its reasoning block (Generation::end_reasoning). Any thread.
+  void end_reasoning();
+  // Some choice has not ended yet. Any thread.
+  bool live() const;
 
   size_t size() const { return gens_.size(); }
   const Generation& gen(size_t i) const { return *gens_[i]; }

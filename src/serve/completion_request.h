@@ -34,6 +34,9 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool return_tokens = false;  // native: report the generated token ids
+  // Chat: reasoning_control was asked and the template has a reasoning block, so
+  // /v1/chat/completions/control may end it (gen.reasoning_budget is set, uncapped if no budget).
+  bool reasoning_control = false;
 };
 
 // Reads every field but the prompt (sampling, limits, stop, stream, logit_bias, n, logprobs...).

@@ -98,6 +98,15 @@ void Generation::cancel() {
   if (engine_) engine_->notify();
 }
 
+bool Generation::ended() const {
+  std::lock_guard lock(mutex_);
+  return done_;
+}
+
+void Generation::apply_controls() {
+  if (end_reasoning_.exchange(false)) sampler_.force_reasoning_end();
+}
+
 bool Generation::backlogged() const {
   std::lock_guard lock(mutex_);
   return pending_tokens_.size() >= kMaxUntakenTokens;
@@ -483,6 +492,7 @@ void Engine::decode_rows(const Batch& batch, const std::vector<std::pair<Slot*, 
         continue;
       }
       const auto logits = ctx_.logits(static_cast<size_t>(row));
+      g.apply_controls();
       const int32_t token = g.sampler_.sample(logits);
       g.sampler_.accept(token);
       on_token(s, token, logits, s.cache.size());
@@ -550,6 +560,7 @@ void Engine::conclude(Slot& s, size_t first) {
   Generation& g = *s.gen;
   const auto pos = static_cast<int32_t>(s.cache.size());
   s.cache.push_back(s.pending);
+  g.apply_controls();
   const Verdict v = conclude_verification(ctx_, s.id, pos, first, s.draft, g.sampler_,
                                           g.speculative_ ? s.drafter.get() : nullptr);
   // The accepted draft tokens stay in the cells; the last token is the new pending one.

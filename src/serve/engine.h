@@ -160,6 +160,11 @@ class Generation {
   // May lock the engine's mutex briefly; any thread.
   void cancel();
   bool cancelled() const { return cancelled_; }
+  // Asks the engine to end the reasoning block being counted before it samples this generation's
+  // next token (llama-server's reasoning_control; needs request.reasoning_budget). Any thread.
+  void end_reasoning() { end_reasoning_ = true; }
+  // The generation ended (its last chunk may still be untaken). Any thread.
+  bool ended() const;
 
   // Valid after the final chunk.
   const std::string& finish_reason() const { return finish_reason_; }  // "stop" or "length"
@@ -180,6 +185,7 @@ class Generation {
   void release_text(bool flush);  // under mutex_: moves released text and tokens to pending
   void finish(StopType type, std::string error);
   bool backlogged() const;  // the client holds back kMaxUntakenTokens or more
+  void apply_controls();    // engine thread, before sampling: what end_reasoning() asked
 
   GenerationRequest request_;
   Sampler sampler_;
@@ -194,6 +200,7 @@ class Generation {
   bool has_first_ = false;
 
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> end_reasoning_{false};  // end_reasoning() asked, not yet applied
   mutable std::mutex mutex_;
   std::string pending_;
   std::vector<TokenOutput> pending_tokens_;

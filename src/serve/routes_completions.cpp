@@ -11,7 +11,8 @@
 // "tool_calls" when the model called a tool; streamed as delta.tool_calls (the first delta of a
 // call carries its id, type and name, the next ones pieces of its arguments) and
 // delta.reasoning_content.
-// Also registers llama-server's native POST /completion (routes_native.cpp).
+// POST /v1/chat/completions/control ends a chat completion's reasoning block while it is written
+// (control_handler). Also registers llama-server's native POST /completion (routes_native.cpp).
 #include <random>
 
 #include "serve/api_json.h"
@@ -20,6 +21,7 @@
 #include "serve/completion_json.h"
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
+#include "serve/live_completions.h"
 #include "serve/media_request.h"
 #include "serve/routes_native.h"
 #include "serve/server_state.h"
@@ -79,9 +81,10 @@ std::string finish_reason(const Generation& g, bool called_tools) {
   return called_tools && g.finish_reason() == "stop" ? "tool_calls" : g.finish_reason();
 }
 
-// The handler of one completion route: `chat` selects the chat shape.
-http::Handler completion_handler(const RouteContext& rc, bool chat) {
-  return [rc, chat](const http::Request& req, http::Exchange& ex) {
+// The handler of one completion route: `chat` selects the chat shape; chat completions are
+// registered in `live` for /v1/chat/completions/control.
+http::Handler completion_handler(const RouteContext& rc, bool chat, std::shared_ptr<LiveCompletions> live) {
+  return [rc, chat, live](const http::Request& req, http::Exchange& ex) {
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
     auto st = rc.ready(ex, *body);
@@ -121,6 +124,7 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
 
     const std::string id = make_id(chat ? "chatcmpl-" : "cmpl-");
+    if (chat) live->add(id, set, p.reasoning_control);
     const int64_t created = unix_time();
     const std::string model_name = st->name;
     const char* object = chat ? (p.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion";
@@ -219,13 +223,35 @@ http::Handler completion_handler(const RouteContext& rc, bool chat) {
   };
 }
 
+// POST /v1/chat/completions/control {"id", "action"}: llama-server's control of a chat completion
+// in flight (LiveCompletions). Answers 200 {"success": bool[, "message"]}; a body without a
+// string id or action is a 400. "model" is not needed: ids are unique across a server's models.
+http::Handler control_handler(std::shared_ptr<LiveCompletions> live) {
+  return [live](const http::Request& req, http::Exchange& ex) {
+    auto body = parse_body(req, ex);
+    if (!body) return;
+    for (const char* key : {"id", "action"}) {
+      auto it = body->find(key);
+      if (it == body->end() || !it->is_string())
+        return send_error(ex, {400, std::string("field '") + key + "' must be a string"});
+    }
+    const LiveCompletions::Outcome o =
+        live->control((*body)["id"].get<std::string>(), (*body)["action"].get<std::string>());
+    json out = {{"success", o.success}};
+    if (!o.success) out["message"] = o.message;
+    send_json(ex, out);
+  };
+}
+
 }  // namespace
 
 void add_completion_routes(http::Router& r, const RouteContext& rc) {
-  r.post("/v1/completions", completion_handler(rc, false));
-  r.post("/completions", completion_handler(rc, false));
-  r.post("/v1/chat/completions", completion_handler(rc, true));
-  r.post("/chat/completions", completion_handler(rc, true));
+  auto live = std::make_shared<LiveCompletions>();
+  r.post("/v1/completions", completion_handler(rc, false, live));
+  r.post("/completions", completion_handler(rc, false, live));
+  r.post("/v1/chat/completions", completion_handler(rc, true, live));
+  r.post("/chat/completions", completion_handler(rc, true, live));
+  r.post("/v1/chat/completions/control", control_handler(live));
   add_native_completion_routes(r, rc);
 }
 

@@ -7,6 +7,7 @@
 //   GET  /metrics               Prometheus text (llama-server's metric names, plus memory gauges)
 //   GET  /v1/memory             the memory breakdown per device and model (JSON)
 //   POST /v1/completions, /v1/chat/completions   (stream false, or SSE chunks then [DONE])
+//   POST /v1/chat/completions/control            (ends a completion's reasoning block)
 //   POST /completion                             (llama-server's native shape)
 //   POST /v1/embeddings, /embeddings             (with options.embeddings)
 //   POST /tokenize, /detokenize                  (llama-server's shapes)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -74,6 +75,24 @@ TEST(Cli, PerplexityAndKlDivergenceAgainstItself) {
   EXPECT_EQ(other.exit_code, 1) << other.out;
   EXPECT_NE(other.out.find("another vocabulary"), std::string::npos) << other.out;
   std::remove(base.c_str());
+}
+
+// -f drops one final newline, as llama.cpp's -f does for llama-perplexity: "text\n" scores the
+// tokens of "text", and only a second newline adds one.
+TEST(Cli, PerplexityFileLosesOneFinalNewline) {
+  const std::string path = std::string(KILN_BINARY_DIR) + "/cli_test_ppl." + std::to_string(getpid()) + ".txt";
+  const std::string text(std::string(200, 'a') + " the end");
+  auto n_tokens = [&](const std::string& content) {
+    std::ofstream(path, std::ios::binary) << content;
+    const CliResult r = run("perplexity -m " + kModel + " -f " + path + " -c 16 --chunks 1 -t 1");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return std::atoi(r.out.c_str() + r.out.find("kiln perplexity: ") + 17);
+  };
+  const int plain = n_tokens(text);
+  EXPECT_GT(plain, 16);
+  EXPECT_EQ(n_tokens(text + "\n"), plain);
+  EXPECT_GT(n_tokens(text + "\n\n"), plain);
+  std::remove(path.c_str());
 }
 
 TEST(Cli, BadInputGetsAClearErrorAndExitCode) {

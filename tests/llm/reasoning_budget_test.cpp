@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "llm/sampler.h"
@@ -73,6 +74,23 @@ TEST(ReasoningBudget, WaitsForAWholeUtf8Character) {
   EXPECT_FALSE(ends_utf8_character("a\xC3"));
   EXPECT_FALSE(ends_utf8_character("\xA9"));  // continuation bytes only: llama.cpp's rule
   EXPECT_TRUE(ends_utf8_character(""));
+}
+
+TEST(ReasoningBudget, ForceEndActsOnlyOnABlockBeingCounted) {
+  ReasoningBudget b(spec(INT32_MAX), [](int32_t t) { return t != 6; });
+  EXPECT_FALSE(b.force_end());  // no block yet: nothing to end, and none ended later
+  EXPECT_EQ(run_forcing(b, {1, 2, 5, 5}), std::vector<int32_t>{});
+  EXPECT_TRUE(b.force_end());
+  EXPECT_EQ(run_forcing(b, {}), (std::vector<int32_t>{9, 3, 4}));
+  EXPECT_FALSE(b.force_end());  // Done
+  // Asked inside a character, it waits for the character's last token.
+  EXPECT_EQ(run_forcing(b, {1, 2, 6}), std::vector<int32_t>{});
+  EXPECT_TRUE(b.force_end());
+  EXPECT_EQ(b.state(), ReasoningBudget::State::WaitingUtf8);
+  EXPECT_EQ(run_forcing(b, {5}), (std::vector<int32_t>{9, 3, 4}));
+  // A block the model closed itself is not counted any more.
+  EXPECT_EQ(run_forcing(b, {1, 2, 5, 3, 4}), std::vector<int32_t>{});
+  EXPECT_FALSE(b.force_end());
 }
 
 TEST(ReasoningBudget, TheSamplerTakesTheForcedTokens) {

@@ -282,6 +282,43 @@ TEST(ChatCommand, TemplateFileOverridesTheModels) {
   EXPECT_NE(missing.err.find("cannot read '" + path + "'"), std::string::npos) << missing.err;
 }
 
+// -rea and --reasoning-budget on a ChatML template whose generation prompt opens "<think>" (the
+// one tests/server/reasoning_test.cpp serves): the budget forces the end tag as kiln serve does
+// for the same request (whose answers there are llama-server's), and -rea off renders the
+// template's closed block.
+TEST(ChatCommand, ReasoningBudgetAndThinkingSwitchAsTheServer) {
+  const std::string think =
+      "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{%- if add_generation_prompt %}<|im_start|>assistant\n"
+      "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% else %}<think>{% endif %}"
+      "{%- endif %}";
+  const std::string path =
+      std::string(KILN_BINARY_DIR) + "/chat_cli_reasoning." + std::to_string(getpid()) + ".jinja";
+  std::ofstream(path, std::ios::binary) << think;
+  auto chat = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), {"--chat-template-file", path, "-p", "hi", "-st"});
+    return run_chat(greedy_args(more), "");
+  };
+  const ChatRun three = chat({"--reasoning-budget", "3"});
+  EXPECT_EQ(three.out, "옵scriptId Canal</think>[PAD151904]最も\n") << three.err;
+  const ChatRun zero = chat({"--reasoning-budget", "0", "--reasoning-budget-message", " Enough."});
+  EXPECT_EQ(zero.out, " Enough.</think> racially insensitiveドラマ\n") << zero.err;
+  const ChatRun free = chat({});
+  EXPECT_EQ(free.out, chat({"--reasoning-budget", "-1"}).out);
+  EXPECT_EQ(free.out.find("</think>"), std::string::npos) << free.out;
+  // -rea off: the generation prompt the template writes without thinking.
+  const std::string off_source =
+      "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{%- if add_generation_prompt %}<|im_start|>assistant\n<think>\n\n</think>\n\n{% endif %}";
+  const ChatRun off = chat({"-rea", "off"});
+  EXPECT_EQ(off.out, direct_greedy(prompt_tokens({msg("user", "hi")}, off_source), 8) + "\n") << off.err;
+  EXPECT_NE(off.out, free.out);
+  const ChatRun bad = chat({"-rea", "maybe"});
+  std::remove(path.c_str());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("kiln chat: --reasoning: 'maybe' is not on, off or auto"), std::string::npos) << bad.err;
+}
+
 // A 64-token context with 8 tokens kept for each reply: the second turn no longer fits, so the
 // first turn goes; a message too long even alone is refused and the chat goes on.
 TEST(ChatCommand, OverflowDropsTheOldestTurnAndGoesOn) {

@@ -8,7 +8,12 @@
 // llama-server's answers to the same requests (same model, template and greedy settings).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
 
 #include "in_process_server.h"
 
@@ -49,6 +54,7 @@ class Reasoning {
     EXPECT_EQ(r->status, status) << body.dump() << " -> " << r->body;
     return json::parse(r->body, nullptr, false);
   }
+  int port() const { return port_; }
   json message(json body) const {
     body["messages"] = json::array({{{"role", "user"}, {"content", "hi"}}});
     if (!body.contains("max_tokens")) body["max_tokens"] = 10;
@@ -148,6 +154,108 @@ TEST(ReasoningServer, BudgetForcesTheEndTagAsLlamaServerDoes) {
   const Reasoning capped(o);
   const json m = capped.message({{"reasoning_format", "none"}, {"max_tokens", 8}});
   EXPECT_EQ(str(m, "content"), "<think> Enough.</think> racially insensitiveドラマ");
+}
+
+// reasoning_control: POST /v1/chat/completions/control {"id", "action": "reasoning_end"} while the
+// answer streams forces the end tag before the next token. Where it lands depends on timing, so
+// the test counts the tokens written before the end tag (the stream's logprobs list them) and
+// checks the whole answer against reasoning_budget_tokens of that count: the same forcing.
+TEST(ReasoningServer, ControlEndsTheBlockBeingWritten) {
+  const Reasoning s;
+  const auto& tok = test::qwen2_model()->tokenizer();
+  json ban = json::array();
+  for (int32_t id : {tok.eos(), tok.eot()})
+    if (id >= 0) ban.push_back({id, false});
+  const json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  const json base = {{"messages", messages}, {"max_tokens", 200}, {"temperature", 0}, {"cache_prompt", false},
+                     {"reasoning_format", "none"}, {"logit_bias", ban}};
+
+  json body = base;
+  body["stream"] = true;
+  body["logprobs"] = true;
+  body["reasoning_control"] = true;
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_read_timeout(60, 0);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  std::string sse, control_answer;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    sse.append(data, n);
+    const size_t at = sse.find("data: {");
+    if (control_answer.empty() && at != std::string::npos && sse.find("\n\n", at) != std::string::npos) {
+      const std::string first = sse.substr(at + 6, sse.find("\n\n", at) - at - 6);
+      const json id = json::parse(first)["id"];
+      auto r = test::post_json(s.port(), "/v1/chat/completions/control", {{"id", id}, {"action", "reasoning_end"}});
+      control_answer = r ? r->body : "no answer";
+    }
+    return true;
+  };
+  ASSERT_TRUE(c.send(req));
+  EXPECT_EQ(json::parse(control_answer, nullptr, false), json({{"success", true}})) << control_answer;
+
+  std::string content, token_text;
+  std::vector<size_t> token_ends;  // each token's end offset in token_text
+  for (size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
+    const size_t end = sse.find("\n\n", at);
+    const std::string data = sse.substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") break;
+    const json ch = json::parse(data)["choices"][0];
+    if (ch["delta"].contains("content") && ch["delta"]["content"].is_string())
+      content += ch["delta"]["content"].get<std::string>();
+    if (!ch["logprobs"].is_null())
+      for (const json& t : ch["logprobs"]["content"]) {
+        token_text += t["token"].get<std::string>();
+        token_ends.push_back(token_text.size());
+      }
+  }
+  const size_t tag = token_text.find("</think>");  // the end tag's tokens (several here)
+  ASSERT_NE(tag, std::string::npos) << content;
+  const auto thought = static_cast<int32_t>(std::count_if(token_ends.begin(), token_ends.end(), [&](size_t e) { return e <= tag; }));
+  ASSERT_LT(thought, 190) << "the control came too late to test anything";
+  json budget = base;
+  budget["reasoning_budget_tokens"] = thought;
+  EXPECT_EQ(content, str(s.post("/v1/chat/completions", budget)["choices"][0]["message"], "content"));
+  EXPECT_EQ(content.rfind("<think>", 0), 0u) << content;
+
+  // The refusals, in llama-server's words.
+  auto control = [&](json b) {
+    auto r = test::post_json(s.port(), "/v1/chat/completions/control", b);
+    return r ? json::parse(r->body, nullptr, false) : json();
+  };
+  EXPECT_EQ(control({{"id", "chatcmpl-none"}, {"action", "reasoning_end"}}),
+            json({{"success", false}, {"message", "no active completion for this id"}}));
+  EXPECT_EQ(s.post("/v1/chat/completions/control", {{"action", "reasoning_end"}}, 400)["error"]["message"],
+            "field 'id' must be a string");
+  EXPECT_EQ(s.post("/v1/chat/completions/control", {{"id", 3}, {"action", "reasoning_end"}}, 400)["error"]["message"],
+            "field 'id' must be a string");
+  s.post("/v1/chat/completions", {{"messages", messages}, {"reasoning_control", "yes"}}, 400);
+  // Not armed, or an unknown action: refused while the completion is live (the control is sent
+  // from inside the stream's first chunk).
+  for (const auto& [armed, action, message] :
+       {std::tuple{false, "reasoning_end", "reasoning control not enabled for this completion"},
+        std::tuple{true, "stop", "unknown control action"}}) {
+    json b = base;
+    b["stream"] = true;
+    b["reasoning_control"] = armed;
+    httplib::Request q = req;
+    q.body = b.dump();
+    std::string got, answer;
+    q.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      got.append(data, n);
+      const size_t at = got.find("data: {");
+      if (answer.empty() && at != std::string::npos && got.find("\n\n", at) != std::string::npos) {
+        const json id = json::parse(got.substr(at + 6, got.find("\n\n", at) - at - 6))["id"];
+        answer = control({{"id", id}, {"action", action}}).dump();
+      }
+      return answer.empty();  // then hang up: the generation is cancelled
+    };
+    c.send(q);
+    EXPECT_EQ(json::parse(answer), json({{"success", false}, {"message", message}})) << armed << " " << action;
+  }
 }
 
 TEST(ReasoningServer, ThinkingOffClosesTheBlockInThePrompt) {

@@ -32,6 +32,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,14 +42,19 @@
 #include "generation.h"
 #include "line_input.h"
 #include "llm/media_prompt.h"
+#include "llm/reasoning_budget.h"
 #include "media_flags.h"
 #include "messages.h"
 #include "model_flags.h"
+#include "reasoning_flags.h"
 #include "reverse_prompt.h"
 #include "sampler_flags.h"
 #include "serve/completion_request.h"
 #include "serve/model_chat_template.h"
 #include "speculative_flags.h"
+#include "text/chat/chat_plan.h"
+#include "text/chat/chat_syntax.h"
+#include "text/chat/text_util.h"
 #include "user_files.h"
 
 namespace kiln::cli {
@@ -118,6 +125,9 @@ struct ChatOptions {
   bool verbose = false;    // timings after every reply
   // Speculative decoding's drafter for sequence 0 (null: none); must outlive the session.
   SequenceDrafter* drafter = nullptr;
+  std::optional<bool> enable_thinking;  // -rea on|off; nullopt: the template's default
+  int32_t reasoning_budget = -1;        // tokens per reasoning block (-1: no cap)
+  std::string reasoning_budget_message;
 };
 
 using ImageList = std::vector<std::shared_ptr<const PreparedImage>>;
@@ -130,6 +140,7 @@ class ChatSession {
   ChatSession(Context& ctx, Sampler& sampler, const ModelChatTemplate& chat, const ReversePrompts& stops,
               VisionEncoder* encoder, const std::string& system_prompt, ChatOptions options)
       : ctx_(ctx), sampler_(sampler), chat_(chat), stops_(stops), encoder_(encoder), options_(options) {
+    if (options_.reasoning_budget >= 0) reasoning_ = chat::detect_chat_syntax(chat_.chat_template).reasoning;
     if (!system_prompt.empty()) add_message("system", system_prompt, {});
     n_fixed_ = messages_.size();
   }
@@ -169,6 +180,7 @@ class ChatSession {
     const double prompt_s = seconds_since(t_prompt);
     cached_.tokens = prompt->flat_tokens();
     cached_prompt_ = *prompt;
+    KILN_TRY(budget_reasoning(text));
     sampler_.reset_history();
     for (int32_t t : cached_.tokens) {
       if (t != kMediaToken) sampler_.accept_prompt(t);
@@ -258,12 +270,7 @@ class ChatSession {
   // whole rendering's. `text` (optional) gets the rendered text.
   Result<MediaPrompt> render(const std::vector<ChatMessage>& messages, const std::vector<ImageList>& images,
                              std::string* text = nullptr) const {
-    ChatRenderOptions ro;
-    ro.messages = messages;
-    ro.add_generation_prompt = true;
-    ro.bos_token = chat_.bos_text;
-    ro.eos_token = chat_.eos_text;
-    KILN_ASSIGN_OR_RETURN(const std::string rendered, chat_.chat_template.render(ro));
+    KILN_ASSIGN_OR_RETURN(const std::string rendered, render_text(messages, /*add_generation_prompt=*/true));
     if (text) *text = rendered;
     const auto& tok = ctx_.model().tokenizer();
     ImageList all;
@@ -291,6 +298,31 @@ class ChatSession {
         p.append_text(c.tokens);
     }
     return p;
+  }
+
+  // The conversation rendered through the template (with -rea's enable_thinking).
+  Result<std::string> render_text(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+    ChatRenderOptions ro;
+    ro.messages = messages;
+    ro.add_generation_prompt = add_generation_prompt;
+    ro.bos_token = chat_.bos_text;
+    ro.eos_token = chat_.eos_text;
+    if (options_.enable_thinking) ro.extra_context["enable_thinking"] = *options_.enable_thinking;
+    return chat_.chat_template.render(ro);
+  }
+
+  // With --reasoning-budget and a template whose model reasons: the sampler caps this reply's
+  // reasoning blocks, counting from the generation prompt's own start tag (`rendered`: this
+  // turn's prompt text), as kiln serve and llama-cli do.
+  Status budget_reasoning(const std::string& rendered) {
+    if (options_.reasoning_budget < 0 || !reasoning_.supported()) return {};
+    KILN_ASSIGN_OR_RETURN(const std::string without, render_text(messages_, /*add_generation_prompt=*/false));
+    const auto spec = reasoning_budget_spec(ctx_.model().tokenizer(), chat::trim(reasoning_.start),
+                                            chat::trim(reasoning_.end), options_.reasoning_budget_message,
+                                            options_.reasoning_budget, chat::generation_prompt_text(without, rendered));
+    sampler_.set_reasoning_budget(
+        spec ? std::make_unique<ReasoningBudget>(*spec, token_ends_utf8(ctx_.model().tokenizer())) : nullptr);
+    return {};
   }
 
   // Tokens the reply may need: -n, or a quarter of the context when -n is -1; at least 1, at most
@@ -362,6 +394,7 @@ class ChatSession {
   const ReversePrompts& stops_;
   VisionEncoder* encoder_;  // null without --mmproj
   ChatOptions options_;
+  chat::ReasoningSyntax reasoning_;  // the template's reasoning tags, with --reasoning-budget
   std::vector<ChatMessage> messages_;
   std::vector<ImageList> images_;  // per message, in marker order
   size_t n_fixed_ = 0;             // leading messages never dropped (the system prompt)
@@ -387,6 +420,7 @@ int run_chat(int argc, char** argv) {
   MediaFlags media;
   SamplerFlags sf;
   SpeculativeFlags spf;
+  ReasoningFlags reasoning;
   std::string system_prompt, prompt, template_file;
   std::vector<std::string> reverse_prompts;
   ChatOptions co;
@@ -413,8 +447,14 @@ int run_chat(int argc, char** argv) {
   media.declare(p);
   sf.declare(p);
   spf.declare(p);
+  reasoning.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("chat")) return *code;
+  const auto enable_thinking = reasoning.enable_thinking();
+  if (!enable_thinking.ok()) return fail("chat", enable_thinking.error().message, 2);
+  co.enable_thinking = *enable_thinking;
+  co.reasoning_budget = reasoning.budget;
+  co.reasoning_budget_message = reasoning.budget_message;
   co.n_batch = mf.context.n_batch;
   std::string template_source;
   if (!template_file.empty()) {

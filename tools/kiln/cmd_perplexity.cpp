@@ -99,12 +99,12 @@ int run_perplexity(int argc, char** argv) {
   if (!kld_base.empty() && !kl_divergence) {
     if (const Status st = check_output_path(kld_base); !st.ok()) return fail(st.error().message);
   }
-  auto text = read_text_file(text_file);
-  if (!text.ok()) return fail(text.error().message);
+  std::string text;  // less one final newline, as llama-perplexity's -f
+  if (!read_file_option(text_file, "perplexity", &text)) return 1;
   auto model = mf.load_model("perplexity");
   if (!model) return 1;
   const auto& tok = model->tokenizer();
-  const std::vector<int32_t> tokens = tok.tokenize(*text, true, false);
+  const std::vector<int32_t> tokens = tok.tokenize(text, true, false);
   ChunkScoring scoring;
   scoring.n_ctx = context_size(mf.context, model->hparams());
   scoring.max_chunks = max_chunks;

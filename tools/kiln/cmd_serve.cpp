@@ -34,6 +34,7 @@
 #include "llm/embeddings.h"
 #include "messages.h"
 #include "model_flags.h"
+#include "reasoning_flags.h"
 #include "sampler_flags.h"
 #include "serve/model_catalog.h"
 #include "serve/server.h"
@@ -151,32 +152,21 @@ int run_serve(int argc, char** argv) {
           "(flock on DIR/token.lock, waited for within --residency-timeout); an idle holder evicts its "
           "models when another process waits");
   spf.declare(p);
-  std::string reasoning_format = "auto", reasoning = "auto", reasoning_budget_message, template_kwargs;
-  int32_t reasoning_budget = -1;
+  std::string reasoning_format = "auto", template_kwargs;
+  ReasoningFlags reasoning;
   GrammarFlags output;
   p.value({"--reasoning-format"}, &reasoning_format, "FORMAT",
           "where a chat's reasoning goes: none (left in content), deepseek (reasoning_content), "
           "deepseek-legacy (the same), auto (default: deepseek)");
-  p.value({"-rea", "--reasoning"}, &reasoning, "on|off|auto",
-          "thinking in the chat template (enable_thinking): on, off, or auto (default: the template's)");
-  p.value({"--reasoning-budget"}, &reasoning_budget, "N",
-          "tokens a reasoning block may take before its end tag is forced: -1 no cap (default), 0 end at once",
-          IntRange::at_least(-1));
-  p.value({"--reasoning-budget-message"}, &reasoning_budget_message, "MESSAGE",
-          "text written before the forced end tag when the budget runs out (default: none)");
+  reasoning.declare(p);
   p.value({"--chat-template-kwargs"}, &template_kwargs, "JSON",
           "extra chat template variables, a JSON object, e.g. '{\"enable_thinking\": false}' (requests' own win)");
   output.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (!chat::reasoning_format_from_name(reasoning_format).ok())
     return fail("serve", "--reasoning-format: '" + reasoning_format + "' is not none, auto, deepseek or deepseek-legacy", 2);
-  std::optional<bool> enable_thinking;
-  if (reasoning == "on" || reasoning == "enabled" || reasoning == "true" || reasoning == "1")
-    enable_thinking = true;
-  else if (reasoning == "off" || reasoning == "disabled" || reasoning == "false" || reasoning == "0")
-    enable_thinking = false;
-  else if (reasoning != "auto" && reasoning != "-1")
-    return fail("serve", "--reasoning: '" + reasoning + "' is not on, off or auto", 2);
+  const auto enable_thinking = reasoning.enable_thinking();
+  if (!enable_thinking.ok()) return fail("serve", enable_thinking.error().message, 2);
   if (!template_kwargs.empty() && !nlohmann::json::parse(template_kwargs, nullptr, false).is_object())
     return fail("serve", "--chat-template-kwargs: not a JSON object", 2);
   auto constraint = output.read();
@@ -245,9 +235,9 @@ int run_serve(int argc, char** argv) {
   opt.speculative = spf.resolved();
   opt.draft_model = spf.draft_model_path;
   opt.reasoning_format = reasoning_format;
-  opt.enable_thinking = enable_thinking;
-  opt.reasoning_budget = reasoning_budget;
-  opt.reasoning_budget_message = reasoning_budget_message;
+  opt.enable_thinking = *enable_thinking;
+  opt.reasoning_budget = reasoning.budget;
+  opt.reasoning_budget_message = reasoning.budget_message;
   opt.chat_template_kwargs = template_kwargs;
   opt.grammar = std::move(constraint->gbnf);
   opt.json_schema = std::move(constraint->json_schema);

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "ops/quant/simd_math_avx2.h"
 
 namespace kiln::quant {
 namespace {
@@ -94,34 +95,9 @@ void dot_rows8_sequential_avx2(int64_t dk, const char* rows, size_t row_bytes, D
 }
 
 void exp_shifted_ggml_avx2(int64_t n, float* w, float max) {
-  // expf_ggml_avx512's steps, eight lanes at a time. Its ldexp(j, n) (|n| <= 192) is two exact-
-  // then-rounded multiplies: j * 2^(n >> 1) stays a normal float (no rounding), and the product
-  // with 2^(n - (n >> 1)) rounds once, as ldexp does.
-  const __m256 vmax = _mm256_set1_ps(max), r = _mm256_set1_ps(0x1.8p23f);
-  const __m256 big = _mm256_set1_ps(192.0f), inf = _mm256_set1_ps(INFINITY), zero = _mm256_setzero_ps();
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256i bias = _mm256_set1_epi32(127);
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(w + i), vmax);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 nf = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(nf, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(nf, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-    const __m256i ni = _mm256_cvttps_epi32(nf);  // nf is integral
-    const __m256i a = _mm256_srai_epi32(ni, 1);
-    const __m256 scale_a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(a, bias), 23));
-    const __m256 scale_b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, a), bias), 23));
-    __m256 e = _mm256_mul_ps(_mm256_mul_ps(j, scale_a), scale_b);
-    const __m256 out_of_range = _mm256_cmp_ps(_mm256_and_ps(nf, abs_mask), big, _CMP_GT_OQ);
-    e = _mm256_blendv_ps(e, _mm256_blendv_ps(inf, zero, _mm256_cmp_ps(nf, zero, _CMP_LE_OQ)), out_of_range);
-    e = _mm256_blendv_ps(e, nf, _mm256_cmp_ps(nf, nf, _CMP_UNORD_Q));
-    _mm256_storeu_ps(w + i, e);
-  }
+  const __m256 vmax = _mm256_set1_ps(max);
+  for (int64_t i = 0; i < n; i += 8)
+    _mm256_storeu_ps(w + i, expf_ggml_avx512_x8(_mm256_sub_ps(_mm256_loadu_ps(w + i), vmax)));
 }
 
 }  // namespace kiln::quant

@@ -84,6 +84,12 @@ Result<std::string> schema_grammar(const ChatSyntax& syntax, const json& schema,
 
 }  // namespace
 
+std::string generation_prompt_text(std::string_view without, std::string_view with) {
+  size_t common = 0;
+  while (common < without.size() && common < with.size() && without[common] == with[common]) ++common;
+  return std::string(with.substr(common));
+}
+
 Result<ChatPlan> plan_chat(const ChatTemplate& tmpl, const ChatSyntax& syntax, const ChatRequest& r) {
   const bool use_tools = !r.tools.empty() && r.tool_choice.mode != ToolChoice::Mode::None;
   if (use_tools && !r.grammar.empty()) return make_error("tools: a grammar cannot be combined with tools");
@@ -110,9 +116,7 @@ Result<ChatPlan> plan_chat(const ChatTemplate& tmpl, const ChatSyntax& syntax, c
   KILN_ASSIGN_OR_RETURN(const std::string without, tmpl.render(o));
   o.add_generation_prompt = true;
   KILN_ASSIGN_OR_RETURN(plan.prompt, tmpl.render(o));
-  size_t common = 0;
-  while (common < without.size() && common < plan.prompt.size() && without[common] == plan.prompt[common]) ++common;
-  plan.generation_prompt = plan.prompt.substr(common);
+  plan.generation_prompt = generation_prompt_text(without, plan.prompt);
   if (!r.add_generation_prompt) plan.prompt = without;
 
   const ReasoningSyntax& rs = syntax.reasoning;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -59,6 +60,10 @@ struct ChatPlan {
   // The reasoning block's tags, for --reasoning-budget (empty: the model does not reason).
   std::string reasoning_start, reasoning_end;
 };
+
+// The text the generation prompt adds: `with` (rendered with add_generation_prompt) after its
+// common prefix with `without` (the same conversation rendered without it).
+std::string generation_prompt_text(std::string_view without, std::string_view with);
 
 // Errors (a client's mistake, answered 400): tools with a grammar or a response format, tool call
 // arguments that are not JSON, a template error, a JSON schema or tool schema kiln refuses.
