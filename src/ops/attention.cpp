@@ -19,7 +19,9 @@
 //  (16 lanes, batches of >= 2 queries) or ggml_vec_dot_f32 (one query) computes it; on the flash
 //  path with F16/F32 K and V of one type and >= kFaTileQ queries, ggml's tiled kernel
 //  (ggml_compute_forward_flash_attn_ext_tiled: F32 q, tiles of kFaTileKv keys). With
-//  params.single_row_order every query takes the arithmetic of a batch of one query.
+//  params.single_row_order every query takes the arithmetic of a batch of one query. The tiled
+//  path takes up to four query rows of a head together (one pass over each tile's K and V rows
+//  for all of them), each row's arithmetic unchanged.
 // K may be any type with a vec_dot (F32, F16, Q8_0...); V is F32 or F16 on the plain path and any
 // type with a to_float on the flash path. q rows and K/V rows must be contiguous.
 // One work unit is one query row of one head; its scratch (converted q, scores, accumulators)
@@ -150,6 +152,112 @@ struct MaskRow {
   }
 };
 
+// The mask of query row (iq1, iq2, iq3): src3's row, or the causal rule.
+MaskRow mask_row(const OpCall& call, int64_t iq1, int64_t iq2, int64_t iq3) {
+  MaskRow mask;
+  if (call.n_src == 4) {
+    mask.mask = &call.src[3];
+    mask.row = row_ptr(call.src[3], iq1, iq2 % call.src[3].ne[2], iq3 % call.src[3].ne[3]);
+  } else {
+    mask.causal = call.params.causal;
+    mask.last_visible = call.params.q_pos0 + iq1;
+  }
+  return mask;
+}
+
+// ref: ggml_compute_forward_flash_attn_ext_tiled, for the query rows of units [u0, u1) (one head,
+// at most quant::kMaxQueries rows: they share each pass over a tile's K and V rows; every row's
+// arithmetic is its own, as if alone): F32 q, keys in tiles of kFaTileKv from 0; per tile kq =
+// (sequential FMAs over dk) * scale + mask, a new running max rescales VKQ and S by
+// expf(M_old - M), S += ggml_vec_soft_max_f32 of the tile, and VKQ accumulates p * v by
+// sequential FMAs over the tile's keys (simd_gemm). Fully masked tiles are skipped; masked keys
+// contribute exact zeros.
+void run_tiled_rows(const OpCall& call, const Layout& l, char* scratch, int64_t u0, int64_t u1, float slope) {
+  const TensorView& q = call.src[0];
+  const TensorView& k = call.src[1];
+  const TensorView& v = call.src[2];
+  const int64_t dk = k.ne[0], dv = v.ne[0], n_kv = k.ne[1];
+  const int nq = static_cast<int>(u1 - u0);
+  const int64_t iq2 = (u0 / q.ne[1]) % q.ne[2], iq3 = u0 / (q.ne[1] * q.ne[2]);
+  const char* k_plane = row_ptr(k, 0, iq2 / (q.ne[2] / k.ne[2]), iq3 / (q.ne[3] / k.ne[3]));
+  const char* v_plane = row_ptr(v, 0, iq2 / (q.ne[2] / v.ne[2]), iq3 / (q.ne[3] / v.ne[3]));
+  const int64_t kb1 = static_cast<int64_t>(k.nb[1]), vb1 = static_cast<int64_t>(v.nb[1]);
+  const DType kv_type = k.type;
+  const float scale = call.params.scale;
+  const float* qf[quant::kMaxQueries];
+  float* kq[quant::kMaxQueries];
+  float* acc[quant::kMaxQueries];
+  MaskRow mask[quant::kMaxQueries];
+  float S[quant::kMaxQueries], M[quant::kMaxQueries];
+  for (int r = 0; r < nq; ++r) {
+    const int64_t iq1 = (u0 + r) % q.ne[1];
+    char* base = scratch + (u0 + r) * static_cast<int64_t>(l.per_unit);
+    qf[r] = reinterpret_cast<const float*>(row_ptr(q, iq1, iq2, iq3));
+    kq[r] = reinterpret_cast<float*>(base + l.scores);
+    acc[r] = reinterpret_cast<float*>(base + l.acc);
+    mask[r] = mask_row(call, iq1, iq2, iq3);
+    std::fill(acc[r], acc[r] + dv, 0.0f);
+    S[r] = 0.0f;
+    M[r] = -INFINITY;
+  }
+  for (int64_t t0 = 0; t0 < n_kv; t0 += kFaTileKv) {
+    const int64_t nt = std::min(kFaTileKv, n_kv - t0);
+    // The tile's keys some row sees lie in [lo, hi): only their dot products are computed (each
+    // key's is its own chain, so which others are computed changes no bits; a masked key's is
+    // replaced by -inf below). A causal prompt's later tiles are all masked: nothing computed.
+    int64_t lo = nt, hi = 0;
+    for (int r = 0; r < nq; ++r) {
+      for (int64_t t = 0; t < nt; ++t) {
+        if (slope * mask[r].at(t0 + t) == -INFINITY) continue;
+        lo = std::min(lo, t);
+        hi = std::max(hi, t + 1);
+      }
+    }
+    if (lo >= hi) continue;
+    lo = lo / 8 * 8;  // whole groups of eight keys for the SIMD kernel (masked extras are harmless)
+    hi = std::min(nt, (hi + 7) / 8 * 8);
+    float* kq_lo[quant::kMaxQueries];
+    for (int r = 0; r < nq; ++r) kq_lo[r] = kq[r] + lo;
+    quant::dot_rows_sequential(nq, hi - lo, dk, k_plane + (t0 + lo) * kb1, static_cast<size_t>(kb1), kv_type, qf,
+                               kq_lo);
+    // The rows with a visible key in this tile take its values.
+    int n_live = 0;
+    float* live_acc[quant::kMaxQueries];
+    const float* live_p[quant::kMaxQueries];
+    for (int r = 0; r < nq; ++r) {
+      float tile_max = -INFINITY;
+      for (int64_t t = 0; t < nt; ++t) {
+        const float mv = slope * mask[r].at(t0 + t);
+        if (mv == -INFINITY) {
+          kq[r][t] = -INFINITY;
+          continue;
+        }
+        kq[r][t] = kq[r][t] * scale + mv;
+        tile_max = fmax_of(tile_max, kq[r][t]);
+      }
+      if (tile_max == -INFINITY) continue;
+      const float m_new = fmax_of(M[r], tile_max);
+      if (m_new > M[r]) {
+        const float ms = std::exp(M[r] - m_new);
+        for (int64_t i = 0; i < dv; ++i) acc[r][i] *= ms;
+        S[r] *= ms;
+      }
+      M[r] = m_new;
+      S[r] = static_cast<float>(static_cast<double>(S[r]) + exp_sum_ggml(nt, kq[r], M[r]));
+      live_acc[n_live] = acc[r];
+      live_p[n_live++] = kq[r];
+    }
+    // Masked keys (p exactly 0: fma(v, 0, acc) == acc) are skipped.
+    if (n_live > 0)
+      quant::f32_mad_rows(n_live, nt, dv, live_acc, v_plane + t0 * vb1, static_cast<size_t>(vb1), kv_type, live_p);
+  }
+  for (int r = 0; r < nq; ++r) {
+    const float s_inv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+    char* drow = row_ptr(call.dst, (u0 + r) % q.ne[1], iq2, iq3);
+    for (int64_t i = 0; i < dv; ++i) elem<float>(call.dst, drow, i) = acc[r][i] * s_inv;
+  }
+}
+
 void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* scratch) {
   const TensorView& q = call.src[0];
   const TensorView& k = call.src[1];
@@ -172,6 +280,13 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
     const int64_t iq1 = u % q.ne[1];
     const int64_t iq2 = (u / q.ne[1]) % q.ne[2];
     const int64_t iq3 = u / (q.ne[1] * q.ne[2]);
+    if (tiled) {  // up to kMaxQueries rows of this head at once
+      int64_t u1 = u + 1;
+      while (u1 < end && u1 - u < quant::kMaxQueries && u1 % q.ne[1] != 0) ++u1;
+      run_tiled_rows(call, l, static_cast<char*>(scratch), u, u1, slopes(static_cast<uint32_t>(iq2)));
+      u = u1 - 1;
+      continue;
+    }
     char* base = static_cast<char*>(scratch) + u * static_cast<int64_t>(l.per_unit);
     void* q_conv = base + l.q_conv;
     float* acc = reinterpret_cast<float*>(base + l.acc);
@@ -179,14 +294,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
     const char* k_plane = row_ptr(k, 0, iq2 / (q.ne[2] / k.ne[2]), iq3 / (q.ne[3] / k.ne[3]));
     const char* v_plane = row_ptr(v, 0, iq2 / (q.ne[2] / v.ne[2]), iq3 / (q.ne[3] / v.ne[3]));
     const int64_t kb1 = static_cast<int64_t>(k.nb[1]), vb1 = static_cast<int64_t>(v.nb[1]);
-    MaskRow mask;
-    if (call.n_src == 4) {
-      mask.mask = &call.src[3];
-      mask.row = row_ptr(call.src[3], iq1, iq2 % call.src[3].ne[2], iq3 % call.src[3].ne[3]);
-    } else {
-      mask.causal = call.params.causal;
-      mask.last_visible = call.params.q_pos0 + iq1;
-    }
+    const MaskRow mask = mask_row(call, iq1, iq2, iq3);
     const float slope = slopes(static_cast<uint32_t>(iq2));
     if (!flash) {
       float* w = reinterpret_cast<float*>(base + l.scores);
@@ -206,7 +314,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
       } else {
         // ref: ggml_compute_forward_soft_max_f32: max, ggml_vec_soft_max_f32, then times (float)(1/sum).
         float max = -INFINITY;
-        for (int64_t j = 0; j < n_kv; ++j) max = std::fmax(max, w[j]);
+        for (int64_t j = 0; j < n_kv; ++j) max = fmax_of(max, w[j]);
         if (max == -INFINITY) {
           std::fill(w, w + n_kv, 0.0f);
         } else {
@@ -237,57 +345,6 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
           acc[i] = reduce_add_16(li);
         }
       }
-    } else if (tiled) {
-      // ref: ggml_compute_forward_flash_attn_ext_tiled, for this query row: F32 q, keys in tiles of
-      // kFaTileKv from 0; per tile kq = (sequential FMAs over dk) * scale + mask, a new running max
-      // rescales VKQ and S by expf(M_old - M), S += ggml_vec_soft_max_f32 of the tile, and VKQ
-      // accumulates p * v by sequential FMAs over the tile's keys (simd_gemm). Fully masked tiles
-      // are skipped; masked keys contribute exact zeros.
-      const float* qf = reinterpret_cast<const float*>(row_ptr(q, iq1, iq2, iq3));
-      float* kq = reinterpret_cast<float*>(base + l.scores);
-      const DType kv_type = k.type;
-      std::fill(acc, acc + dv, 0.0f);
-      float S = 0.0f, M = -INFINITY;
-      for (int64_t t0 = 0; t0 < n_kv; t0 += kFaTileKv) {
-        const int64_t nt = std::min(kFaTileKv, n_kv - t0);
-        // The tile's visible keys lie in [lo, hi): only their dot products are computed (each key's
-        // is its own chain, so which others are computed changes no bits; a masked key's is
-        // replaced by -inf below). A causal prompt's later tiles are all masked: nothing computed.
-        int64_t lo = nt, hi = 0;
-        for (int64_t t = 0; t < nt; ++t) {
-          if (slope * mask.at(t0 + t) == -INFINITY) continue;
-          lo = std::min(lo, t);
-          hi = t + 1;
-        }
-        if (lo >= hi) continue;
-        lo = lo / 8 * 8;  // whole groups of eight keys for the SIMD kernel (masked extras are harmless)
-        hi = std::min(nt, (hi + 7) / 8 * 8);
-        quant::dot_rows_sequential(hi - lo, dk, k_plane + (t0 + lo) * kb1, static_cast<size_t>(kb1), kv_type,
-                                   qf, kq + lo);
-        float tile_max = -INFINITY;
-        for (int64_t t = 0; t < nt; ++t) {
-          const float mv = slope * mask.at(t0 + t);
-          if (mv == -INFINITY) {
-            kq[t] = -INFINITY;
-            continue;
-          }
-          kq[t] = kq[t] * scale + mv;
-          tile_max = std::fmax(tile_max, kq[t]);
-        }
-        if (tile_max == -INFINITY) continue;
-        const float m_new = std::fmax(M, tile_max);
-        if (m_new > M) {
-          const float ms = std::exp(M - m_new);
-          for (int64_t i = 0; i < dv; ++i) acc[i] *= ms;
-          S *= ms;
-        }
-        M = m_new;
-        S = static_cast<float>(static_cast<double>(S) + exp_sum_ggml(nt, kq, M));
-        // Masked keys (p exactly 0: fma(v, 0, acc) == acc) are skipped.
-        quant::f32_mad_rows(nt, dv, acc, v_plane + t0 * vb1, static_cast<size_t>(vb1), kv_type, kq);
-      }
-      const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
-      for (int64_t i = 0; i < dv; ++i) acc[i] *= s_inv;
     } else {
       uint16_t* acc16 = reinterpret_cast<uint16_t*>(base + l.acc16);
       float* vrow = reinterpret_cast<float*>(base + l.vrow);

@@ -28,15 +28,24 @@ Status check_unary(const OpCall& call) {
   return ok_status();
 }
 
-// dst = f(src0) per element.
+bool contiguous_rows(const TensorView& t) { return t.nb[0] == sizeof(float); }
+
+// dst = f(src0) per element (contiguous rows as plain arrays, which the compiler vectorises).
 template <class F>
 void run_unary(const OpCall& call, int64_t begin, int64_t end, F f) {
   const TensorView& s = call.src[0];
   const TensorView& d = call.dst;
+  const bool flat = contiguous_rows(s) && contiguous_rows(d);
   for (int64_t r = begin; r < end; ++r) {
     const RowIdx ri = row_idx(d, r);
     char* srow = row_ptr(s, ri);
     char* drow = row_ptr(d, ri);
+    if (flat) {
+      const auto* x = reinterpret_cast<const float*>(srow);
+      auto* y = reinterpret_cast<float*>(drow);
+      for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) y[i0] = f(x[i0]);
+      continue;
+    }
     for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) elem<float>(d, drow, i0) = f(elem<float>(s, srow, i0));
   }
 }
@@ -64,12 +73,20 @@ void run_binary_broadcast(const OpCall& call, int64_t begin, int64_t end, F f) {
   const TensorView& a = call.src[0];
   const TensorView& b = call.src[1];
   const TensorView& d = call.dst;
+  const bool flat = contiguous_rows(a) && contiguous_rows(b) && contiguous_rows(d);
   for (int64_t r = begin; r < end; ++r) {
     const RowIdx ri = row_idx(d, r);
     char* arow = row_ptr(a, ri);
     char* brow = row_ptr(b, ri.i1 % b.ne[1], ri.i2 % b.ne[2], ri.i3 % b.ne[3]);
     char* drow = row_ptr(d, ri);
     const int64_t nb0 = b.ne[0];
+    if (flat && nb0 == d.ne[0]) {
+      const auto* x = reinterpret_cast<const float*>(arow);
+      const auto* y = reinterpret_cast<const float*>(brow);
+      auto* z = reinterpret_cast<float*>(drow);
+      for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) z[i0] = f(x[i0], y[i0]);
+      continue;
+    }
     for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) {
       elem<float>(d, drow, i0) = f(elem<float>(a, arow, i0), elem<float>(b, brow, i0 % nb0));
     }
@@ -87,8 +104,6 @@ void run_scale(const OpCall& call, int, int64_t begin, int64_t end, void*) {
   const float s = call.params.scale;  // ref: ggml_vec_scale_f32
   run_unary(call, begin, end, [s](float x) { return x * s; });
 }
-
-bool contiguous_rows(const TensorView& t) { return t.nb[0] == sizeof(float); }
 
 // ref: ggml_vec_silu_f32 (quant/silu_rows.h: ggml_v_silu's arithmetic, then libm's for the last
 // ne0 % 16 values of each row).

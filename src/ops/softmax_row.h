@@ -6,6 +6,13 @@
 
 namespace kiln::ops {
 
+// std::fmax's value without its libm call (GCC keeps the call unless NaNs are ruled out): a NaN
+// argument gives the other one.
+inline float fmax_of(float a, float b) {
+  if (a != a) return b;
+  return a > b || b != b ? a : b;
+}
+
 // Replaces logits w[0..n) (reached through at(i), a float&) by their softmax.
 // ref: ggml_compute_forward_soft_max_f32 + ggml_vec_soft_max_f32: max, then e^(w - max) summed in
 // double in index order, then each value times (float)(1 / sum). A row whose every logit is -inf
@@ -13,7 +20,7 @@ namespace kiln::ops {
 template <class At>
 void softmax_in_place(int64_t n, At&& at) {
   float max = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, at(i));
+  for (int64_t i = 0; i < n; ++i) max = fmax_of(max, at(i));
   if (max == -INFINITY) {
     for (int64_t i = 0; i < n; ++i) at(i) = 0.0f;
     return;

@@ -70,28 +70,52 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
           }
         }
       }
-      for (float& x : q) x = dist(rng);
-      std::vector<float> out(static_cast<size_t>(n_rows));
-      quant::dot_rows_sequential(n_rows, dk, rows.data(), row_bytes, type, q.data(), out.data());
-      for (int64_t j = 0; j < n_rows; ++j) {
-        float want = 0.0f;
-        for (int64_t e = 0; e < dk; ++e) want = std::fma(at(j, e), q[static_cast<size_t>(e)], want);
-        ASSERT_EQ(std::bit_cast<uint32_t>(out[static_cast<size_t>(j)]), std::bit_cast<uint32_t>(want))
-            << dtype_name(type) << " dk " << dk << " row " << j;
-      }
-      // The V side: every row's weight, some exactly 0 (masked keys, skipped).
-      std::vector<float> p(static_cast<size_t>(n_rows));
-      for (size_t j = 0; j < p.size(); ++j) p[j] = j % 4 == 2 ? 0.0f : dist(rng);
-      std::vector<float> acc(static_cast<size_t>(dk)), want(acc.size());
-      for (size_t i = 0; i < acc.size(); ++i) acc[i] = want[i] = dist(rng);
-      quant::f32_mad_rows(n_rows, dk, acc.data(), rows.data(), row_bytes, type, p.data());
-      for (int64_t i = 0; i < dk; ++i) {
-        for (int64_t j = 0; j < n_rows; ++j) {
-          const float pj = p[static_cast<size_t>(j)];
-          if (pj != 0.0f) want[static_cast<size_t>(i)] = std::fma(at(j, i), pj, want[static_cast<size_t>(i)]);
+      // Every query count: each query's results as if alone.
+      for (int nq = 1; nq <= quant::kMaxQueries; ++nq) {
+        std::vector<std::vector<float>> qs(static_cast<size_t>(nq), std::vector<float>(q.size()));
+        std::vector<std::vector<float>> outs(static_cast<size_t>(nq), std::vector<float>(static_cast<size_t>(n_rows)));
+        std::vector<const float*> qp;
+        std::vector<float*> op;
+        for (int qi = 0; qi < nq; ++qi) {
+          for (float& x : qs[static_cast<size_t>(qi)]) x = dist(rng);
+          qp.push_back(qs[static_cast<size_t>(qi)].data());
+          op.push_back(outs[static_cast<size_t>(qi)].data());
         }
-        ASSERT_EQ(std::bit_cast<uint32_t>(acc[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(want[static_cast<size_t>(i)]))
-            << dtype_name(type) << " dk " << dk << " i " << i;
+        quant::dot_rows_sequential(nq, n_rows, dk, rows.data(), row_bytes, type, qp.data(), op.data());
+        for (int qi = 0; qi < nq; ++qi) {
+          for (int64_t j = 0; j < n_rows; ++j) {
+            float want = 0.0f;
+            for (int64_t e = 0; e < dk; ++e) want = std::fma(at(j, e), qp[static_cast<size_t>(qi)][e], want);
+            ASSERT_EQ(std::bit_cast<uint32_t>(op[static_cast<size_t>(qi)][j]), std::bit_cast<uint32_t>(want))
+                << dtype_name(type) << " dk " << dk << " row " << j << " query " << qi << " of " << nq;
+          }
+        }
+        // The V side: every row's weight per query, some exactly 0 (masked keys, skipped).
+        std::vector<std::vector<float>> p(static_cast<size_t>(nq)), acc(static_cast<size_t>(nq)), want(static_cast<size_t>(nq));
+        std::vector<const float*> pp;
+        std::vector<float*> ap;
+        for (int qi = 0; qi < nq; ++qi) {
+          auto& pq = p[static_cast<size_t>(qi)];
+          pq.resize(static_cast<size_t>(n_rows));
+          for (size_t j = 0; j < pq.size(); ++j) pq[j] = (j + static_cast<size_t>(qi)) % 4 == 2 ? 0.0f : dist(rng);
+          acc[static_cast<size_t>(qi)].resize(static_cast<size_t>(dk));
+          for (float& a : acc[static_cast<size_t>(qi)]) a = dist(rng);
+          want[static_cast<size_t>(qi)] = acc[static_cast<size_t>(qi)];
+          pp.push_back(pq.data());
+          ap.push_back(acc[static_cast<size_t>(qi)].data());
+        }
+        quant::f32_mad_rows(nq, n_rows, dk, ap.data(), rows.data(), row_bytes, type, pp.data());
+        for (int qi = 0; qi < nq; ++qi) {
+          for (int64_t i = 0; i < dk; ++i) {
+            float& w = want[static_cast<size_t>(qi)][static_cast<size_t>(i)];
+            for (int64_t j = 0; j < n_rows; ++j) {
+              const float pj = pp[static_cast<size_t>(qi)][j];
+              if (pj != 0.0f) w = std::fma(at(j, i), pj, w);
+            }
+            ASSERT_EQ(std::bit_cast<uint32_t>(ap[static_cast<size_t>(qi)][i]), std::bit_cast<uint32_t>(w))
+                << dtype_name(type) << " dk " << dk << " i " << i << " query " << qi << " of " << nq;
+          }
+        }
       }
     }
   }

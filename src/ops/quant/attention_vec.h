@@ -18,18 +18,23 @@ void f16_mad(int64_t n, uint16_t* y, const uint16_t* x, float v);
 // y[i] = f16(f32(y[i]) * s) for i in [0, n).
 void f16_scale(int64_t n, uint16_t* y, float s);
 
-// The F32 accumulator of the tiled path over one tile of V rows: for each row j in [0, n_rows) in
-// order, unless v[j] == 0 (a masked key, skipped), y[i] = fma(f32(x_j[i]), v[j], y[i]) for i in
-// [0, n); row x_j at rows + j * row_bytes, of type `x_type` (F32 or F16). (The SIMD form keeps a
-// chunk of y in registers over all the rows: the same chain of FMAs per element.)
-void f32_mad_rows(int64_t n_rows, int64_t n, float* y, const char* rows, size_t row_bytes, DType x_type,
-                  const float* v);
+// The tiled path's kernels take up to kMaxQueries query rows at once (the same K or V rows for
+// all of them, loaded once); each query's results are bit for bit those of a call for it alone.
+inline constexpr int kMaxQueries = 4;
+
+// The F32 accumulators of the tiled path over one tile of V rows: for each query qi in [0, nq),
+// for each row j in [0, n_rows) in order, unless v[qi][j] == 0 (a masked key, skipped),
+// y[qi][i] = fma(f32(x_j[i]), v[qi][j], y[qi][i]) for i in [0, n); row x_j at
+// rows + j * row_bytes, of type `x_type` (F32 or F16). (The SIMD form keeps a chunk of each y in
+// registers over all the rows: the same chain of FMAs per element.)
+void f32_mad_rows(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
+                  DType x_type, const float* const* v);
 
 // Dot products of n_rows rows (row j at rows + j * row_bytes, `type` F32 or F16, dk values)
-// with q [dk], each as one chain of FMAs in order of e (out[j] = fma(k_j[e], q[e], ...), from 0):
-// the tiled path's q k^T.
-void dot_rows_sequential(int64_t n_rows, int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q,
-                         float* out);
+// with each q[qi] [dk], qi in [0, nq), each as one chain of FMAs in order of e
+// (out[qi][j] = fma(k_j[e], q[qi][e], ...), from 0): the tiled path's q k^T.
+void dot_rows_sequential(int nq, int64_t n_rows, int64_t dk, const char* rows, size_t row_bytes, DType type,
+                         const float* const* q, float* const* out);
 
 // The softmax numerators: w[i] = expf_ggml_avx512(w[i] - max) for i in [0, n) (simd_math.h).
 void exp_shifted_ggml(int64_t n, float* w, float max);

@@ -58,40 +58,79 @@ void f16_scale_avx2(int64_t n, uint16_t* y, float s) {
 
 namespace {
 
-// y[i0 .. i0 + 8 NV) over all rows, held in NV registers.
-template <int NV>
-void mad_rows_chunk(int64_t n_rows, int64_t i0, float* y, const char* rows, size_t row_bytes, DType x_type,
-                    const float* v) {
-  __m256 acc[NV];
-  for (int c = 0; c < NV; ++c) acc[c] = _mm256_loadu_ps(y + i0 + 8 * c);
+// y[qi][i0 .. i0 + 8 NV) of NQ queries over all rows, held in NQ x NV registers.
+template <int NQ, int NV>
+void mad_rows_chunk(int64_t n_rows, int64_t i0, float* const* y, const char* rows, size_t row_bytes, DType x_type,
+                    const float* const* v) {
+  __m256 acc[NQ][NV];
+  for (int qi = 0; qi < NQ; ++qi)
+    for (int c = 0; c < NV; ++c) acc[qi][c] = _mm256_loadu_ps(y[qi] + i0 + 8 * c);
   for (int64_t j = 0; j < n_rows; ++j) {
-    if (v[j] == 0.0f) continue;
     const char* x = rows + static_cast<size_t>(j) * row_bytes;
-    const __m256 vv = _mm256_set1_ps(v[j]);
-    for (int c = 0; c < NV; ++c) acc[c] = _mm256_fmadd_ps(load8(x, x_type, i0 + 8 * c), vv, acc[c]);
+    if constexpr (NQ == 1) {  // each load feeds its one FMA (no registers held for the row)
+      if (v[0][j] == 0.0f) continue;
+      const __m256 vv = _mm256_set1_ps(v[0][j]);
+      for (int c = 0; c < NV; ++c) acc[0][c] = _mm256_fmadd_ps(load8(x, x_type, i0 + 8 * c), vv, acc[0][c]);
+    } else {
+      __m256 xs[NV];
+      for (int c = 0; c < NV; ++c) xs[c] = load8(x, x_type, i0 + 8 * c);
+      for (int qi = 0; qi < NQ; ++qi) {
+        if (v[qi][j] == 0.0f) continue;
+        const __m256 vv = _mm256_set1_ps(v[qi][j]);
+        for (int c = 0; c < NV; ++c) acc[qi][c] = _mm256_fmadd_ps(xs[c], vv, acc[qi][c]);
+      }
+    }
   }
-  for (int c = 0; c < NV; ++c) _mm256_storeu_ps(y + i0 + 8 * c, acc[c]);
+  for (int qi = 0; qi < NQ; ++qi)
+    for (int c = 0; c < NV; ++c) _mm256_storeu_ps(y[qi] + i0 + 8 * c, acc[qi][c]);
 }
 
-}  // namespace
-
-void f32_mad_rows_avx2(int64_t n_rows, int64_t n, float* y, const char* rows, size_t row_bytes, DType x_type,
-                       const float* v) {
+// NQ queries' chunks of 8 NV (64 / NQ values: at most 16 accumulators), then single vectors.
+template <int NQ>
+void mad_rows_queries(int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes, DType x_type,
+                      const float* const* v) {
+  constexpr int kNv = 8 / NQ;
   int64_t i0 = 0;
-  for (; i0 + 64 <= n; i0 += 64) mad_rows_chunk<8>(n_rows, i0, y, rows, row_bytes, x_type, v);
-  for (; i0 < n; i0 += 8) mad_rows_chunk<1>(n_rows, i0, y, rows, row_bytes, x_type, v);
+  for (; i0 + 8 * kNv <= n; i0 += 8 * kNv) mad_rows_chunk<NQ, kNv>(n_rows, i0, y, rows, row_bytes, x_type, v);
+  for (; i0 < n; i0 += 8) mad_rows_chunk<NQ, 1>(n_rows, i0, y, rows, row_bytes, x_type, v);
 }
 
-void dot_rows8_sequential_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, const float* q, float* out) {
-  // Lane j of dot is row j's chain; each step e is one FMA per lane, in order of e.
-  __m256 dot = _mm256_setzero_ps();
+// Lane j of dot[qi] is row j's chain with query qi; each step e is one FMA per lane, in order of e.
+template <int NQ>
+void dot_rows8_queries(int64_t dk, const char* rows, size_t row_bytes, DType type, const float* const* q,
+                       float* const* out, int64_t at) {
+  __m256 dot[NQ];
+  for (int qi = 0; qi < NQ; ++qi) dot[qi] = _mm256_setzero_ps();
   for (int64_t e0 = 0; e0 < dk; e0 += 8) {
     __m256 k[8];  // k[j] = row j's values e0..e0+7, then transposed: k[e] = value e0+e of rows 0..7
     for (int j = 0; j < 8; ++j) k[j] = load8(rows + j * row_bytes, type, e0);
     transpose8(k);
-    for (int e = 0; e < 8; ++e) dot = _mm256_fmadd_ps(k[e], _mm256_set1_ps(q[e0 + e]), dot);
+    for (int e = 0; e < 8; ++e)
+      for (int qi = 0; qi < NQ; ++qi) dot[qi] = _mm256_fmadd_ps(k[e], _mm256_set1_ps(q[qi][e0 + e]), dot[qi]);
   }
-  _mm256_storeu_ps(out, dot);
+  for (int qi = 0; qi < NQ; ++qi) _mm256_storeu_ps(out[qi] + at, dot[qi]);
+}
+
+}  // namespace
+
+void f32_mad_rows_avx2(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
+                       DType x_type, const float* const* v) {
+  switch (nq) {
+    case 1: return mad_rows_queries<1>(n_rows, n, y, rows, row_bytes, x_type, v);
+    case 2: return mad_rows_queries<2>(n_rows, n, y, rows, row_bytes, x_type, v);
+    case 3: return mad_rows_queries<3>(n_rows, n, y, rows, row_bytes, x_type, v);
+    default: return mad_rows_queries<4>(n_rows, n, y, rows, row_bytes, x_type, v);
+  }
+}
+
+void dot_rows8_sequential_avx2(int nq, int64_t dk, const char* rows, size_t row_bytes, DType type,
+                               const float* const* q, float* const* out, int64_t at) {
+  switch (nq) {
+    case 1: return dot_rows8_queries<1>(dk, rows, row_bytes, type, q, out, at);
+    case 2: return dot_rows8_queries<2>(dk, rows, row_bytes, type, q, out, at);
+    case 3: return dot_rows8_queries<3>(dk, rows, row_bytes, type, q, out, at);
+    default: return dot_rows8_queries<4>(dk, rows, row_bytes, type, q, out, at);
+  }
 }
 
 void exp_shifted_ggml_avx2(int64_t n, float* w, float max) {
