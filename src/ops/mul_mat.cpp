@@ -9,7 +9,11 @@
 // Phase 0 converts every src1 row into the family's activation format in scratch, one unit per
 // row. Phase 1 computes tiles of kTileRows weight rows x one band of activation rows of one (A, B)
 // plane per unit; units are numbered weight tiles fastest, so a range of units reuses one band of
-// activations (sized to stay in a core's L2 cache) while the weights stream through.
+// activations while the weights stream through. A unit reads its band once per group of weight rows
+// and keeps its weight tile in L2 for the band's activation rows, so the band is as wide as a tile
+// allows (kMaxBandRows) unless its rows are large: the weights stream from memory once per band (for
+// F16's six bytes per value, bands sized for L2 took 4 rows of a 5632-wide product and halved the
+// kernel's rate: docs/performance.md, "F16 prompts"); a band stays within the last-level cache.
 // Requirements: src0 rows whole blocks (nb[0] = block bytes), src1 rows contiguous (nb[0] = 4);
 // other strides are free. Prepared weights are 2-D with a multiple of 8 rows.
 #include <algorithm>
@@ -22,7 +26,7 @@ namespace kiln::ops {
 namespace {
 
 constexpr int64_t kTileRows = 16;          // weight rows per phase-1 unit (a multiple of 8)
-constexpr size_t kBandBytes = 192 * 1024;  // converted activation rows per unit, at most
+constexpr size_t kBandBytes = 4 << 20;  // converted activation rows per unit, at most
 constexpr int64_t kMaxBandRows = 64;
 
 Status check_mul_mat(const OpCall& call) {

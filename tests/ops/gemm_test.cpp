@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -137,6 +139,14 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_f16_avx2,
        {16, 48, 2048},
        {1, 3, 20}},
+      {"bf16", DType::BF16, TensorLayout::Plain, gemm::gemm_bf16, gemm::gemm_bf16_avx2, {16, 80}, {2, 5, 17}},
+      {"f32",
+       DType::F32,
+       TensorLayout::Plain,
+       gemm::gemm_f32,
+       gemm::gemm_f32_avx2,
+       {16, 64, 1040},
+       {1, 4, 19}},
   };
 }
 
@@ -195,8 +205,8 @@ TEST(GemmKernels, SimdKernelsEqualTheirScalarKernels) {
 TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
   uint32_t seed = 100;
   for (const TileCase& c : tile_cases()) {
-    // Q8_0's, Q6_K's, Q5_K's and F16's tile families (and the first three's references, the AVX2
-    // vec_dots) exist on AVX2 CPUs only.
+    // Q8_0's, Q6_K's, Q5_K's and the float types' tile families (and the first three's references,
+    // the AVX2 vec_dots) exist on AVX2 CPUs only.
     if (c.type != DType::Q4_0 && c.type != DType::Q4_K && !quant::cpu_has_avx2()) continue;
     TensorView probe = contiguous_view(c.type, {c.ks[0], c.rows[0], 1, 1}, nullptr);
     probe.layout = c.layout;
@@ -245,13 +255,15 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
             quant::vec_dot_q5_K_q8_K_avx2(k, &want, reinterpret_cast<const quant::BlockQ5_K*>(row),
                                           reinterpret_cast<const quant::BlockQ8_K*>(native.data()));
           } else {
-            // F16: no dot product of quant.h has tinyBLAS's order (the scalar kernel is its
-            // reference); it must still be the dot product, to float rounding.
-            const auto* wr = reinterpret_cast<const uint16_t*>(row);
-            const auto* ar = reinterpret_cast<const uint16_t*>(native.data());
+            // F16, BF16, F32: no dot product of quant.h has tinyBLAS's order (the scalar kernel is
+            // its reference, TinyBlasOrderHasSixteenLanes checks the order); it must still be the
+            // dot product, to float rounding.
+            std::vector<float> wr(static_cast<size_t>(k)), ar(static_cast<size_t>(k));
+            q->to_float(row, wr.data(), k);
+            qa->to_float(native.data(), ar.data(), k);
             double exact = 0, scale = 0;
             for (int64_t e = 0; e < k; ++e) {
-              const double p = double{f16_to_f32(wr[e])} * f16_to_f32(ar[e]);
+              const double p = double{wr[static_cast<size_t>(e)]} * ar[static_cast<size_t>(e)];
               exact += p;
               scale += std::fabs(p);
             }
@@ -261,6 +273,69 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
           EXPECT_EQ(std::memcmp(&out, &want, sizeof(float)), 0) << where << ": " << out << " vs " << want;
         }
       }
+    }
+  }
+}
+
+// The float prompt families' scalar kernels and activation conversions (F32: the row itself).
+struct FloatFamily {
+  DType type;
+  TileFn scalar;
+  FromFloatFn convert;
+};
+std::vector<FloatFamily> float_families() {
+  return {{DType::F16, gemm::gemm_f16, gemm::convert_act_f16_wide},
+          {DType::BF16, gemm::gemm_bf16, gemm::convert_act_bf16_wide},
+          {DType::F32, gemm::gemm_f32, quant_traits(DType::F32)->from_float}};
+}
+
+// tinyBLAS's order as its AVX-512F build runs it, from values whose sum depends on it: lane 0 gets
+// 2^24 (value 0), then -2^24 (value 32), lane 8 gets 1 (value 8), so sixteen lanes give 1. Eight
+// lanes (the AVX2 build) or one running sum would add the 1 to 2^24 first, where it rounds away,
+// and give 0. The weights and activations are exact in all three types.
+TEST(GemmKernels, TinyBlasOrderHasSixteenLanes) {
+  const int64_t k = 48;
+  std::vector<float> w(k, 0.0f), a(k, 1.0f);
+  w[0] = 2048, a[0] = 8192;
+  w[32] = -2048, a[32] = 8192;
+  w[8] = 1;
+  for (const auto& [type, scalar, convert] : float_families()) {
+    std::vector<uint8_t> row(row_size(type, k));
+    quantize_chunk(type, w.data(), row.data(), 1, k, nullptr);
+    std::vector<float> act(static_cast<size_t>(k) * 2);
+    convert(a.data(), act.data(), k);
+    float out = -1;
+    Tile t;
+    t.type = type;
+    t.k = k;
+    t.w = reinterpret_cast<const char*>(row.data());
+    t.n_rows = 1;
+    t.act = reinterpret_cast<const char*>(act.data());
+    t.n_act = 1;
+    t.dst = &out;
+    scalar(t);
+    EXPECT_EQ(out, 1.0f) << dtype_name(type);
+  }
+}
+
+// The AVX2 activation conversions of the F16 and BF16 families write the scalar ones' bytes, for
+// values that round (ties, overflow, subnormals, NaNs with payloads) and row lengths that leave a
+// tail.
+TEST(GemmKernels, SimdActivationConversionsEqualTheScalarOnes) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<float> x = random_floats(77, 3);
+  const uint32_t bits[] = {0x7fc00001u, 0xffa00000u, 0x7f800001u, 0x7f800000u, 0xff800000u, 0x477ff000u,
+                           0x477fefffu, 0x33800000u, 0x33000000u, 0x387fc000u, 0x3f808000u, 0x3f818000u,
+                           0x3f80c000u, 0x00000001u, 0x80000000u, 0x7f7fffffu};
+  for (size_t i = 0; i < std::size(bits); ++i) x[i * 3] = std::bit_cast<float>(bits[i]);
+  for (const auto& [scalar, simd] :
+       {std::pair<FromFloatFn, FromFloatFn>{gemm::convert_act_f16_wide, gemm::convert_act_f16_wide_avx2},
+        std::pair<FromFloatFn, FromFloatFn>{gemm::convert_act_bf16_wide, gemm::convert_act_bf16_wide_avx2}}) {
+    for (int64_t k : {int64_t{8}, int64_t{13}, int64_t{77}}) {
+      std::vector<uint8_t> want(static_cast<size_t>(k) * 6, 0xAB), got(want.size(), 0xCD);
+      scalar(x.data(), want.data(), k);
+      simd(x.data(), got.data(), k);
+      EXPECT_EQ(want, got) << "k=" << k;
     }
   }
 }
@@ -341,11 +416,12 @@ TEST(OpsMulMat, PreparedWeightsGiveThePlainWeightsBits) {
   }
 }
 
-// F16 weights: products ggml sends through tinyBLAS (two rows or more, k a multiple of 16, a
-// multiple of 4 weight rows) take its order (gemm_f16), every other row the F16 vec_dot's, as do
-// all rows with single_row_order.
-TEST(OpsMulMat, F16PromptsTakeTinyBlasOrderAndTheRestTheVecDots) {
-  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: every F16 row takes the vec_dot's order";
+// Float weights (F16, BF16, F32): products ggml sends through tinyBLAS (two rows or more, k a
+// multiple of 16, a multiple of 4 weight rows) take its order (gemm_f16 / _bf16 / _f32), every other
+// row the type's vec_dot's, as do all rows with single_row_order.
+TEST(OpsMulMat, FloatPromptsTakeTinyBlasOrderAndTheRestTheVecDots) {
+  if (!quant::cpu_has_avx2())
+    GTEST_SKIP() << "no AVX2 on this CPU: every float row takes the vec_dot's order";
   std::mt19937 rng(12);
   struct Case {
     int64_t k, n, m;
@@ -354,44 +430,50 @@ TEST(OpsMulMat, F16PromptsTakeTinyBlasOrderAndTheRestTheVecDots) {
   const Case cases[] = {{64, 12, 5, false, true},  {2048, 16, 2, false, true}, {64, 12, 1, false, false},
                         {64, 12, 5, true, false},  {40, 12, 5, false, false},  {64, 6, 5, false, false},
                         {96, 20, 70, false, true}, {96, 20, 70, true, false}};
-  int n_orders_differ = 0;
-  for (const Case& c : cases) {
-    HostTensor w(DType::F16, {c.k, c.n, 1, 1});
-    for (int64_t i = 0; i < c.n; ++i)
-      for (int64_t e = 0; e < c.k; ++e) w.set(e, i, 0, 0, std::uniform_real_distribution<float>(-1, 1)(rng));
-    HostTensor a(DType::F32, {c.k, c.m, 1, 1});
-    a.fill_uniform(rng, -2, 2);
-    HostTensor out(DType::F32, {c.n, c.m, 1, 1});
-    OpCall call = make_call(OpKind::MulMat, out, {&w, &a});
-    call.params.single_row_order = c.single_row_order;
-    run_checked(call, out);
-    std::vector<uint16_t> act(static_cast<size_t>(c.k));
-    std::vector<float> wide(static_cast<size_t>(c.k) * 3 / 2);  // k floats, then k F16 values
-    for (int64_t j = 0; j < c.m; ++j) {
-      quant_traits(DType::F16)->from_float(reinterpret_cast<const float*>(a.row(j)), act.data(), c.k);
-      gemm::convert_act_f16_wide(reinterpret_cast<const float*>(a.row(j)), wide.data(), c.k);
-      for (int64_t i = 0; i < c.n; ++i) {
-        float tiny = 0, vec = 0;
-        Tile t;
-        t.type = DType::F16;
-        t.k = c.k;
-        t.w = reinterpret_cast<const char*>(w.row(i));
-        t.n_rows = 1;
-        t.act = reinterpret_cast<const char*>(wide.data());
-        t.n_act = 1;
-        t.dst = &tiny;
-        if (c.k % 16 == 0) gemm::gemm_f16(t);
-        quant_traits(DType::F16)->vec_dot(c.k, &vec, w.row(i), act.data());
-        const float want = c.tinyblas ? tiny : vec;
-        const float got = reinterpret_cast<const float*>(out.row(j))[i];
-        n_orders_differ += c.k % 16 == 0 && std::memcmp(&tiny, &vec, sizeof(float)) != 0;
-        ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
-            << "k=" << c.k << " n=" << c.n << " m=" << c.m << " single_row_order=" << c.single_row_order
-            << " row " << j << " output " << i << ": " << got << " vs " << want;
+  for (const auto& [type, scalar, convert] : float_families()) {
+    const QuantTraits* q = quant_traits(type);
+    int n_orders_differ = 0;
+    for (const Case& c : cases) {
+      HostTensor w(type, {c.k, c.n, 1, 1});
+      for (int64_t i = 0; i < c.n; ++i)
+        for (int64_t e = 0; e < c.k; ++e)
+          w.set(e, i, 0, 0, std::uniform_real_distribution<float>(-1, 1)(rng));
+      HostTensor a(DType::F32, {c.k, c.m, 1, 1});
+      a.fill_uniform(rng, -2, 2);
+      HostTensor out(DType::F32, {c.n, c.m, 1, 1});
+      OpCall call = make_call(OpKind::MulMat, out, {&w, &a});
+      call.params.single_row_order = c.single_row_order;
+      run_checked(call, out);
+      std::vector<uint8_t> act(row_size(q->vec_dot_type, c.k));
+      std::vector<float> wide(static_cast<size_t>(c.k) * 2);  // k floats, then (F16, BF16) k 16-bit values
+      for (int64_t j = 0; j < c.m; ++j) {
+        q->act_from_float(reinterpret_cast<const float*>(a.row(j)), act.data(), c.k);
+        convert(reinterpret_cast<const float*>(a.row(j)), wide.data(), c.k);
+        for (int64_t i = 0; i < c.n; ++i) {
+          float tiny = 0, vec = 0;
+          Tile t;
+          t.type = type;
+          t.k = c.k;
+          t.w = reinterpret_cast<const char*>(w.row(i));
+          t.n_rows = 1;
+          t.act = reinterpret_cast<const char*>(wide.data());
+          t.n_act = 1;
+          t.dst = &tiny;
+          if (c.k % 16 == 0) scalar(t);
+          q->vec_dot(c.k, &vec, w.row(i), act.data());
+          const float want = c.tinyblas ? tiny : vec;
+          const float got = reinterpret_cast<const float*>(out.row(j))[i];
+          n_orders_differ += c.k % 16 == 0 && std::memcmp(&tiny, &vec, sizeof(float)) != 0;
+          ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+              << dtype_name(type) << " k=" << c.k << " n=" << c.n << " m=" << c.m
+              << " single_row_order=" << c.single_row_order << " row " << j << " output " << i << ": " << got
+              << " vs " << want;
+        }
       }
     }
+    EXPECT_GT(n_orders_differ, 0) << dtype_name(type)
+                                  << ": the two orders never differed: the test cannot tell them apart";
   }
-  EXPECT_GT(n_orders_differ, 0) << "the two orders never differed: the test cannot tell them apart";
 }
 
 // Q6_K and Q5_K on AVX2 CPUs: every output of mul_mat, for one token, a small batch or a prompt

@@ -12,10 +12,11 @@ namespace {
 
 // Activation format ids (Family::act_id).
 enum : int {
-  kActQ8_0 = 1,     // ActQ8_0
-  kActF16Wide = 2,  // convert_act_f16_wide
-  kActQ8_0Abs = 3,  // ActQ8_0Abs
-  kActNative = 16,  // + the vec_dot_type's id: quant.h's act_from_float
+  kActQ8_0 = 1,      // ActQ8_0
+  kActF16Wide = 2,   // convert_act_f16_wide
+  kActQ8_0Abs = 3,   // ActQ8_0Abs
+  kActBF16Wide = 4,  // convert_act_bf16_wide
+  kActNative = 16,   // + the vec_dot_type's id: quant.h's act_from_float
 };
 
 bool is_2d(const TensorView& w) { return w.ne[2] == 1 && w.ne[3] == 1; }
@@ -59,31 +60,32 @@ void run_rows8(const Tile& t) {
 // its one-row gemv); families whose orders do not depend on it ignore the count.
 int64_t gemm_rows_by_four(const TensorView&, int64_t n) { return n - n % 4; }
 
-// tinyBLAS (llamafile_sgemm, AVX-512 build) takes F16 products of two rows or more whose rows are
-// whole 16-value steps and whose weights have a multiple of 4 rows (its tiles); ggml's vec_dot the
-// rest.
-int64_t tinyblas_f16_rows(const TensorView& w, int64_t n) {
+// tinyBLAS (llamafile_sgemm, AVX-512F build) takes F16, BF16 and F32 products of two rows or more
+// whose rows are whole 16-value steps and whose weights have a multiple of 4 rows (its tiles);
+// ggml's vec_dot the rest.
+int64_t tinyblas_rows(const TensorView& w, int64_t n) {
   return n >= 2 && w.ne[0] % 16 == 0 && w.ne[1] % 4 == 0 ? n : 0;
 }
 
-// F16 on AVX2 CPUs: the n_gemm_act rows in tinyBLAS's order, the others in the vec_dot's (on the
-// F16 copy of their activations, after the widened one).
-void run_f16(const Tile& t) {
+// Float weights (F16, BF16, F32) on AVX2 CPUs: the n_gemm_act rows in tinyBLAS's order (Prompt),
+// the others in the type's vec_dot order, on their activations' vec_dot_type copy (F16 and BF16:
+// after the widened one; F32: the row itself).
+template <DType Type, void (*Prompt)(const Tile&)>
+void run_tinyblas(const Tile& t) {
   Tile prompt = t;
   prompt.n_act = t.n_gemm_act;
-  if (prompt.n_act > 0) gemm_f16_avx2(prompt);
-  const VecDotFn dot = quant_traits(DType::F16)->vec_dot;
-  for (int64_t r = t.n_gemm_act; r < t.n_act; ++r) {
-    const char* half = act_at(t, r) + static_cast<size_t>(t.k) * sizeof(float);
-    for (int64_t i = 0; i < t.n_rows; ++i) dot(t.k, out_ptr(t, r, i), row_at(t, i), half);
-  }
+  if (prompt.n_act > 0) Prompt(prompt);
+  const VecDotFn dot = quant_traits(Type)->vec_dot;
+  const size_t native = Type == DType::F32 ? 0 : static_cast<size_t>(t.k) * sizeof(float);
+  for (int64_t r = t.n_gemm_act; r < t.n_act; ++r)
+    for (int64_t i = 0; i < t.n_rows; ++i) dot(t.k, out_ptr(t, r, i), row_at(t, i), act_at(t, r) + native);
 }
 
 // One family per type for the generic paths (their act format is the type's vec_dot_type).
 struct Table {
   Family vec_dot[kDTypeIdLimit];
   Family rows8[kDTypeIdLimit];
-  Family q4_0x8, q4_Kx8, q8_0x8, q8_0, q6_K, q5_K, f16;
+  Family q4_0x8, q4_Kx8, q8_0x8, q8_0, q6_K, q5_K, f16, bf16, f32;
 
   Table() {
     const bool avx2 = quant::cpu_has_avx2();
@@ -126,8 +128,18 @@ struct Table {
     };
     this->q6_K = k_quant("q6_K", DType::Q6_K, gemm_q6_K_avx2);
     this->q5_K = k_quant("q5_K", DType::Q5_K, gemm_q5_K_avx2);
-    f16 = {"f16",   kActF16Wide,      1, sizeof(float) + sizeof(uint16_t), convert_act_f16_wide, 1,
-           run_f16, tinyblas_f16_rows};
+    // The float types: one value per block, tinyBLAS's rows.
+    auto tinyblas = [](const char* name, int act_id, size_t act_bytes,
+                       void (*convert)(const float*, void*, int64_t), void (*run)(const Tile&)) {
+      return Family{name, act_id, 1, act_bytes, convert, 1, run, tinyblas_rows};
+    };
+    const size_t wide = sizeof(float) + sizeof(uint16_t);
+    f16 = tinyblas("f16", kActF16Wide, wide, convert_act_f16_wide_avx2,
+                   run_tinyblas<DType::F16, gemm_f16_avx2>);
+    bf16 = tinyblas("bf16", kActBF16Wide, wide, convert_act_bf16_wide_avx2,
+                    run_tinyblas<DType::BF16, gemm_bf16_avx2>);
+    f32 = tinyblas("f32", kActNative + static_cast<int>(DType::F32), sizeof(float),
+                   quant_traits(DType::F32)->act_from_float, run_tinyblas<DType::F32, gemm_f32_avx2>);
   }
 };
 
@@ -165,8 +177,12 @@ const Family& family_for(const TensorView& w) {
   if (w.type == DType::Q8_0 && quant::cpu_has_avx2()) return tb.q8_0;
   if (w.type == DType::Q6_K && quant::cpu_has_avx2()) return tb.q6_K;
   if (w.type == DType::Q5_K && quant::cpu_has_avx2()) return tb.q5_K;
-  // F16's prompt kernel too (without AVX2 every row keeps the vec_dot's order).
-  if (w.type == DType::F16 && quant::cpu_has_avx2()) return tb.f16;
+  // So do the float types' prompt kernels (without AVX2 every row keeps the vec_dot's order).
+  if (quant::cpu_has_avx2()) {
+    if (w.type == DType::F16) return tb.f16;
+    if (w.type == DType::BF16) return tb.bf16;
+    if (w.type == DType::F32) return tb.f32;
+  }
   const auto id = static_cast<uint32_t>(w.type);
   return rows8_order(w) ? tb.rows8[id] : tb.vec_dot[id];
 }

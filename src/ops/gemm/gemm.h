@@ -15,11 +15,10 @@
 //   Q8_0 (AVX2 CPUs)        ggml's AVX2 vec_dot (eight lane sums, reduced at the end), in tiles
 //                           of plain rows and in the prepared Q8_0x8 layout alike;
 //   Q6_K, Q5_K (AVX2 CPUs)  ggml's AVX2 vec_dot (eight lane sums), in tiles of plain rows;
-//   F16 (AVX2 CPUs)         the n_gemm_act rows in tinyBLAS's prompt order (sixteen lane sums,
-//                           reduced at the end; layouts.h gemm_f16), the others (one-token
+//   F16, BF16, F32          the n_gemm_act rows in tinyBLAS's prompt order (sixteen lane sums,
+//   (AVX2 CPUs)             reduced at the end; layouts.h gemm_f16), the others (one-token
 //                           products, single_row_order) in the type's vec_dot order;
-//   others                  the type's vec_dot (quant.h) for every batch size (F32 and BF16 too:
-//                           llama.cpp's tinyBLAS order for their prompts is not followed yet).
+//   others                  the type's vec_dot (quant.h) for every batch size.
 // Families with a prepared layout (TensorLayout) read weights that ops/weight_prep.h wrote; the
 // same family reads the plain tensor with the same order where shapes allow, so prepared and plain
 // weights give identical bits.

@@ -105,18 +105,28 @@ void gemm_q6_K_avx2(const Tile& t);
 void gemm_q5_K(const Tile& t);
 void gemm_q5_K_avx2(const Tile& t);
 
-// Activations of the F16 family: each value rounded to F16 as the type's vec_dot_type conversion
-// does (f32_to_f16_row), stored twice: widened to F32 (exact; k floats), which the prompt kernels
-// load without converting, then as F16 (k values), which the vec_dot reads.
+// Activations of the F16 and BF16 families: each value rounded to the 16-bit type as the type's
+// vec_dot_type conversion does (f32_to_f16_row, f32_to_bf16_row), stored twice: widened to F32
+// (exact; k floats), which the prompt kernels load without converting, then as the 16-bit values
+// (k values), which the vec_dot reads. The F32 family's activations are the F32 rows themselves.
 void convert_act_f16_wide(const float* x, void* dst, int64_t k);
-// Plain F16 weights with those activations, in the order of llamafile's
-// tinyBLAS as ggml's AVX-512 build runs it for prompts (tinyBLAS<16>, F16 A and B): per output,
-// lanes l = 0..15 add fma(w[16s + l], a[16s + l], lane) for s = 0 .. k/16 - 1; at the end
+void convert_act_bf16_wide(const float* x, void* dst, int64_t k);
+void convert_act_f16_wide_avx2(const float* x, void* dst, int64_t k);  // the same bytes
+void convert_act_bf16_wide_avx2(const float* x, void* dst, int64_t k);
+// Plain F16, BF16 and F32 weights with those activations, in the order of llamafile's tinyBLAS as
+// ggml's AVX-512 build runs it for prompts (tinyBLAS<16, __m512, __m512, T, T, float>: F16 and BF16
+// weights with activations converted to their type, F32 with F32): per output, lanes l = 0..15 add
+// fma(w[16s + l], a[16s + l], lane) for s = 0 .. k/16 - 1, both widened to F32; at the end
 // _mm512_reduce_add_ps (as GCC builds it): lanes l + 8 and l added, then reduce_lanes8. k is a
-// multiple of 16. (The AVX2 build's tinyBLAS<8> has eight lanes; kiln follows the AVX-512 build's
-// orders, as its F16 vec_dot does, which is what the conformance references were made with.)
+// multiple of 16. (The AVX2 build's tinyBLAS<8> has eight lanes, and a build with AVX512_BF16 runs
+// BF16 through vdpbf16ps, 32 values per step; kiln follows the AVX-512F build's orders, as its F16
+// and F32 vec_dots do, which is what the conformance references were made with.)
 void gemm_f16(const Tile& t);
 void gemm_f16_avx2(const Tile& t);
+void gemm_bf16(const Tile& t);
+void gemm_bf16_avx2(const Tile& t);
+void gemm_f32(const Tile& t);
+void gemm_f32_avx2(const Tile& t);
 
 // hsum_float_8's reduction of eight lane sums, in scalar form.
 inline float reduce_lanes8(const float l[8]) {
