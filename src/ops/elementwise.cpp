@@ -6,7 +6,6 @@
 #include "ops/activations.h"
 #include "ops/kernel.h"
 #include "ops/quant/silu_rows.h"
-#include "ops/quant/simd_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -119,10 +118,7 @@ void run_silu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
       quant::silu_row_ggml(n, reinterpret_cast<float*>(drow), reinterpret_cast<const float*>(srow));
       continue;
     }
-    for (int64_t i0 = 0; i0 < n; ++i0) {
-      const float x = elem<float>(s, srow, i0);
-      elem<float>(d, drow, i0) = quant::silu_vectorised(i0, n) ? quant::silu_ggml_avx512(x) : silu_f32(x);
-    }
+    for (int64_t i0 = 0; i0 < n; ++i0) elem<float>(d, drow, i0) = quant::silu_ggml_at(i0, n, elem<float>(s, srow, i0));
   }
 }
 
@@ -161,11 +157,8 @@ void run_swiglu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
                              reinterpret_cast<const float*>(grow));
       continue;
     }
-    for (int64_t i0 = 0; i0 < n; ++i0) {
-      const float v = elem<float>(x, xrow, i0);
-      const float silu = quant::silu_vectorised(i0, n) ? quant::silu_ggml_avx512(v) : silu_f32(v);
-      elem<float>(d, drow, i0) = silu * elem<float>(g, grow, i0);
-    }
+    for (int64_t i0 = 0; i0 < n; ++i0)
+      elem<float>(d, drow, i0) = quant::silu_ggml_at(i0, n, elem<float>(x, xrow, i0)) * elem<float>(g, grow, i0);
   }
 }
 

@@ -6,6 +6,10 @@
 
 namespace kiln::quant {
 
+float silu_ggml_at(int64_t i, int64_t n, float x) {
+  return silu_vectorised(i, n) ? silu_ggml_avx512(x) : ops::silu_f32(x);
+}
+
 void silu_row_ggml(int64_t n, float* y, const float* x) {
   const int64_t nv = n - n % 16;
   int64_t i = 0;

@@ -11,6 +11,9 @@ namespace kiln::quant {
 // Whether value i of a row of n takes ggml_v_silu's arithmetic (else ggml_silu_f32's).
 inline bool silu_vectorised(int64_t i, int64_t n) { return i < n - n % 16; }
 
+// silu of value i (= x) of a row of n, by that rule (for rows that are not contiguous).
+float silu_ggml_at(int64_t i, int64_t n, float x);
+
 // y[i] = silu(x[i]).
 void silu_row_ggml(int64_t n, float* y, const float* x);
 // y[i] = silu(x[i]) * g[i].
