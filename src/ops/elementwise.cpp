@@ -29,24 +29,35 @@ Status check_unary(const OpCall& call) {
 
 bool contiguous_rows(const TensorView& t) { return t.nb[0] == sizeof(float); }
 
-// dst = f(src0) per element (contiguous rows as plain arrays, which the compiler vectorises).
-template <class F>
-void run_unary(const OpCall& call, int64_t begin, int64_t end, F f) {
+// dst = src0 through a row kernel: row(n, y, x) over contiguous rows (plain arrays), else
+// each(i0, n, x) per element.
+template <class Row, class Each>
+void run_unary_rows(const OpCall& call, int64_t begin, int64_t end, Row row, Each each) {
   const TensorView& s = call.src[0];
   const TensorView& d = call.dst;
+  const int64_t n = d.ne[0];
   const bool flat = contiguous_rows(s) && contiguous_rows(d);
   for (int64_t r = begin; r < end; ++r) {
     const RowIdx ri = row_idx(d, r);
     char* srow = row_ptr(s, ri);
     char* drow = row_ptr(d, ri);
     if (flat) {
-      const auto* x = reinterpret_cast<const float*>(srow);
-      auto* y = reinterpret_cast<float*>(drow);
-      for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) y[i0] = f(x[i0]);
+      row(n, reinterpret_cast<float*>(drow), reinterpret_cast<const float*>(srow));
       continue;
     }
-    for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) elem<float>(d, drow, i0) = f(elem<float>(s, srow, i0));
+    for (int64_t i0 = 0; i0 < n; ++i0) elem<float>(d, drow, i0) = each(i0, n, elem<float>(s, srow, i0));
   }
+}
+
+// dst = f(src0) per element (contiguous rows as plain arrays, which the compiler vectorises).
+template <class F>
+void run_unary(const OpCall& call, int64_t begin, int64_t end, F f) {
+  run_unary_rows(
+      call, begin, end,
+      [f](int64_t n, float* y, const float* x) {
+        for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+      },
+      [f](int64_t, int64_t, float x) { return f(x); });
 }
 
 // ref: ggml_compute_forward_add/mul (ggml-cpu/binary-ops.cpp): src1 repeats over src0 along
@@ -67,29 +78,38 @@ Status check_binary_broadcast(const OpCall& call) {
   return ok_status();
 }
 
-template <class F>
-void run_binary_broadcast(const OpCall& call, int64_t begin, int64_t end, F f) {
+// dst = src0 (op) src1 through a row kernel: row(n, z, x, y) where the three rows are contiguous
+// and src1's is whole, else each(i0, n, x, y) per element (src1 repeating as ggml broadcasts).
+template <class Row, class Each>
+void run_binary_rows(const OpCall& call, int64_t begin, int64_t end, Row row, Each each) {
   const TensorView& a = call.src[0];
   const TensorView& b = call.src[1];
   const TensorView& d = call.dst;
-  const bool flat = contiguous_rows(a) && contiguous_rows(b) && contiguous_rows(d);
+  const int64_t n = d.ne[0], nb0 = b.ne[0];
+  const bool flat = contiguous_rows(a) && contiguous_rows(b) && contiguous_rows(d) && nb0 == n;
   for (int64_t r = begin; r < end; ++r) {
     const RowIdx ri = row_idx(d, r);
     char* arow = row_ptr(a, ri);
     char* brow = row_ptr(b, ri.i1 % b.ne[1], ri.i2 % b.ne[2], ri.i3 % b.ne[3]);
     char* drow = row_ptr(d, ri);
-    const int64_t nb0 = b.ne[0];
-    if (flat && nb0 == d.ne[0]) {
-      const auto* x = reinterpret_cast<const float*>(arow);
-      const auto* y = reinterpret_cast<const float*>(brow);
-      auto* z = reinterpret_cast<float*>(drow);
-      for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) z[i0] = f(x[i0], y[i0]);
+    if (flat) {
+      row(n, reinterpret_cast<float*>(drow), reinterpret_cast<const float*>(arow),
+          reinterpret_cast<const float*>(brow));
       continue;
     }
-    for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) {
-      elem<float>(d, drow, i0) = f(elem<float>(a, arow, i0), elem<float>(b, brow, i0 % nb0));
-    }
+    for (int64_t i0 = 0; i0 < n; ++i0)
+      elem<float>(d, drow, i0) = each(i0, n, elem<float>(a, arow, i0), elem<float>(b, brow, i0 % nb0));
   }
+}
+
+template <class F>
+void run_binary_broadcast(const OpCall& call, int64_t begin, int64_t end, F f) {
+  run_binary_rows(
+      call, begin, end,
+      [f](int64_t n, float* z, const float* x, const float* y) {
+        for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+      },
+      [f](int64_t, int64_t, float x, float y) { return f(x, y); });
 }
 
 void run_add(const OpCall& call, int, int64_t begin, int64_t end, void*) {
@@ -107,19 +127,7 @@ void run_scale(const OpCall& call, int, int64_t begin, int64_t end, void*) {
 // ref: ggml_vec_silu_f32 (quant/silu_rows.h: ggml_v_silu's arithmetic, then libm's for the last
 // ne0 % 16 values of each row).
 void run_silu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
-  const TensorView& s = call.src[0];
-  const TensorView& d = call.dst;
-  const int64_t n = d.ne[0];
-  for (int64_t r = begin; r < end; ++r) {
-    const RowIdx ri = row_idx(d, r);
-    char* srow = row_ptr(s, ri);
-    char* drow = row_ptr(d, ri);
-    if (contiguous_rows(s) && contiguous_rows(d)) {
-      quant::silu_row_ggml(n, reinterpret_cast<float*>(drow), reinterpret_cast<const float*>(srow));
-      continue;
-    }
-    for (int64_t i0 = 0; i0 < n; ++i0) elem<float>(d, drow, i0) = quant::silu_ggml_at(i0, n, elem<float>(s, srow, i0));
-  }
+  run_unary_rows(call, begin, end, quant::silu_row_ggml, quant::silu_ggml_at);
 }
 
 void run_gelu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
@@ -143,23 +151,8 @@ Status check_swiglu(const OpCall& call) {
 
 // ref: ggml_vec_swiglu_f32: silu(x) * g, silu as run_silu's.
 void run_swiglu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
-  const TensorView& x = call.src[0];
-  const TensorView& g = call.src[1];
-  const TensorView& d = call.dst;
-  const int64_t n = d.ne[0];
-  for (int64_t r = begin; r < end; ++r) {
-    const RowIdx ri = row_idx(d, r);
-    char* xrow = row_ptr(x, ri);
-    char* grow = row_ptr(g, ri);
-    char* drow = row_ptr(d, ri);
-    if (contiguous_rows(x) && contiguous_rows(g) && contiguous_rows(d)) {
-      quant::swiglu_row_ggml(n, reinterpret_cast<float*>(drow), reinterpret_cast<const float*>(xrow),
-                             reinterpret_cast<const float*>(grow));
-      continue;
-    }
-    for (int64_t i0 = 0; i0 < n; ++i0)
-      elem<float>(d, drow, i0) = quant::silu_ggml_at(i0, n, elem<float>(x, xrow, i0)) * elem<float>(g, grow, i0);
-  }
+  run_binary_rows(call, begin, end, quant::swiglu_row_ggml,
+                  [](int64_t i0, int64_t n, float x, float g) { return quant::silu_ggml_at(i0, n, x) * g; });
 }
 
 }  // namespace
