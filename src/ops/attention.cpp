@@ -20,12 +20,13 @@
 //  path with F16/F32 K and V of one type and >= kFaTileQ queries, ggml's tiled kernel
 //  (ggml_compute_forward_flash_attn_ext_tiled: F32 q, tiles of kFaTileKv keys). With
 //  params.single_row_order every query takes the arithmetic of a batch of one query. The tiled
-//  path takes up to four query rows of a head together (one pass over each tile's K and V rows
-//  for all of them), each row's arithmetic unchanged.
+//  path's work unit is a block of kFaTileQ query rows of one head: each K tile is transposed to
+//  F32 once for all of them, and they pass over each tile's V rows four at a time; each row's
+//  arithmetic is unchanged.
 // K may be any type with a vec_dot (F32, F16, Q8_0...); V is F32 or F16 on the plain path and any
 // type with a to_float on the flash path. q rows and K/V rows must be contiguous.
-// One work unit is one query row of one head; its scratch (converted q, scores, accumulators)
-// is private to the unit.
+// One work unit is one query row of one head (the tiled path: a block of them); its scratch
+// (converted q, scores, accumulators) is private to the unit.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -44,27 +45,13 @@ size_t align_up(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kSc
 // ref: ggml-cpu/common.h GGML_FA_TILE_Q / GGML_FA_TILE_KV; GGML_F32_EPR of the AVX-512 build.
 constexpr int64_t kFaTileQ = 64, kFaTileKv = 64, kLanes = 16;
 
-// Sum of 16 lanes as GCC's _mm512_reduce_add_ps: halves, quarters, then (0+2) + (1+3).
-float reduce_add_16(const float* v) {
-  float h[8], q[4];
-  for (int i = 0; i < 8; ++i) h[i] = v[8 + i] + v[i];
-  for (int i = 0; i < 4; ++i) q[i] = h[4 + i] + h[i];
-  return (q[0] + q[2]) + (q[1] + q[3]);
-}
-
 // w[0..n) <- e^(w - max) in place; returns their sum. ref: ggml_vec_soft_max_f32 (AVX-512): chunks
 // of 16 through ggml_v_expf (quant::expf_ggml_avx512), each chunk reduced in F32 and added in
 // double. ggml's rows are padded to a multiple of 16 keys (masked, contributing 0), so a partial
 // last chunk is treated the same.
 double exp_sum_ggml(int64_t n, float* w, float max) {
   quant::exp_shifted_ggml(n, w, max);
-  double sum = 0.0;
-  for (int64_t c = 0; c < n; c += kLanes) {
-    float lane[kLanes] = {};
-    std::copy(w + c, w + std::min(n, c + kLanes), lane);
-    sum += static_cast<double>(reduce_add_16(lane));
-  }
-  return sum;
+  return quant::sum_chunks16(n, w);
 }
 
 Status check_attention(const OpCall& call) {
@@ -132,11 +119,46 @@ Layout layout_of(const OpCall& call) {
   return l;
 }
 
+// ref: ggml_compute_forward_flash_attn_ext_f16's choice of the tiled kernel.
+// params.single_row_order: the arithmetic of a batch of one query row (never tiled).
+bool takes_tiled_path(const OpCall& call) {
+  const TensorView& q = call.src[0];
+  const TensorView& k = call.src[1];
+  const TensorView& v = call.src[2];
+  const bool one_row = call.params.single_row_order || q.ne[1] == 1;
+  return call.params.attn_path == AttentionPath::Flash && !one_row &&
+         (k.type == DType::F16 || k.type == DType::F32) && v.type == k.type && q.ne[1] >= kFaTileQ &&
+         v.ne[0] % kLanes == 0;
+}
+
+// The tiled path's unit is a block of up to kFaTileQ query rows of one head; its scratch holds
+// the K tile transposed to F32 ([dk][kFaTileKv]) and each row's scores and accumulator.
+struct TiledLayout {
+  size_t kt = 0, rows = 0, per_row = 0, acc = 0, per_unit = 0;
+};
+
+TiledLayout tiled_layout_of(const OpCall& call) {
+  const int64_t dk = call.src[1].ne[0], dv = call.src[2].ne[0];
+  TiledLayout l;
+  l.rows = align_up(static_cast<size_t>(dk * kFaTileKv) * sizeof(float));
+  l.acc = align_up(static_cast<size_t>(kFaTileKv) * sizeof(float));
+  l.per_row = l.acc + align_up(static_cast<size_t>(dv) * sizeof(float));
+  l.per_unit = l.rows + static_cast<size_t>(kFaTileQ) * l.per_row;
+  return l;
+}
+
+int64_t n_tiled_blocks(const TensorView& q) { return (q.ne[1] + kFaTileQ - 1) / kFaTileQ; }
+
 KernelPlan plan_attention(const OpCall& call) {
   const TensorView& q = call.src[0];
   KernelPlan p;
-  p.units[0] = q.ne[1] * q.ne[2] * q.ne[3];
-  p.scratch_bytes = static_cast<size_t>(p.units[0]) * layout_of(call).per_unit;
+  if (takes_tiled_path(call)) {
+    p.units[0] = n_tiled_blocks(q) * q.ne[2] * q.ne[3];
+    p.scratch_bytes = static_cast<size_t>(p.units[0]) * tiled_layout_of(call).per_unit;
+  } else {
+    p.units[0] = q.ne[1] * q.ne[2] * q.ne[3];
+    p.scratch_bytes = static_cast<size_t>(p.units[0]) * layout_of(call).per_unit;
+  }
   return p;
 }
 
@@ -165,37 +187,39 @@ MaskRow mask_row(const OpCall& call, int64_t iq1, int64_t iq2, int64_t iq3) {
   return mask;
 }
 
-// ref: ggml_compute_forward_flash_attn_ext_tiled, for the query rows of units [u0, u1) (one head,
-// at most quant::kMaxQueries rows: they share each pass over a tile's K and V rows; every row's
-// arithmetic is its own, as if alone): F32 q, keys in tiles of kFaTileKv from 0; per tile kq =
-// (sequential FMAs over dk) * scale + mask, a new running max rescales VKQ and S by
-// expf(M_old - M), S += ggml_vec_soft_max_f32 of the tile, and VKQ accumulates p * v by
-// sequential FMAs over the tile's keys (simd_gemm). Fully masked tiles are skipped; masked keys
-// contribute exact zeros.
-void run_tiled_rows(const OpCall& call, const Layout& l, char* scratch, int64_t u0, int64_t u1, float slope) {
+// ref: ggml_compute_forward_flash_attn_ext_tiled, for query rows [r0, r0 + n_rows) of head (iq2,
+// iq3) (at most kFaTileQ rows: they share each tile's K rows, transposed to F32 once, and each
+// pass over its V rows by groups of quant::kMaxQueries; every row's arithmetic is its own, as if
+// alone): F32 q, keys in tiles of kFaTileKv from 0; per tile kq = (sequential FMAs over dk) * scale
+// + mask, a new running max rescales VKQ and S by expf(M_old - M), S += ggml_vec_soft_max_f32 of
+// the tile, and VKQ accumulates p * v by sequential FMAs over the tile's keys (simd_gemm). Fully
+// masked tiles are skipped; masked keys contribute exact zeros.
+void run_tiled_block(const OpCall& call, char* scratch, int64_t r0, int64_t n_rows, int64_t iq2, int64_t iq3,
+                     float slope) {
   const TensorView& q = call.src[0];
   const TensorView& k = call.src[1];
   const TensorView& v = call.src[2];
   const int64_t dk = k.ne[0], dv = v.ne[0], n_kv = k.ne[1];
-  const int nq = static_cast<int>(u1 - u0);
-  const int64_t iq2 = (u0 / q.ne[1]) % q.ne[2], iq3 = u0 / (q.ne[1] * q.ne[2]);
+  const TiledLayout l = tiled_layout_of(call);
   const char* k_plane = row_ptr(k, 0, iq2 / (q.ne[2] / k.ne[2]), iq3 / (q.ne[3] / k.ne[3]));
   const char* v_plane = row_ptr(v, 0, iq2 / (q.ne[2] / v.ne[2]), iq3 / (q.ne[3] / v.ne[3]));
   const int64_t kb1 = static_cast<int64_t>(k.nb[1]), vb1 = static_cast<int64_t>(v.nb[1]);
   const DType kv_type = k.type;
   const float scale = call.params.scale;
-  const float* qf[quant::kMaxQueries];
-  float* kq[quant::kMaxQueries];
-  float* acc[quant::kMaxQueries];
-  MaskRow mask[quant::kMaxQueries];
-  float S[quant::kMaxQueries], M[quant::kMaxQueries];
-  for (int r = 0; r < nq; ++r) {
-    const int64_t iq1 = (u0 + r) % q.ne[1];
-    char* base = scratch + (u0 + r) * static_cast<int64_t>(l.per_unit);
-    qf[r] = reinterpret_cast<const float*>(row_ptr(q, iq1, iq2, iq3));
-    kq[r] = reinterpret_cast<float*>(base + l.scores);
+  // Without a mask tensor the visible keys of a row are all of them, or (causal) a prefix.
+  const bool mask_tensor = call.n_src == 4, causal = !mask_tensor && call.params.causal;
+  float* kt = reinterpret_cast<float*>(scratch);
+  const float* qf[kFaTileQ];
+  float* kq[kFaTileQ];
+  float* acc[kFaTileQ];
+  MaskRow mask[kFaTileQ];
+  float S[kFaTileQ], M[kFaTileQ];
+  for (int64_t r = 0; r < n_rows; ++r) {
+    char* base = scratch + l.rows + static_cast<size_t>(r) * l.per_row;
+    qf[r] = reinterpret_cast<const float*>(row_ptr(q, r0 + r, iq2, iq3));
+    kq[r] = reinterpret_cast<float*>(base);
     acc[r] = reinterpret_cast<float*>(base + l.acc);
-    mask[r] = mask_row(call, iq1, iq2, iq3);
+    mask[r] = mask_row(call, r0 + r, iq2, iq3);
     std::fill(acc[r], acc[r] + dv, 0.0f);
     S[r] = 0.0f;
     M[r] = -INFINITY;
@@ -205,35 +229,51 @@ void run_tiled_rows(const OpCall& call, const Layout& l, char* scratch, int64_t 
     // The tile's keys some row sees lie in [lo, hi): only their dot products are computed (each
     // key's is its own chain, so which others are computed changes no bits; a masked key's is
     // replaced by -inf below). A causal prompt's later tiles are all masked: nothing computed.
-    int64_t lo = nt, hi = 0;
-    for (int r = 0; r < nq; ++r) {
-      for (int64_t t = 0; t < nt; ++t) {
-        if (slope * mask[r].at(t0 + t) == -INFINITY) continue;
-        lo = std::min(lo, t);
-        hi = std::max(hi, t + 1);
+    int64_t lo = 0, hi = nt;
+    if (causal) {
+      hi = std::clamp<int64_t>(mask[n_rows - 1].last_visible - t0 + 1, 0, nt);
+    } else if (mask_tensor) {
+      lo = nt;
+      hi = 0;
+      for (int64_t r = 0; r < n_rows; ++r) {
+        for (int64_t t = 0; t < nt; ++t) {
+          if (slope * mask[r].at(t0 + t) == -INFINITY) continue;
+          lo = std::min(lo, t);
+          hi = std::max(hi, t + 1);
+        }
       }
     }
     if (lo >= hi) continue;
-    lo = lo / 8 * 8;  // whole groups of eight keys for the SIMD kernel (masked extras are harmless)
+    lo = lo / 8 * 8;  // whole groups of eight keys for the SIMD kernels (masked extras are harmless)
     hi = std::min(nt, (hi + 7) / 8 * 8);
-    float* kq_lo[quant::kMaxQueries];
-    for (int r = 0; r < nq; ++r) kq_lo[r] = kq[r] + lo;
-    quant::dot_rows_sequential(nq, hi - lo, dk, k_plane + (t0 + lo) * kb1, static_cast<size_t>(kb1), kv_type, qf,
-                               kq_lo);
+    quant::transpose_rows_f32(hi - lo, dk, k_plane + (t0 + lo) * kb1, static_cast<size_t>(kb1), kv_type, kt,
+                              kFaTileKv);
+    for (int64_t g = 0; g < n_rows; g += quant::kMaxQueries) {
+      const int nq = static_cast<int>(std::min<int64_t>(quant::kMaxQueries, n_rows - g));
+      float* kq_lo[quant::kMaxQueries];
+      for (int r = 0; r < nq; ++r) kq_lo[r] = kq[g + r] + lo;
+      quant::dot_cols_sequential(nq, hi - lo, dk, kt, kFaTileKv, qf + g, kq_lo);
+    }
     // The rows with a visible key in this tile take its values.
-    int n_live = 0;
-    float* live_acc[quant::kMaxQueries];
-    const float* live_p[quant::kMaxQueries];
-    for (int r = 0; r < nq; ++r) {
+    int64_t n_live = 0;
+    float* live_acc[kFaTileQ];
+    const float* live_p[kFaTileQ];
+    for (int64_t r = 0; r < n_rows; ++r) {
       float tile_max = -INFINITY;
-      for (int64_t t = 0; t < nt; ++t) {
-        const float mv = slope * mask[r].at(t0 + t);
-        if (mv == -INFINITY) {
-          kq[r][t] = -INFINITY;
-          continue;
+      if (mask_tensor) {
+        for (int64_t t = 0; t < nt; ++t) {
+          const float mv = slope * mask[r].at(t0 + t);
+          if (mv == -INFINITY) {
+            kq[r][t] = -INFINITY;
+            continue;
+          }
+          kq[r][t] = kq[r][t] * scale + mv;
+          tile_max = fmax_of(tile_max, kq[r][t]);
         }
-        kq[r][t] = kq[r][t] * scale + mv;
-        tile_max = fmax_of(tile_max, kq[r][t]);
+      } else {  // keys [0, n_vis) visible, each with mask value slope * 0
+        const int64_t n_vis = causal ? std::clamp<int64_t>(mask[r].last_visible - t0 + 1, 0, nt) : nt;
+        tile_max = quant::scale_add_max(n_vis, kq[r], scale, slope * 0.0f);
+        std::fill(kq[r] + n_vis, kq[r] + nt, -INFINITY);
       }
       if (tile_max == -INFINITY) continue;
       const float m_new = fmax_of(M[r], tile_max);
@@ -248,12 +288,15 @@ void run_tiled_rows(const OpCall& call, const Layout& l, char* scratch, int64_t 
       live_p[n_live++] = kq[r];
     }
     // Masked keys (p exactly 0: fma(v, 0, acc) == acc) are skipped.
-    if (n_live > 0)
-      quant::f32_mad_rows(n_live, nt, dv, live_acc, v_plane + t0 * vb1, static_cast<size_t>(vb1), kv_type, live_p);
+    for (int64_t g = 0; g < n_live; g += quant::kMaxQueries) {
+      const int nq = static_cast<int>(std::min<int64_t>(quant::kMaxQueries, n_live - g));
+      quant::f32_mad_rows(nq, nt, dv, live_acc + g, v_plane + t0 * vb1, static_cast<size_t>(vb1), kv_type,
+                          live_p + g);
+    }
   }
-  for (int r = 0; r < nq; ++r) {
+  for (int64_t r = 0; r < n_rows; ++r) {
     const float s_inv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
-    char* drow = row_ptr(call.dst, (u0 + r) % q.ne[1], iq2, iq3);
+    char* drow = row_ptr(call.dst, r0 + r, iq2, iq3);
     for (int64_t i = 0; i < dv; ++i) elem<float>(call.dst, drow, i) = acc[r][i] * s_inv;
   }
 }
@@ -267,26 +310,26 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
   const QuantTraits* kt = quant_traits(k.type);
   const ToFloatFn v_to_float =
       (v.type == DType::F32 || v.type == DType::F16) ? nullptr : quant_traits(v.type)->to_float;
-  const Layout l = layout_of(call);
   const AlibiSlopes slopes(call.params.max_bias, static_cast<uint32_t>(q.ne[2]));
+  if (takes_tiled_path(call)) {  // unit: a block of kFaTileQ query rows of one head
+    const int64_t n_blocks = n_tiled_blocks(q);
+    const size_t per_unit = tiled_layout_of(call).per_unit;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t r0 = (u % n_blocks) * kFaTileQ;
+      const int64_t iq2 = (u / n_blocks) % q.ne[2], iq3 = u / (n_blocks * q.ne[2]);
+      run_tiled_block(call, static_cast<char*>(scratch) + static_cast<size_t>(u) * per_unit, r0,
+                      std::min(kFaTileQ, q.ne[1] - r0), iq2, iq3, slopes(static_cast<uint32_t>(iq2)));
+    }
+    return;
+  }
+  const Layout l = layout_of(call);
   const float scale = call.params.scale;
   const bool flash = call.params.attn_path == AttentionPath::Flash;
-  // ref: ggml_compute_forward_flash_attn_ext_f16's choice of the tiled kernel.
-  // params.single_row_order: the arithmetic of a batch of one query row (never tiled).
   const bool one_row = call.params.single_row_order || q.ne[1] == 1;
-  const bool tiled = flash && !one_row && (k.type == DType::F16 || k.type == DType::F32) &&
-                     v.type == k.type && q.ne[1] >= kFaTileQ && dv % kLanes == 0;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t iq1 = u % q.ne[1];
     const int64_t iq2 = (u / q.ne[1]) % q.ne[2];
     const int64_t iq3 = u / (q.ne[1] * q.ne[2]);
-    if (tiled) {  // up to kMaxQueries rows of this head at once
-      int64_t u1 = u + 1;
-      while (u1 < end && u1 - u < quant::kMaxQueries && u1 % q.ne[1] != 0) ++u1;
-      run_tiled_rows(call, l, static_cast<char*>(scratch), u, u1, slopes(static_cast<uint32_t>(iq2)));
-      u = u1 - 1;
-      continue;
-    }
     char* base = static_cast<char*>(scratch) + u * static_cast<int64_t>(l.per_unit);
     void* q_conv = base + l.q_conv;
     float* acc = reinterpret_cast<float*>(base + l.acc);
@@ -342,7 +385,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
             for (int t = 0; t < kLanes; ++t)
               li[t] = (li[t] + li[2 * kLanes + t]) + (li[kLanes + t] + li[3 * kLanes + t]);
           }
-          acc[i] = reduce_add_16(li);
+          acc[i] = quant::reduce_add_16(li);
         }
       }
     } else {

@@ -141,6 +141,9 @@ TEST(OpsAttention, PlainAndFlashPathsOverCaches) {
       // >= 64 queries with K and V of one float type: ggml's tiled flash kernel, tiles of 64 keys.
       {"f16 flash tiled", 32, 32, 70, 150, 2, 1, 1, DType::F16, 2, true, 0, 0.0f, kFlash, 3e-3},
       {"f32 flash tiled causal", 32, 48, 66, 140, 2, 2, 1, DType::F32, 0, true, 74, 0.0f, kFlash, 2e-5},
+      // A vision encoder's attention: no mask, every key visible; blocks of 64 queries, the last partial.
+      {"f16 flash tiled unmasked", 64, 64, 150, 151, 3, 1, 2, DType::F16, 0, false, 0, 0.0f, kFlash, 3e-3},
+      {"f32 flash tiled causal alibi", 32, 32, 65, 70, 2, 2, 1, DType::F32, 0, true, 5, 8.0f, kFlash, 2e-5},
   };
   for (const AttnCase& c : cases) run_case(c, rng);
 }

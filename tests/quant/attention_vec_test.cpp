@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -37,21 +38,23 @@ TEST(AttentionVec, F16AccumulatorUpdatesMatchTheElementFormula) {
       quant::f16_mad(n, mad.data(), x.data(), v);
       quant::f16_scale(n, scaled.data(), v);
       for (size_t i = 0; i < x.size(); ++i) {
-        ASSERT_EQ(mad[i], f32_to_f16(std::fma(f16_to_f32(x[i]), v, f16_to_f32(y[i])))) << "n " << n << " i " << i;
+        ASSERT_EQ(mad[i], f32_to_f16(std::fma(f16_to_f32(x[i]), v, f16_to_f32(y[i]))))
+            << "n " << n << " i " << i;
         ASSERT_EQ(scaled[i], f32_to_f16(f16_to_f32(y[i]) * v)) << "n " << n << " i " << i;
       }
     }
   }
 }
 
-// The tiled path's kernels against their element forms: one FMA chain per row in order of e, and
-// y = fma(x, v, y) per element, for F16 and F32 rows, with and without SIMD-sized parts.
+// The tiled path's kernels against their element forms: the K tile transposed, one FMA chain per
+// row in order of e, and y = fma(x, v, y) per element, for F16 and F32 rows, with and without SIMD-sized
+// parts.
 TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   for (DType type : {DType::F16, DType::F32}) {
     for (int64_t dk : {8, 12, 64, 72, 136}) {
-      const int64_t n_rows = 19;
+      const int64_t n_rows = 27;  // SIMD groups of 16 and 8 keys, then 3 more
       const size_t row_bytes = static_cast<size_t>(dk + 3) * (type == DType::F16 ? 2 : 4);
       std::vector<char> rows(static_cast<size_t>(n_rows) * row_bytes);
       std::vector<float> values(rows.size() / 2), q(static_cast<size_t>(dk));
@@ -73,7 +76,8 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
       // Every query count: each query's results as if alone.
       for (int nq = 1; nq <= quant::kMaxQueries; ++nq) {
         std::vector<std::vector<float>> qs(static_cast<size_t>(nq), std::vector<float>(q.size()));
-        std::vector<std::vector<float>> outs(static_cast<size_t>(nq), std::vector<float>(static_cast<size_t>(n_rows)));
+        std::vector<std::vector<float>> outs(static_cast<size_t>(nq),
+                                             std::vector<float>(static_cast<size_t>(n_rows)));
         std::vector<const float*> qp;
         std::vector<float*> op;
         for (int qi = 0; qi < nq; ++qi) {
@@ -81,7 +85,15 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
           qp.push_back(qs[static_cast<size_t>(qi)].data());
           op.push_back(outs[static_cast<size_t>(qi)].data());
         }
-        quant::dot_rows_sequential(nq, n_rows, dk, rows.data(), row_bytes, type, qp.data(), op.data());
+        // q k^T through the transposed tile, as the tiled path takes it (its leading dimension
+        // wider than the rows).
+        const int64_t ld = n_rows + 5;
+        std::vector<float> kt(static_cast<size_t>(dk * ld));
+        quant::transpose_rows_f32(n_rows, dk, rows.data(), row_bytes, type, kt.data(), ld);
+        for (int64_t j = 0; j < n_rows; ++j)
+          for (int64_t e = 0; e < dk; ++e)
+            ASSERT_EQ(kt[static_cast<size_t>(e * ld + j)], at(j, e)) << j << " " << e;
+        quant::dot_cols_sequential(nq, n_rows, dk, kt.data(), ld, qp.data(), op.data());
         for (int qi = 0; qi < nq; ++qi) {
           for (int64_t j = 0; j < n_rows; ++j) {
             float want = 0.0f;
@@ -91,13 +103,15 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
           }
         }
         // The V side: every row's weight per query, some exactly 0 (masked keys, skipped).
-        std::vector<std::vector<float>> p(static_cast<size_t>(nq)), acc(static_cast<size_t>(nq)), want(static_cast<size_t>(nq));
+        std::vector<std::vector<float>> p(static_cast<size_t>(nq)), acc(static_cast<size_t>(nq)),
+            want(static_cast<size_t>(nq));
         std::vector<const float*> pp;
         std::vector<float*> ap;
         for (int qi = 0; qi < nq; ++qi) {
           auto& pq = p[static_cast<size_t>(qi)];
           pq.resize(static_cast<size_t>(n_rows));
-          for (size_t j = 0; j < pq.size(); ++j) pq[j] = (j + static_cast<size_t>(qi)) % 4 == 2 ? 0.0f : dist(rng);
+          for (size_t j = 0; j < pq.size(); ++j)
+            pq[j] = (j + static_cast<size_t>(qi)) % 4 == 2 ? 0.0f : dist(rng);
           acc[static_cast<size_t>(qi)].resize(static_cast<size_t>(dk));
           for (float& a : acc[static_cast<size_t>(qi)]) a = dist(rng);
           want[static_cast<size_t>(qi)] = acc[static_cast<size_t>(qi)];
@@ -121,6 +135,44 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
   }
 }
 
+// The tiled path's scores and softmax sums against their element forms: w * scale + add (a product,
+// then a sum) with the largest value, NaNs ignored; chunks of 16 reduced pairwise, added in double.
+TEST(AttentionVec, ScoreScalingAndChunkSumsMatchTheElementFormulas) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-40.0f, 40.0f);
+  for (int64_t n : {0, 1, 7, 8, 16, 23, 64}) {
+    std::vector<float> w(static_cast<size_t>(n));
+    for (float& x : w) x = dist(rng);
+    if (n > 5) w[5] = NAN;
+    for (float add : {0.0f, -3.25f}) {
+      std::vector<float> got = w;
+      const float max = quant::scale_add_max(n, got.data(), 0.125f, add);
+      float want_max = -INFINITY;
+      for (size_t i = 0; i < w.size(); ++i) {
+        const float want = w[i] * 0.125f + add;
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got[i]));
+          continue;
+        }
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want)) << "n " << n << " i " << i;
+        want_max = std::max(want_max, want);
+      }
+      EXPECT_EQ(max, want_max) << "n " << n;
+    }
+    for (float& x : w) x = std::exp(dist(rng) / 8.0f);
+    double want = 0.0;
+    for (int64_t c = 0; c < n; c += 16) {
+      float v[16] = {}, h[8], q[4];
+      for (int64_t i = c; i < std::min(n, c + 16); ++i) v[i - c] = w[static_cast<size_t>(i)];
+      for (int i = 0; i < 8; ++i) h[i] = v[8 + i] + v[i];
+      for (int i = 0; i < 4; ++i) q[i] = h[4 + i] + h[i];
+      want += static_cast<double>((q[0] + q[2]) + (q[1] + q[3]));
+    }
+    EXPECT_EQ(std::bit_cast<uint64_t>(quant::sum_chunks16(n, w.data())), std::bit_cast<uint64_t>(want))
+        << "n " << n;
+  }
+}
+
 // The softmax numerators against expf_ggml_avx512 element by element: ordinary values, results
 // that are subnormal or overflow, beyond |n| > 192, infinities and NaN.
 TEST(AttentionVec, ShiftedExpMatchesTheElementFormula) {
@@ -128,8 +180,8 @@ TEST(AttentionVec, ShiftedExpMatchesTheElementFormula) {
   std::uniform_real_distribution<float> dist(-110.0f, 95.0f);
   std::vector<float> w(1003);
   for (float& x : w) x = dist(rng);
-  const float specials[] = {0.0f, -0.0f, 1e-30f, -87.5f, -103.9f, -104.5f, 88.7f, 89.0f, -150.0f, 300.0f, -300.0f,
-                            INFINITY, -INFINITY, NAN};
+  const float specials[] = {0.0f,  -0.0f,   1e-30f, -87.5f,  -103.9f,  -104.5f,   88.7f,
+                            89.0f, -150.0f, 300.0f, -300.0f, INFINITY, -INFINITY, NAN};
   for (size_t i = 0; i < std::size(specials); ++i) w[3 + 5 * i] = specials[i];
   for (float max : {0.0f, 3.5f, -20.0f}) {
     std::vector<float> got = w;

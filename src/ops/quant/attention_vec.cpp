@@ -1,26 +1,33 @@
 #include "ops/quant/attention_vec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/half.h"
 #include "ops/quant/kernels.h"
 #include "ops/quant/simd_math.h"
+#include "ops/softmax_row.h"
 
 namespace kiln::quant {
 
-// attention_vec_avx2.cpp: n a multiple of 8 (rows: of 8 rows, dk of 8 values).
+// attention_vec_avx2.cpp: n a multiple of 8 (rows: of 8 rows, dk of 8 values; columns: of 8).
 void f16_mad_avx2(int64_t n, uint16_t* y, const uint16_t* x, float v);
 void f16_scale_avx2(int64_t n, uint16_t* y, float s);
 void f32_mad_rows_avx2(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
                        DType x_type, const float* const* v);
-void dot_rows8_sequential_avx2(int nq, int64_t dk, const char* rows, size_t row_bytes, DType type,
-                               const float* const* q, float* const* out, int64_t at);
 void exp_shifted_ggml_avx2(int64_t n, float* w, float max);
+void transpose_rows8_f32_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, float* out,
+                              int64_t ld);
+void dot_cols_sequential_avx2(int nq, int64_t n, int64_t dk, const float* kt, int64_t ld,
+                              const float* const* q, float* const* out);
+float scale_add_max_avx2(int64_t n, float* w, float scale, float add);
+float reduce_add_16_avx2(const float* v);
 
 namespace {
 
 float load(DType type, const void* p, int64_t i) {
-  return type == DType::F16 ? f16_to_f32(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
+  return type == DType::F16 ? f16_to_f32(static_cast<const uint16_t*>(p)[i])
+                            : static_cast<const float*>(p)[i];
 }
 
 }  // namespace
@@ -59,20 +66,67 @@ void f32_mad_rows(int nq, int64_t n_rows, int64_t n, float* const* y, const char
   }
 }
 
-void dot_rows_sequential(int nq, int64_t n_rows, int64_t dk, const char* rows, size_t row_bytes, DType type,
-                         const float* const* q, float* const* out) {
+void transpose_rows_f32(int64_t n_rows, int64_t dk, const char* rows, size_t row_bytes, DType type,
+                        float* out, int64_t ld) {
   int64_t j = 0;
   if (cpu_has_avx2() && dk % 8 == 0) {
-    for (; j + 8 <= n_rows; j += 8) dot_rows8_sequential_avx2(nq, dk, rows + j * row_bytes, row_bytes, type, q, out, j);
+    for (; j + 8 <= n_rows; j += 8)
+      transpose_rows8_f32_avx2(dk, rows + j * row_bytes, row_bytes, type, out + j, ld);
   }
   for (; j < n_rows; ++j) {
     const char* row = rows + j * row_bytes;
+    for (int64_t e = 0; e < dk; ++e) out[e * ld + j] = load(type, row, e);
+  }
+}
+
+void dot_cols_sequential(int nq, int64_t n_cols, int64_t dk, const float* kt, int64_t ld,
+                         const float* const* q, float* const* out) {
+  int64_t j = 0;
+  if (cpu_has_avx2()) {
+    j = n_cols / 8 * 8;
+    dot_cols_sequential_avx2(nq, j, dk, kt, ld, q, out);
+  }
+  for (; j < n_cols; ++j) {
     for (int qi = 0; qi < nq; ++qi) {
       float dot = 0.0f;
-      for (int64_t e = 0; e < dk; ++e) dot = std::fma(load(type, row, e), q[qi][e], dot);
+      for (int64_t e = 0; e < dk; ++e) dot = std::fma(kt[e * ld + j], q[qi][e], dot);
       out[qi][j] = dot;
     }
   }
+}
+
+float scale_add_max(int64_t n, float* w, float scale, float add) {
+  int64_t i = 0;
+  float max = -INFINITY;
+  if (cpu_has_avx2()) {
+    i = n / 8 * 8;
+    max = scale_add_max_avx2(i, w, scale, add);
+  }
+  for (; i < n; ++i) {
+    w[i] = w[i] * scale + add;
+    max = ops::fmax_of(max, w[i]);
+  }
+  return max;
+}
+
+float reduce_add_16(const float* v) {
+  if (cpu_has_avx2()) return reduce_add_16_avx2(v);
+  float h[8], q[4];
+  for (int i = 0; i < 8; ++i) h[i] = v[8 + i] + v[i];
+  for (int i = 0; i < 4; ++i) q[i] = h[4 + i] + h[i];
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+double sum_chunks16(int64_t n, const float* w) {
+  double sum = 0.0;
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) sum += static_cast<double>(reduce_add_16(w + c));
+  if (c < n) {
+    float lane[16] = {};
+    std::copy(w + c, w + n, lane);
+    sum += static_cast<double>(reduce_add_16(lane));
+  }
+  return sum;
 }
 
 void exp_shifted_ggml(int64_t n, float* w, float max) {

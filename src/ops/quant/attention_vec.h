@@ -30,13 +30,31 @@ inline constexpr int kMaxQueries = 4;
 void f32_mad_rows(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
                   DType x_type, const float* const* v);
 
-// Dot products of n_rows rows (row j at rows + j * row_bytes, `type` F32 or F16, dk values)
-// with each q[qi] [dk], qi in [0, nq), each as one chain of FMAs in order of e
-// (out[qi][j] = fma(k_j[e], q[qi][e], ...), from 0): the tiled path's q k^T.
-void dot_rows_sequential(int nq, int64_t n_rows, int64_t dk, const char* rows, size_t row_bytes, DType type,
+// The tiled path's K tile, once per tile for a block of queries: out[e * ld + j] = f32(row_j[e])
+// for rows j in [0, n_rows) (row j at rows + j * row_bytes, `type` F32 or F16) and e in [0, dk).
+// ld >= n_rows.
+void transpose_rows_f32(int64_t n_rows, int64_t dk, const char* rows, size_t row_bytes, DType type,
+                        float* out, int64_t ld);
+
+// The tiled path's q k^T from a transposed tile (transpose_rows_f32's `out`), each product one
+// chain of FMAs in order of e: out[qi][j] = fma(kt[(dk - 1) * ld + j], q[qi][dk - 1], ... fma(kt[j],
+// q[qi][0], 0)) for j in [0, n_cols), qi in [0, nq).
+void dot_cols_sequential(int nq, int64_t n_cols, int64_t dk, const float* kt, int64_t ld,
                          const float* const* q, float* const* out);
+
+// w[i] = w[i] * scale + add for i in [0, n) (a product rounded, then a sum: no FMA); returns the
+// largest of the new values, NaNs ignored (-inf when all are NaN or n is 0).
+float scale_add_max(int64_t n, float* w, float scale, float add);
 
 // The softmax numerators: w[i] = expf_ggml_avx512(w[i] - max) for i in [0, n) (simd_math.h).
 void exp_shifted_ggml(int64_t n, float* w, float max);
+
+// Sum of 16 lanes as GCC's _mm512_reduce_add_ps: halves, quarters, then (0 + 2) + (1 + 3).
+float reduce_add_16(const float* v);
+
+// The sum of w[0..n) as ggml_vec_soft_max_f32 (AVX-512) adds it: chunks of 16 values (a partial
+// last chunk padded with zeros), each reduced in F32 as GCC's _mm512_reduce_add_ps (halves,
+// quarters, then (0 + 2) + (1 + 3)), the chunks added in double in order.
+double sum_chunks16(int64_t n, const float* w);
 
 }  // namespace kiln::quant

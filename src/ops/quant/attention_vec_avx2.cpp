@@ -14,7 +14,8 @@ namespace {
 // Eight values of x (F32 or F16) from index i, as floats.
 inline __m256 load8(const void* x, DType type, int64_t i) {
   if (type == DType::F16)
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(x) + i)));
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(x) + i)));
   return _mm256_loadu_ps(static_cast<const float*>(x) + i);
 }
 
@@ -43,8 +44,9 @@ void f16_mad_avx2(int64_t n, uint16_t* y, const uint16_t* x, float v) {
   const __m256 vv = _mm256_set1_ps(v);
   for (int64_t i = 0; i < n; i += 8) {
     const __m256 ys = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
-                     _mm256_cvtps_ph(_mm256_fmadd_ps(load8(x, DType::F16, i), vv, ys), _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(y + i),
+        _mm256_cvtps_ph(_mm256_fmadd_ps(load8(x, DType::F16, i), vv, ys), _MM_FROUND_TO_NEAREST_INT));
   }
 }
 
@@ -52,7 +54,8 @@ void f16_scale_avx2(int64_t n, uint16_t* y, float s) {
   const __m256 vs = _mm256_set1_ps(s);
   for (int64_t i = 0; i < n; i += 8) {
     const __m256 ys = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_mul_ps(ys, vs), _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_mul_ps(ys, vs), _MM_FROUND_TO_NEAREST_INT));
   }
 }
 
@@ -60,8 +63,8 @@ namespace {
 
 // y[qi][i0 .. i0 + 8 NV) of NQ queries over all rows, held in NQ x NV registers.
 template <int NQ, int NV>
-void mad_rows_chunk(int64_t n_rows, int64_t i0, float* const* y, const char* rows, size_t row_bytes, DType x_type,
-                    const float* const* v) {
+void mad_rows_chunk(int64_t n_rows, int64_t i0, float* const* y, const char* rows, size_t row_bytes,
+                    DType x_type, const float* const* v) {
   __m256 acc[NQ][NV];
   for (int qi = 0; qi < NQ; ++qi)
     for (int c = 0; c < NV; ++c) acc[qi][c] = _mm256_loadu_ps(y[qi] + i0 + 8 * c);
@@ -87,28 +90,12 @@ void mad_rows_chunk(int64_t n_rows, int64_t i0, float* const* y, const char* row
 
 // NQ queries' chunks of 8 NV (64 / NQ values: at most 16 accumulators), then single vectors.
 template <int NQ>
-void mad_rows_queries(int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes, DType x_type,
-                      const float* const* v) {
+void mad_rows_queries(int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
+                      DType x_type, const float* const* v) {
   constexpr int kNv = 8 / NQ;
   int64_t i0 = 0;
   for (; i0 + 8 * kNv <= n; i0 += 8 * kNv) mad_rows_chunk<NQ, kNv>(n_rows, i0, y, rows, row_bytes, x_type, v);
   for (; i0 < n; i0 += 8) mad_rows_chunk<NQ, 1>(n_rows, i0, y, rows, row_bytes, x_type, v);
-}
-
-// Lane j of dot[qi] is row j's chain with query qi; each step e is one FMA per lane, in order of e.
-template <int NQ>
-void dot_rows8_queries(int64_t dk, const char* rows, size_t row_bytes, DType type, const float* const* q,
-                       float* const* out, int64_t at) {
-  __m256 dot[NQ];
-  for (int qi = 0; qi < NQ; ++qi) dot[qi] = _mm256_setzero_ps();
-  for (int64_t e0 = 0; e0 < dk; e0 += 8) {
-    __m256 k[8];  // k[j] = row j's values e0..e0+7, then transposed: k[e] = value e0+e of rows 0..7
-    for (int j = 0; j < 8; ++j) k[j] = load8(rows + j * row_bytes, type, e0);
-    transpose8(k);
-    for (int e = 0; e < 8; ++e)
-      for (int qi = 0; qi < NQ; ++qi) dot[qi] = _mm256_fmadd_ps(k[e], _mm256_set1_ps(q[qi][e0 + e]), dot[qi]);
-  }
-  for (int qi = 0; qi < NQ; ++qi) _mm256_storeu_ps(out[qi] + at, dot[qi]);
 }
 
 }  // namespace
@@ -116,21 +103,94 @@ void dot_rows8_queries(int64_t dk, const char* rows, size_t row_bytes, DType typ
 void f32_mad_rows_avx2(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
                        DType x_type, const float* const* v) {
   switch (nq) {
-    case 1: return mad_rows_queries<1>(n_rows, n, y, rows, row_bytes, x_type, v);
-    case 2: return mad_rows_queries<2>(n_rows, n, y, rows, row_bytes, x_type, v);
-    case 3: return mad_rows_queries<3>(n_rows, n, y, rows, row_bytes, x_type, v);
-    default: return mad_rows_queries<4>(n_rows, n, y, rows, row_bytes, x_type, v);
+    case 1:
+      return mad_rows_queries<1>(n_rows, n, y, rows, row_bytes, x_type, v);
+    case 2:
+      return mad_rows_queries<2>(n_rows, n, y, rows, row_bytes, x_type, v);
+    case 3:
+      return mad_rows_queries<3>(n_rows, n, y, rows, row_bytes, x_type, v);
+    default:
+      return mad_rows_queries<4>(n_rows, n, y, rows, row_bytes, x_type, v);
   }
 }
 
-void dot_rows8_sequential_avx2(int nq, int64_t dk, const char* rows, size_t row_bytes, DType type,
-                               const float* const* q, float* const* out, int64_t at) {
-  switch (nq) {
-    case 1: return dot_rows8_queries<1>(dk, rows, row_bytes, type, q, out, at);
-    case 2: return dot_rows8_queries<2>(dk, rows, row_bytes, type, q, out, at);
-    case 3: return dot_rows8_queries<3>(dk, rows, row_bytes, type, q, out, at);
-    default: return dot_rows8_queries<4>(dk, rows, row_bytes, type, q, out, at);
+void transpose_rows8_f32_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, float* out,
+                              int64_t ld) {
+  for (int64_t e0 = 0; e0 < dk; e0 += 8) {
+    __m256 k[8];
+    for (int j = 0; j < 8; ++j) k[j] = load8(rows + j * row_bytes, type, e0);
+    transpose8(k);
+    for (int e = 0; e < 8; ++e) _mm256_storeu_ps(out + (e0 + e) * ld, k[e]);
   }
+}
+
+namespace {
+
+// Columns at .. at + 8 NC of NQ queries: lane j of dot[qi][c] is column 8c + j's chain.
+template <int NQ, int NC>
+void dot_cols_queries(int64_t dk, const float* kt, int64_t ld, const float* const* q, float* const* out,
+                      int64_t at) {
+  __m256 dot[NQ][NC];
+  for (int qi = 0; qi < NQ; ++qi)
+    for (int c = 0; c < NC; ++c) dot[qi][c] = _mm256_setzero_ps();
+  for (int64_t e = 0; e < dk; ++e) {
+    __m256 k[NC];
+    for (int c = 0; c < NC; ++c) k[c] = _mm256_loadu_ps(kt + e * ld + 8 * c);
+    for (int qi = 0; qi < NQ; ++qi) {
+      const __m256 qv = _mm256_broadcast_ss(q[qi] + e);
+      for (int c = 0; c < NC; ++c) dot[qi][c] = _mm256_fmadd_ps(k[c], qv, dot[qi][c]);
+    }
+  }
+  for (int qi = 0; qi < NQ; ++qi)
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(out[qi] + at + 8 * c, dot[qi][c]);
+}
+
+}  // namespace
+
+namespace {
+
+template <int NQ>
+void dot_cols_nq(int64_t n, int64_t dk, const float* kt, int64_t ld, const float* const* q,
+                 float* const* out) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) dot_cols_queries<NQ, 2>(dk, kt + j, ld, q, out, j);
+  for (; j < n; j += 8) dot_cols_queries<NQ, 1>(dk, kt + j, ld, q, out, j);
+}
+
+}  // namespace
+
+void dot_cols_sequential_avx2(int nq, int64_t n, int64_t dk, const float* kt, int64_t ld,
+                              const float* const* q, float* const* out) {
+  switch (nq) {
+    case 1:
+      return dot_cols_nq<1>(n, dk, kt, ld, q, out);
+    case 2:
+      return dot_cols_nq<2>(n, dk, kt, ld, q, out);
+    case 3:
+      return dot_cols_nq<3>(n, dk, kt, ld, q, out);
+    default:
+      return dot_cols_nq<4>(n, dk, kt, ld, q, out);
+  }
+}
+
+float scale_add_max_avx2(int64_t n, float* w, float scale, float add) {
+  const __m256 vs = _mm256_set1_ps(scale), va = _mm256_set1_ps(add);
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 x = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(w + i), vs), va);
+    _mm256_storeu_ps(w + i, x);
+    m = _mm256_max_ps(x, m);  // a NaN in x gives m
+  }
+  const __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  const __m128 q = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_max_ss(q, _mm_shuffle_ps(q, q, 1)));
+}
+
+float reduce_add_16_avx2(const float* v) {
+  const __m256 h = _mm256_add_ps(_mm256_loadu_ps(v + 8), _mm256_loadu_ps(v));           // v[8 + i] + v[i]
+  const __m128 q = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));  // h[4 + i] + h[i]
+  const __m128 t = _mm_add_ps(q, _mm_movehl_ps(q, q));                                  // q0 + q2, q1 + q3
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));  // (q0 + q2) + (q1 + q3)
 }
 
 void exp_shifted_ggml_avx2(int64_t n, float* w, float max) {
