@@ -102,32 +102,34 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
                 << dtype_name(type) << " dk " << dk << " row " << j << " query " << qi << " of " << nq;
           }
         }
-        // The V side: every row's weight per query, some exactly 0 (masked keys, skipped).
-        std::vector<std::vector<float>> p(static_cast<size_t>(nq)), acc(static_cast<size_t>(nq)),
-            want(static_cast<size_t>(nq));
-        std::vector<const float*> pp;
-        std::vector<float*> ap;
-        for (int qi = 0; qi < nq; ++qi) {
-          auto& pq = p[static_cast<size_t>(qi)];
-          pq.resize(static_cast<size_t>(n_rows));
-          for (size_t j = 0; j < pq.size(); ++j)
-            pq[j] = (j + static_cast<size_t>(qi)) % 4 == 2 ? 0.0f : dist(rng);
-          acc[static_cast<size_t>(qi)].resize(static_cast<size_t>(dk));
-          for (float& a : acc[static_cast<size_t>(qi)]) a = dist(rng);
-          want[static_cast<size_t>(qi)] = acc[static_cast<size_t>(qi)];
-          pp.push_back(pq.data());
-          ap.push_back(acc[static_cast<size_t>(qi)].data());
-        }
-        quant::f32_mad_rows(nq, n_rows, dk, ap.data(), rows.data(), row_bytes, type, pp.data());
-        for (int qi = 0; qi < nq; ++qi) {
-          for (int64_t i = 0; i < dk; ++i) {
-            float& w = want[static_cast<size_t>(qi)][static_cast<size_t>(i)];
-            for (int64_t j = 0; j < n_rows; ++j) {
-              const float pj = pp[static_cast<size_t>(qi)][j];
-              if (pj != 0.0f) w = std::fma(at(j, i), pj, w);
+        // The V side: every row's weight per query, some exactly 0 (masked keys, skipped) or none.
+        for (bool zeros : {true, false}) {
+          std::vector<std::vector<float>> p(static_cast<size_t>(nq)), acc(static_cast<size_t>(nq)),
+              want(static_cast<size_t>(nq));
+          std::vector<const float*> pp;
+          std::vector<float*> ap;
+          for (int qi = 0; qi < nq; ++qi) {
+            auto& pq = p[static_cast<size_t>(qi)];
+            pq.resize(static_cast<size_t>(n_rows));
+            for (size_t j = 0; j < pq.size(); ++j)
+              pq[j] = zeros && (j + static_cast<size_t>(qi)) % 4 == 2 ? 0.0f : dist(rng);
+            acc[static_cast<size_t>(qi)].resize(static_cast<size_t>(dk));
+            for (float& a : acc[static_cast<size_t>(qi)]) a = dist(rng);
+            want[static_cast<size_t>(qi)] = acc[static_cast<size_t>(qi)];
+            pp.push_back(pq.data());
+            ap.push_back(acc[static_cast<size_t>(qi)].data());
+          }
+          quant::f32_mad_rows(nq, n_rows, dk, ap.data(), rows.data(), row_bytes, type, pp.data());
+          for (int qi = 0; qi < nq; ++qi) {
+            for (int64_t i = 0; i < dk; ++i) {
+              float& w = want[static_cast<size_t>(qi)][static_cast<size_t>(i)];
+              for (int64_t j = 0; j < n_rows; ++j) {
+                const float pj = pp[static_cast<size_t>(qi)][j];
+                if (pj != 0.0f) w = std::fma(at(j, i), pj, w);
+              }
+              ASSERT_EQ(std::bit_cast<uint32_t>(ap[static_cast<size_t>(qi)][i]), std::bit_cast<uint32_t>(w))
+                  << dtype_name(type) << " dk " << dk << " i " << i << " query " << qi << " of " << nq;
             }
-            ASSERT_EQ(std::bit_cast<uint32_t>(ap[static_cast<size_t>(qi)][i]), std::bit_cast<uint32_t>(w))
-                << dtype_name(type) << " dk " << dk << " i " << i << " query " << qi << " of " << nq;
           }
         }
       }

@@ -56,6 +56,7 @@ void f32_mad_rows(int nq, int64_t n_rows, int64_t n, float* const* y, const char
   if (cpu_has_avx2()) {
     i0 = n / 8 * 8;
     f32_mad_rows_avx2(nq, n_rows, i0, y, rows, row_bytes, x_type, v);
+    if (i0 == n) return;
   }
   for (int qi = 0; qi < nq; ++qi) {
     for (int64_t j = 0; j < n_rows; ++j) {

@@ -61,25 +61,32 @@ void f16_scale_avx2(int64_t n, uint16_t* y, float s) {
 
 namespace {
 
-// y[qi][i0 .. i0 + 8 NV) of NQ queries over all rows, held in NQ x NV registers.
-template <int NQ, int NV>
+// Eight values of x from index i: F16 widened (kF16) or F32.
+template <bool kF16>
+inline __m256 load8_as(const void* x, int64_t i) {
+  return load8(x, kF16 ? DType::F16 : DType::F32, i);
+}
+
+// y[qi][i0 .. i0 + 8 NV) of NQ queries over all rows, held in NQ x NV registers. kSkip: some
+// v[qi][j] may be 0 (a masked key), and those are skipped; otherwise none is.
+template <int NQ, int NV, bool kF16, bool kSkip>
 void mad_rows_chunk(int64_t n_rows, int64_t i0, float* const* y, const char* rows, size_t row_bytes,
-                    DType x_type, const float* const* v) {
+                    const float* const* v) {
   __m256 acc[NQ][NV];
   for (int qi = 0; qi < NQ; ++qi)
     for (int c = 0; c < NV; ++c) acc[qi][c] = _mm256_loadu_ps(y[qi] + i0 + 8 * c);
   for (int64_t j = 0; j < n_rows; ++j) {
     const char* x = rows + static_cast<size_t>(j) * row_bytes;
     if constexpr (NQ == 1) {  // each load feeds its one FMA (no registers held for the row)
-      if (v[0][j] == 0.0f) continue;
+      if (kSkip && v[0][j] == 0.0f) continue;
       const __m256 vv = _mm256_set1_ps(v[0][j]);
-      for (int c = 0; c < NV; ++c) acc[0][c] = _mm256_fmadd_ps(load8(x, x_type, i0 + 8 * c), vv, acc[0][c]);
+      for (int c = 0; c < NV; ++c) acc[0][c] = _mm256_fmadd_ps(load8_as<kF16>(x, i0 + 8 * c), vv, acc[0][c]);
     } else {
       __m256 xs[NV];
-      for (int c = 0; c < NV; ++c) xs[c] = load8(x, x_type, i0 + 8 * c);
+      for (int c = 0; c < NV; ++c) xs[c] = load8_as<kF16>(x, i0 + 8 * c);
       for (int qi = 0; qi < NQ; ++qi) {
-        if (v[qi][j] == 0.0f) continue;
-        const __m256 vv = _mm256_set1_ps(v[qi][j]);
+        if (kSkip && v[qi][j] == 0.0f) continue;
+        const __m256 vv = _mm256_broadcast_ss(v[qi] + j);
         for (int c = 0; c < NV; ++c) acc[qi][c] = _mm256_fmadd_ps(xs[c], vv, acc[qi][c]);
       }
     }
@@ -89,13 +96,27 @@ void mad_rows_chunk(int64_t n_rows, int64_t i0, float* const* y, const char* row
 }
 
 // NQ queries' chunks of 8 NV (64 / NQ values: at most 16 accumulators), then single vectors.
-template <int NQ>
+template <int NQ, bool kF16, bool kSkip>
 void mad_rows_queries(int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
-                      DType x_type, const float* const* v) {
+                      const float* const* v) {
   constexpr int kNv = 8 / NQ;
   int64_t i0 = 0;
-  for (; i0 + 8 * kNv <= n; i0 += 8 * kNv) mad_rows_chunk<NQ, kNv>(n_rows, i0, y, rows, row_bytes, x_type, v);
-  for (; i0 < n; i0 += 8) mad_rows_chunk<NQ, 1>(n_rows, i0, y, rows, row_bytes, x_type, v);
+  for (; i0 + 8 * kNv <= n; i0 += 8 * kNv)
+    mad_rows_chunk<NQ, kNv, kF16, kSkip>(n_rows, i0, y, rows, row_bytes, v);
+  for (; i0 < n; i0 += 8) mad_rows_chunk<NQ, 1, kF16, kSkip>(n_rows, i0, y, rows, row_bytes, v);
+}
+
+template <int NQ>
+void mad_rows_nq(int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes, DType x_type,
+                 const float* const* v) {
+  bool skip = false;  // any weight exactly 0: then the loops test each one
+  for (int qi = 0; qi < NQ; ++qi)
+    for (int64_t j = 0; j < n_rows; ++j) skip |= v[qi][j] == 0.0f;
+  const bool f16 = x_type == DType::F16;
+  if (f16 && skip) return mad_rows_queries<NQ, true, true>(n_rows, n, y, rows, row_bytes, v);
+  if (f16) return mad_rows_queries<NQ, true, false>(n_rows, n, y, rows, row_bytes, v);
+  if (skip) return mad_rows_queries<NQ, false, true>(n_rows, n, y, rows, row_bytes, v);
+  return mad_rows_queries<NQ, false, false>(n_rows, n, y, rows, row_bytes, v);
 }
 
 }  // namespace
@@ -104,13 +125,13 @@ void f32_mad_rows_avx2(int nq, int64_t n_rows, int64_t n, float* const* y, const
                        DType x_type, const float* const* v) {
   switch (nq) {
     case 1:
-      return mad_rows_queries<1>(n_rows, n, y, rows, row_bytes, x_type, v);
+      return mad_rows_nq<1>(n_rows, n, y, rows, row_bytes, x_type, v);
     case 2:
-      return mad_rows_queries<2>(n_rows, n, y, rows, row_bytes, x_type, v);
+      return mad_rows_nq<2>(n_rows, n, y, rows, row_bytes, x_type, v);
     case 3:
-      return mad_rows_queries<3>(n_rows, n, y, rows, row_bytes, x_type, v);
+      return mad_rows_nq<3>(n_rows, n, y, rows, row_bytes, x_type, v);
     default:
-      return mad_rows_queries<4>(n_rows, n, y, rows, row_bytes, x_type, v);
+      return mad_rows_nq<4>(n_rows, n, y, rows, row_bytes, x_type, v);
   }
 }
 
