@@ -1,9 +1,11 @@
 #include "ops/activations.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
 #include "core/half.h"
+#include "ops/quant/f16_lookup.h"
 
 namespace kiln::ops {
 namespace {
@@ -37,5 +39,22 @@ float gelu_f32(float x) {
 }
 
 float gelu_quick_f32(float x) { return f16_to_f32(gelu_quick_f16_table()[f32_to_f16(x)]); }
+
+void gelu_row(int64_t n, float* y, const float* x) {
+  constexpr int64_t kBlock = 64;
+  float looked_up[kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - i0);
+    quant::f16_lookup_row(m, looked_up, x + i0, gelu_f16_table().data());
+    for (int64_t i = 0; i < m; ++i) {
+      const float v = x[i0 + i];
+      y[i0 + i] = v <= -10.0f ? 0.0f : v >= 10.0f ? v : looked_up[i];
+    }
+  }
+}
+
+void gelu_quick_row(int64_t n, float* y, const float* x) {
+  quant::f16_lookup_row(n, y, x, gelu_quick_f16_table().data());
+}
 
 }  // namespace kiln::ops

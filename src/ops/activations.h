@@ -28,4 +28,9 @@ inline float gelu_quick_exact_f32(float x) { return x * (1.0f / (1.0f + std::exp
 // over every F16 value (each rounded to F16), widened back to F32; no clamping.
 float gelu_quick_f32(float x);
 
+// y[i] = gelu_f32(x[i]) and y[i] = gelu_quick_f32(x[i]) for i in [0, n), eight at a time where
+// the CPU has F16C. y may be x.
+void gelu_row(int64_t n, float* y, const float* x);
+void gelu_quick_row(int64_t n, float* y, const float* x);
+
 }  // namespace kiln::ops

@@ -131,11 +131,12 @@ void run_silu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
 }
 
 void run_gelu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
-  run_unary(call, begin, end, gelu_f32);
+  run_unary_rows(call, begin, end, gelu_row, [](int64_t, int64_t, float x) { return gelu_f32(x); });
 }
 
 void run_gelu_quick(const OpCall& call, int, int64_t begin, int64_t end, void*) {
-  run_unary(call, begin, end, gelu_quick_f32);
+  run_unary_rows(call, begin, end, gelu_quick_row,
+                 [](int64_t, int64_t, float x) { return gelu_quick_f32(x); });
 }
 
 Status check_swiglu(const OpCall& call) {

@@ -3,14 +3,18 @@
 // validation, against double-precision references over awkward shapes and layouts.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "op_harness.h"
 #include "ops/activations.h"
+#include "ops/quant/f16_lookup.h"
 #include "ops/quant/silu_rows.h"
 #include "ops/quant/simd_math.h"
 
@@ -76,10 +80,30 @@ TEST(OpsElementwise, InPlaceAddOverwritesSrc0) {
 // for bit, where ggml's arithmetic takes its special paths: e^-x past the float range (x beyond
 // +-88 and +-104), results in the subnormals, infinities, NaN, signed zeros.
 TEST(OpsElementwise, SiluRowsFollowGgmlsArithmeticAtTheExtremes) {
-  std::vector<float> x = {0.0f, -0.0f, 1.0f, -1.0f, 87.0f, -87.0f, 88.5f, -88.5f, 89.0f, -89.0f,
-                          103.0f, -103.0f, 104.5f, -104.5f, 130.0f, -130.0f, 200.0f, -200.0f,
-                          1e-40f, -1e-40f, 1e30f, -1e30f,
-                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          87.0f,
+                          -87.0f,
+                          88.5f,
+                          -88.5f,
+                          89.0f,
+                          -89.0f,
+                          103.0f,
+                          -103.0f,
+                          104.5f,
+                          -104.5f,
+                          130.0f,
+                          -130.0f,
+                          200.0f,
+                          -200.0f,
+                          1e-40f,
+                          -1e-40f,
+                          1e30f,
+                          -1e30f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
                           std::numeric_limits<float>::quiet_NaN()};
   for (float v = -120.0f; v <= 120.0f; v += 0.37f) x.push_back(v);
   const auto n = static_cast<int64_t>(x.size());
@@ -87,7 +111,9 @@ TEST(OpsElementwise, SiluRowsFollowGgmlsArithmeticAtTheExtremes) {
   for (size_t i = 0; i < g.size(); ++i) g[i] = 0.25f + static_cast<float>(i % 7);
   quant::silu_row_ggml(n, y.data(), x.data());
   quant::swiglu_row_ggml(n, z.data(), x.data(), g.data());
-  auto same = [](float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b)); };
+  auto same = [](float a, float b) {
+    return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b));
+  };
   for (int64_t i = 0; i < n; ++i) {
     const float want = quant::silu_vectorised(i, n) ? quant::silu_ggml_avx512(x[i]) : ops::silu_f32(x[i]);
     EXPECT_TRUE(same(y[i], want)) << "silu(" << x[i] << ") at " << i << ": " << y[i] << " vs " << want;
@@ -122,8 +148,9 @@ TEST(OpsElementwise, ScaleSiluGeluSwiGlu) {
         return quant::silu_vectorised(a, ne[0]) ? quant::silu_ggml_avx512(v) : ops::silu_f32(v);
       };
       run_checked(make_call(OpKind::Silu, d, {&x}), d);
-      expect_near(d, [&](int64_t a, int64_t b, int64_t c, int64_t e) { return double(silu_ggml(a, b, c, e)); }, 0, 0,
-                  "silu" + where);
+      expect_near(
+          d, [&](int64_t a, int64_t b, int64_t c, int64_t e) { return double(silu_ggml(a, b, c, e)); }, 0, 0,
+          "silu" + where);
       expect_near(
           d,
           [&](int64_t a, int64_t b, int64_t c, int64_t e) {
@@ -158,6 +185,45 @@ TEST(OpsElementwise, ScaleSiluGeluSwiGlu) {
           EXPECT_EQ(got, round_f16(got)) << "gelu output is not an F16 table value";
         }
       }
+      // Bit for bit the element rule (the row kernels look up eight values at a time).
+      expect_near(
+          d,
+          [&](int64_t a, int64_t b, int64_t c, int64_t e) {
+            return double(ops::gelu_f32(x.get(a, b, c, e)));
+          },
+          0, 0, "gelu bits" + where);
+      run_checked(make_call(OpKind::GeluQuick, d, {&x}), d);
+      expect_near(
+          d,
+          [&](int64_t a, int64_t b, int64_t c, int64_t e) {
+            return double(ops::gelu_quick_f32(x.get(a, b, c, e)));
+          },
+          0, 0, "gelu_quick bits" + where);
+    }
+  }
+}
+
+// The F16 table lookup behind GELU against its element form, over values that round to F16
+// subnormals, overflow to infinity, tie, and NaN: a table that maps every F16 value to itself gives
+// each value's F16 rounding.
+TEST(OpsElementwise, F16LookupRoundsAsTheElementForm) {
+  std::vector<uint16_t> identity(1 << 16);
+  for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<uint16_t>(i);
+  std::vector<float> x = {
+      0.0f,   -0.0f,         1e-8f,        -3e-6f, 65504.0f,           65520.0f,           1e6f,
+      -1e6f,  INFINITY,      -INFINITY,    NAN,    1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 0.1f,
+      -2.75f, 5.9604645e-8f, 2.9802322e-8f};
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> dist(-70000.0f, 70000.0f);
+  while (x.size() < 61) x.push_back(dist(rng));
+  std::vector<float> y(x.size());
+  quant::f16_lookup_row(static_cast<int64_t>(x.size()), y.data(), x.data(), identity.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = f16_to_f32(f32_to_f16(x[i]));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(y[i])) << i;
+    } else {
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want)) << "x " << x[i];
     }
   }
 }
@@ -201,7 +267,8 @@ TEST(OpsAvgPool2d, MeanOfEachWindowInGgmlOrder) {
     Shape4 ne;
     int k;
   };
-  for (const Case& c : {Case{{7, 8, 8, 1}, 4}, Case{{3, 6, 4, 2}, 2}, Case{{5, 3, 3, 1}, 3}, Case{{2, 5, 5, 1}, 1}}) {
+  for (const Case& c :
+       {Case{{7, 8, 8, 1}, 4}, Case{{3, 6, 4, 2}, 2}, Case{{5, 3, 3, 1}, 3}, Case{{2, 5, 5, 1}, 1}}) {
     for (Layout l : kLayouts) {
       HostTensor x(DType::F32, c.ne, l);
       HostTensor d(DType::F32, {c.ne[0], c.ne[1] / c.k, c.ne[2] / c.k, c.ne[3]}, Layout::Padded);
@@ -214,7 +281,8 @@ TEST(OpsAvgPool2d, MeanOfEachWindowInGgmlOrder) {
           [&](int64_t ch, int64_t ox, int64_t oy, int64_t b) {
             float sum = 0.0f;
             for (int ky = 0; ky < c.k; ++ky)
-              for (int kx = 0; kx < c.k; ++kx) sum += static_cast<float>(x.get(ch, ox * c.k + kx, oy * c.k + ky, b));
+              for (int kx = 0; kx < c.k; ++kx)
+                sum += static_cast<float>(x.get(ch, ox * c.k + kx, oy * c.k + ky, b));
             return static_cast<double>(sum / static_cast<float>(c.k * c.k));
           },
           0, 0, "avg_pool_2d k=" + std::to_string(c.k) + " " + layout_name(l));
