@@ -8,6 +8,7 @@
 //   quantized -> F32: same shape, dst rows contiguous, through to_float.
 // One work unit is one dst row.
 #include <cstdint>
+#include <cstring>
 
 #include "ops/kernel.h"
 #include "ops/quant/quant.h"
@@ -66,17 +67,44 @@ char* flat_elem(const TensorView& v, int64_t flat) {
   return row_ptr(v, i1, i2, i3) + i0 * static_cast<int64_t>(v.nb[0]);
 }
 
+using RowCopyFn = void (*)(const char* src, char* dst, int64_t n);
+
+// A whole-row conversion for float rows that are contiguous on both sides, the same values as
+// load_f32 / store_f32 element by element (the types' to_float / from_float: SIMD where the CPU
+// has it); nullptr for other pairs (element by element).
+RowCopyFn contiguous_row_copy(const TensorView& s, const TensorView& d) {
+  if (s.nb[0] != type_size(s.type) || d.nb[0] != type_size(d.type)) return nullptr;
+  if (s.type == d.type) {
+    if (s.type == DType::F32) return [](const char* x, char* y, int64_t n) { std::memcpy(y, x, 4 * n); };
+    return [](const char* x, char* y, int64_t n) { std::memcpy(y, x, 2 * n); };  // F16, BF16
+  }
+  if (s.type == DType::F32 && d.type == DType::F16)
+    return [](const char* x, char* y, int64_t n) {
+      quant_traits(DType::F16)->from_float(reinterpret_cast<const float*>(x), y, n);
+    };
+  if (s.type == DType::F16 && d.type == DType::F32)
+    return [](const char* x, char* y, int64_t n) {
+      quant_traits(DType::F16)->to_float(x, reinterpret_cast<float*>(y), n);
+    };
+  return nullptr;
+}
+
 void run_cpy(const OpCall& call, int, int64_t begin, int64_t end, void*) {
   const TensorView& s = call.src[0];
   const TensorView& d = call.dst;
   const int64_t n0 = d.ne[0];
   if (is_float_type(s.type) && is_float_type(d.type)) {
     const bool shaped = same_shape(s, d);
+    const RowCopyFn row_copy = contiguous_row_copy(s, d);
     for (int64_t r = begin; r < end; ++r) {
       const RowIdx ri = row_idx(d, r);
       char* drow = row_ptr(d, ri);
       if (shaped) {
         const char* srow = row_ptr(s, ri);
+        if (row_copy) {
+          row_copy(srow, drow, n0);
+          continue;
+        }
         for (int64_t i0 = 0; i0 < n0; ++i0) {
           store_f32(d.type, drow + i0 * static_cast<int64_t>(d.nb[0]),
                     load_f32(s.type, srow + i0 * static_cast<int64_t>(s.nb[0])));

@@ -9,6 +9,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
+#include <vector>
+
+#include "ops/quant/quant.h"
 
 namespace kiln {
 namespace {
@@ -78,6 +82,30 @@ TEST(Half, Bf16RoundsToNearestEvenAndQuietsNan) {
     const uint16_t back = f32_to_bf16(bf16_to_f32(static_cast<uint16_t>(h)));
     const bool nan = (h & 0x7f80) == 0x7f80 && (h & 0x7f);
     ASSERT_EQ(back, nan ? (h | 0x40) : h) << std::hex << h;
+  }
+}
+
+// The F16 type's row conversions (quant_traits: F16C rows on AVX2 CPUs) give the scalar rows'
+// bits, over lengths with tails and values that round to subnormals, overflow, tie or are NaN.
+TEST(Half, F16TraitRowConversionsMatchTheScalarRows) {
+  std::vector<float> x = {0.0f, -0.0f,    1e-8f,         -3e-6f,       65504.0f,           65520.0f,
+                          1e6f, INFINITY, -INFINITY,     NAN,          1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,
+                          0.1f, -2.75f,   5.9604645e-8f, 2.9802322e-8f};
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> dist(-70000.0f, 70000.0f);
+  while (x.size() < 43) x.push_back(dist(rng));
+  const QuantTraits* f16 = quant_traits(DType::F16);
+  for (int64_t n : {int64_t{1}, int64_t{8}, int64_t{15}, static_cast<int64_t>(x.size())}) {
+    std::vector<uint16_t> got(static_cast<size_t>(n)), want(got.size());
+    f16->from_float(x.data(), got.data(), n);
+    f32_to_f16_row(x.data(), want.data(), n);
+    EXPECT_EQ(got, want) << "n " << n;
+    std::vector<float> back(got.size()), back_want(got.size());
+    f16->to_float(got.data(), back.data(), n);
+    f16_to_f32_row(got.data(), back_want.data(), n);
+    for (size_t i = 0; i < back.size(); ++i)
+      EXPECT_EQ(std::bit_cast<uint32_t>(back[i]), std::bit_cast<uint32_t>(back_want[i]))
+          << "n " << n << " i " << i;
   }
 }
 

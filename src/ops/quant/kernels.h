@@ -107,6 +107,8 @@ void vec_dot_q8_0_q8_0_avx2(int64_t n, float* s, const BlockQ8_0* x, const Block
 void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
 void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y);
 void vec_dot_f16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
+void f32_to_f16_row_avx2(const float* x, uint16_t* y, int64_t n);  // half_rows_avx2.cpp
+void f16_to_f32_row_avx2(const uint16_t* x, float* y, int64_t n);
 void quantize_row_q8_0_x86_avx2(const float* x, BlockQ8_0* y, int64_t n);  // activation_avx2.cpp
 void quantize_row_q8_1_x86_avx2(const float* x, BlockQ8_1* y, int64_t n);
 void vec_dot_bf16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
@@ -127,12 +129,12 @@ void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const
 void vec_dot_q4_K_q8_K_rows8_x4_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
 // vec_dot_q4_0_q8_0_rows8 of eight weight rows (x + i * x_stride bytes) and four activation rows
 // (y + r * y_stride bytes) into s + r * s_stride bytes, [i]; bit-identical to 32 single calls.
-void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x, size_t x_stride,
-                                      const BlockQ8_0* y, size_t y_stride);
+void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x,
+                                      size_t x_stride, const BlockQ8_0* y, size_t y_stride);
 
 // --- AVX-512 variants (vec_dot_avx512.cpp; call only when cpu_has_avx512_vnni()). Same contracts.
 bool cpu_has_avx512_vnni();  // cpu_has_avx2() and AVX-512 F, BW, VL and VNNI present
-void vec_dot_q4_0_q8_0_rows8_8x4_avx512(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x, size_t x_stride,
-                                        const BlockQ8_0* y, size_t y_stride);
+void vec_dot_q4_0_q8_0_rows8_8x4_avx512(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x,
+                                        size_t x_stride, const BlockQ8_0* y, size_t y_stride);
 
 }  // namespace kiln::quant

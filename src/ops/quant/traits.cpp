@@ -71,8 +71,10 @@ struct Table {
     add({DType::F32, DType::F32, &f32_to_float, &f32_from_float, nullptr,
          avx2 ? KILN_VEC_DOT(float, float, vec_dot_f32_avx2) : KILN_VEC_DOT(float, float, vec_dot_f32),
          KILN_VEC_DOT(float, float, vec_dot_f32)});
-    add({DType::F16, DType::F16, KILN_TO_FLOAT(uint16_t, f16_to_f32_row),
-         KILN_FROM_FLOAT(uint16_t, f32_to_f16_row), nullptr,
+    add({DType::F16, DType::F16,
+         avx2 ? KILN_TO_FLOAT(uint16_t, f16_to_f32_row_avx2) : KILN_TO_FLOAT(uint16_t, f16_to_f32_row),
+         avx2 ? KILN_FROM_FLOAT(uint16_t, f32_to_f16_row_avx2) : KILN_FROM_FLOAT(uint16_t, f32_to_f16_row),
+         nullptr,
          avx2 ? KILN_VEC_DOT(uint16_t, uint16_t, vec_dot_f16_avx2)
               : KILN_VEC_DOT(uint16_t, uint16_t, vec_dot_f16),
          KILN_VEC_DOT(uint16_t, uint16_t, vec_dot_f16)});
@@ -170,9 +172,8 @@ struct Table {
       const VecDotFn q4_0_ref = &vec_dot_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8>;
       rows8(DType::Q4_0, q4_0, q4_0_ref, q4_0, q4_0_ref);
       entries[static_cast<uint32_t>(DType::Q4_0)].vec_dot_rows8_x4_8x4 =
-          cpu_has_avx512_vnni()
-              ? &vec_dot_tile_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_8x4_avx512>
-              : &vec_dot_tile_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_8x4_avx2>;
+          cpu_has_avx512_vnni() ? &vec_dot_tile_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_8x4_avx512>
+                                : &vec_dot_tile_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_8x4_avx2>;
       const VecDotFn iq4 = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx2>;
       const VecDotFn iq4_ref = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8>;
       rows8(DType::IQ4_NL, iq4, iq4_ref, iq4, iq4_ref);
