@@ -1,10 +1,9 @@
 // AVX2 kernels of the Q6_K and Q5_K families (layouts.h), bit-identical to k_quant_tiles.cpp's
 // scalar kernels: each output keeps the int32 lanes and F32 accumulators of its type's AVX2
-// vec_dot. Up to eight weight rows at a time (sixteen for up to kFewActs activation rows): per
-// super-block their levels and scales are unpacked once (kept in L1) and met by every activation
-// row of the tile, whose accumulators wait in L1 between super-blocks; the scales multiply two chunks of 32
-// values at once (regroup), three multiplies per 64 values instead of the vec_dots' four. Compiled for AVX2 +
-// FMA + F16C.
+// vec_dot. Up to eight weight rows at a time: per super-block their levels and scales are
+// unpacked once (kept in L1) and met by every activation row of the tile, whose accumulators wait
+// in L1 between super-blocks; the scales multiply two chunks of 32 values at once (regroup), three
+// multiplies per 64 values instead of the vec_dots' four. Compiled for AVX2 + FMA + F16C.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -19,9 +18,6 @@ namespace kiln::gemm {
 namespace {
 
 constexpr int64_t kActChunk = 64;  // activation rows whose accumulators a pass keeps
-// Up to this many activation rows (batched decode: a token per stream) a pass takes sixteen weight
-// rows, so that each activation row's regrouping serves twice as many of them.
-constexpr int64_t kFewActs = 16;
 
 // Values of chunks c and c+1 (32 each) regrouped so that one vpmaddwd scales both: in every int32
 // lane l, lo holds values 4l, 4l+1 of chunk c then 4l, 4l+1 of chunk c+1, hi values 4l+2, 4l+3 of
@@ -142,16 +138,16 @@ struct Q5K {
   }
 };
 
-// Weight rows i0 .. i0+NI-1 x activation rows r0 .. r0+nr-1 (nr <= MaxActs).
-template <class F, int NI, int64_t MaxActs = kActChunk>
+// Weight rows i0 .. i0+NI-1 x activation rows r0 .. r0+nr-1 (nr <= kActChunk).
+template <class F, int NI>
 void k_quant_rows(const Tile& t, int64_t i0, int64_t r0, int64_t nr) {
   using Block = typename F::Block;
   const Block* w[NI];
   for (int i = 0; i < NI; ++i)
     w[i] = reinterpret_cast<const Block*>(t.w + static_cast<size_t>(i0 + i) * t.w_stride);
-  typename F::Acc acc[MaxActs][NI];
+  typename F::Acc acc[NI][kActChunk];
   for (int i = 0; i < NI; ++i)
-    for (int64_t r = 0; r < nr; ++r) acc[r][i] = typename F::Acc();
+    for (int64_t r = 0; r < nr; ++r) acc[i][r] = typename F::Acc();
   for (int64_t s = 0; s < t.k / 256; ++s) {
     typename F::Unpacked u[NI];
     for (int i = 0; i < NI; ++i) F::unpack(w[i][s], u[i]);
@@ -172,7 +168,7 @@ void k_quant_rows(const Tile& t, int64_t i0, int64_t r0, int64_t nr) {
         q[p] = regroup(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p)),
                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p + 32)));
       const __m256 da = _mm256_broadcast_ss(&a.d);
-#pragma GCC unroll 16
+#pragma GCC unroll 8
       for (int i = 0; i < NI; ++i) {
         __m256i sum = F::start(u[i], a);
         for (int p = 0; p < 4; ++p) {
@@ -180,12 +176,12 @@ void k_quant_rows(const Tile& t, int64_t i0, int64_t r0, int64_t nr) {
                                                   _mm256_maddubs_epi16(u[i].levels[p].hi, q[p].hi));
           sum = _mm256_add_epi32(sum, _mm256_madd_epi16(sums16, u[i].scales[p]));
         }
-        F::add(acc[r][i], sum, u[i], a, da);
+        F::add(acc[i][r], sum, u[i], a, da);
       }
     }
   }
   for (int i = 0; i < NI; ++i)
-    for (int64_t r = 0; r < nr; ++r) store1(t, r0 + r, i0 + i, F::result(acc[r][i]));
+    for (int64_t r = 0; r < nr; ++r) store1(t, r0 + r, i0 + i, F::result(acc[i][r]));
 }
 
 template <class F>
@@ -204,8 +200,6 @@ void k_quant_tile(const Tile& t) {
   for (int64_t r0 = 0; r0 < t.n_act; r0 += kActChunk) {
     const int64_t nr = std::min(kActChunk, t.n_act - r0);
     int64_t i = 0;
-    if (nr <= kFewActs)
-      for (; i + 16 <= t.n_rows; i += 16) k_quant_rows<F, 16, kFewActs>(t, i, r0, nr);
     for (; i + 8 <= t.n_rows; i += 8) k_quant_rows<F, 8>(t, i, r0, nr);
     for (; i + 4 <= t.n_rows; i += 4) k_quant_rows<F, 4>(t, i, r0, nr);
     for (; i < t.n_rows; ++i) k_quant_rows<F, 1>(t, i, r0, nr);
