@@ -277,6 +277,59 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
   }
 }
 
+// The Q6_K and Q5_K tiles on arbitrary block bytes (every level, scale and min, Q6_K's scale -128
+// included) and Q8_K activations at their extremes (levels -128 and 127, so the bias and the
+// int16 sums reach their bounds), against the scalar kernels bit for bit: 1..70 activation rows
+// (the tile's one-row path, its 64-row passes and their remainders), 17 weight rows (8 + 8 + 1).
+TEST(GemmKernels, KQuantTilesEqualTheScalarKernelsOnExtremeBytes) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: Q6_K and Q5_K take their scalar vec_dots";
+  const int64_t k = 512, n_rows = 17, max_m = 70;
+  const int64_t act_rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 16, 31, 63, 64, 65, max_m};
+  std::mt19937 rng(7);
+  auto byte = [&] { return static_cast<uint8_t>(rng()); };
+  auto scale = [&] {
+    return f32_to_f16(std::ldexp(1.0f + static_cast<float>(rng() % 1024) / 1024, -8 - int(rng() % 4)));
+  };
+  const int64_t nsb = k / 256;
+  std::vector<quant::BlockQ8_K> act(static_cast<size_t>(max_m * nsb));
+  for (size_t b = 0; b < act.size(); ++b) {
+    quant::BlockQ8_K& a = act[b];
+    a.d = std::ldexp(1.0f + static_cast<float>(rng() % 4096) / 4096, -7);
+    const int mode = static_cast<int>(b % 3);  // random levels, all -128, all 127
+    for (int e = 0; e < 256; ++e) a.qs[e] = static_cast<int8_t>(mode == 0 ? byte() : mode == 1 ? 0x80 : 0x7F);
+    for (int j = 0; j < 16; ++j) {
+      int sum = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) sum += a.qs[e];
+      a.bsums[j] = static_cast<int16_t>(sum);
+    }
+  }
+  const std::vector<uint8_t> acts(reinterpret_cast<const uint8_t*>(act.data()),
+                                  reinterpret_cast<const uint8_t*>(act.data() + act.size()));
+  for (const TileCase& c : tile_cases()) {
+    if (c.type != DType::Q6_K && c.type != DType::Q5_K) continue;
+    std::vector<uint8_t> w(static_cast<size_t>(n_rows) * row_size(c.type, k));
+    for (uint8_t& b : w) b = byte();
+    for (int64_t i = 0; i < n_rows * nsb; ++i) {
+      if (c.type == DType::Q6_K) {
+        auto& blk = reinterpret_cast<quant::BlockQ6_K*>(w.data())[i];
+        blk.d = scale();
+        if (i % 2 == 0) std::memset(blk.scales, 0x80, sizeof(blk.scales));  // -128 everywhere
+      } else {
+        auto& blk = reinterpret_cast<quant::BlockQ5_K*>(w.data())[i];
+        blk.d = scale();
+        blk.dmin = scale();
+      }
+    }
+    for (int64_t m : act_rows) {
+      const auto want = run_tile(c.scalar, c, w, row_size(c.type, k), n_rows, k, acts,
+                                 static_cast<size_t>(nsb) * sizeof(quant::BlockQ8_K), m, 1);
+      const auto got = run_tile(c.simd, c, w, row_size(c.type, k), n_rows, k, acts,
+                                static_cast<size_t>(nsb) * sizeof(quant::BlockQ8_K), m, 1);
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << c.name << " m=" << m;
+    }
+  }
+}
+
 // The float prompt families' scalar kernels and activation conversions (F32: the row itself).
 struct FloatFamily {
   DType type;

@@ -51,7 +51,7 @@ struct Q6K {
     ChunkPair levels[4];  // chunks 2p, 2p+1 (values 0..63, biased by 32), regrouped
     __m256i scales[4];    // int16 pairs per lane l: chunk 2p's and 2p+1's scales of values 4l..
                           // (l < 4: the first 16 of each chunk, else the second 16)
-    __m256i scales16;     // the 16 scales as int16 (q6_K_bias)
+    __m256i bias32;       // the 16 scales times -32 as int16 (q6_K_bias's terms, negated)
     __m256 d;             // the super-block scale in every lane
   };
   struct Acc {
@@ -61,19 +61,28 @@ struct Q6K {
     __m256i lv[8];
     quant::q6_K_levels(b.ql, b.qh, lv);
     quant::q6_K_levels(b.ql + 64, b.qh + 32, lv + 4);
-    const int8_t* sc = b.scales;
+    // Chunk c = 2p has scales sc[2c] (values 0..15), sc[2c+1] (16..31); chunk c+1 the next two. One
+    // shuffle puts them as int16 pairs: int32 lane 2p = (sc[4p], sc[4p+2]), lane 2p+1 = (sc[4p+1],
+    // sc[4p+3]); scales[p] takes lane 2p in its low half, lane 2p+1 in its high half.
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m256i pairs = _mm256_cvtepi8_epi16(
+        _mm_shuffle_epi8(raw, _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15)));
     for (int p = 0; p < 4; ++p) {
       u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
-      // Chunk c = 2p has scales sc[2c] (values 0..15), sc[2c+1] (16..31); chunk c+1 the next two.
-      u.scales[p] =
-          _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(pack16(sc[4 * p], sc[4 * p + 2]))),
-                                  _mm_set1_epi32(pack16(sc[4 * p + 1], sc[4 * p + 3])), 1);
+      u.scales[p] = _mm256_permutevar8x32_epi32(
+          pairs, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
     }
-    u.scales16 = quant::q6_K_scales16(b.scales);
+    // |scale| <= 128: times 32 within int16.
+    u.bias32 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(raw), _mm256_set1_epi16(-32));
     u.d = _mm256_set1_ps(_cvtsh_ss(b.d));
   }
-  static void add(Acc& acc, __m256i sum, const Unpacked& u, const quant::BlockQ8_K& a, __m256 da) {
-    const __m256i lanes = _mm256_sub_epi32(sum, quant::q6_K_bias(a.bsums, u.scales16));
+  // The lanes' integer start: minus the bias 32 as q6_K_bias splits it (lane l: 32 * (bsums[2l] *
+  // sc[2l] + bsums[2l+1] * sc[2l+1])); int32 sums are exact, so starting from it equals the
+  // vec_dot's subtraction at the end.
+  static __m256i start(const Unpacked& u, const quant::BlockQ8_K& a) {
+    return _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), u.bias32);
+  }
+  static void add(Acc& acc, __m256i lanes, const Unpacked& u, const quant::BlockQ8_K&, __m256 da) {
     acc.lanes = _mm256_fmadd_ps(_mm256_mul_ps(da, u.d), _mm256_cvtepi32_ps(lanes), acc.lanes);
   }
   static float result(const Acc& acc) { return hsum8(acc.lanes); }
@@ -115,6 +124,7 @@ struct Q5K {
     u.d = _mm256_set1_ps(_cvtsh_ss(b.d));
     u.dmin = _mm_set1_ps(_cvtsh_ss(b.dmin));
   }
+  static __m256i start(const Unpacked&, const quant::BlockQ8_K&) { return _mm256_setzero_si256(); }
   static void add(Acc& acc, __m256i sum, const Unpacked& u, const quant::BlockQ8_K& a, __m256 da) {
     acc.lanes = _mm256_fmadd_ps(_mm256_mul_ps(da, u.d), _mm256_cvtepi32_ps(sum), acc.lanes);
     const __m256i q8sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
@@ -151,19 +161,23 @@ void k_quant_rows(const Tile& t, int64_t i0, int64_t r0, int64_t nr) {
     for (int64_t r = 0; r < nr; ++r) {
       const auto& a =
           reinterpret_cast<const quant::BlockQ8_K*>(t.act + static_cast<size_t>(r0 + r) * t.act_stride)[s];
-      __m256i sum[NI];
-      for (int i = 0; i < NI; ++i) sum[i] = _mm256_setzero_si256();
-      for (int p = 0; p < 4; ++p) {
-        const ChunkPair q = regroup(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p)),
-                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p + 32)));
-        for (int i = 0; i < NI; ++i) {
-          const __m256i sums16 = _mm256_add_epi16(_mm256_maddubs_epi16(u[i].levels[p].lo, q.lo),
-                                                  _mm256_maddubs_epi16(u[i].levels[p].hi, q.hi));
-          sum[i] = _mm256_add_epi32(sum[i], _mm256_madd_epi16(sums16, u[i].scales[p]));
-        }
-      }
+      // The activation row's four chunk pairs stay in registers while the NI weight rows meet them
+      // one at a time (one accumulator live: no spills).
+      ChunkPair q[4];
+      for (int p = 0; p < 4; ++p)
+        q[p] = regroup(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p)),
+                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p + 32)));
       const __m256 da = _mm256_broadcast_ss(&a.d);
-      for (int i = 0; i < NI; ++i) F::add(acc[i][r], sum[i], u[i], a, da);
+#pragma GCC unroll 8
+      for (int i = 0; i < NI; ++i) {
+        __m256i sum = F::start(u[i], a);
+        for (int p = 0; p < 4; ++p) {
+          const __m256i sums16 = _mm256_add_epi16(_mm256_maddubs_epi16(u[i].levels[p].lo, q[p].lo),
+                                                  _mm256_maddubs_epi16(u[i].levels[p].hi, q[p].hi));
+          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(sums16, u[i].scales[p]));
+        }
+        F::add(acc[i][r], sum, u[i], a, da);
+      }
     }
   }
   for (int i = 0; i < NI; ++i)
