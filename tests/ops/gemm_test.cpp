@@ -132,6 +132,35 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_q5_K_avx2,
        {256, 1280},
        {1, 4, 9}},
+      {"q5_0",
+       DType::Q5_0,
+       TensorLayout::Plain,
+       gemm::gemm_q5_0,
+       gemm::gemm_q5_0_avx2,
+       {32, 160, 2080},
+       {1, 3, 8}},
+      {"q4_1",
+       DType::Q4_1,
+       TensorLayout::Plain,
+       gemm::gemm_q4_1,
+       gemm::gemm_q4_1_avx2,
+       {32, 160, 2080},
+       {1, 3, 8}},
+      {"q5_1", DType::Q5_1, TensorLayout::Plain, gemm::gemm_q5_1, gemm::gemm_q5_1_avx2, {32, 160}, {1, 3, 8}},
+      {"q3_K",
+       DType::Q3_K,
+       TensorLayout::Plain,
+       gemm::gemm_q3_K,
+       gemm::gemm_q3_K_avx2,
+       {256, 1280},
+       {1, 4, 9}},
+      {"q2_K",
+       DType::Q2_K,
+       TensorLayout::Plain,
+       gemm::gemm_q2_K,
+       gemm::gemm_q2_K_avx2,
+       {256, 1280},
+       {1, 4, 9}},
       {"f16",
        DType::F16,
        TensorLayout::Plain,
@@ -205,7 +234,7 @@ TEST(GemmKernels, SimdKernelsEqualTheirScalarKernels) {
 TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
   uint32_t seed = 100;
   for (const TileCase& c : tile_cases()) {
-    // Q8_0's, Q6_K's, Q5_K's and the float types' tile families (and the first three's references,
+    // The plain quant types' and the float types' tile families (and the quant types' references,
     // the AVX2 vec_dots) exist on AVX2 CPUs only.
     if (c.type != DType::Q4_0 && c.type != DType::Q4_K && !quant::cpu_has_avx2()) continue;
     TensorView probe = contiguous_view(c.type, {c.ks[0], c.rows[0], 1, 1}, nullptr);
@@ -254,6 +283,8 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
           } else if (c.type == DType::Q5_K) {
             quant::vec_dot_q5_K_q8_K_avx2(k, &want, reinterpret_cast<const quant::BlockQ5_K*>(row),
                                           reinterpret_cast<const quant::BlockQ8_K*>(native.data()));
+          } else if (info(c.type).quantized) {
+            q->vec_dot(k, &want, row, native.data());  // Q5_0, Q4_1, Q5_1, Q3_K, Q2_K: the AVX2 vec_dot
           } else {
             // F16, BF16, F32: no dot product of quant.h has tinyBLAS's order (the scalar kernel is
             // its reference, TinyBlasOrderHasSixteenLanes checks the order); it must still be the
@@ -529,13 +560,49 @@ TEST(OpsMulMat, FloatPromptsTakeTinyBlasOrderAndTheRestTheVecDots) {
   }
 }
 
-// Q6_K and Q5_K on AVX2 CPUs: every output of mul_mat, for one token, a small batch or a prompt
-// (more activation rows than the kernel's pass of 64), is the AVX2 vec_dot's (ggml's order for
-// every batch size), so a row's logits do not depend on its batch even without single_row_order.
-TEST(OpsMulMat, KQuantsTakeTheVecDotsOrderForEveryBatchSize) {
-  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: Q6_K and Q5_K take their scalar vec_dots";
+// The tile families in their types' AVX2 vec_dot order, for every batch size from 1 to 70 rows (the
+// K-quant kernels' one-row path below 4 rows, groups of 4 and the rest, passes of 64): the AVX2
+// kernel, the scalar kernel and the vec_dot give the same bits for every output, 13 weight rows
+// (groups of 8 and 4, then single rows; pairs and a single row for the legacy types).
+TEST(GemmKernels, VecDotTilesEqualTheVecDotsForEveryBatchSize) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: these types take their scalar vec_dots";
+  uint32_t seed = 300;
+  const int64_t n_rows = 13, max_m = 70;
+  for (const TileCase& c : tile_cases()) {
+    if (c.layout != TensorLayout::Plain || !info(c.type).quantized || c.type == DType::Q8_0) continue;
+    const gemm::Family& fam = gemm::family_for(contiguous_view(c.type, {c.ks[0], n_rows, 1, 1}, nullptr));
+    const QuantTraits* q = quant_traits(c.type);
+    for (int64_t k : {c.ks[0], c.ks[1]}) {
+      const std::vector<uint8_t> w = random_rows(c.type, n_rows, k, ++seed);
+      const size_t w_stride = row_size(c.type, k);
+      size_t a_stride = 0;
+      const std::vector<uint8_t> act = converted(fam, max_m, k, ++seed, &a_stride);
+      std::vector<float> want(static_cast<size_t>(max_m * n_rows));
+      for (int64_t r = 0; r < max_m; ++r)
+        for (int64_t i = 0; i < n_rows; ++i)
+          q->vec_dot(k, &want[static_cast<size_t>(r * n_rows + i)], w.data() + i * w_stride,
+                     act.data() + r * a_stride);
+      const auto scalar = run_tile(c.scalar, c, w, w_stride, n_rows, k, act, a_stride, max_m, 1);
+      ASSERT_EQ(std::memcmp(scalar.data(), want.data(), want.size() * sizeof(float)), 0)
+          << c.name << " k=" << k;
+      for (int64_t m = 1; m <= max_m; ++m) {
+        const auto got = run_tile(c.simd, c, w, w_stride, n_rows, k, act, a_stride, m, 1);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << c.name << " k=" << k << " m=" << m;
+      }
+    }
+  }
+}
+
+// The types of the vec_dot tile families (Q6_K, Q5_K, Q3_K, Q2_K, Q5_0, Q4_1, Q5_1) on AVX2 CPUs:
+// every output of mul_mat, for one token, a small batch or a prompt (more activation rows than the
+// K-quant kernels' pass of 64), is the AVX2 vec_dot's (one order for every batch size), so a
+// row's logits do not depend on its batch even without single_row_order.
+TEST(OpsMulMat, VecDotTypesTakeTheVecDotsOrderForEveryBatchSize) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: these types take their scalar vec_dots";
   std::mt19937 rng(21);
-  for (DType type : {DType::Q6_K, DType::Q5_K}) {
+  for (DType type :
+       {DType::Q6_K, DType::Q5_K, DType::Q3_K, DType::Q2_K, DType::Q5_0, DType::Q4_1, DType::Q5_1}) {
     const int64_t k = 768, n = 23;  // 23 rows: tiles of 16 and 7 (groups of 8 and 4, then single rows)
     HostTensor w(type, {k, n, 1, 1});
     std::vector<float> wv(static_cast<size_t>(k * n));
@@ -547,16 +614,12 @@ TEST(OpsMulMat, KQuantsTakeTheVecDotsOrderForEveryBatchSize) {
       a.fill_uniform(rng, -2, 2);
       HostTensor out(DType::F32, {n, m, 1, 1});
       run_checked(make_call(OpKind::MulMat, out, {&w, &a}), out);
-      std::vector<uint8_t> act(row_size(DType::Q8_K, k));
+      std::vector<uint8_t> act(row_size(q->vec_dot_type, k));
       for (int64_t j = 0; j < m; ++j) {
         q->act_from_float(reinterpret_cast<const float*>(a.row(j)), act.data(), k);
         for (int64_t i = 0; i < n; ++i) {
-          const auto* ar = reinterpret_cast<const quant::BlockQ8_K*>(act.data());
           float want = 0;
-          if (type == DType::Q6_K)
-            quant::vec_dot_q6_K_q8_K_avx2(k, &want, reinterpret_cast<const quant::BlockQ6_K*>(w.row(i)), ar);
-          else
-            quant::vec_dot_q5_K_q8_K_avx2(k, &want, reinterpret_cast<const quant::BlockQ5_K*>(w.row(i)), ar);
+          q->vec_dot(k, &want, w.row(i), act.data());  // the AVX2 vec_dot on AVX2 CPUs
           const float got = reinterpret_cast<const float*>(out.row(j))[i];
           ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
               << dtype_name(type) << " m=" << m << " row " << j << " output " << i << ": " << got << " vs "

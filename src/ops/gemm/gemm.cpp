@@ -81,11 +81,26 @@ void run_tinyblas(const Tile& t) {
     for (int64_t i = 0; i < t.n_rows; ++i) dot(t.k, out_ptr(t, r, i), row_at(t, i), act_at(t, r) + native);
 }
 
+// Plain weights whose AVX2 tile kernel keeps the type's AVX2 vec_dot order (layouts.h).
+struct VecDotTile {
+  DType type;
+  const char* name;
+  void (*run)(const Tile&);
+};
+constexpr VecDotTile vec_dot_tiles[] = {
+    {DType::Q5_0, "q5_0", gemm_q5_0_avx2}, {DType::Q4_1, "q4_1", gemm_q4_1_avx2},
+    {DType::Q5_1, "q5_1", gemm_q5_1_avx2}, {DType::Q6_K, "q6_K", gemm_q6_K_avx2},
+    {DType::Q5_K, "q5_K", gemm_q5_K_avx2}, {DType::Q3_K, "q3_K", gemm_q3_K_avx2},
+    {DType::Q2_K, "q2_K", gemm_q2_K_avx2},
+};
+
 // One family per type for the generic paths (their act format is the type's vec_dot_type).
 struct Table {
   Family vec_dot[kDTypeIdLimit];
   Family rows8[kDTypeIdLimit];
-  Family q4_0x8, q4_Kx8, q8_0x8, q8_0, q6_K, q5_K, f16, bf16, f32;
+  // AVX2 CPUs: tile families over plain rows in the type's AVX2 vec_dot order (vec_dot_tiles).
+  Family tiles[kDTypeIdLimit] = {};
+  Family q4_0x8, q4_Kx8, q8_0x8, q8_0, f16, bf16, f32;
 
   Table() {
     const bool avx2 = quant::cpu_has_avx2();
@@ -121,13 +136,12 @@ struct Table {
               gemm_rows_by_four};
     // AVX2 CPUs only:
     this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2, gemm_rows_by_four};
-    // Q6_K and Q5_K: the activations of their vec_dot family (shared conversion).
-    auto k_quant = [&](const char* name, DType type, void (*run)(const Tile&)) {
+    // The vec_dot tiles: the activations of their vec_dot family (shared conversion).
+    for (const auto& [type, name, run] : vec_dot_tiles) {
       const Family& v = vec_dot[static_cast<uint32_t>(type)];
-      return Family{name, v.act_id, v.act_block, v.act_block_bytes, v.convert_act, 1, run, gemm_rows_by_four};
-    };
-    this->q6_K = k_quant("q6_K", DType::Q6_K, gemm_q6_K_avx2);
-    this->q5_K = k_quant("q5_K", DType::Q5_K, gemm_q5_K_avx2);
+      tiles[static_cast<uint32_t>(type)] = {name,          v.act_id, v.act_block, v.act_block_bytes,
+                                            v.convert_act, 1,        run,         gemm_rows_by_four};
+    }
     // The float types: one value per block, tinyBLAS's rows.
     auto tinyblas = [](const char* name, int act_id, size_t act_bytes,
                        void (*convert)(const float*, void*, int64_t), void (*run)(const Tile&)) {
@@ -172,18 +186,17 @@ const Family& family_for(const TensorView& w) {
   if (w.layout == TensorLayout::Q4_0x8) return tb.q4_0x8;
   if (w.layout == TensorLayout::Q4_Kx8) return tb.q4_Kx8;
   if (w.layout == TensorLayout::Q8_0x8) return tb.q8_0x8;
-  // Q8_0's, Q6_K's and Q5_K's tile kernels have the AVX2 vec_dot's order; without AVX2 the type's
+  // Q8_0's tile kernel and the vec_dot tiles have the AVX2 vec_dot's order; without AVX2 the type's
   // vec_dot keeps its own.
+  const auto id = static_cast<uint32_t>(w.type);
   if (w.type == DType::Q8_0 && quant::cpu_has_avx2()) return tb.q8_0;
-  if (w.type == DType::Q6_K && quant::cpu_has_avx2()) return tb.q6_K;
-  if (w.type == DType::Q5_K && quant::cpu_has_avx2()) return tb.q5_K;
+  if (tb.tiles[id].run != nullptr && quant::cpu_has_avx2()) return tb.tiles[id];
   // So do the float types' prompt kernels (without AVX2 every row keeps the vec_dot's order).
   if (quant::cpu_has_avx2()) {
     if (w.type == DType::F16) return tb.f16;
     if (w.type == DType::BF16) return tb.bf16;
     if (w.type == DType::F32) return tb.f32;
   }
-  const auto id = static_cast<uint32_t>(w.type);
   return rows8_order(w) ? tb.rows8[id] : tb.vec_dot[id];
 }
 

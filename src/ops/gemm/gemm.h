@@ -14,7 +14,11 @@
 //                           in the prepared Q4_Kx8 layout (AVX2 CPUs) and the plain one alike;
 //   Q8_0 (AVX2 CPUs)        ggml's AVX2 vec_dot (eight lane sums, reduced at the end), in tiles
 //                           of plain rows and in the prepared Q8_0x8 layout alike;
-//   Q6_K, Q5_K (AVX2 CPUs)  ggml's AVX2 vec_dot (eight lane sums), in tiles of plain rows;
+//   Q6_K, Q5_K, Q3_K, Q2_K, the type's AVX2 vec_dot (quant.h: eight lane sums; Q4_1, Q5_1 and
+//   Q5_0, Q4_1, Q5_1        Q2_K add a min sum at the end), in tiles of plain rows: llama.cpp on
+//   (AVX2 CPUs)             AVX2 CPUs runs ggml's vec_dots for every batch size (tinyBLAS's Q5_0
+//                           prompt kernel has the vec_dot's order), and kiln's have their orders
+//                           except Q2_K's (layouts.h gemm_q2_K);
 //   F16, BF16, F32          the n_gemm_act rows in tinyBLAS's prompt order (sixteen lane sums,
 //   (AVX2 CPUs)             reduced at the end; layouts.h gemm_f16), the others (one-token
 //                           products, single_row_order) in the type's vec_dot order;

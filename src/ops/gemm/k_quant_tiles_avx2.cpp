@@ -1,9 +1,9 @@
-// AVX2 kernels of the Q6_K and Q5_K families (layouts.h), bit-identical to k_quant_tiles.cpp's
-// scalar kernels: each output keeps the int32 lanes and F32 accumulators of its type's AVX2
-// vec_dot. Up to eight weight rows at a time: per super-block their levels and scales are
-// unpacked once (kept in L1) and met by every activation row of the tile, whose accumulators wait
-// in L1 between super-blocks; the scales multiply two chunks of 32 values at once (regroup), three
-// multiplies per 64 values instead of the vec_dots' four. Compiled for AVX2 + FMA + F16C.
+// AVX2 kernels of the Q6_K, Q5_K, Q3_K and Q2_K families (layouts.h), bit-identical to
+// k_quant_tiles.cpp's scalar kernels: each output keeps the int32 lanes and F32 accumulators of its type's
+// AVX2 vec_dot. Up to eight weight rows at a time: per super-block their levels and scales are unpacked once
+// (kept in L1) and met by every activation row of the tile, whose accumulators wait in L1 between
+// super-blocks; the scales multiply two chunks of 32 values at once (regroup), three multiplies per 64 values
+// instead of the vec_dots' four. Compiled for AVX2 + FMA + F16C.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -38,15 +38,44 @@ inline int32_t pack16(int16_t a, int16_t b) {
                                                              << 16);
 }
 
+// The int16 scale pairs of chunks 2p, 2p+1 per int32 lane l (ChunkPair's lanes), from one scale
+// per 16 values: lanes l < 4 take the first 16 values of each chunk, the others the second 16.
+// Chunk c = 2p has scales sc[2c] (values 0..15), sc[2c+1] (16..31); chunk c+1 the next two. One
+// shuffle puts them as int16 pairs: int32 lane 2p = (sc[4p], sc[4p+2]), lane 2p+1 = (sc[4p+1],
+// sc[4p+3]); out[p] takes lane 2p in its low half, lane 2p+1 in its high half.
+inline void scale_pairs(const int8_t sc[16], __m256i out[4]) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+  const __m256i pairs = _mm256_cvtepi8_epi16(
+      _mm_shuffle_epi8(raw, _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15)));
+  for (int p = 0; p < 4; ++p) {
+    out[p] = _mm256_permutevar8x32_epi32(
+        pairs, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
+  }
+}
+
+// The eight chunks of 32 values of a Q2_K / Q3_K super-block's 2-bit fields: chunk 4j + k is bits
+// 2k, 2k+1 of qs[32j ..].
+inline void two_bit_chunks(const uint8_t* qs, __m256i lv[8]) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  for (int j = 0; j < 2; ++j) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+    for (int k = 0; k < 4; ++k) lv[4 * j + k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
+  }
+}
+
 inline float hsum4(__m128 x) {  // hsum_float_4: (0+2, 1+3), then 0+1
   x = _mm_add_ps(x, _mm_movehl_ps(x, x));
   x = _mm_add_ss(x, _mm_movehdup_ps(x));
   return _mm_cvtss_f32(x);
 }
 
-// A type's unpacking and per-super-block float step (vec_dot_q6_K_q8_K_avx2's).
+// A type's unpacking and per-super-block float step (vec_dot_q6_K_q8_K_avx2's). kLevelBias: what
+// the stored levels exceed the type's levels by, where the integer lanes need the latter (the
+// tile subtracts kLevelBias times the activations' four-value sums); 0 where the type's own step
+// handles the bias.
 struct Q6K {
   using Block = quant::BlockQ6_K;
+  static constexpr int kLevelBias = 0;
   struct Unpacked {
     ChunkPair levels[4];  // chunks 2p, 2p+1 (values 0..63, biased by 32), regrouped
     __m256i scales[4];    // int16 pairs per lane l: chunk 2p's and 2p+1's scales of values 4l..
@@ -61,19 +90,12 @@ struct Q6K {
     __m256i lv[8];
     quant::q6_K_levels(b.ql, b.qh, lv);
     quant::q6_K_levels(b.ql + 64, b.qh + 32, lv + 4);
-    // Chunk c = 2p has scales sc[2c] (values 0..15), sc[2c+1] (16..31); chunk c+1 the next two. One
-    // shuffle puts them as int16 pairs: int32 lane 2p = (sc[4p], sc[4p+2]), lane 2p+1 = (sc[4p+1],
-    // sc[4p+3]); scales[p] takes lane 2p in its low half, lane 2p+1 in its high half.
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-    const __m256i pairs = _mm256_cvtepi8_epi16(
-        _mm_shuffle_epi8(raw, _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15)));
-    for (int p = 0; p < 4; ++p) {
-      u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
-      u.scales[p] = _mm256_permutevar8x32_epi32(
-          pairs, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
-    }
+    for (int p = 0; p < 4; ++p) u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
+    scale_pairs(b.scales, u.scales);
     // |scale| <= 128: times 32 within int16.
-    u.bias32 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(raw), _mm256_set1_epi16(-32));
+    u.bias32 =
+        _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales))),
+                           _mm256_set1_epi16(-32));
     u.d = _mm256_set1_ps(_cvtsh_ss(b.d));
   }
   // The lanes' integer start: minus the bias 32 as q6_K_bias splits it (lane l: 32 * (bsums[2l] *
@@ -94,6 +116,7 @@ struct Q6K {
 // vec_dot_q5_K_q8_K_avx2's: the mins in four more lanes, added at the end.
 struct Q5K {
   using Block = quant::BlockQ5_K;
+  static constexpr int kLevelBias = 0;
   struct Unpacked {
     ChunkPair levels[4];  // chunks 2p, 2p+1 (values 0..31), regrouped
     __m256i scales[4];    // int16 pairs: chunk 2p's and 2p+1's 6-bit scales, in every lane
@@ -138,6 +161,85 @@ struct Q5K {
   }
 };
 
+// vec_dot_q3_K_q8_K_avx2's: levels -4..3 stored as 0..7 (kLevelBias 4), one scale per 16 values.
+struct Q3K {
+  using Block = quant::BlockQ3_K;
+  static constexpr int kLevelBias = 4;
+  struct Unpacked {
+    ChunkPair levels[4];  // chunks 2p, 2p+1 (level + 4: the two low bits | the high bit << 2)
+    __m256i scales[4];
+    __m256 d;
+  };
+  struct Acc {
+    __m256 lanes;
+  };
+  static void unpack(const Block& b, Unpacked& u) {
+    __m256i lv[8];
+    two_bit_chunks(b.qs, lv);
+    const __m256i m1 = _mm256_set1_epi8(1);
+    const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+    for (int c = 0; c < 8; ++c)
+      lv[c] = _mm256_or_si256(lv[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, c), m1), 2));
+    for (int p = 0; p < 4; ++p) u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
+    int8_t sc[16];
+    quant::q3_K_scales(b.scales, sc);
+    scale_pairs(sc, u.scales);
+    u.d = _mm256_set1_ps(_cvtsh_ss(b.d));
+  }
+  static __m256i start(const Unpacked&, const quant::BlockQ8_K&) { return _mm256_setzero_si256(); }
+  static void add(Acc& acc, __m256i sum, const Unpacked& u, const quant::BlockQ8_K&, __m256 da) {
+    acc.lanes = _mm256_fmadd_ps(_mm256_mul_ps(da, u.d), _mm256_cvtepi32_ps(sum), acc.lanes);
+  }
+  static float result(const Acc& acc) { return hsum8(acc.lanes); }
+  static void vec_dot(int64_t k, float* out, const Block* w, const quant::BlockQ8_K* a) {
+    quant::vec_dot_q3_K_q8_K_avx2(k, out, w, a);
+  }
+};
+
+// vec_dot_q2_K_q8_K_avx2's: levels 0..3, a 4-bit scale and min per 16 values; the mins' integer sum
+// per super-block, times d_a * dmin_w, subtracted from a float sum added at the end.
+struct Q2K {
+  using Block = quant::BlockQ2_K;
+  static constexpr int kLevelBias = 0;
+  struct Unpacked {
+    ChunkPair levels[4];
+    __m256i scales[4];
+    __m256i mins;  // the sixteen mins as int16
+    __m256 d;
+    float dmin;
+  };
+  struct Acc {
+    __m256 lanes;
+    float mins;
+  };
+  static void unpack(const Block& b, Unpacked& u) {
+    __m256i lv[8];
+    two_bit_chunks(b.qs, lv);
+    for (int p = 0; p < 4; ++p) u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
+    int8_t sc[16];
+    for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(b.scales[j] & 0xF);
+    scale_pairs(sc, u.scales);
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    u.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0xF)));
+    u.d = _mm256_set1_ps(_cvtsh_ss(b.d));
+    u.dmin = _cvtsh_ss(b.dmin);
+  }
+  static __m256i start(const Unpacked&, const quant::BlockQ8_K&) { return _mm256_setzero_si256(); }
+  static void add(Acc& acc, __m256i sum, const Unpacked& u, const quant::BlockQ8_K& a, __m256 da) {
+    const __m256i prod =
+        _mm256_madd_epi16(u.mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
+    s = _mm_add_epi32(s, _mm_srli_si128(s, 8));
+    s = _mm_add_epi32(s, _mm_srli_si128(s, 4));
+    acc.mins -= a.d * u.dmin * static_cast<float>(_mm_cvtsi128_si32(s));
+    acc.lanes = _mm256_fmadd_ps(_mm256_mul_ps(da, u.d), _mm256_cvtepi32_ps(sum), acc.lanes);
+  }
+  static float result(const Acc& acc) { return hsum8(acc.lanes) + acc.mins; }
+  static void vec_dot(int64_t k, float* out, const Block* w, const quant::BlockQ8_K* a) {
+    quant::vec_dot_q2_K_q8_K_avx2(k, out, w, a);
+  }
+};
+
 // Weight rows i0 .. i0+NI-1 x activation rows r0 .. r0+nr-1 (nr <= kActChunk).
 template <class F, int NI>
 void k_quant_rows(const Tile& t, int64_t i0, int64_t r0, int64_t nr) {
@@ -167,13 +269,24 @@ void k_quant_rows(const Tile& t, int64_t i0, int64_t r0, int64_t nr) {
       for (int p = 0; p < 4; ++p)
         q[p] = regroup(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p)),
                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * p + 32)));
+      // kLevelBias times the four-value sums of the activations, as the int16 pairs of sums16
+      // (exact: 4 x 128 x kLevelBias and the products' sums stay within int16).
+      __m256i bias16[4];
+      if constexpr (F::kLevelBias != 0) {
+        const __m256i ones = _mm256_set1_epi8(1);
+        for (int p = 0; p < 4; ++p)
+          bias16[p] = _mm256_mullo_epi16(
+              _mm256_add_epi16(_mm256_maddubs_epi16(ones, q[p].lo), _mm256_maddubs_epi16(ones, q[p].hi)),
+              _mm256_set1_epi16(F::kLevelBias));
+      }
       const __m256 da = _mm256_broadcast_ss(&a.d);
 #pragma GCC unroll 8
       for (int i = 0; i < NI; ++i) {
         __m256i sum = F::start(u[i], a);
         for (int p = 0; p < 4; ++p) {
-          const __m256i sums16 = _mm256_add_epi16(_mm256_maddubs_epi16(u[i].levels[p].lo, q[p].lo),
-                                                  _mm256_maddubs_epi16(u[i].levels[p].hi, q[p].hi));
+          __m256i sums16 = _mm256_add_epi16(_mm256_maddubs_epi16(u[i].levels[p].lo, q[p].lo),
+                                            _mm256_maddubs_epi16(u[i].levels[p].hi, q[p].hi));
+          if constexpr (F::kLevelBias != 0) sums16 = _mm256_sub_epi16(sums16, bias16[p]);
           sum = _mm256_add_epi32(sum, _mm256_madd_epi16(sums16, u[i].scales[p]));
         }
         F::add(acc[i][r], sum, u[i], a, da);
@@ -210,5 +323,7 @@ void k_quant_tile(const Tile& t) {
 
 void gemm_q6_K_avx2(const Tile& t) { k_quant_tile<Q6K>(t); }
 void gemm_q5_K_avx2(const Tile& t) { k_quant_tile<Q5K>(t); }
+void gemm_q3_K_avx2(const Tile& t) { k_quant_tile<Q3K>(t); }
+void gemm_q2_K_avx2(const Tile& t) { k_quant_tile<Q2K>(t); }
 
 }  // namespace kiln::gemm

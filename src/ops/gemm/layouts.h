@@ -63,6 +63,19 @@ void gemm_q4_Kx8_avx2(const Tile& t);
 // are summed as hsum_float_8 ((l + l+4) pairs, then (0+2, 1+3), then 0+1).
 void gemm_q8_0(const Tile& t);
 void gemm_q8_0_avx2(const Tile& t);
+// Plain Q5_0, Q4_1 and Q5_1 weights with their vec_dot_type's activations (Q8_0, Q8_1), in the
+// order of ggml's AVX2 vec_dots (quant.h's vec_dot_*_avx2), which llama.cpp runs for every batch
+// size on AVX2 and AVX-512 CPUs (no repack takes these types; tinyBLAS_Q0_AVX, which takes Q5_0
+// prompts, has the vec_dot's order): per block, lanes as gemm_q8_0's with the levels (Q5_0:
+// nibble | bit << 4, less 16; Q4_1: nibble; Q5_1: nibble | bit << 4); Q4_1 and Q5_1 also add
+// float(m_w) * float(s_a) per block to a float sum, added to the lanes' reduce_lanes8 at the end.
+// AVX2 CPUs only (elsewhere these types keep their scalar vec_dots' order).
+void gemm_q5_0(const Tile& t);
+void gemm_q5_0_avx2(const Tile& t);
+void gemm_q4_1(const Tile& t);
+void gemm_q4_1_avx2(const Tile& t);
+void gemm_q5_1(const Tile& t);
+void gemm_q5_1_avx2(const Tile& t);
 
 // TensorLayout::Q8_0x8: rows 8g .. 8g+7 form group g, stored at g * (nb * 272) bytes (nb = k / 32
 // blocks per row) as
@@ -104,6 +117,20 @@ void gemm_q6_K_avx2(const Tile& t);
 // ((m0 + m2) + (m1 + m3)) of the second. AVX2 CPUs only.
 void gemm_q5_K(const Tile& t);
 void gemm_q5_K_avx2(const Tile& t);
+// Plain Q3_K and Q2_K weights with Q8_K activations, in the order of quant.h's
+// vec_dot_q3_K_q8_K_avx2 / _q2_K_q8_K_avx2 (llama.cpp on AVX2 CPUs runs its AVX2 vec_dots for every
+// batch size; its AVX-512 build repacks Q2_K, see docs/performance.md): the eight lanes as above
+// with one scale per 16 values (lane l of chunk c: scale 2c + l / 4), levels -4..3 (Q3_K) or 0..3
+// (Q2_K), each added as fma(d_a * d_w, float(lane), acc_l); Q2_K also subtracts, per super-block,
+// (d_a * dmin_w) * float(sum of its 16 mins times bsums) from a float sum added to reduce_lanes8 of
+// the lanes at the end. AVX2 CPUs only. (ggml's AVX2 Q2_K vec_dot instead adds the mins into the
+// eight lanes, fma(-d_a * dmin_w, float(min lane), acc_l) before each super-block's scales, so
+// kiln's Q2_K differs from llama.cpp's AVX2 build by float rounding; its AVX-512 build repacks Q2_K
+// into yet another order. Q3_K's vec_dot has ggml's order.)
+void gemm_q3_K(const Tile& t);
+void gemm_q3_K_avx2(const Tile& t);
+void gemm_q2_K(const Tile& t);
+void gemm_q2_K_avx2(const Tile& t);
 
 // Activations of the F16 and BF16 families: each value rounded to the 16-bit type as the type's
 // vec_dot_type conversion does (f32_to_f16_row, f32_to_bf16_row), stored twice: widened to F32

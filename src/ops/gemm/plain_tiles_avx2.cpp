@@ -1,13 +1,15 @@
-// AVX2 kernel of the plain Q8_0 family (layouts.h), two weight rows by up to four activation rows
-// at a time; each output keeps its own 8-lane accumulator, so every output takes exactly the
-// operations of plain_tiles.cpp's scalar kernel. Compiled for AVX2 + FMA + F16C; uses
-// no inline function of a shared header.
+// AVX2 kernels of the plain legacy families (layouts.h: Q8_0, Q4_1, Q5_0, Q5_1), two weight rows
+// by up to four activation rows at a time: each weight block is unpacked once for the four
+// activation rows and each activation block loaded once for the two weight rows, but every output
+// keeps its own 8-lane accumulator (and min sum), so it takes exactly the operations of
+// plain_tiles.cpp's scalar kernel. Compiled for AVX2 + FMA + F16C.
 #include <immintrin.h>
 
 #include <cstdint>
 
 #include "ops/gemm/avx2_util.h"
 #include "ops/gemm/layouts.h"
+#include "ops/quant/legacy_avx2.h"
 
 namespace kiln::gemm {
 namespace {
@@ -15,46 +17,107 @@ namespace {
 const char* row_of(const Tile& t, int64_t i) { return t.w + static_cast<size_t>(i) * t.w_stride; }
 const char* act_of(const Tile& t, int64_t r) { return t.act + static_cast<size_t>(r) * t.act_stride; }
 
-// Q8_0: per block and lane, fma(d_w * d_a, float(sum of 4 products), lane).
-template <int NI, int NR>
-void q8_0_tile(const Tile& t, int64_t i0, int64_t r0) {
+__m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Each type: its blocks' levels as bytes (kSigned: -128..127, the products then take |w| and the
+// activation with w's sign; else 0..31, multiplied as unsigned bytes), its activations' scale, and
+// whether a block adds the min term m_w * s_a.
+struct Q8_0 {
+  using Block = quant::BlockQ8_0;
+  using Act = ActQ8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  static __m256i levels(const Block& b) { return load32(b.qs); }
+  static float act_d(const Act& a) { return a.d; }
+};
+struct Q5_0 {
+  using Block = quant::BlockQ5_0;
+  using Act = quant::BlockQ8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  static __m256i levels(const Block& b) { return quant::q5_0_levels(b); }
+  static float act_d(const Act& a) { return _cvtsh_ss(a.d); }
+};
+struct Q4_1 {
+  using Block = quant::BlockQ4_1;
+  using Act = quant::BlockQ8_1;
+  static constexpr bool kSigned = false, kMin = true;
+  static __m256i levels(const Block& b) { return quant::bytes_from_nibbles_32(b.qs); }
+  static float act_d(const Act& a) { return _cvtsh_ss(a.d); }
+};
+struct Q5_1 {
+  using Block = quant::BlockQ5_1;
+  using Act = quant::BlockQ8_1;
+  static constexpr bool kSigned = false, kMin = true;
+  static __m256i levels(const Block& b) { return quant::q5_1_levels(b); }
+  static float act_d(const Act& a) { return _cvtsh_ss(a.d); }
+};
+
+// Weight rows i0 .. i0+NI-1 x activation rows r0 .. r0+NR-1: per block and lane,
+// fma(d_w * d_a, float(sum of 4 products), lane); types with a min add m_w * s_a per block to a
+// float sum, added after the lanes' hsum.
+template <class T, int NI, int NR>
+void legacy_tile(const Tile& t, int64_t i0, int64_t r0) {
   const int64_t nb = t.k / 32;
   const __m256i ones16 = _mm256_set1_epi16(1);
-  const quant::BlockQ8_0* w[NI];
-  const ActQ8_0* a[NR];
-  for (int i = 0; i < NI; ++i) w[i] = reinterpret_cast<const quant::BlockQ8_0*>(row_of(t, i0 + i));
-  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const ActQ8_0*>(act_of(t, r0 + r));
+  const typename T::Block* w[NI];
+  const typename T::Act* a[NR];
+  for (int i = 0; i < NI; ++i) w[i] = reinterpret_cast<const typename T::Block*>(row_of(t, i0 + i));
+  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const typename T::Act*>(act_of(t, r0 + r));
   __m256 acc[NI][NR];
-  for (int i = 0; i < NI; ++i)
+  __m128 mins[NI];  // lane r: the min sum of activation row r0 + r
+  for (int i = 0; i < NI; ++i) {
+    mins[i] = _mm_setzero_ps();
     for (int r = 0; r < NR; ++r) acc[i][r] = _mm256_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i wx[NI], wabs[NI];
-    __m256 dw[NI];  // the weight scale in every lane: d_w * d_a is then one vector multiply
+    __m256i wx[NI], wu[NI];  // the levels, and the unsigned operand of the products
+    __m256 dw[NI];           // the weight scale in every lane: d_w * d_a is then one vector multiply
     for (int i = 0; i < NI; ++i) {
-      wx[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i][b].qs));
-      wabs[i] = _mm256_sign_epi8(wx[i], wx[i]);
+      wx[i] = T::levels(w[i][b]);
+      wu[i] = T::kSigned ? _mm256_sign_epi8(wx[i], wx[i]) : wx[i];
       dw[i] = _mm256_set1_ps(_cvtsh_ss(w[i][b].d));
     }
+    if constexpr (T::kMin) {
+      // m_w * s_a and the add, lane by lane: each lane takes the scalar kernel's two roundings.
+      alignas(16) float s[4] = {};
+      for (int r = 0; r < NR; ++r) s[r] = _cvtsh_ss(a[r][b].s);
+      const __m128 sa = _mm_load_ps(s);
+      for (int i = 0; i < NI; ++i)
+        mins[i] = _mm_add_ps(mins[i], _mm_mul_ps(_mm_set1_ps(_cvtsh_ss(w[i][b].m)), sa));
+    }
     for (int r = 0; r < NR; ++r) {
-      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[r][b].qs));
-      const __m256 da = _mm256_broadcast_ss(&a[r][b].d);
+      const __m256i y = load32(a[r][b].qs);
+      const __m256 da = _mm256_set1_ps(T::act_d(a[r][b]));
       for (int i = 0; i < NI; ++i) {
-        // |w| * (y with w's sign): the products of w and y, summed four at a time (exact).
-        const __m256i sum =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[i], _mm256_sign_epi8(y, wx[i])), ones16);
+        // The products of w and y, summed four at a time (exact).
+        const __m256i s = T::kSigned ? _mm256_sign_epi8(y, wx[i]) : y;
+        const __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(wu[i], s), ones16);
         acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[i], da), _mm256_cvtepi32_ps(sum), acc[i][r]);
       }
     }
   }
-  for (int i = 0; i < NI; ++i)
-    for (int r = 0; r < NR; ++r) store1(t, r0 + r, i0 + i, hsum8(acc[i][r]));
+  for (int i = 0; i < NI; ++i) {
+    alignas(16) float m[4];
+    _mm_store_ps(m, mins[i]);
+    for (int r = 0; r < NR; ++r) {
+      if constexpr (T::kMin)
+        store1(t, r0 + r, i0 + i, hsum8(acc[i][r]) + m[r]);
+      else
+        store1(t, r0 + r, i0 + i, hsum8(acc[i][r]));
+    }
+  }
+}
+
+template <class T>
+void legacy_tiles(const Tile& t) {
+  for_tiles<2>(t.n_rows, t.n_act,
+               [&]<int NI, int NR>(int64_t i0, int64_t r0) { legacy_tile<T, NI, NR>(t, i0, r0); });
 }
 
 }  // namespace
 
-void gemm_q8_0_avx2(const Tile& t) {
-  for_tiles<2>(t.n_rows, t.n_act,
-               [&]<int NI, int NR>(int64_t i0, int64_t r0) { q8_0_tile<NI, NR>(t, i0, r0); });
-}
+void gemm_q8_0_avx2(const Tile& t) { legacy_tiles<Q8_0>(t); }
+void gemm_q5_0_avx2(const Tile& t) { legacy_tiles<Q5_0>(t); }
+void gemm_q4_1_avx2(const Tile& t) { legacy_tiles<Q4_1>(t); }
+void gemm_q5_1_avx2(const Tile& t) { legacy_tiles<Q5_1>(t); }
 
 }  // namespace kiln::gemm

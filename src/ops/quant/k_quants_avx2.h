@@ -23,6 +23,20 @@ inline void k4_scales_mins(const uint8_t* scales, uint8_t sm[16]) {
   std::memcpy(sm, utmp, 16);
 }
 
+// The sixteen 6-bit scales of a Q3_K block's 12 packed bytes, less their bias 32 (-32..31).
+inline void q3_K_scales(const uint8_t* scales, int8_t sc[16]) {
+  const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  uint32_t aux[4];
+  std::memcpy(aux, scales, 12);
+  const uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  std::memcpy(sc, aux, 16);
+  for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(sc[j] - 32);
+}
+
 // int16 lanes 0..7 = a, lanes 8..15 = b.
 inline __m256i scales_pair(int16_t a, int16_t b) {
   return _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_set1_epi16(a)), _mm_set1_epi16(b), 1);

@@ -13,9 +13,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "ops/quant/kernels.h"
-#include "ops/quant/q4_0_lanes_avx2.h"
 #include "ops/quant/k_quants_avx2.h"
+#include "ops/quant/kernels.h"
+#include "ops/quant/legacy_avx2.h"
+#include "ops/quant/q4_0_lanes_avx2.h"
 
 namespace kiln::quant {
 namespace {
@@ -38,13 +39,6 @@ inline __m256i mul_sum_i8_pairs(__m256i x, __m256i y) {
   const __m256i sy = _mm256_sign_epi8(y, x);  // y with the sign of x
   const __m256i dot = _mm256_maddubs_epi16(ax, sy);
   return _mm256_madd_epi16(dot, _mm256_set1_epi16(1));
-}
-
-// 32 nibbles: low nibbles of 16 bytes in bytes 0..15, high nibbles in bytes 16..31.
-inline __m256i bytes_from_nibbles_32(const uint8_t* rsi) {
-  const __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rsi));
-  const __m256i bytes = _mm256_insertf128_si256(_mm256_castsi128_si256(tmp), _mm_srli_epi16(tmp, 4), 1);
-  return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
 }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -70,16 +64,6 @@ inline int hsum_i32_8(__m256i a) {
   s = _mm_add_epi32(s, _mm_srli_si128(s, 8));
   s = _mm_add_epi32(s, _mm_srli_si128(s, 4));
   return _mm_cvtsi128_si32(s);
-}
-
-// 32 bytes: 0xFF where bit j of the little-endian uint32 at x is set, else 0.
-inline __m256i bytes_from_bits_32(const uint8_t* x) {
-  uint32_t x32;
-  std::memcpy(&x32, x, sizeof(x32));
-  const __m256i shuf_mask = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
-  __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x32)), shuf_mask);
-  bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-  return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
 }
 
 // Sums of products of unsigned x (< 128) with signed y, in 8 int32 lanes.
@@ -303,10 +287,7 @@ void vec_dot_q5_0_q8_0_avx2(int64_t n, float* s, const BlockQ5_0* x, const Block
   __m256 acc = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
     const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
-    // (nibble | bit << 4) - 16 == nibble | (bit ? 0 : 0xF0) as a signed byte.
-    const __m256i hi =
-        _mm256_andnot_si256(bytes_from_bits_32(x[ib].qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
-    const __m256i qx = _mm256_or_si256(bytes_from_nibbles_32(x[ib].qs), hi);
+    const __m256i qx = q5_0_levels(x[ib]);
     const __m256 q = _mm256_cvtepi32_ps(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
     acc = _mm256_fmadd_ps(d, q, acc);
   }
@@ -319,8 +300,7 @@ void vec_dot_q5_1_q8_1_avx2(int64_t n, float* s, const BlockQ5_1* x, const Block
   for (int64_t ib = 0; ib < n / kQK8_1; ++ib) {
     summs += f16_to_f32(x[ib].m) * f16_to_f32(y[ib].s);
     const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
-    const __m256i hi = _mm256_and_si256(bytes_from_bits_32(x[ib].qh), _mm256_set1_epi8(0x10));
-    const __m256i qx = _mm256_or_si256(bytes_from_nibbles_32(x[ib].qs), hi);
+    const __m256i qx = q5_1_levels(x[ib]);
     const __m256 q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load256(y[ib].qs)));
     acc = _mm256_fmadd_ps(d, q, acc);
   }
@@ -409,21 +389,13 @@ void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const BlockQ2_K* x, const Block
 }
 
 void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const BlockQ8_K* y) {
-  const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m256i m1 = _mm256_set1_epi8(1);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float d = y[i].d * f16_to_f32(x[i].d);
-    uint32_t aux[4];
-    std::memcpy(aux, x[i].scales, 12);
-    const uint32_t tmp = aux[2];
-    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
     int8_t sc[16];
-    std::memcpy(sc, aux, 16);
+    q3_K_scales(x[i].scales, sc);
     const __m256i hbits = load256(x[i].hmask);
     const uint8_t* q3 = x[i].qs;
     const int8_t* q8 = y[i].qs;
@@ -440,8 +412,7 @@ void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const Block
         const __m256i q8k = load256(q8);
         q8 += 32;
         const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q3l, q8k), _mm256_maddubs_epi16(q3h, q8k));
-        const __m256i scales =
-            scales_pair(static_cast<int16_t>(sc[2 * bit] - 32), static_cast<int16_t>(sc[2 * bit + 1] - 32));
+        const __m256i scales = scales_pair(sc[2 * bit], sc[2 * bit + 1]);
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales, p16));
       }
     }
