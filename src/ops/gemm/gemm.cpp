@@ -67,6 +67,15 @@ int64_t tinyblas_rows(const TensorView& w, int64_t n) {
   return n >= 2 && w.ne[0] % 16 == 0 && w.ne[1] % 4 == 0 ? n : 0;
 }
 
+// ggml's IQ panel gemm (ggml-cpu/iqp.cpp, AVX2 CPUs; ggml_cpu_iqp_supports_mul_mat) takes whole
+// products of 8 rows or more (GGML_IQP_MIN_BATCH) whose weights are 2-D, contiguous and a multiple
+// of 8 rows (k is whole super-blocks by the type); its vec_dot the rest. (It also asks for F32
+// activations of at most 3 dimensions and contiguous F32 outputs, which kiln's mul_mat of model
+// weights always has.) The GGML_NO_IQ_PANEL environment variable that turns it off is not followed.
+int64_t iq_panel_rows(const TensorView& w, int64_t n) {
+  return n >= 8 && w.ne[1] % 8 == 0 && is_2d(w) && w.is_contiguous() ? n : 0;
+}
+
 // Float weights (F16, BF16, F32) on AVX2 CPUs: the n_gemm_act rows in tinyBLAS's order (Prompt),
 // the others in the type's vec_dot order, on their activations' vec_dot_type copy (F16 and BF16:
 // after the widened one; F32: the row itself).
@@ -86,6 +95,7 @@ struct Table {
   Family vec_dot[kDTypeIdLimit];
   Family rows8[kDTypeIdLimit];
   Family q4_0x8, q4_Kx8, q8_0x8, q8_0, q6_K, q5_K, f16, bf16, f32;
+  Family iq4_xs;
 
   Table() {
     const bool avx2 = quant::cpu_has_avx2();
@@ -128,6 +138,9 @@ struct Table {
     };
     this->q6_K = k_quant("q6_K", DType::Q6_K, gemm_q6_K_avx2);
     this->q5_K = k_quant("q5_K", DType::Q5_K, gemm_q5_K_avx2);
+    // IQ4_XS: the panel order for ggml's IQ panel rows.
+    iq4_xs = k_quant("iq4_xs", DType::IQ4_XS, gemm_iq4_xs_avx2);
+    iq4_xs.gemm_act_rows = iq_panel_rows;
     // The float types: one value per block, tinyBLAS's rows.
     auto tinyblas = [](const char* name, int act_id, size_t act_bytes,
                        void (*convert)(const float*, void*, int64_t), void (*run)(const Tile&)) {
@@ -172,11 +185,12 @@ const Family& family_for(const TensorView& w) {
   if (w.layout == TensorLayout::Q4_0x8) return tb.q4_0x8;
   if (w.layout == TensorLayout::Q4_Kx8) return tb.q4_Kx8;
   if (w.layout == TensorLayout::Q8_0x8) return tb.q8_0x8;
-  // Q8_0's, Q6_K's and Q5_K's tile kernels have the AVX2 vec_dot's order; without AVX2 the type's
-  // vec_dot keeps its own.
+  // Q8_0's, Q6_K's, Q5_K's and IQ4_XS's tile kernels have the AVX2 vec_dot's order (IQ4_XS: for the
+  // rows outside ggml's IQ panel gemm); without AVX2 the type's vec_dot keeps its own.
   if (w.type == DType::Q8_0 && quant::cpu_has_avx2()) return tb.q8_0;
   if (w.type == DType::Q6_K && quant::cpu_has_avx2()) return tb.q6_K;
   if (w.type == DType::Q5_K && quant::cpu_has_avx2()) return tb.q5_K;
+  if (w.type == DType::IQ4_XS && quant::cpu_has_avx2()) return tb.iq4_xs;
   // So do the float types' prompt kernels (without AVX2 every row keeps the vec_dot's order).
   if (quant::cpu_has_avx2()) {
     if (w.type == DType::F16) return tb.f16;

@@ -15,6 +15,8 @@
 //   Q8_0 (AVX2 CPUs)        ggml's AVX2 vec_dot (eight lane sums, reduced at the end), in tiles
 //                           of plain rows and in the prepared Q8_0x8 layout alike;
 //   Q6_K, Q5_K (AVX2 CPUs)  ggml's AVX2 vec_dot (eight lane sums), in tiles of plain rows;
+//   IQ4_XS (AVX2 CPUs)      the n_gemm_act rows in ggml's IQ panel order (iqp.cpp: one FMA per
+//                           super-block into one sum), the others in its AVX2 vec_dot's;
 //   F16, BF16, F32          the n_gemm_act rows in tinyBLAS's prompt order (sixteen lane sums,
 //   (AVX2 CPUs)             reduced at the end; layouts.h gemm_f16), the others (one-token
 //                           products, single_row_order) in the type's vec_dot order;
@@ -63,7 +65,7 @@ struct Family {
   void (*run)(const Tile& tile);
   // How many of a product's n activation rows (the first ones, per plane of `w`) ggml multiplies
   // with its prompt kernel: n - n % 4 for its repacked 4-row gemms; all n for tinyBLAS (n >= 2
-  // and shapes it takes), else none.
+  // and shapes it takes) and for the IQ panel gemm (n >= 8 and shapes it takes), else none.
   int64_t (*gemm_act_rows)(const TensorView& w, int64_t n);
 };
 
