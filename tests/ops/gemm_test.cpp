@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -168,6 +169,13 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_f16_avx2,
        {16, 48, 2048},
        {1, 3, 20}},
+      {"iq4_xs",
+       DType::IQ4_XS,
+       TensorLayout::Plain,
+       gemm::gemm_iq4_xs,
+       gemm::gemm_iq4_xs_avx2,
+       {256, 768, 2304},
+       {1, 3, 8, 13, 16}},
       {"bf16", DType::BF16, TensorLayout::Plain, gemm::gemm_bf16, gemm::gemm_bf16_avx2, {16, 80}, {2, 5, 17}},
       {"f32",
        DType::F32,
@@ -228,14 +236,60 @@ TEST(GemmKernels, SimdKernelsEqualTheirScalarKernels) {
   }
 }
 
+// IQ4_XS's AVX2 kernel keeps up to 64 activation rows' accumulators per pass over the weights:
+// bands of up to 70 rows (one pass, a full one, one more row, a second short pass), panel rows from
+// none to all, weight rows in groups of eight and a short last group.
+TEST(GemmKernels, Iq4XsSimdKernelEqualsItsScalarKernelOverLongBands) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const std::vector<TileCase> all = tile_cases();
+  const auto it =
+      std::find_if(all.begin(), all.end(), [](const TileCase& c) { return c.type == DType::IQ4_XS; });
+  ASSERT_NE(it, all.end());
+  const TileCase& iq = *it;
+  const TensorView probe = contiguous_view(DType::IQ4_XS, {256, 8, 1, 1}, nullptr);
+  const gemm::Family& fam = gemm::family_for(probe);
+  uint32_t seed = 40;
+  for (int64_t k : {256, 1280}) {
+    for (int64_t n_rows : {5, 16, 21}) {
+      size_t w_stride = 0, a_stride = 0;
+      const std::vector<uint8_t> w = weights_in_layout(iq, n_rows, k, ++seed, &w_stride);
+      const std::vector<uint8_t> act = converted(fam, 70, k, ++seed, &a_stride);
+      for (int64_t m : {7, 8, 9, 63, 64, 65, 70}) {
+        for (int64_t n_gemm : {int64_t{0}, m / 2 + 1, m}) {
+          const auto want = run_tile(iq.scalar, iq, w, w_stride, n_rows, k, act, a_stride, m, 1, n_gemm);
+          const auto got = run_tile(iq.simd, iq, w, w_stride, n_rows, k, act, a_stride, m, 1, n_gemm);
+          ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+              << "k=" << k << " rows=" << n_rows << " m=" << m << " n_gemm_act=" << n_gemm;
+        }
+      }
+    }
+  }
+}
+
+// ggml's IQ panel order (ggml-cpu/iqp.cpp) for IQ4_XS, stated directly: per super-block the exact
+// integer sum of scale * level * activation, added as fma(float(sum), d_w * d_a, acc).
+float iq_panel_dot(int64_t k, const quant::BlockIQ4XS* w, const quant::BlockQ8_K* a) {
+  float acc = 0;
+  for (int64_t s = 0; s < k / 256; ++s) {
+    int64_t sum = 0;
+    for (int e = 0; e < 256; ++e) {
+      const uint8_t q = w[s].qs[16 * (e / 32) + e % 16];
+      const int level = quant::kValuesIQ4NL[e % 32 < 16 ? q & 0xF : q >> 4];
+      sum += int64_t{quant::iq4_xs_scale(w[s], e / 32)} * level * a[s].qs[e];
+    }
+    acc = std::fma(static_cast<float>(sum), f16_to_f32(w[s].d) * a[s].d, acc);
+  }
+  return acc;
+}
+
 // The scalar kernels against quant.h's dot products of the same order, bit for bit: of five
 // activation rows, the first four in the prompt order (ggml's gemm rows), the fifth in the
 // one-token order.
 TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
   uint32_t seed = 100;
   for (const TileCase& c : tile_cases()) {
-    // The plain quant types' and the float types' tile families (and the quant types' references,
-    // the AVX2 vec_dots) exist on AVX2 CPUs only.
+    // The plain quant types' (IQ4_XS included) and the float types' tile families (and the quant
+    // types' references, the AVX2 vec_dots) exist on AVX2 CPUs only.
     if (c.type != DType::Q4_0 && c.type != DType::Q4_K && !quant::cpu_has_avx2()) continue;
     TensorView probe = contiguous_view(c.type, {c.ks[0], c.rows[0], 1, 1}, nullptr);
     probe.layout = c.layout;
@@ -283,6 +337,13 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
           } else if (c.type == DType::Q5_K) {
             quant::vec_dot_q5_K_q8_K_avx2(k, &want, reinterpret_cast<const quant::BlockQ5_K*>(row),
                                           reinterpret_cast<const quant::BlockQ8_K*>(native.data()));
+          } else if (c.type == DType::IQ4_XS) {
+            const auto* wr = reinterpret_cast<const quant::BlockIQ4XS*>(row);
+            const auto* ar = reinterpret_cast<const quant::BlockQ8_K*>(native.data());
+            if (r < n_gemm)
+              want = iq_panel_dot(k, wr, ar);
+            else
+              quant::vec_dot_iq4_xs_q8_K_avx2(k, &want, wr, ar);
           } else if (info(c.type).quantized) {
             q->vec_dot(k, &want, row, native.data());  // Q5_0, Q4_1, Q5_1, Q3_K, Q2_K: the AVX2 vec_dot
           } else {
@@ -592,6 +653,57 @@ TEST(GemmKernels, VecDotTilesEqualTheVecDotsForEveryBatchSize) {
       }
     }
   }
+}
+
+// IQ4_XS on AVX2 CPUs: products ggml sends through its IQ panel gemm (8 activation rows or more,
+// 2-D weights with a multiple of 8 rows) take the panel order in every row, every other product
+// (and every row with single_row_order) the AVX2 vec_dot's.
+TEST(OpsMulMat, Iq4XsPromptsTakeTheIqPanelOrderAndTheRestTheVecDots) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: IQ4_XS takes its scalar vec_dot";
+  std::mt19937 rng(31);
+  struct Case {
+    int64_t k, n, m, w_planes, a_planes;  // a_planes a multiple of w_planes (broadcast)
+    bool single_row_order, panel;
+  };
+  const Case cases[] = {
+      {512, 24, 8, 1, 1, false, true},  {512, 24, 7, 1, 1, false, false},  {768, 40, 70, 1, 1, false, true},
+      {768, 40, 70, 1, 1, true, false}, {512, 20, 9, 1, 1, false, false},  {256, 16, 9, 2, 2, false, false},
+      {256, 16, 9, 1, 2, false, true},  {2304, 16, 13, 1, 1, false, true}, {256, 8, 1, 1, 1, false, false}};
+  int n_orders_differ = 0;
+  for (const Case& c : cases) {
+    HostTensor w(DType::IQ4_XS, {c.k, c.n, c.w_planes, 1});
+    std::vector<float> wv(static_cast<size_t>(c.k * c.n * c.w_planes));
+    for (float& v : wv) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+    w.set_quantized(wv);
+    HostTensor a(DType::F32, {c.k, c.m, c.a_planes, 1});
+    a.fill_uniform(rng, -2, 2);
+    HostTensor out(DType::F32, {c.n, c.m, c.a_planes, 1});
+    OpCall call = make_call(OpKind::MulMat, out, {&w, &a});
+    call.params.single_row_order = c.single_row_order;
+    run_checked(call, out);
+    std::vector<uint8_t> act(row_size(DType::Q8_K, c.k));
+    for (int64_t p = 0; p < c.a_planes; ++p) {
+      for (int64_t j = 0; j < c.m; ++j) {
+        quant_traits(DType::Q8_K)->from_float(reinterpret_cast<const float*>(a.row(j, p)), act.data(), c.k);
+        const auto* ar = reinterpret_cast<const quant::BlockQ8_K*>(act.data());
+        for (int64_t i = 0; i < c.n; ++i) {
+          const auto* wr =
+              reinterpret_cast<const quant::BlockIQ4XS*>(w.row(i, p / (c.a_planes / c.w_planes)));
+          float vec = 0;
+          quant::vec_dot_iq4_xs_q8_K_avx2(c.k, &vec, wr, ar);
+          const float panel = iq_panel_dot(c.k, wr, ar);
+          const float want = c.panel ? panel : vec;
+          const float got = reinterpret_cast<const float*>(out.row(j, p))[i];
+          n_orders_differ += std::memcmp(&panel, &vec, sizeof(float)) != 0;
+          ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+              << "k=" << c.k << " n=" << c.n << " m=" << c.m << " planes=" << c.w_planes << "/" << c.a_planes
+              << " single_row_order=" << c.single_row_order << " plane " << p << " row " << j << " output "
+              << i << ": " << got << " vs " << want;
+        }
+      }
+    }
+  }
+  EXPECT_GT(n_orders_differ, 0) << "the two orders never differed: the test cannot tell them apart";
 }
 
 // The types of the vec_dot tile families (Q6_K, Q5_K, Q3_K, Q2_K, Q5_0, Q4_1, Q5_1) on AVX2 CPUs:

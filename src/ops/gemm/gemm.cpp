@@ -67,6 +67,15 @@ int64_t tinyblas_rows(const TensorView& w, int64_t n) {
   return n >= 2 && w.ne[0] % 16 == 0 && w.ne[1] % 4 == 0 ? n : 0;
 }
 
+// ggml's IQ panel gemm (ggml-cpu/iqp.cpp, AVX2 CPUs; ggml_cpu_iqp_supports_mul_mat) takes whole
+// products of 8 rows or more (GGML_IQP_MIN_BATCH) whose weights are 2-D, contiguous and a multiple
+// of 8 rows (k is whole super-blocks by the type); its vec_dot the rest. (It also asks for F32
+// activations of at most 3 dimensions and contiguous F32 outputs, which kiln's mul_mat of model
+// weights always has.) The GGML_NO_IQ_PANEL environment variable that turns it off is not followed.
+int64_t iq_panel_rows(const TensorView& w, int64_t n) {
+  return n >= 8 && w.ne[1] % 8 == 0 && is_2d(w) && w.is_contiguous() ? n : 0;
+}
+
 // Float weights (F16, BF16, F32) on AVX2 CPUs: the n_gemm_act rows in tinyBLAS's order (Prompt),
 // the others in the type's vec_dot order, on their activations' vec_dot_type copy (F16 and BF16:
 // after the widened one; F32: the row itself).
@@ -101,6 +110,7 @@ struct Table {
   // AVX2 CPUs: tile families over plain rows in the type's AVX2 vec_dot order (vec_dot_tiles).
   Family tiles[kDTypeIdLimit] = {};
   Family q4_0x8, q4_Kx8, q8_0x8, q8_0, f16, bf16, f32;
+  Family iq4_xs;
 
   Table() {
     const bool avx2 = quant::cpu_has_avx2();
@@ -142,6 +152,10 @@ struct Table {
       tiles[static_cast<uint32_t>(type)] = {name,          v.act_id, v.act_block, v.act_block_bytes,
                                             v.convert_act, 1,        run,         gemm_rows_by_four};
     }
+    // IQ4_XS: the activations of its vec_dot family; ggml's IQ panel rows take the panel order.
+    const Family& iq = vec_dot[static_cast<uint32_t>(DType::IQ4_XS)];
+    iq4_xs = {"iq4_xs",       iq.act_id, iq.act_block,     iq.act_block_bytes,
+              iq.convert_act, 1,         gemm_iq4_xs_avx2, iq_panel_rows};
     // The float types: one value per block, tinyBLAS's rows.
     auto tinyblas = [](const char* name, int act_id, size_t act_bytes,
                        void (*convert)(const float*, void*, int64_t), void (*run)(const Tile&)) {
@@ -191,6 +205,8 @@ const Family& family_for(const TensorView& w) {
   const auto id = static_cast<uint32_t>(w.type);
   if (w.type == DType::Q8_0 && quant::cpu_has_avx2()) return tb.q8_0;
   if (tb.tiles[id].run != nullptr && quant::cpu_has_avx2()) return tb.tiles[id];
+  // IQ4_XS's tile has the AVX2 vec_dot's order for the rows outside ggml's IQ panel gemm.
+  if (w.type == DType::IQ4_XS && quant::cpu_has_avx2()) return tb.iq4_xs;
   // So do the float types' prompt kernels (without AVX2 every row keeps the vec_dot's order).
   if (quant::cpu_has_avx2()) {
     if (w.type == DType::F16) return tb.f16;

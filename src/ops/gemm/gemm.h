@@ -19,6 +19,8 @@
 //   (AVX2 CPUs)             AVX2 CPUs runs ggml's vec_dots for every batch size (tinyBLAS's Q5_0
 //                           prompt kernel has the vec_dot's order), and kiln's have their orders
 //                           except Q2_K's (layouts.h gemm_q2_K);
+//   IQ4_XS (AVX2 CPUs)      the n_gemm_act rows in ggml's IQ panel order (iqp.cpp: one FMA per
+//                           super-block into one sum), the others in its AVX2 vec_dot's;
 //   F16, BF16, F32          the n_gemm_act rows in tinyBLAS's prompt order (sixteen lane sums,
 //   (AVX2 CPUs)             reduced at the end; layouts.h gemm_f16), the others (one-token
 //                           products, single_row_order) in the type's vec_dot order;
@@ -67,7 +69,7 @@ struct Family {
   void (*run)(const Tile& tile);
   // How many of a product's n activation rows (the first ones, per plane of `w`) ggml multiplies
   // with its prompt kernel: n - n % 4 for its repacked 4-row gemms; all n for tinyBLAS (n >= 2
-  // and shapes it takes), else none.
+  // and shapes it takes) and for the IQ panel gemm (n >= 8 and shapes it takes), else none.
   int64_t (*gemm_act_rows)(const TensorView& w, int64_t n);
 };
 

@@ -132,6 +132,17 @@ void gemm_q3_K_avx2(const Tile& t);
 void gemm_q2_K(const Tile& t);
 void gemm_q2_K_avx2(const Tile& t);
 
+// Plain IQ4_XS weights with Q8_K activations (AVX2 CPUs; elsewhere IQ4_XS keeps its scalar
+// vec_dot's order). The first Tile::n_gemm_act activation rows in the order of ggml's IQ panel gemm
+// (ggml-cpu/iqp.cpp, iqp_gemm_8x8_q8_K and iqp_gemv_8x8_q8_K alike): per super-block the exact
+// integer sum of scale * level * activation over its 256 values, added as
+// fma(float(sum), d_w * d_a, acc) into one accumulator. The other rows in ggml's AVX2
+// ggml_vec_dot_iq4_xs_q8_K order: eight int32 lanes (lane l: values 32 ib + 4l .. 32 ib + 4l + 3 of
+// every sub-block ib, times its scale), each added as fma(d_w * d_a, float(lane), acc_l), then
+// reduce_lanes8.
+void gemm_iq4_xs(const Tile& t);
+void gemm_iq4_xs_avx2(const Tile& t);
+
 // Activations of the F16 and BF16 families: each value rounded to the 16-bit type as the type's
 // vec_dot_type conversion does (f32_to_f16_row, f32_to_bf16_row), stored twice: widened to F32
 // (exact; k floats), which the prompt kernels load without converting, then as the 16-bit values

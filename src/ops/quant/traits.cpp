@@ -121,10 +121,9 @@ struct Table {
          avx2 ? KILN_VEC_DOT(BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_avx2)
               : KILN_VEC_DOT(BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0),
          KILN_VEC_DOT(BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0)});
-    // IQ4_XS keeps ggml's vec_dot order for every batch size (a row's result must not depend on
-    // its batch). ggml itself switches, for batches of 8 or more rows on AVX2, to its IQ panel gemm
-    // (ggml-cpu/iqp.cpp: one FMA per super-block into one accumulator), so llama.cpp's prompt
-    // logits differ from kiln's by float rounding; its one-token dot products equal kiln's bits.
+    // IQ4_XS: ggml's vec_dot order, which its one-token products take. For batches of 8 or more
+    // rows on AVX2 CPUs ggml switches to its IQ panel gemm (ggml-cpu/iqp.cpp), whose order the
+    // iq4_xs matrix family (ops/gemm/gemm.h) gives those rows.
     add({DType::IQ4_XS, DType::Q8_K, KILN_TO_FLOAT(BlockIQ4XS, dequantize_row_iq4_xs),
          KILN_FROM_FLOAT(BlockIQ4XS, quantize_row_iq4_xs_ref), nullptr,
          avx2 ? KILN_VEC_DOT(BlockIQ4XS, BlockQ8_K, vec_dot_iq4_xs_q8_K_avx2)
