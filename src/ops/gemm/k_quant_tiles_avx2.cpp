@@ -69,11 +69,23 @@ inline float hsum4(__m128 x) {  // hsum_float_4: (0+2, 1+3), then 0+1
   return _mm_cvtss_f32(x);
 }
 
+// The float step of Q6_K's and Q3_K's vec_dots: one FMA of the super-block's int32 lanes into
+// eight float lanes, summed at the end.
+struct LaneSums {
+  struct Acc {
+    __m256 lanes;
+  };
+  static void add_lanes(Acc& acc, __m256i lanes, __m256 d_w, __m256 da) {
+    acc.lanes = _mm256_fmadd_ps(_mm256_mul_ps(da, d_w), _mm256_cvtepi32_ps(lanes), acc.lanes);
+  }
+  static float result(const Acc& acc) { return hsum8(acc.lanes); }
+};
+
 // A type's unpacking and per-super-block float step (vec_dot_q6_K_q8_K_avx2's). kLevelBias: what
 // the stored levels exceed the type's levels by, where the integer lanes need the latter (the
 // tile subtracts kLevelBias times the activations' four-value sums); 0 where the type's own step
 // handles the bias.
-struct Q6K {
+struct Q6K : LaneSums {
   using Block = quant::BlockQ6_K;
   static constexpr int kLevelBias = 0;
   struct Unpacked {
@@ -82,9 +94,6 @@ struct Q6K {
                           // (l < 4: the first 16 of each chunk, else the second 16)
     __m256i bias32;       // the 16 scales times -32 as int16 (q6_K_bias's terms, negated)
     __m256 d;             // the super-block scale in every lane
-  };
-  struct Acc {
-    __m256 lanes;
   };
   static void unpack(const Block& b, Unpacked& u) {
     __m256i lv[8];
@@ -105,9 +114,8 @@ struct Q6K {
     return _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), u.bias32);
   }
   static void add(Acc& acc, __m256i lanes, const Unpacked& u, const quant::BlockQ8_K&, __m256 da) {
-    acc.lanes = _mm256_fmadd_ps(_mm256_mul_ps(da, u.d), _mm256_cvtepi32_ps(lanes), acc.lanes);
+    add_lanes(acc, lanes, u.d, da);
   }
-  static float result(const Acc& acc) { return hsum8(acc.lanes); }
   static void vec_dot(int64_t k, float* out, const Block* w, const quant::BlockQ8_K* a) {
     quant::vec_dot_q6_K_q8_K_avx2(k, out, w, a);
   }
@@ -162,16 +170,13 @@ struct Q5K {
 };
 
 // vec_dot_q3_K_q8_K_avx2's: levels -4..3 stored as 0..7 (kLevelBias 4), one scale per 16 values.
-struct Q3K {
+struct Q3K : LaneSums {
   using Block = quant::BlockQ3_K;
   static constexpr int kLevelBias = 4;
   struct Unpacked {
     ChunkPair levels[4];  // chunks 2p, 2p+1 (level + 4: the two low bits | the high bit << 2)
     __m256i scales[4];
     __m256 d;
-  };
-  struct Acc {
-    __m256 lanes;
   };
   static void unpack(const Block& b, Unpacked& u) {
     __m256i lv[8];
@@ -188,9 +193,8 @@ struct Q3K {
   }
   static __m256i start(const Unpacked&, const quant::BlockQ8_K&) { return _mm256_setzero_si256(); }
   static void add(Acc& acc, __m256i sum, const Unpacked& u, const quant::BlockQ8_K&, __m256 da) {
-    acc.lanes = _mm256_fmadd_ps(_mm256_mul_ps(da, u.d), _mm256_cvtepi32_ps(sum), acc.lanes);
+    add_lanes(acc, sum, u.d, da);
   }
-  static float result(const Acc& acc) { return hsum8(acc.lanes); }
   static void vec_dot(int64_t k, float* out, const Block* w, const quant::BlockQ8_K* a) {
     quant::vec_dot_q3_K_q8_K_avx2(k, out, w, a);
   }
