@@ -69,9 +69,10 @@ char* flat_elem(const TensorView& v, int64_t flat) {
 
 using RowCopyFn = void (*)(const char* src, char* dst, int64_t n);
 
-// A whole-row conversion for float rows that are contiguous on both sides, the same values as
-// load_f32 / store_f32 element by element (the types' to_float / from_float: SIMD where the CPU
-// has it); nullptr for other pairs (element by element).
+// A whole-row conversion for float rows that are contiguous on both sides: F32 <-> F16 through the
+// F16 type's to_float / from_float (SIMD where the CPU has it; the values of load_f32 / store_f32
+// element by element), one type to itself by memcpy (as ggml's dup: a NaN's payload is kept where
+// a round trip through F32 would quiet it); nullptr for other pairs (element by element).
 RowCopyFn contiguous_row_copy(const TensorView& s, const TensorView& d) {
   if (s.nb[0] != type_size(s.type) || d.nb[0] != type_size(d.type)) return nullptr;
   if (s.type == d.type) {
