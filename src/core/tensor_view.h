@@ -21,9 +21,10 @@ inline constexpr int kMaxDims = 4;
 // from (the prepared bytes are not addressed through it). Byte layouts: ops/gemm/layouts.h.
 enum class TensorLayout : uint8_t {
   Plain,
-  Q4_0x8,  // Q4_0 rows in groups of eight, quants one row per 32-bit lane (the plain bytes' size)
-  Q4_Kx8,  // Q4_K rows in groups of eight, quants one row per 32-bit lane, scales as bytes (+2.8%)
-  Q8_0x8,  // Q8_0 rows in groups of eight, quants one row per 32-bit lane (the plain bytes' size)
+  Q4_0x8,   // Q4_0 rows in groups of eight, quants one row per 32-bit lane (the plain bytes' size)
+  Q4_Kx8,   // Q4_K rows in groups of eight, quants one row per 32-bit lane, scales as bytes (+2.8%)
+  Q8_0x8,   // Q8_0 rows in groups of eight, quants one row per 32-bit lane (the plain bytes' size)
+  Split16,  // F16, BF16 or F32 rows, each 16-value step's two halves apart (the plain bytes' size)
 };
 
 struct TensorView {
@@ -31,7 +32,7 @@ struct TensorView {
   TensorLayout layout = TensorLayout::Plain;
   std::array<int64_t, kMaxDims> ne{1, 1, 1, 1};  // elements per dimension
   std::array<size_t, kMaxDims> nb{0, 0, 0, 0};   // bytes per step in each dimension
-  void* data = nullptr;                           // non-owning
+  void* data = nullptr;                          // non-owning
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t nrows() const { return ne[1] * ne[2] * ne[3]; }

@@ -15,7 +15,7 @@
 // F16's six bytes per value, bands sized for L2 took 4 rows of a 5632-wide product and halved the
 // kernel's rate: docs/performance.md, "F16 prompts"); a band stays within the last-level cache.
 // Requirements: src0 rows whole blocks (nb[0] = block bytes), src1 rows contiguous (nb[0] = 4);
-// other strides are free. Prepared weights are 2-D with a multiple of 8 rows.
+// other strides are free. Prepared weights are 2-D with a multiple of their family's row_group rows.
 #include <algorithm>
 #include <cstdint>
 
@@ -25,7 +25,7 @@
 namespace kiln::ops {
 namespace {
 
-constexpr int64_t kTileRows = 16;          // weight rows per phase-1 unit (a multiple of 8)
+constexpr int64_t kTileRows = 16;       // weight rows per phase-1 unit (a multiple of 8)
 constexpr size_t kBandBytes = 4 << 20;  // converted activation rows per unit, at most
 constexpr int64_t kMaxBandRows = 64;
 
@@ -93,11 +93,12 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
   const int64_t n_tc = ceil_div(d.ne[1], band);
   const int64_t r2 = a.ne[2] / w.ne[2];
   const int64_t r3 = a.ne[3] / w.ne[3];
-  // Prepared weights are addressed by row group (gemm/layouts.h): group bytes = 8 plain rows.
+  // Prepared weights are addressed by row group (gemm/layouts.h): groups of the family's row_group
+  // rows (kTileRows is a multiple of it).
   const int64_t gemm_rows = call.params.single_row_order ? 0 : fam.gemm_act_rows(w, a.ne[1]);
   const bool prepared = w.layout != TensorLayout::Plain;
   const size_t group_bytes =
-      prepared ? gemm::prepared_bytes(w, w.layout) / static_cast<size_t>(w.ne[1] / 8) : 0;
+      prepared ? gemm::prepared_bytes(w, w.layout) / static_cast<size_t>(w.ne[1] / fam.row_group) : 0;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t tr = u % n_tr;
     const int64_t tc = (u / n_tr) % n_tc;
@@ -110,7 +111,7 @@ void run_mul_mat(const OpCall& call, int phase, int64_t begin, int64_t end, void
     t.k = k;
     t.n_rows = std::min(kTileRows, d.ne[0] - row0);
     if (prepared) {
-      t.w = static_cast<const char*>(w.data) + static_cast<size_t>(row0 / 8) * group_bytes;
+      t.w = static_cast<const char*>(w.data) + static_cast<size_t>(row0 / fam.row_group) * group_bytes;
       t.w_stride = group_bytes;
     } else {
       t.w = row_ptr(w, row0, i2 / r2, i3 / r3);

@@ -184,6 +184,27 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_f32_avx2,
        {16, 64, 1040},
        {1, 4, 19}},
+      {"f16_split16",
+       DType::F16,
+       TensorLayout::Split16,
+       gemm::gemm_f16_split16,
+       gemm::gemm_f16_split16_avx2,
+       {16, 48, 2048},
+       {1, 3, 6, 20}},
+      {"bf16_split16",
+       DType::BF16,
+       TensorLayout::Split16,
+       gemm::gemm_bf16_split16,
+       gemm::gemm_bf16_split16_avx2,
+       {16, 80},
+       {2, 5, 17}},
+      {"f32_split16",
+       DType::F32,
+       TensorLayout::Split16,
+       gemm::gemm_f32_split16,
+       gemm::gemm_f32_split16_avx2,
+       {16, 64, 1040},
+       {1, 4, 19}},
   };
 }
 
@@ -198,7 +219,9 @@ std::vector<uint8_t> weights_in_layout(const TileCase& c, int64_t n_rows, int64_
   }
   std::vector<uint8_t> prepared(gemm::prepared_bytes(v, c.layout));
   gemm::prepare(v, c.layout, prepared.data());
-  *stride = prepared.size() / static_cast<size_t>(n_rows / 8);
+  TensorView pv = v;
+  pv.layout = c.layout;
+  *stride = prepared.size() / static_cast<size_t>(n_rows / gemm::family_for(pv).row_group);
   return prepared;
 }
 
@@ -305,7 +328,7 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
         const TensorView v = contiguous_view(c.type, {k, n_rows, 1, 1}, plain.data());
         w.resize(gemm::prepared_bytes(v, c.layout));
         gemm::prepare(v, c.layout, w.data());
-        w_stride = w.size() / static_cast<size_t>(n_rows / 8);
+        w_stride = w.size() / static_cast<size_t>(n_rows / fam.row_group);
       }
       const std::vector<float> x = random_floats(m * k, ++seed);
       size_t a_stride = gemm::act_row_bytes(fam, k);
@@ -483,12 +506,104 @@ TEST(GemmKernels, SimdActivationConversionsEqualTheScalarOnes) {
       EXPECT_EQ(want, got) << "k=" << k;
     }
   }
+  // The split-steps order (k a multiple of 16) of the same values.
+  for (const auto& [scalar, simd] :
+       {std::pair<FromFloatFn, FromFloatFn>{gemm::convert_act_f16_wide_split16,
+                                            gemm::convert_act_f16_wide_split16_avx2},
+        std::pair<FromFloatFn, FromFloatFn>{gemm::convert_act_bf16_wide_split16,
+                                            gemm::convert_act_bf16_wide_split16_avx2}}) {
+    for (int64_t k : {int64_t{16}, int64_t{64}}) {
+      std::vector<uint8_t> want(static_cast<size_t>(k) * 6, 0xAB), got(want.size(), 0xCD);
+      scalar(x.data(), want.data(), k);
+      simd(x.data(), got.data(), k);
+      EXPECT_EQ(want, got) << "split k=" << k;
+    }
+  }
+}
+
+// A split row holds the plain row's values at split16_pos; the split activations hold the plain
+// ones' alike (widened and 16-bit copies, F32 rows).
+TEST(GemmKernels, SplitStepsLayoutMovesEachValueToItsPlace) {
+  const int64_t k = 48;
+  EXPECT_EQ(quant::split16_pos(0, k), 0);
+  EXPECT_EQ(quant::split16_pos(7, k), 7);
+  EXPECT_EQ(quant::split16_pos(8, k), 24);
+  EXPECT_EQ(quant::split16_pos(16, k), 8);
+  EXPECT_EQ(quant::split16_pos(47, k), 47);
+  std::vector<float> x = random_floats(k, 9);
+  std::vector<uint8_t> plain_w(row_size(DType::F16, k) * 2), split_w(plain_w.size());
+  quantize_chunk(DType::F16, x.data(), plain_w.data(), 1, k, nullptr);
+  quantize_chunk(DType::F16, x.data(), plain_w.data() + plain_w.size() / 2, 1, k, nullptr);
+  gemm::prepare_split16(reinterpret_cast<const char*>(plain_w.data()), plain_w.size() / 2, 2, k, 2,
+                        split_w.data());
+  std::vector<float> wide(static_cast<size_t>(k) * 3 / 2 + 1), split_wide(wide.size()), split_f32(k);
+  gemm::convert_act_f16_wide(x.data(), wide.data(), k);
+  gemm::convert_act_f16_wide_split16(x.data(), split_wide.data(), k);
+  gemm::convert_act_f32_split16(x.data(), split_f32.data(), k);
+  const auto* ph = reinterpret_cast<const uint16_t*>(plain_w.data());
+  const auto* sh = reinterpret_cast<const uint16_t*>(split_w.data());
+  const auto* wide_h = reinterpret_cast<const uint16_t*>(wide.data() + k);
+  const auto* split_h = reinterpret_cast<const uint16_t*>(split_wide.data() + k);
+  for (int64_t e = 0; e < k; ++e) {
+    const int64_t p = quant::split16_pos(e, k);
+    EXPECT_EQ(sh[p], ph[e]) << e;
+    EXPECT_EQ(sh[k + p], ph[k + e]) << e;  // the second row, in its own place
+    EXPECT_EQ(split_wide[static_cast<size_t>(p)], wide[static_cast<size_t>(e)]) << e;
+    EXPECT_EQ(split_h[p], wide_h[e]) << e;
+    EXPECT_EQ(split_f32[static_cast<size_t>(p)], x[static_cast<size_t>(e)]) << e;
+  }
+}
+
+// The split vec_dots give their plain counterparts' bits (scalar: the portable ones; AVX2: the
+// AVX2 ones), over lengths with and without leftovers past the 64- and 32-value steps.
+TEST(GemmKernels, SplitVecDotsEqualThePlainOnes) {
+  using HalfDot = void (*)(int64_t, float*, const uint16_t*, const uint16_t*);
+  using FloatDot = void (*)(int64_t, float*, const float*, const float*);
+  std::vector<std::pair<HalfDot, HalfDot>> f16 = {{quant::vec_dot_f16, quant::vec_dot_f16_split16}};
+  std::vector<std::pair<HalfDot, HalfDot>> bf16 = {{quant::vec_dot_bf16, quant::vec_dot_bf16_split16}};
+  std::vector<std::pair<FloatDot, FloatDot>> f32 = {{quant::vec_dot_f32, quant::vec_dot_f32_split16}};
+  if (quant::cpu_has_avx2()) {
+    f16.emplace_back(quant::vec_dot_f16_avx2, quant::vec_dot_f16_split16_avx2);
+    bf16.emplace_back(quant::vec_dot_bf16_avx2, quant::vec_dot_bf16_split16_avx2);
+    f32.emplace_back(quant::vec_dot_f32_avx2, quant::vec_dot_f32_split16_avx2);
+  }
+  for (int64_t k : {16, 48, 64, 80, 112, 2064}) {
+    const std::vector<float> x = random_floats(k, static_cast<uint32_t>(k)), y = random_floats(k, 3);
+    auto split = [&](const void* row, size_t value_bytes) {
+      std::vector<uint8_t> out(static_cast<size_t>(k) * value_bytes);
+      gemm::prepare_split16(static_cast<const char*>(row), out.size(), 1, k, value_bytes, out.data());
+      return out;
+    };
+    std::vector<uint16_t> xh(static_cast<size_t>(k)), yh(xh.size());
+    for (const auto& [dots, to_half] :
+         {std::pair{&f16, &f32_to_f16_row}, std::pair{&bf16, &f32_to_bf16_row}}) {
+      to_half(x.data(), xh.data(), k);
+      to_half(y.data(), yh.data(), k);
+      const std::vector<uint8_t> xs = split(xh.data(), 2), ys = split(yh.data(), 2);
+      for (const auto& [plain, split_dot] : *dots) {
+        float want = 0, got = 1;
+        plain(k, &want, xh.data(), yh.data());
+        split_dot(k, &got, reinterpret_cast<const uint16_t*>(xs.data()),
+                  reinterpret_cast<const uint16_t*>(ys.data()));
+        EXPECT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(got)) << "k=" << k;
+      }
+    }
+    const std::vector<uint8_t> xs = split(x.data(), 4), ys = split(y.data(), 4);
+    for (const auto& [plain, split_dot] : f32) {
+      float want = 0, got = 1;
+      plain(k, &want, x.data(), y.data());
+      split_dot(k, &got, reinterpret_cast<const float*>(xs.data()),
+                reinterpret_cast<const float*>(ys.data()));
+      EXPECT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(got)) << "f32 k=" << k;
+    }
+  }
 }
 
 TEST(GemmKernels, PreparingIsAPureFunctionOfThePlainBytes) {
   for (const auto& [type, layout, k] : {std::tuple{DType::Q4_0, TensorLayout::Q4_0x8, int64_t{96}},
                                         std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{512}},
-                                        std::tuple{DType::Q8_0, TensorLayout::Q8_0x8, int64_t{96}}}) {
+                                        std::tuple{DType::Q8_0, TensorLayout::Q8_0x8, int64_t{96}},
+                                        std::tuple{DType::F16, TensorLayout::Split16, int64_t{96}}}) {
     std::vector<uint8_t> plain = random_rows(type, 16, k, 7);
     const TensorView v = contiguous_view(type, {k, 16, 1, 1}, plain.data());
     std::vector<uint8_t> a(gemm::prepared_bytes(v, layout), 1), b(a.size(), 2);
@@ -496,6 +611,19 @@ TEST(GemmKernels, PreparingIsAPureFunctionOfThePlainBytes) {
     gemm::prepare(v, layout, b.data());
     EXPECT_EQ(a, b) << dtype_name(type);
     EXPECT_EQ(a.size(), layout == TensorLayout::Q4_Kx8 ? plain.size() / 144 * 148 : plain.size());
+  }
+}
+
+// F16, BF16 and F32 weights of tinyBLAS's shapes take the split-steps layout on AVX2 CPUs; rows
+// that are not whole 16-value steps, or row counts off the 8-row groups, stay plain.
+TEST(GemmKernels, FloatWeightsTakeTheSplitLayoutOnAvx2Cpus) {
+  for (DType type : {DType::F16, DType::BF16, DType::F32}) {
+    EXPECT_EQ(gemm::preferred_layout(contiguous_view(type, {64, 16, 1, 1}, nullptr)),
+              quant::cpu_has_avx2() ? TensorLayout::Split16 : TensorLayout::Plain)
+        << dtype_name(type);
+    EXPECT_EQ(gemm::preferred_layout(contiguous_view(type, {72, 16, 1, 1}, nullptr)), TensorLayout::Plain);
+    EXPECT_EQ(gemm::preferred_layout(contiguous_view(type, {64, 12, 1, 1}, nullptr)), TensorLayout::Plain);
+    EXPECT_EQ(gemm::preferred_layout(contiguous_view(type, {64, 16, 2, 1}, nullptr)), TensorLayout::Plain);
   }
 }
 
@@ -530,7 +658,10 @@ TEST(OpsMulMat, PreparedWeightsGiveThePlainWeightsBits) {
   for (const auto& [type, layout, k] : {std::tuple{DType::Q4_0, TensorLayout::Q4_0x8, int64_t{160}},
                                         std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{512}},
                                         std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{1280}},
-                                        std::tuple{DType::Q8_0, TensorLayout::Q8_0x8, int64_t{2080}}}) {
+                                        std::tuple{DType::Q8_0, TensorLayout::Q8_0x8, int64_t{2080}},
+                                        std::tuple{DType::F16, TensorLayout::Split16, int64_t{2064}},
+                                        std::tuple{DType::BF16, TensorLayout::Split16, int64_t{80}},
+                                        std::tuple{DType::F32, TensorLayout::Split16, int64_t{1040}}}) {
     // Plain Q8_0 takes the AVX2 vec_dot's order on AVX2 CPUs only (elsewhere its own vec_dot's).
     if (type == DType::Q8_0 && !quant::cpu_has_avx2()) continue;
     for (int64_t m : {1, 3, 4, 5, 17, 70})

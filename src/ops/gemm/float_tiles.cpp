@@ -1,23 +1,39 @@
 // The scalar kernels of the float prompt families (layouts.h: F16, BF16 and F32 weights in
-// tinyBLAS's order): the oracles of the AVX2 kernels (bit-identical: the same sixteen lane sums,
-// FMAs and reduction, one output at a time).
+// tinyBLAS's order, plain or in the Split16 layout): the oracles of the AVX2 kernels (bit-identical:
+// the same sixteen lane sums, FMAs and reduction, one output at a time); the families' activation
+// conversions, and the Split16 layout's preparation.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/half.h"
 #include "ops/gemm/layouts.h"
+#include "ops/quant/kernels.h"
 
 namespace kiln::gemm {
 namespace {
 
+// Where a row's value e is stored: plain rows, or rows in the split-steps order (layouts.h).
+struct Plain {
+  int64_t operator()(int64_t e) const { return e; }
+};
+struct Split16 {
+  int64_t k;
+  int64_t operator()(int64_t e) const { return quant::split16_pos(e, k); }
+};
+
 // Rounds x through the 16-bit format (as the type's vec_dot_type conversion does), then stores the
-// widened values (k floats) followed by the 16-bit ones (k values).
-template <void (*ToHalf)(const float*, uint16_t*, int64_t), float (*Widen)(uint16_t)>
-void convert_act_wide(const float* x, void* dst, int64_t k) {
+// widened values (k floats) followed by the 16-bit ones (k values), value e of each at at(e). Groups
+// of eight values are contiguous in both orders.
+template <void (*ToHalf)(const float*, uint16_t*, int64_t), float (*Widen)(uint16_t), class Pos>
+void convert_act_wide(const float* x, void* dst, int64_t k, Pos at) {
   auto* wide = static_cast<float*>(dst);
   auto* half = reinterpret_cast<uint16_t*>(wide + k);
-  ToHalf(x, half, k);
-  for (int64_t j = 0; j < k; ++j) wide[j] = Widen(half[j]);
+  for (int64_t j = 0; j < k; j += 8) {
+    const int64_t n = std::min<int64_t>(8, k - j), o = at(j);
+    ToHalf(x + j, half + o, n);
+    for (int64_t i = 0; i < n; ++i) wide[o + i] = Widen(half[o + i]);
+  }
 }
 
 float f32_value(const char* row, int64_t j) {
@@ -32,16 +48,17 @@ float half_value(const char* row, int64_t j) {
   return Widen(h);
 }
 
-// Weight row i's value j, widened to F32 (exact), is Value(row_i, j); activations are F32.
-template <float (*Value)(const char*, int64_t)>
-void gemm_tinyblas(const Tile& t) {
+// Weight row i's value e, widened to F32 (exact), is Value(row_i, at(e)); activations are F32,
+// value e at at(e).
+template <float (*Value)(const char*, int64_t), class Pos>
+void gemm_tinyblas(const Tile& t, Pos at) {
   for (int64_t r = 0; r < t.n_act; ++r) {
     const auto* a = reinterpret_cast<const float*>(t.act + static_cast<size_t>(r) * t.act_stride);
     for (int64_t i = 0; i < t.n_rows; ++i) {
       const char* w = t.w + static_cast<size_t>(i) * t.w_stride;
       float acc[16] = {};
       for (int64_t l = 0; l < t.k; l += 16)
-        for (int j = 0; j < 16; ++j) acc[j] = std::fma(Value(w, l + j), a[l + j], acc[j]);
+        for (int j = 0; j < 16; ++j) acc[j] = std::fma(Value(w, at(l + j)), a[at(l + j)], acc[j]);
       float lanes[8];
       for (int j = 0; j < 8; ++j) lanes[j] = acc[j + 8] + acc[j];
       *out_ptr(t, r, i) = reduce_lanes8(lanes);
@@ -52,14 +69,39 @@ void gemm_tinyblas(const Tile& t) {
 }  // namespace
 
 void convert_act_f16_wide(const float* x, void* dst, int64_t k) {
-  convert_act_wide<f32_to_f16_row, f16_to_f32>(x, dst, k);
+  convert_act_wide<f32_to_f16_row, f16_to_f32>(x, dst, k, Plain{});
 }
 void convert_act_bf16_wide(const float* x, void* dst, int64_t k) {
-  convert_act_wide<f32_to_bf16_row, bf16_to_f32>(x, dst, k);
+  convert_act_wide<f32_to_bf16_row, bf16_to_f32>(x, dst, k, Plain{});
+}
+void convert_act_f16_wide_split16(const float* x, void* dst, int64_t k) {
+  convert_act_wide<f32_to_f16_row, f16_to_f32>(x, dst, k, Split16{k});
+}
+void convert_act_bf16_wide_split16(const float* x, void* dst, int64_t k) {
+  convert_act_wide<f32_to_bf16_row, bf16_to_f32>(x, dst, k, Split16{k});
+}
+void convert_act_f32_split16(const float* x, void* dst, int64_t k) {
+  auto* out = static_cast<float*>(dst);
+  for (int64_t j = 0; j < k; j += 8) std::memcpy(out + quant::split16_pos(j, k), x + j, 8 * sizeof(float));
 }
 
-void gemm_f16(const Tile& t) { gemm_tinyblas<half_value<f16_to_f32>>(t); }
-void gemm_bf16(const Tile& t) { gemm_tinyblas<half_value<bf16_to_f32>>(t); }
-void gemm_f32(const Tile& t) { gemm_tinyblas<f32_value>(t); }
+void prepare_split16(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, size_t value_bytes,
+                     uint8_t* dst) {
+  const size_t group = 8 * value_bytes;
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const char* src = rows + static_cast<size_t>(i) * row_bytes;
+    uint8_t* out = dst + static_cast<size_t>(i) * row_bytes;
+    for (int64_t j = 0; j < k; j += 8)
+      std::memcpy(out + static_cast<size_t>(quant::split16_pos(j, k)) * value_bytes,
+                  src + static_cast<size_t>(j) * value_bytes, group);
+  }
+}
+
+void gemm_f16(const Tile& t) { gemm_tinyblas<half_value<f16_to_f32>>(t, Plain{}); }
+void gemm_bf16(const Tile& t) { gemm_tinyblas<half_value<bf16_to_f32>>(t, Plain{}); }
+void gemm_f32(const Tile& t) { gemm_tinyblas<f32_value>(t, Plain{}); }
+void gemm_f16_split16(const Tile& t) { gemm_tinyblas<half_value<f16_to_f32>>(t, Split16{t.k}); }
+void gemm_bf16_split16(const Tile& t) { gemm_tinyblas<half_value<bf16_to_f32>>(t, Split16{t.k}); }
+void gemm_f32_split16(const Tile& t) { gemm_tinyblas<f32_value>(t, Split16{t.k}); }
 
 }  // namespace kiln::gemm

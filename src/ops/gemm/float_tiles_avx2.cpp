@@ -1,11 +1,16 @@
 // AVX2 kernels of the float prompt families (layouts.h: F16, BF16, F32 weights in tinyBLAS's order):
-// activation rows four at a time against the tile's weight rows three at a time (12 accumulators, 3 weight
-// vectors and one activation vector: the 16 registers), in chunks of the row that keep the widened
-// activation rows in L1. Each output's sixteen lanes are two 8-lane accumulators, lanes 0..7 and 8..15 of
-// every 16-value step, advanced one after the other and kept in memory between chunks (lanes never meet
-// before the reduction and each takes its steps in order, so every lane takes exactly the FMAs of
-// float_tiles.cpp's scalar kernels); and the activation conversions of the F16 and BF16 families.
-// Compiled for AVX2 + FMA + F16C; uses no inline function of a shared header.
+// - plain rows: activation rows four at a time against the tile's weight rows three at a time (12
+//   accumulators, 3 weight vectors and one activation vector: the 16 registers), in chunks of the row
+//   that keep the widened activation rows in L1. Each output's sixteen lanes are two 8-lane
+//   accumulators, lanes 0..7 and 8..15 of every 16-value step, advanced one after the other and kept
+//   in memory between chunks;
+// - Split16 rows (each half of the sixteen lanes reads one contiguous half of the row): weight rows
+//   four at a time against activation rows three at a time, one 8-lane accumulator per output and
+//   half, tinyBLAS's AVX2 tile shape.
+// In both, lanes never meet before the reduction and each takes its steps in order, so every lane
+// takes exactly the FMAs of float_tiles.cpp's scalar kernels. Also the activation conversions of
+// the F16 and BF16 families. Compiled for AVX2 + FMA + F16C; uses no inline function of a shared
+// header (kernels.h's split16_pos has internal linkage).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -14,6 +19,7 @@
 #include "core/half.h"  // only its out-of-line row conversions
 #include "ops/gemm/avx2_util.h"
 #include "ops/gemm/layouts.h"
+#include "ops/quant/kernels.h"  // split16_pos (internal linkage)
 
 namespace kiln::gemm {
 namespace {
@@ -103,22 +109,104 @@ void gemm_tinyblas_avx2(const Tile& t) {
   });
 }
 
-}  // namespace
+// Split rows (layouts.h Split16): c[i][r] += weight row i x activation row r over the values at
+// [l0, l1) of both, eight at a time (one lane per value of a half step). NI x NR accumulators, NR
+// activation vectors and one weight vector: at most the 16 registers (NI = 4, NR = 3, tinyBLAS's
+// AVX2 tile).
+template <class W, int NI, int NR>
+inline void split_pass(const char* const (&w)[NI], const float* const (&a)[NR], int64_t l0, int64_t l1,
+                       __m256 (&c)[NI][NR]) {
+  for (int64_t l = l0; l < l1; l += 8) {
+    __m256 av[NR];
+    for (int r = 0; r < NR; ++r) av[r] = _mm256_loadu_ps(a[r] + l);
+    for (int i = 0; i < NI; ++i) {
+      const __m256 wv = W::load8(w[i], l);
+      for (int r = 0; r < NR; ++r) c[i][r] = _mm256_fmadd_ps(wv, av[r], c[i][r]);
+    }
+  }
+}
 
-void convert_act_f16_wide_avx2(const float* x, void* dst, int64_t k) {
+// Outputs of weight rows i0 .. i0 + NI - 1 and activation rows r0 .. r0 + NR - 1: lanes 0..7 of
+// the sixteen over the first half of the rows, lanes 8..15 over the second, then hi + lo reduced as
+// hsum_float_8 (the order of float_tiles.cpp's scalar kernels).
+template <class W, int NI, int NR>
+void split_tile(const Tile& t, int64_t i0, int64_t r0) {
+  const char* w[NI];
+  const float* a[NR];
+  for (int i = 0; i < NI; ++i) w[i] = t.w + static_cast<size_t>(i0 + i) * t.w_stride;
+  for (int r = 0; r < NR; ++r)
+    a[r] = reinterpret_cast<const float*>(t.act + static_cast<size_t>(r0 + r) * t.act_stride);
+  __m256 lo[NI][NR], c[NI][NR];
+  for (int i = 0; i < NI; ++i)
+    for (int r = 0; r < NR; ++r) c[i][r] = _mm256_setzero_ps();
+  split_pass<W, NI, NR>(w, a, 0, t.k / 2, c);
+  for (int i = 0; i < NI; ++i)
+    for (int r = 0; r < NR; ++r) {
+      lo[i][r] = c[i][r];
+      c[i][r] = _mm256_setzero_ps();
+    }
+  split_pass<W, NI, NR>(w, a, t.k / 2, t.k, c);
+  for (int i = 0; i < NI; ++i)
+    for (int r = 0; r < NR; ++r) store1(t, r0 + r, i0 + i, hsum8(_mm256_add_ps(c[i][r], lo[i][r])));
+}
+
+template <class W, int NR>
+void split_tiles(const Tile& t, int64_t r0) {
+  int64_t i = 0;
+  for (; i + 4 <= t.n_rows; i += 4) split_tile<W, 4, NR>(t, i, r0);
+  switch (t.n_rows - i) {
+    case 3:
+      split_tile<W, 3, NR>(t, i, r0);
+      break;
+    case 2:
+      split_tile<W, 2, NR>(t, i, r0);
+      break;
+    case 1:
+      split_tile<W, 1, NR>(t, i, r0);
+      break;
+    default:
+      break;
+  }
+}
+
+// Activation rows three at a time (the outer loop: they stay in L1 while the tile's weight rows,
+// kept in L2, pass), against weight rows four at a time.
+template <class W>
+void gemm_split16_avx2(const Tile& t) {
+  int64_t r = 0;
+  for (; r + 3 <= t.n_act; r += 3) split_tiles<W, 3>(t, r);
+  if (t.n_act - r == 2) split_tiles<W, 2>(t, r);
+  if (t.n_act - r == 1) split_tiles<W, 1>(t, r);
+}
+
+// Value e of a plain row, or of a row in the split-steps order.
+struct Plain {
+  int64_t operator()(int64_t e) const { return e; }
+};
+struct Split16 {
+  int64_t k;
+  int64_t operator()(int64_t e) const { return quant::split16_pos(e, k); }
+};
+
+// The F16 family's activations (layouts.h), value e of each copy at at(e).
+template <class Pos>
+void f16_wide(const float* x, void* dst, int64_t k, Pos at) {
   auto* wide = static_cast<float*>(dst);
   auto* half = reinterpret_cast<uint16_t*>(wide + k);
   int64_t j = 0;
   for (; j + 8 <= k; j += 8) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + j), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(half + j), h);
-    _mm256_storeu_ps(wide + j, _mm256_cvtph_ps(h));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(half + at(j)), h);
+    _mm256_storeu_ps(wide + at(j), _mm256_cvtph_ps(h));
   }
-  f32_to_f16_row(x + j, half + j, k - j);  // the last k % 8 values (out-of-line, portable)
+  // The last k % 8 values (out-of-line, portable); none in the split order (k % 16 == 0).
+  f32_to_f16_row(x + j, half + j, k - j);
   f16_to_f32_row(half + j, wide + j, k - j);
 }
 
-void convert_act_bf16_wide_avx2(const float* x, void* dst, int64_t k) {
+// The BF16 family's activations, value e of each copy at at(e).
+template <class Pos>
+void bf16_wide(const float* x, void* dst, int64_t k, Pos at) {
   auto* wide = static_cast<float*>(dst);
   auto* half = reinterpret_cast<uint16_t*>(wide + k);
   const __m256i one = _mm256_set1_epi32(1), round = _mm256_set1_epi32(0x7fff);
@@ -133,16 +221,30 @@ void convert_act_bf16_wide_avx2(const float* x, void* dst, int64_t k) {
         _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(round, _mm256_and_si256(hi, one))), 16);
     const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
     const __m256i h = _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, quiet), nan);
-    _mm256_storeu_ps(wide + j, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+    _mm256_storeu_ps(wide + at(j), _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(half + j), _mm256_castsi256_si128(packed));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(half + at(j)), _mm256_castsi256_si128(packed));
   }
   f32_to_bf16_row(x + j, half + j, k - j);
   bf16_to_f32_row(half + j, wide + j, k - j);
 }
 
+}  // namespace
+
+void convert_act_f16_wide_avx2(const float* x, void* dst, int64_t k) { f16_wide(x, dst, k, Plain{}); }
+void convert_act_bf16_wide_avx2(const float* x, void* dst, int64_t k) { bf16_wide(x, dst, k, Plain{}); }
+void convert_act_f16_wide_split16_avx2(const float* x, void* dst, int64_t k) {
+  f16_wide(x, dst, k, Split16{k});
+}
+void convert_act_bf16_wide_split16_avx2(const float* x, void* dst, int64_t k) {
+  bf16_wide(x, dst, k, Split16{k});
+}
+
 void gemm_f16_avx2(const Tile& t) { gemm_tinyblas_avx2<F16Weights>(t); }
 void gemm_bf16_avx2(const Tile& t) { gemm_tinyblas_avx2<BF16Weights>(t); }
 void gemm_f32_avx2(const Tile& t) { gemm_tinyblas_avx2<F32Weights>(t); }
+void gemm_f16_split16_avx2(const Tile& t) { gemm_split16_avx2<F16Weights>(t); }
+void gemm_bf16_split16_avx2(const Tile& t) { gemm_split16_avx2<BF16Weights>(t); }
+void gemm_f32_split16_avx2(const Tile& t) { gemm_split16_avx2<F32Weights>(t); }
 
 }  // namespace kiln::gemm

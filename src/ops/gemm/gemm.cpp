@@ -2,6 +2,8 @@
 // families over quant.h's dot products (types without a tile kernel of their own).
 #include "ops/gemm/gemm.h"
 
+#include <type_traits>
+
 #include "core/check.h"
 #include "ops/gemm/layouts.h"
 #include "ops/quant/kernels.h"
@@ -12,14 +14,18 @@ namespace {
 
 // Activation format ids (Family::act_id).
 enum : int {
-  kActQ8_0 = 1,      // ActQ8_0
-  kActF16Wide = 2,   // convert_act_f16_wide
-  kActQ8_0Abs = 3,   // ActQ8_0Abs
-  kActBF16Wide = 4,  // convert_act_bf16_wide
-  kActNative = 16,   // + the vec_dot_type's id: quant.h's act_from_float
+  kActQ8_0 = 1,             // ActQ8_0
+  kActF16Wide = 2,          // convert_act_f16_wide
+  kActQ8_0Abs = 3,          // ActQ8_0Abs
+  kActBF16Wide = 4,         // convert_act_bf16_wide
+  kActF16WideSplit16 = 5,   // convert_act_f16_wide_split16
+  kActBF16WideSplit16 = 6,  // convert_act_bf16_wide_split16
+  kActF32Split16 = 7,       // convert_act_f32_split16
+  kActNative = 16,          // + the vec_dot_type's id: quant.h's act_from_float
 };
 
 bool is_2d(const TensorView& w) { return w.ne[2] == 1 && w.ne[3] == 1; }
+bool is_float(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
 
 // ggml repacks 2-D Q4_0, IQ4_NL and Q4_K weights with a multiple of 8 rows on AVX2 CPUs and
 // multiplies them in its 8-row kernels' order (quant.h vec_dot_rows8).
@@ -76,19 +82,24 @@ int64_t iq_panel_rows(const TensorView& w, int64_t n) {
   return n >= 8 && w.ne[1] % 8 == 0 && is_2d(w) && w.is_contiguous() ? n : 0;
 }
 
-// Float weights (F16, BF16, F32) on AVX2 CPUs: the n_gemm_act rows in tinyBLAS's order (Prompt),
-// the others in the type's vec_dot order, on their activations' vec_dot_type copy (F16 and BF16:
-// after the widened one; F32: the row itself).
-template <DType Type, void (*Prompt)(const Tile&)>
-void run_tinyblas(const Tile& t) {
+// Float weights (F16, BF16, F32; elements T): the n_gemm_act rows in tinyBLAS's order (Prompt), the
+// others in the type's vec_dot order (Dot), on their activations' vec_dot_type copy (F16 and BF16:
+// after the widened one; F32: the row itself). Plain rows on AVX2 CPUs, and rows in the Split16
+// layout with split activations (Prompt and Dot the split kernels).
+template <class T, void (*Prompt)(const Tile&), void (*Dot)(int64_t, float*, const T*, const T*)>
+void run_float(const Tile& t) {
   Tile prompt = t;
   prompt.n_act = t.n_gemm_act;
   if (prompt.n_act > 0) Prompt(prompt);
-  const VecDotFn dot = quant_traits(Type)->vec_dot;
-  const size_t native = Type == DType::F32 ? 0 : static_cast<size_t>(t.k) * sizeof(float);
+  const size_t native = std::is_same_v<T, float> ? 0 : static_cast<size_t>(t.k) * sizeof(float);
   for (int64_t r = t.n_gemm_act; r < t.n_act; ++r)
-    for (int64_t i = 0; i < t.n_rows; ++i) dot(t.k, out_ptr(t, r, i), row_at(t, i), act_at(t, r) + native);
+    for (int64_t i = 0; i < t.n_rows; ++i)
+      Dot(t.k, out_ptr(t, r, i), reinterpret_cast<const T*>(row_at(t, i)),
+          reinterpret_cast<const T*>(act_at(t, r) + native));
 }
+
+// Without AVX2 ggml takes every float row through its vec_dot.
+int64_t no_gemm_rows(const TensorView&, int64_t) { return 0; }
 
 // Plain weights whose AVX2 tile kernel keeps the type's AVX2 vec_dot order (layouts.h).
 struct VecDotTile {
@@ -110,6 +121,7 @@ struct Table {
   // AVX2 CPUs: tile families over plain rows in the type's AVX2 vec_dot order (vec_dot_tiles).
   Family tiles[kDTypeIdLimit] = {};
   Family q4_0x8, q4_Kx8, q8_0x8, q8_0, f16, bf16, f32;
+  Family f16_split16, bf16_split16, f32_split16;
   Family iq4_xs;
 
   Table() {
@@ -156,18 +168,43 @@ struct Table {
     const Family& iq = vec_dot[static_cast<uint32_t>(DType::IQ4_XS)];
     iq4_xs = {"iq4_xs",       iq.act_id, iq.act_block,     iq.act_block_bytes,
               iq.convert_act, 1,         gemm_iq4_xs_avx2, iq_panel_rows};
-    // The float types: one value per block, tinyBLAS's rows.
-    auto tinyblas = [](const char* name, int act_id, size_t act_bytes,
-                       void (*convert)(const float*, void*, int64_t), void (*run)(const Tile&)) {
-      return Family{name, act_id, 1, act_bytes, convert, 1, run, tinyblas_rows};
+    // The float types: one value per block, tinyBLAS's rows (AVX2 CPUs; without AVX2 the split
+    // layout's rows all take the portable vec_dot's order, as plain rows do).
+    auto float_family = [](const char* name, int act_id, size_t act_bytes,
+                           void (*convert)(const float*, void*, int64_t), void (*run)(const Tile&),
+                           int64_t (*gemm_rows)(const TensorView&, int64_t)) {
+      return Family{name, act_id, 1, act_bytes, convert, 1, run, gemm_rows};
     };
     const size_t wide = sizeof(float) + sizeof(uint16_t);
-    f16 = tinyblas("f16", kActF16Wide, wide, convert_act_f16_wide_avx2,
-                   run_tinyblas<DType::F16, gemm_f16_avx2>);
-    bf16 = tinyblas("bf16", kActBF16Wide, wide, convert_act_bf16_wide_avx2,
-                    run_tinyblas<DType::BF16, gemm_bf16_avx2>);
-    f32 = tinyblas("f32", kActNative + static_cast<int>(DType::F32), sizeof(float),
-                   quant_traits(DType::F32)->act_from_float, run_tinyblas<DType::F32, gemm_f32_avx2>);
+    using quant::vec_dot_bf16_avx2, quant::vec_dot_f16_avx2, quant::vec_dot_f32_avx2;
+    f16 = float_family("f16", kActF16Wide, wide, convert_act_f16_wide_avx2,
+                       run_float<uint16_t, gemm_f16_avx2, vec_dot_f16_avx2>, tinyblas_rows);
+    bf16 = float_family("bf16", kActBF16Wide, wide, convert_act_bf16_wide_avx2,
+                        run_float<uint16_t, gemm_bf16_avx2, vec_dot_bf16_avx2>, tinyblas_rows);
+    f32 = float_family("f32", kActNative + static_cast<int>(DType::F32), sizeof(float),
+                       quant_traits(DType::F32)->act_from_float,
+                       run_float<float, gemm_f32_avx2, vec_dot_f32_avx2>, tinyblas_rows);
+    if (avx2) {
+      f16_split16 = float_family("f16_split16", kActF16WideSplit16, wide, convert_act_f16_wide_split16_avx2,
+                                 run_float<uint16_t, gemm_f16_split16_avx2, quant::vec_dot_f16_split16_avx2>,
+                                 tinyblas_rows);
+      bf16_split16 = float_family(
+          "bf16_split16", kActBF16WideSplit16, wide, convert_act_bf16_wide_split16_avx2,
+          run_float<uint16_t, gemm_bf16_split16_avx2, quant::vec_dot_bf16_split16_avx2>, tinyblas_rows);
+      f32_split16 = float_family("f32_split16", kActF32Split16, sizeof(float), convert_act_f32_split16,
+                                 run_float<float, gemm_f32_split16_avx2, quant::vec_dot_f32_split16_avx2>,
+                                 tinyblas_rows);
+    } else {
+      f16_split16 =
+          float_family("f16_split16", kActF16WideSplit16, wide, convert_act_f16_wide_split16,
+                       run_float<uint16_t, gemm_f16_split16, quant::vec_dot_f16_split16>, no_gemm_rows);
+      bf16_split16 =
+          float_family("bf16_split16", kActBF16WideSplit16, wide, convert_act_bf16_wide_split16,
+                       run_float<uint16_t, gemm_bf16_split16, quant::vec_dot_bf16_split16>, no_gemm_rows);
+      f32_split16 =
+          float_family("f32_split16", kActF32Split16, sizeof(float), convert_act_f32_split16,
+                       run_float<float, gemm_f32_split16, quant::vec_dot_f32_split16>, no_gemm_rows);
+    }
   }
 };
 
@@ -190,6 +227,8 @@ bool supported(const TensorView& w) {
       return w.type == DType::Q4_K && is_2d(w) && w.ne[1] % 8 == 0;
     case TensorLayout::Q8_0x8:
       return w.type == DType::Q8_0 && is_2d(w) && w.ne[1] % 8 == 0;
+    case TensorLayout::Split16:
+      return is_float(w.type) && is_2d(w) && w.ne[0] % 16 == 0;
   }
   return false;
 }
@@ -200,6 +239,8 @@ const Family& family_for(const TensorView& w) {
   if (w.layout == TensorLayout::Q4_0x8) return tb.q4_0x8;
   if (w.layout == TensorLayout::Q4_Kx8) return tb.q4_Kx8;
   if (w.layout == TensorLayout::Q8_0x8) return tb.q8_0x8;
+  if (w.layout == TensorLayout::Split16)
+    return w.type == DType::F16 ? tb.f16_split16 : w.type == DType::BF16 ? tb.bf16_split16 : tb.f32_split16;
   // Q8_0's tile kernel and the vec_dot tiles have the AVX2 vec_dot's order; without AVX2 the type's
   // vec_dot keeps its own.
   const auto id = static_cast<uint32_t>(w.type);
@@ -225,6 +266,9 @@ TensorLayout preferred_layout(const TensorView& w) {
   if (w.type == DType::Q8_0 && w.data != nullptr && w.is_contiguous() &&
       !q8_0_has_level_min(static_cast<const char*>(w.data), w.nb[1], w.ne[1], w.ne[0]))
     return TensorLayout::Q8_0x8;
+  // Float weights whose products tinyBLAS takes (tinyblas_rows): its order reads the split rows
+  // at full speed.
+  if (is_float(w.type) && w.ne[0] % 16 == 0) return TensorLayout::Split16;
   return TensorLayout::Plain;
 }
 
@@ -234,6 +278,7 @@ size_t prepared_bytes(const TensorView& w, TensorLayout layout) {
       return w.span_bytes();
     case TensorLayout::Q4_0x8:
     case TensorLayout::Q8_0x8:
+    case TensorLayout::Split16:
       return static_cast<size_t>(w.ne[1]) * row_size(w.type, w.ne[0]);
     case TensorLayout::Q4_Kx8:
       return static_cast<size_t>(w.ne[1] / 8) * static_cast<size_t>(w.ne[0] / 256) * kQ4_Kx8SuperBytes;
@@ -256,6 +301,9 @@ void prepare(const TensorView& w, TensorLayout layout, void* dst) {
       return;
     case TensorLayout::Q8_0x8:
       prepare_q8_0x8(rows, w.nb[1], w.ne[1], w.ne[0], out);
+      return;
+    case TensorLayout::Split16:
+      prepare_split16(rows, w.nb[1], w.ne[1], w.ne[0], type_size(w.type), out);
       return;
   }
 }

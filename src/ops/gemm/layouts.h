@@ -166,6 +166,29 @@ void gemm_bf16_avx2(const Tile& t);
 void gemm_f32(const Tile& t);
 void gemm_f32_avx2(const Tile& t);
 
+// TensorLayout::Split16 (F16, BF16 and F32 weights, k a multiple of 16): each row keeps its bytes,
+// in the split-steps order of quant/kernels.h (value e at split16_pos(e, k)): values 16s .. 16s + 7
+// of every 16-value step s first, then values 16s + 8 .. 16s + 15. Lanes 0..7 and 8..15 of
+// tinyBLAS's sixteen lane sums each read one contiguous half of the row, so an AVX2 kernel keeps one
+// 8-lane accumulator per output and the loads stream (the plain rows' half steps take every other
+// 32 bytes; docs/performance.md, "F16 prompts in the split-steps layout"). Its family's activations
+// are split alike.
+void prepare_split16(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, size_t value_bytes,
+                     uint8_t* dst);
+// The F16, BF16 and F32 families' activation formats in the split-steps order (the same values).
+void convert_act_f16_wide_split16(const float* x, void* dst, int64_t k);
+void convert_act_bf16_wide_split16(const float* x, void* dst, int64_t k);
+void convert_act_f32_split16(const float* x, void* dst, int64_t k);
+void convert_act_f16_wide_split16_avx2(const float* x, void* dst, int64_t k);  // the same bytes
+void convert_act_bf16_wide_split16_avx2(const float* x, void* dst, int64_t k);
+// gemm_f16 / _bf16 / _f32 over split rows and split activations: the same bits.
+void gemm_f16_split16(const Tile& t);
+void gemm_bf16_split16(const Tile& t);
+void gemm_f32_split16(const Tile& t);
+void gemm_f16_split16_avx2(const Tile& t);
+void gemm_bf16_split16_avx2(const Tile& t);
+void gemm_f32_split16_avx2(const Tile& t);
+
 // hsum_float_8's reduction of eight lane sums, in scalar form.
 inline float reduce_lanes8(const float l[8]) {
   const float a0 = l[0] + l[4], a1 = l[1] + l[5], a2 = l[2] + l[6], a3 = l[3] + l[7];

@@ -132,6 +132,24 @@ void vec_dot_q4_K_q8_K_rows8_x4_avx2(int64_t n, float* s, const BlockQ4_K* x, co
 void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x,
                                       size_t x_stride, const BlockQ8_0* y, size_t y_stride);
 
+// --- the F16, BF16 and F32 dot products over rows stored in the split-steps order (n a multiple
+// of 16; both operands split alike): value e of a row sits at split16_pos(e, n). Each takes the
+// same products in the same order as its plain counterpart above (the scalar ones: double
+// accumulation in index order; the AVX2 ones: their plain kernels' lanes), so it gives the plain
+// rows' bits. The order serves gemm's Split16 weight layout (ops/gemm/layouts.h).
+namespace {  // NOLINT: internal linkage, so no AVX2-compiled copy can serve a portable caller
+// Values 16s .. 16s + 7 of every 16-value step s at 8s, values 16s + 8 .. 16s + 15 at n / 2 + 8s.
+constexpr int64_t split16_pos(int64_t e, int64_t n) {
+  return ((e >> 3) & 1) * (n / 2) + ((e >> 4) << 3) + (e & 7);
+}
+}  // namespace
+void vec_dot_f16_split16(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
+void vec_dot_bf16_split16(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
+void vec_dot_f32_split16(int64_t n, float* s, const float* x, const float* y);
+void vec_dot_f16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
+void vec_dot_bf16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
+void vec_dot_f32_split16_avx2(int64_t n, float* s, const float* x, const float* y);
+
 // --- AVX-512 variants (vec_dot_avx512.cpp; call only when cpu_has_avx512_vnni()). Same contracts.
 bool cpu_has_avx512_vnni();  // cpu_has_avx2() and AVX-512 F, BW, VL and VNNI present
 void vec_dot_q4_0_q8_0_rows8_8x4_avx512(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x,

@@ -188,20 +188,33 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const Block
   *s = hsum_float_8(acc);
 }
 
+namespace {
+
+// Value e of a plain row (Plain) or of a row in the split-steps order (Split16; kernels.h). The
+// kernels below load eight values from e = 8j, which are contiguous in both.
+struct Plain {
+  int64_t operator()(int64_t e) const { return e; }
+};
+struct Split16 {
+  int64_t n;
+  int64_t operator()(int64_t e) const { return split16_pos(e, n); }
+};
+
 // ref: ggml_vec_dot_f16 (ggml-cpu/vec.cpp) as the AVX-512 build runs it (GGML_F16_STEP 64, four
 // accumulators of 16 lanes, GGML_F32Cx16_REDUCE then _mm512_reduce_add_ps, leftovers in double).
 // Each 16-lane vector is held as two 8-lane halves (lo = lanes 0..7, hi = 8..15); lane-wise FMAs are
 // the same, and GCC's _mm512_reduce_add_ps equals hsum_float_8(hi + lo).
-void vec_dot_f16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
+template <class Pos>
+float dot_f16(int64_t n, const uint16_t* x, const uint16_t* y, Pos at) {
   constexpr int64_t kStep = 64;
   const int64_t np = n & ~(kStep - 1);
   __m256 lo[4], hi[4];
   for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
   for (int64_t i = 0; i < np; i += kStep) {
     for (int j = 0; j < 4; ++j) {
-      const int64_t o = i + 16 * j;
+      const int64_t o = at(i + 16 * j), o8 = at(i + 16 * j + 8);
       lo[j] = _mm256_fmadd_ps(load_f16x8(x + o), load_f16x8(y + o), lo[j]);
-      hi[j] = _mm256_fmadd_ps(load_f16x8(x + o + 8), load_f16x8(y + o + 8), hi[j]);
+      hi[j] = _mm256_fmadd_ps(load_f16x8(x + o8), load_f16x8(y + o8), hi[j]);
     }
   }
   double sumf = 0.0;
@@ -214,25 +227,26 @@ void vec_dot_f16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y)
     hi[0] = _mm256_add_ps(hi[0], hi[1]);
     sumf = static_cast<double>(hsum_float_8(_mm256_add_ps(hi[0], lo[0])));
   }
-  for (int64_t i = np; i < n; ++i) sumf += static_cast<double>(f16_to_f32(x[i]) * f16_to_f32(y[i]));
-  *s = static_cast<float>(sumf);
+  for (int64_t i = np; i < n; ++i) sumf += static_cast<double>(f16_to_f32(x[at(i)]) * f16_to_f32(y[at(i)]));
+  return static_cast<float>(sumf);
 }
 
 // ref: ggml_vec_dot_f32 (ggml-cpu/vec.cpp) as the AVX-512 build runs it: GGML_F32_STEP 64 (four
-// accumulators of 16 lanes, reduced as in vec_dot_f16_avx2) into a float sum; GCC compiles the
-// leftover loop `sumf += x[i]*y[i]` into rounded products added in index order for chunks of 16,
-// then one chunk of 8, and fused multiply-adds for the last < 8 (read from the disassembly of the
-// reference build, libggml-cpu-zen4.so).
-void vec_dot_f32_avx2(int64_t n, float* s, const float* x, const float* y) {
+// accumulators of 16 lanes, reduced as in dot_f16) into a float sum; GCC compiles the leftover loop
+// `sumf += x[i]*y[i]` into rounded products added in index order for chunks of 16, then one chunk of
+// 8, and fused multiply-adds for the last < 8 (read from the disassembly of the reference build,
+// libggml-cpu-zen4.so).
+template <class Pos>
+float dot_f32(int64_t n, const float* x, const float* y, Pos at) {
   constexpr int64_t kStep = 64;
   const int64_t np = n & ~(kStep - 1);
   __m256 lo[4], hi[4];
   for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
   for (int64_t i = 0; i < np; i += kStep) {
     for (int j = 0; j < 4; ++j) {
-      const int64_t o = i + 16 * j;
+      const int64_t o = at(i + 16 * j), o8 = at(i + 16 * j + 8);
       lo[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + o), _mm256_loadu_ps(y + o), lo[j]);
-      hi[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + o + 8), _mm256_loadu_ps(y + o + 8), hi[j]);
+      hi[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + o8), _mm256_loadu_ps(y + o8), hi[j]);
     }
   }
   lo[0] = _mm256_add_ps(lo[0], lo[2]);
@@ -246,28 +260,50 @@ void vec_dot_f32_avx2(int64_t n, float* s, const float* x, const float* y) {
   const int64_t rest = n - np;
   const int64_t unfused = (rest & ~int64_t{15}) + ((rest & 15) >= 8 ? 8 : 0);
   for (; i < np + unfused; ++i) {
-    const float p = x[i] * y[i];
+    const float p = x[at(i)] * y[at(i)];
     sumf += p;
   }
-  for (; i < n; ++i) sumf = std::fma(x[i], y[i], sumf);
-  *s = sumf;
+  for (; i < n; ++i) sumf = std::fma(x[at(i)], y[at(i)], sumf);
+  return sumf;
 }
 
-void vec_dot_bf16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
+template <class Pos>
+float dot_bf16(int64_t n, const uint16_t* x, const uint16_t* y, Pos at) {
   constexpr int64_t kStep = 32;
   const int64_t np = n & ~(kStep - 1);
   __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t i = 0; i < np; i += kStep) {
-    for (int j = 0; j < 4; ++j)
-      sum[j] = _mm256_fmadd_ps(load_bf16x8(x + i + 8 * j), load_bf16x8(y + i + 8 * j), sum[j]);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t o = at(i + 8 * j);
+      sum[j] = _mm256_fmadd_ps(load_bf16x8(x + o), load_bf16x8(y + o), sum[j]);
+    }
   }
   double sumf = reduce_4x8(sum);
   for (int64_t i = np; i < n; ++i) {
-    const float xi = std::bit_cast<float>(static_cast<uint32_t>(x[i]) << 16);
-    const float yi = std::bit_cast<float>(static_cast<uint32_t>(y[i]) << 16);
+    const float xi = std::bit_cast<float>(static_cast<uint32_t>(x[at(i)]) << 16);
+    const float yi = std::bit_cast<float>(static_cast<uint32_t>(y[at(i)]) << 16);
     sumf += static_cast<double>(xi * yi);
   }
-  *s = static_cast<float>(sumf);
+  return static_cast<float>(sumf);
+}
+
+}  // namespace
+
+void vec_dot_f16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
+  *s = dot_f16(n, x, y, Plain{});
+}
+void vec_dot_f32_avx2(int64_t n, float* s, const float* x, const float* y) { *s = dot_f32(n, x, y, Plain{}); }
+void vec_dot_bf16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
+  *s = dot_bf16(n, x, y, Plain{});
+}
+void vec_dot_f16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
+  *s = dot_f16(n, x, y, Split16{n});
+}
+void vec_dot_f32_split16_avx2(int64_t n, float* s, const float* x, const float* y) {
+  *s = dot_f32(n, x, y, Split16{n});
+}
+void vec_dot_bf16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
+  *s = dot_bf16(n, x, y, Split16{n});
 }
 
 void vec_dot_q4_1_q8_1_avx2(int64_t n, float* s, const BlockQ4_1* x, const BlockQ8_1* y) {
@@ -342,7 +378,8 @@ void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float* s, const BlockIQ4XS* x, const Bl
       const __m256i qy = load256(q8 + 32 * ib);
       // pairs of products as int16 (|level| <= 127, |q8| <= 127: no saturation), then scaled
       const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx));
-      const int ls = static_cast<int>(((x[ibl].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | ((sh & 3) << 4)) - 32;
+      const int ls =
+          static_cast<int>(((x[ibl].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | ((sh & 3) << 4)) - 32;
       sh >>= 2;
       sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(static_cast<int16_t>(ls))));
     }
@@ -489,8 +526,8 @@ void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const
   *s = acc;
 }
 
-void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x, size_t x_stride,
-                                      const BlockQ8_0* y, size_t y_stride) {
+void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x,
+                                      size_t x_stride, const BlockQ8_0* y, size_t y_stride) {
   // sum(q * y) from maddubs pair sums: four of them added in 16 bits (|sum| <= 4 * 2 * 15 * 128
   // = 15360, no overflow) before widening; minus 8 * sum(y).
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
@@ -498,14 +535,15 @@ void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, cons
     __m256i half[2];
     for (int h = 0; h < 2; ++h) {
       const int k = 4 * h;
-      half[h] = _mm256_add_epi16(
-          _mm256_add_epi16(_mm256_maddubs_epi16(w[k], broadcast_y4(qy, k)),
-                           _mm256_maddubs_epi16(w[k + 1], broadcast_y4(qy, k + 1))),
-          _mm256_add_epi16(_mm256_maddubs_epi16(w[k + 2], broadcast_y4(qy, k + 2)),
-                           _mm256_maddubs_epi16(w[k + 3], broadcast_y4(qy, k + 3))));
+      half[h] = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w[k], broadcast_y4(qy, k)),
+                                                  _mm256_maddubs_epi16(w[k + 1], broadcast_y4(qy, k + 1))),
+                                 _mm256_add_epi16(_mm256_maddubs_epi16(w[k + 2], broadcast_y4(qy, k + 2)),
+                                                  _mm256_maddubs_epi16(w[k + 3], broadcast_y4(qy, k + 3))));
     }
-    const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(half[0], ones16), _mm256_madd_epi16(half[1], ones16));
-    const __m256i ysum = broadcast_sum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(qy)), ones16));
+    const __m256i dot =
+        _mm256_add_epi32(_mm256_madd_epi16(half[0], ones16), _mm256_madd_epi16(half[1], ones16));
+    const __m256i ysum =
+        broadcast_sum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(qy)), ones16));
     return _mm256_sub_epi32(dot, _mm256_slli_epi32(ysum, 3));
   });
 }
@@ -549,9 +587,11 @@ void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const
       q4 += 32;
       const __m256i q4l = _mm256_and_si256(q4bits, m4);
       const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-      const __m256i p16l = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j]), _mm256_maddubs_epi16(q4l, load256(q8)));
+      const __m256i p16l =
+          _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j]), _mm256_maddubs_epi16(q4l, load256(q8)));
       q8 += 32;
-      const __m256i p16h = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j + 1]), _mm256_maddubs_epi16(q4h, load256(q8)));
+      const __m256i p16h =
+          _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j + 1]), _mm256_maddubs_epi16(q4h, load256(q8)));
       q8 += 32;
       sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
     }
@@ -576,10 +616,13 @@ void vec_dot_q4_K_q8_K_rows8_x4_avx2(int64_t n, float* s, const BlockQ4_K* x, co
       const __m256i q4bits = load256(q4 + 32 * sb);
       const __m256i q4l = _mm256_and_si256(q4bits, m4);
       const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-      const __m256i p16l = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * sb]), _mm256_maddubs_epi16(q4l, load256(q8 + 64 * sb)));
-      const __m256i p16h = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * sb + 1]), _mm256_maddubs_epi16(q4h, load256(q8 + 64 * sb + 32)));
+      const __m256i p16l =
+          _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * sb]), _mm256_maddubs_epi16(q4l, load256(q8 + 64 * sb)));
+      const __m256i p16h = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * sb + 1]),
+                                             _mm256_maddubs_epi16(q4h, load256(q8 + 64 * sb + 32)));
       const int isum = hsum_i32_8(_mm256_add_epi32(p16l, p16h));
-      const int imin = sm[8 + 2 * sb] * (bs[4 * sb] + bs[4 * sb + 1]) + sm[9 + 2 * sb] * (bs[4 * sb + 2] + bs[4 * sb + 3]);
+      const int imin =
+          sm[8 + 2 * sb] * (bs[4 * sb] + bs[4 * sb + 1]) + sm[9 + 2 * sb] * (bs[4 * sb + 2] + bs[4 * sb + 3]);
       acc = std::fma(static_cast<float>(isum), d, acc);
       acc_min = std::fma(static_cast<float>(imin), dmin, acc_min);
     }
