@@ -1,7 +1,5 @@
 #include "llm/device_weights.h"
 
-#include "llm/vision_model.h"
-
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -9,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <span>
+
+#include "llm/vision_model.h"
 
 namespace kiln {
 namespace {
@@ -49,13 +49,18 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
 }
 
 Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<const VisionModel> mmproj,
-                                                             Device& device, WeightOptions options) {
+                                                             Device& device,
+                                                             const std::vector<std::string>& matmul,
+                                                             WeightOptions options) {
   std::shared_ptr<DeviceWeights> dw(new DeviceWeights());
   dw->mmproj_ = std::move(mmproj);
   dw->file_ = &dw->mmproj_->file();
   dw->name_ = "mmproj " + dw->mmproj_->name();
   dw->options_ = std::move(options);
-  for (const GgufTensorInfo& t : dw->file_->tensors()) dw->tensors_.push_back({&t, dw->file_->tensor_view(t)});
+  for (const GgufTensorInfo& t : dw->file_->tensors()) {
+    dw->tensors_.push_back({&t, dw->file_->tensor_view(t)});
+    dw->tensor_is_matmul_.push_back(std::find(matmul.begin(), matmul.end(), t.name) != matmul.end());
+  }
   return place(std::move(dw), device);
 }
 
@@ -64,7 +69,8 @@ const Weight* DeviceWeights::tensor(std::string_view name) const {
   return info == nullptr ? nullptr : &tensors_[static_cast<size_t>(info - file_->tensors().data())];
 }
 
-Result<std::shared_ptr<DeviceWeights>> DeviceWeights::place(std::shared_ptr<DeviceWeights> dw, Device& device) {
+Result<std::shared_ptr<DeviceWeights>> DeviceWeights::place(std::shared_ptr<DeviceWeights> dw,
+                                                            Device& device) {
   dw->device_ = &device;
   dw->owner_ = new_owner_id();
   const size_t align = std::max(kWeightAlign, device.alignment());
@@ -94,10 +100,10 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::place(std::shared_ptr<Devi
     dw->placement_of_.push_back(static_cast<size_t>(same - dw->placements_.begin()));
   });
   dw->buffer_bytes_ = end;
-  dw->residency_.attach(device, dw->owner_, dw->name_, MemoryKind::Weights,
-                       host && !dw->options_.copy_all ? "re-read from the mapped file"
-                                                      : "re-prepared from the mapped file",
-                       dw.get());
+  dw->residency_.attach(
+      device, dw->owner_, dw->name_, MemoryKind::Weights,
+      host && !dw->options_.copy_all ? "re-read from the mapped file" : "re-prepared from the mapped file",
+      dw.get());
   // Pinned while they are made: another thread's allocation must not evict a buffer being filled.
   ResidencyManager::Pin pin;
   if (ResidencyManager* m = device.residency()) {
@@ -139,8 +145,7 @@ Status DeviceWeights::rebuild() {
       dst = staging.data();
     }
     if (const Status st = prepare_weight(source, p.prepared, dst); !st.ok())
-      return make_error("the weights of '", name_, "': tensor '", p.info->name,
-                        "': ", st.error().message);
+      return make_error("the weights of '", name_, "': tensor '", p.info->name, "': ", st.error().message);
     if (!buffer->host_visible()) {
       KILN_ASSIGN_OR_RETURN(
           TensorView bytes,
@@ -191,12 +196,13 @@ void DeviceWeights::lock_pages(bool lock) {
       rlimit limit{};
       std::string limit_text = "unknown";
       if (::getrlimit(RLIMIT_MEMLOCK, &limit) == 0)
-        limit_text = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_cur) + " bytes";
+        limit_text =
+            limit.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_cur) + " bytes";
       if (options_.on_lock_failure)
         options_.on_lock_failure(
             "--mlock: cannot lock " + std::to_string(r.size()) + " bytes of the weights of '" + name_ +
-            "' in RAM" + (done > 0 ? " (after locking " + std::to_string(done) + " bytes)" : std::string()) + ": " +
-            std::strerror(err) + "; RLIMIT_MEMLOCK is " + limit_text +
+            "' in RAM" + (done > 0 ? " (after locking " + std::to_string(done) + " bytes)" : std::string()) +
+            ": " + std::strerror(err) + "; RLIMIT_MEMLOCK is " + limit_text +
             ": raise it with 'ulimit -l' (as root); going on without locking them");
     }
   }

@@ -93,7 +93,11 @@ class DeviceWeights : private Evictable {
   static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const Model> model, Device& device,
                                                        WeightOptions options = {});
   // The same for an mmproj's tensors, under the owner name "mmproj NAME" (the name in messages).
-  static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const VisionModel> mmproj, Device& device,
+  // Those named in `matmul` (read only as mul_mat weights by the encoder's graphs:
+  // Graph::read_only_as_weights) take the kernels' layouts; the others are placed plain.
+  static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const VisionModel> mmproj,
+                                                       Device& device,
+                                                       const std::vector<std::string>& matmul = {},
                                                        WeightOptions options = {});
   ~DeviceWeights();
   DeviceWeights(const DeviceWeights&) = delete;
@@ -134,11 +138,12 @@ class DeviceWeights : private Evictable {
   // Places the weights visit_weights() reaches (weights_ and tensors_, set by the caller) on
   // `device`: the body of both create()s.
   static Result<std::shared_ptr<DeviceWeights>> place(std::shared_ptr<DeviceWeights> dw, Device& device);
-  // Calls fn(weight, use) for weights_ (for_each_weight) and then every entry of tensors_ (plain).
+  // Calls fn(weight, use) for weights_ (for_each_weight) and then every entry of tensors_.
   template <class Fn>
   void visit_weights(Fn&& fn) {
     for_each_weight(weights_, fn);
-    for (Weight& w : tensors_) fn(w, WeightUse::Elementwise);
+    for (size_t i = 0; i < tensors_.size(); ++i)
+      fn(tensors_[i], tensor_is_matmul_[i] ? WeightUse::MatMul : WeightUse::Elementwise);
   }
   // Points the views of copied tensors at the buffer (or at null when released).
   void bind_views();
@@ -152,17 +157,18 @@ class DeviceWeights : private Evictable {
   Status evict() override;
   Status restore() override;
 
-  std::shared_ptr<const Model> model_;           // a text model's placement, or
-  std::shared_ptr<const VisionModel> mmproj_;    // an mmproj's
-  const GgufFile* file_ = nullptr;               // the mapped file of either
+  std::shared_ptr<const Model> model_;         // a text model's placement, or
+  std::shared_ptr<const VisionModel> mmproj_;  // an mmproj's
+  const GgufFile* file_ = nullptr;             // the mapped file of either
   std::string name_;
   Device* device_ = nullptr;
   WeightOptions options_;
   bool locked_ = false, lock_failed_ = false;
   OwnerId owner_ = 0;
-  Resident residency_;  // before buffer_: outlives it
-  DecoderWeights weights_;      // a text model's
-  std::vector<Weight> tensors_;  // an mmproj's, in file order
+  Resident residency_;                  // before buffer_: outlives it
+  DecoderWeights weights_;              // a text model's
+  std::vector<Weight> tensors_;         // an mmproj's, in file order
+  std::vector<bool> tensor_is_matmul_;  // per tensors_ entry: read only as mul_mat weights
   std::vector<Placement> placements_;
   std::vector<size_t> placement_of_;  // per weight in for_each_weight order: its placements_ index
   size_t buffer_bytes_ = 0, mapped_bytes_ = 0;

@@ -18,33 +18,50 @@ size_t input_bytes(const Graph& g, const EncoderGraph& eg) {
 
 // Points every external leaf of an encoder graph (a weight, named after its GGUF tensor by
 // weight_tensor in models/clip/vit.h, over the mmproj's mapping) at that tensor's placement on the
-// encoder's device. Under the weights' pin: the views change when they are evicted and restored.
+// encoder's device, in its layout. Under the weights' pin: the views change when they are evicted
+// and restored.
 Status place_weights(Graph& g, const DeviceWeights& weights) {
   for (size_t i = 0; i < g.size(); ++i) {
     const GraphTensor& t = g.tensors()[i];
     if (t.role != TensorRole::External) continue;
     const Weight* w = weights.tensor(t.name);
     if (w == nullptr || w->view.span_bytes() != t.view.span_bytes())
-      return make_error("vision encoder: the graph reads '", t.name, "', which is not a tensor of ", weights.name());
-    KILN_TRY(g.rebind_external(Tensor{static_cast<int32_t>(i)}, w->view.data));
+      return make_error("vision encoder: the graph reads '", t.name, "', which is not a tensor of ",
+                        weights.name());
+    KILN_TRY(g.rebind_external(Tensor{static_cast<int32_t>(i)}, w->view.data, w->view.layout));
   }
   return ok_status();
+}
+
+// The externals of an encoder graph that only mul_mats read as weights (their placement may take
+// a kernel layout). Every image size's graph reads the mmproj's tensors in the same roles.
+std::vector<std::string> matmul_weights(const Graph& g) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const GraphTensor& t = g.tensors()[i];
+    if (t.role == TensorRole::External && g.read_only_as_weights(Tensor{static_cast<int32_t>(i)}))
+      names.push_back(t.name);
+  }
+  return names;
 }
 
 }  // namespace
 
 Result<std::unique_ptr<VisionEncoder>> VisionEncoder::create(std::shared_ptr<const VisionModel> model,
-                                                             Backend& backend, const VisionEncoderOptions& options) {
+                                                             Backend& backend,
+                                                             const VisionEncoderOptions& options) {
   Device& dev = backend.device();
   std::unique_ptr<VisionEncoder> e(new VisionEncoder());
   e->model_ = std::move(model);
   e->backend_ = &backend;
   e->opt_ = options;
-  e->attention_ = options.flash_attention == FlashAttention::Off ? AttentionPath::Plain : AttentionPath::Flash;
+  e->attention_ =
+      options.flash_attention == FlashAttention::Off ? AttentionPath::Plain : AttentionPath::Flash;
   if (options.arena != nullptr) {
     if (&options.arena->device() != &dev)
-      return make_error("vision encoder: the shared compute arena '", options.arena->owner(), "' is on device '",
-                        options.arena->device().name(), "', the backend on '", dev.name(), "'");
+      return make_error("vision encoder: the shared compute arena '", options.arena->owner(),
+                        "' is on device '", options.arena->device().name(), "', the backend on '", dev.name(),
+                        "'");
     e->arena_ = options.arena;
   } else {
     e->own_arena_ = std::make_unique<ComputeArena>(dev, e->model_->name());
@@ -56,7 +73,8 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::create(std::shared_ptr<con
   const auto [w, h] = proj.worst_case_size();
   Graph worst;
   KILN_ASSIGN_OR_RETURN(const EncoderGraph eg, proj.build(worst, w, h, e->attention_));
-  KILN_ASSIGN_OR_RETURN(e->memory_, VisionMemory::create(e->model_, dev, input_bytes(worst, eg)));
+  KILN_ASSIGN_OR_RETURN(e->memory_,
+                        VisionMemory::create(e->model_, dev, input_bytes(worst, eg), matmul_weights(worst)));
   KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin own, e->memory_->pin());
   KILN_TRY(place_weights(worst, e->memory_->weights()));
   KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, e->pin_arena());
@@ -97,7 +115,8 @@ Result<ResidencyManager::Pin> VisionEncoder::pin_arena() const {
 Result<std::shared_ptr<const ImageEmbeddings>> VisionEncoder::run(const PreparedImage& image) {
   const Projector& proj = model_->projector();
   Graph g;
-  KILN_ASSIGN_OR_RETURN(const EncoderGraph eg, proj.build(g, image.pixels.width, image.pixels.height, attention_));
+  KILN_ASSIGN_OR_RETURN(const EncoderGraph eg,
+                        proj.build(g, image.pixels.width, image.pixels.height, attention_));
   KILN_TRY(place_weights(g, memory_->weights()));
   Buffer& inputs = memory_->inputs();
   if (input_bytes(g, eg) > inputs.size())
@@ -133,7 +152,8 @@ Result<std::shared_ptr<const ImageEmbeddings>> VisionEncoder::run(const Prepared
   e->data.resize(static_cast<size_t>(out.nelements()));
   KILN_TRY(dev.download(out, e->data.data(), out.span_bytes()));
   if (e->n_tokens != image.n_tokens)
-    return make_error("vision encoder: the graph made ", e->n_tokens, " tokens, the prompt holds ", image.n_tokens);
+    return make_error("vision encoder: the graph made ", e->n_tokens, " tokens, the prompt holds ",
+                      image.n_tokens);
   return std::shared_ptr<const ImageEmbeddings>(std::move(e));
 }
 

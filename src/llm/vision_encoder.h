@@ -34,15 +34,15 @@
 #include "llm/vision_memory.h"
 #include "llm/vision_model.h"
 #include "runtime/backend.h"
-#include "runtime/residency.h"
 #include "runtime/planner.h"
+#include "runtime/residency.h"
 
 namespace kiln {
 
 struct ImageEmbeddings {
-  std::string id;        // the image's content id
-  int64_t n_tokens = 0;  // rows
-  int64_t n_embd = 0;    // floats per row (the text model's n_embd)
+  std::string id;           // the image's content id
+  int64_t n_tokens = 0;     // rows
+  int64_t n_embd = 0;       // floats per row (the text model's n_embd)
   std::vector<float> data;  // [n_tokens][n_embd]
   bool non_causal = false;  // the decoder lets these tokens see each other both ways
   std::span<const float> row(int64_t i) const {
@@ -60,8 +60,8 @@ struct VisionEncoderOptions {
 
 class VisionEncoder {
  public:
-  static Result<std::unique_ptr<VisionEncoder>> create(std::shared_ptr<const VisionModel> model, Backend& backend,
-                                                       const VisionEncoderOptions& options);
+  static Result<std::unique_ptr<VisionEncoder>> create(std::shared_ptr<const VisionModel> model,
+                                                       Backend& backend, const VisionEncoderOptions& options);
 
   // The embeddings of `image`: from the cache when an image of the same id was encoded, else
   // computed (and cached). Errors come from the backend only.
@@ -70,6 +70,9 @@ class VisionEncoder {
   const VisionModel& model() const { return *model_; }
   // The owner of the encoder's weights and inputs on its device.
   OwnerId owner() const { return memory_->owner(); }
+  // The mmproj's tensors on the device: the ones its graphs read only as mul_mat weights in the
+  // kernels' layouts (ops/weight_prep.h), the others plain. Views valid while the owner is pinned.
+  const DeviceWeights& weights() const { return memory_->weights(); }
   const ComputeArena& arena() const { return *arena_; }
   // Compute-arena bytes the encoder's largest graph needs.
   size_t worst_case_arena_bytes() const { return worst_bytes_; }
@@ -82,10 +85,11 @@ class VisionEncoder {
 
  private:
   VisionEncoder() = default;
-  Result<std::shared_ptr<const ImageEmbeddings>> run(const PreparedImage& image);  // under mutex_ and the turn
+  Result<std::shared_ptr<const ImageEmbeddings>> run(
+      const PreparedImage& image);  // under mutex_ and the turn
   // Keeps the shared arena's owner on the device (an empty pin without one or without a manager).
   Result<ResidencyManager::Pin> pin_arena() const;
-  void remember(std::shared_ptr<const ImageEmbeddings> e);                       // under mutex_
+  void remember(std::shared_ptr<const ImageEmbeddings> e);  // under mutex_
 
   std::shared_ptr<const VisionModel> model_;
   Backend* backend_ = nullptr;
@@ -95,7 +99,7 @@ class VisionEncoder {
   ComputeArena* arena_ = nullptr;
   size_t worst_bytes_ = 0;
   std::unique_ptr<VisionMemory> memory_;  // weights and the largest graph's inputs
-  std::vector<float> stage_;        // host staging of the patches
+  std::vector<float> stage_;              // host staging of the patches
   // LRU cache: most recent first.
   std::list<std::shared_ptr<const ImageEmbeddings>> lru_;
   std::unordered_map<std::string, std::list<std::shared_ptr<const ImageEmbeddings>>::iterator> by_id_;

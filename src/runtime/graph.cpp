@@ -93,13 +93,29 @@ Tensor Graph::external(std::string name, const TensorView& memory) {
   return Tensor{tensors_.back().storage};
 }
 
-Status Graph::rebind_external(Tensor t, void* data) {
-  if (t.id < 0 || static_cast<size_t>(t.id) >= tensors_.size() || tensors_[static_cast<size_t>(t.id)].role != TensorRole::External)
+Status Graph::rebind_external(Tensor t, void* data, TensorLayout layout) {
+  if (t.id < 0 || static_cast<size_t>(t.id) >= tensors_.size() ||
+      tensors_[static_cast<size_t>(t.id)].role != TensorRole::External)
     return make_error("graph: rebind_external: tensor #", t.id, " is not an external leaf");
   GraphTensor& leaf = tensors_[static_cast<size_t>(t.id)];
   if (data == nullptr) return make_error("graph: external '", leaf.name, "': rebound to no data");
+  if (layout != TensorLayout::Plain && !read_only_as_weights(t))
+    return make_error("graph: external '", leaf.name,
+                      "': a prepared layout for a tensor read other than as mul_mat weights");
   leaf.view.data = data;
+  leaf.view.layout = layout;
   return ok_status();
+}
+
+bool Graph::read_only_as_weights(Tensor t) const {
+  for (const GraphTensor& u : tensors_) {
+    if (u.role == TensorRole::View && u.storage == t.id) return false;
+    if (u.role != TensorRole::Op) continue;
+    for (int i = 0; i < u.n_src; ++i) {
+      if (u.src[static_cast<size_t>(i)] == t.id && (u.op != OpKind::MulMat || i != 0)) return false;
+    }
+  }
+  return true;
 }
 
 Tensor Graph::add_op(OpKind kind, std::initializer_list<Tensor> srcs, const OpParams& params, DType type,

@@ -64,9 +64,13 @@ class Graph {
   Tensor input(std::string name, DType type, Shape ne);
   Tensor external(std::string name, const TensorView& memory);
   // Points external leaf `t` at `data`: the same tensor placed elsewhere (a graph built over a
-  // file's mapping, then moved onto a device's copies of its tensors). An Error, and nothing
-  // changed, when `t` is not an external leaf or `data` is null.
-  Status rebind_external(Tensor t, void* data);
+  // file's mapping, then moved onto a device's copies of its tensors), in `layout` (a prepared
+  // kernel layout, ops/weight_prep.h, only for a tensor read_only_as_weights). An Error, and nothing
+  // changed, when `t` is not an external leaf, `data` is null or the layout does not apply.
+  Status rebind_external(Tensor t, void* data, TensorLayout layout = TensorLayout::Plain);
+  // Whether every reader of `t` is a mul_mat that takes it as its weights (source 0) and nothing
+  // else reads it (no view, no other source): the tensors whose bytes may be in a kernel layout.
+  bool read_only_as_weights(Tensor t) const;
 
   // Ops (shapes as in ops/op.h; every result is F32 unless stated). `name` is optional and
   // appears in errors; unnamed nodes are called "<op>#<id>".

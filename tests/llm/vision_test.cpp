@@ -6,14 +6,15 @@
 
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "image/content_id.h"
 #include "llm/cpu_engine.h"
 #include "llm/media_prompt.h"
 #include "llm/vision_encoder.h"
+#include "ops/quant/kernels.h"
 #include "runtime/residency.h"
 #include "test_data.h"
 
@@ -108,7 +109,8 @@ TEST_F(VisionTest, OneArenaForDecoderAndEncoderIsTheLargerNotTheSum) {
       want = last_logits(*c, *e, p);
     }
     for (bool encoder_first : {false, true}) {
-      const std::string what = "n_ubatch " + std::to_string(s.n_ubatch) + (encoder_first ? ", encoder first" : "");
+      const std::string what =
+          "n_ubatch " + std::to_string(s.n_ubatch) + (encoder_first ? ", encoder first" : "");
       const size_t compute_before = engine_.device.allocated_bytes(MemoryKind::Compute);
       ComputeArena shared(engine_.device, "shared");
       std::unique_ptr<Context> c;
@@ -124,8 +126,8 @@ TEST_F(VisionTest, OneArenaForDecoderAndEncoderIsTheLargerNotTheSum) {
       // what sharing saves.
       const size_t compute = engine_.device.allocated_bytes(MemoryKind::Compute) - compute_before;
       EXPECT_EQ(alone_compute - compute, std::min(alone_decoder, alone_encoder)) << what;
-      std::printf("[ %s ] decoder alone %zu, encoder alone %zu, shared %zu bytes\n", what.c_str(), alone_decoder,
-                  alone_encoder, shared.allocated_bytes());
+      std::printf("[ %s ] decoder alone %zu, encoder alone %zu, shared %zu bytes\n", what.c_str(),
+                  alone_decoder, alone_encoder, shared.allocated_bytes());
       // Taking turns on one arena changes no result.
       if (!encoder_first) {
         EXPECT_EQ(last_logits(*c, *e, p), want) << what;
@@ -167,7 +169,8 @@ TEST_F(VisionTest, EncoderWeightsAndInputsAreAResidentOwnerOfTheirOwn) {
   const auto evicted = find_owner(enc.owner());
   ASSERT_TRUE(evicted);
   EXPECT_EQ(evicted->evicted_residents, 2u);
-  EXPECT_EQ(manager.used(), before - gemma3_->weight_bytes() - resident->bytes[static_cast<size_t>(MemoryKind::Compute)]);
+  EXPECT_EQ(manager.used(),
+            before - gemma3_->weight_bytes() - resident->bytes[static_cast<size_t>(MemoryKind::Compute)]);
 
   // The next image restores both (the cache is off: it computes) and gives the same bits.
   auto again = enc.encode(*img);
@@ -175,7 +178,35 @@ TEST_F(VisionTest, EncoderWeightsAndInputsAreAResidentOwnerOfTheirOwn) {
   EXPECT_TRUE(manager.owner_resident(enc.owner()));
   EXPECT_EQ(manager.used(), before);
   ASSERT_EQ((*again)->data.size(), (*first)->data.size());
-  EXPECT_EQ(std::memcmp((*again)->data.data(), (*first)->data.data(), (*first)->data.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp((*again)->data.data(), (*first)->data.data(), (*first)->data.size() * sizeof(float)),
+            0);
+}
+
+// The tensors the encoder's graphs read only as mul_mat weights take the kernels' layout (float
+// rows split on AVX2 CPUs); the patch kernel (read through a reshape), norms and position
+// embeddings stay plain.
+// The embeddings are the conformance tests' (tests/conformance/vision_test.cpp), bit for bit the
+// plain weights' (tests/ops/gemm_test.cpp, PreparedWeightsGiveThePlainWeightsBits).
+TEST_F(VisionTest, MatMulWeightsOfTheMmprojTakeTheKernelsLayout) {
+  auto f16 = VisionModel::load(kMtmd + "mmproj-mlp-f16.gguf", *model_);
+  ASSERT_TRUE(f16.ok()) << f16.error().message;
+  auto e = encoder(*f16, nullptr, 0);
+  ASSERT_TRUE(e);
+  const TensorLayout split = quant::cpu_has_avx2() ? TensorLayout::Split16 : TensorLayout::Plain;
+  for (const char* name :
+       {"v.blk.0.attn_q.weight", "v.blk.1.ffn_down.weight", "mm.0.weight", "mm.2.weight"}) {
+    const Weight* w = e->weights().tensor(name);
+    ASSERT_NE(w, nullptr) << name;
+    EXPECT_EQ(w->view.layout, split) << name;
+  }
+  for (const char* name : {"v.patch_embd.weight", "v.blk.0.ln1.weight", "v.position_embd.weight"}) {
+    const Weight* w = e->weights().tensor(name);
+    ASSERT_NE(w, nullptr) << name;
+    EXPECT_EQ(w->view.layout, TensorLayout::Plain) << name;
+  }
+  const auto img = image(**f16, "test-224.png");
+  ASSERT_TRUE(img);
+  EXPECT_TRUE(e->encode(*img).ok());
 }
 
 TEST_F(VisionTest, EmbeddingsAreCachedByContent) {
@@ -225,8 +256,8 @@ TEST_F(VisionTest, PromptsPlaceImagesAtTheirMarkers) {
   EXPECT_EQ(p.chunks[3].image, img);
   EXPECT_EQ(p.chunks[4].tokens, text("<end_of_image>"));  // the prompt ends with the closing markup
   EXPECT_EQ(p.n_images(), 2u);
-  EXPECT_EQ(p.n_positions(),
-            static_cast<int64_t>(first.size() + middle.size() + p.chunks[4].tokens.size()) + 2 * img->n_tokens);
+  EXPECT_EQ(p.n_positions(), static_cast<int64_t>(first.size() + middle.size() + p.chunks[4].tokens.size()) +
+                                 2 * img->n_tokens);
   // An image first: BOS is a chunk of its own (mlp has no markup).
   const auto mimg = image(*mlp_, "test-224.png");
   const MediaPrompt q = prompt(*mlp_, "<__media__>Hi", {mimg});
@@ -301,7 +332,8 @@ TEST_F(VisionTest, ContextRefusesBadEmbeddingBatches) {
   for (int i = 0; i < 9; ++i) big.add_embedding(row, i, 0, i == 8);
   st = c->decode(big);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message.find("must fit one micro-batch (n_ubatch 8"), std::string::npos) << st.error().message;
+  EXPECT_NE(st.error().message.find("must fit one micro-batch (n_ubatch 8"), std::string::npos)
+      << st.error().message;
   EXPECT_EQ(c->kv().n_used(), 0);
   big.embd.resize(8 * row.size());
   big.pos.resize(8), big.seq.resize(8), big.output.resize(8);
@@ -341,17 +373,19 @@ TEST_F(VisionTest, LoadRefusesWhatItCannotRunWithAMessage) {
   const auto idefics = rewrite(mlp, [](GgufWriter& w) { w.set_string("clip.projector_type", "idefics3"); });
   expect(VisionModel::from_memory(idefics, "idefics", *model_),
          "projector type 'idefics3' is not supported (kiln supports: gemma3, mlp)");
-  const auto no_mm0 = rewrite(mlp, [](GgufWriter&) {}, "mm.0.weight");
+  const auto no_mm0 = rewrite(
+      mlp, [](GgufWriter&) {}, "mm.0.weight");
   expect(VisionModel::from_memory(no_mm0, "no-mm0", *model_), "missing tensor 'mm.0.weight'");
   const auto audio = rewrite(mlp, [](GgufWriter& w) { w.set_bool("clip.has_vision_encoder", false); });
   expect(VisionModel::from_memory(audio, "audio", *model_), "no vision encoder");
-  const auto tiled = rewrite(mlp, [](GgufWriter& w) { w.set_i32_array("clip.vision.image_grid_pinpoints", {336, 672}); });
+  const auto tiled = rewrite(mlp, [](GgufWriter& w) {
+    w.set_i32_array("clip.vision.image_grid_pinpoints", {336, 672});
+  });
   expect(VisionModel::from_memory(tiled, "tiled", *model_), "image tiling");
   auto other = text_model("qwen2-e64-Q8_0");
   ASSERT_TRUE(other);
   expect(VisionModel::load(mlp, *other), "outputs embeddings of width 128 but the text model");
-  expect(VisionModel::load(test_data::path("models/llama-spm-e128-f32.gguf"), *model_),
-         "not 'clip'");
+  expect(VisionModel::load(test_data::path("models/llama-spm-e128-f32.gguf"), *model_), "not 'clip'");
   expect(VisionModel::load(kMtmd + "missing.gguf", *model_), "mmproj: ");
   // Bad images are the caller's fault: the message names the problem.
   std::vector<uint8_t> png = read_file(kMtmd + "test-224.png");

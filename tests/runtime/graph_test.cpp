@@ -24,6 +24,37 @@ TEST(Graph, InfersShapesAndKeepsNodesInOrder) {
   EXPECT_EQ(g.op_nodes(), (std::vector<int32_t>{emb.id, h.id, am.id}));
 }
 
+// Only externals that mul_mats alone read as weights may be rebound in a prepared layout: not one
+// that get_rows reads, one read through a view, or one that is a mul_mat's activations.
+TEST(Graph, PreparedLayoutsOnlyForTensorsReadAsMulMatWeights) {
+  std::vector<float> w(64 * 48), table(64 * 10), other(64 * 16);
+  Graph g;
+  Tensor ids = g.input("ids", DType::I32, {5, 1, 1, 1});
+  Tensor tok = g.external("tok_embd", contiguous_view(DType::F32, {64, 10, 1, 1}, table.data()));
+  Tensor weights = g.external("w", contiguous_view(DType::F32, {64, 48, 1, 1}, w.data()));
+  Tensor viewed = g.external("viewed", contiguous_view(DType::F32, {64, 16, 1, 1}, other.data()));
+  Tensor emb = g.get_rows(tok, ids);
+  g.mul_mat(weights, emb, "ffn_up");
+  g.mul_mat(tok, emb, "tied_head");  // tok_embd is also the weights of a mul_mat
+  g.mul_mat(g.reshape(viewed, {64, 16, 1, 1}), emb, "through_a_view");
+  Tensor as_activations = g.external("acts", contiguous_view(DType::F32, {64, 16, 1, 1}, other.data()));
+  g.mul_mat(weights, as_activations, "weights_times_acts");
+  ASSERT_TRUE(g.status().ok()) << g.status().error().message;
+  EXPECT_TRUE(g.read_only_as_weights(weights));
+  EXPECT_FALSE(g.read_only_as_weights(tok));
+  EXPECT_FALSE(g.read_only_as_weights(viewed));
+  EXPECT_FALSE(g.read_only_as_weights(as_activations));
+  std::vector<float> copy(w.size());
+  EXPECT_TRUE(g.rebind_external(weights, copy.data(), TensorLayout::Split16).ok());
+  EXPECT_EQ(g.tensor(weights).view.layout, TensorLayout::Split16);
+  EXPECT_EQ(g.tensor(weights).view.data, copy.data());
+  const Status refused = g.rebind_external(tok, copy.data(), TensorLayout::Split16);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("tok_embd"), std::string::npos) << refused.error().message;
+  EXPECT_EQ(g.tensor(tok).view.data, table.data());  // unchanged
+  EXPECT_EQ(g.tensor(tok).view.layout, TensorLayout::Plain);
+}
+
 TEST(Graph, AttentionResultHasValueRowsPerQuery) {
   Graph g;
   Tensor q = g.input("q", DType::F32, {32, 3, 4, 1});
