@@ -131,6 +131,9 @@ void vec_dot_q4_K_q8_K_rows8_x4_avx2(int64_t n, float* s, const BlockQ4_K* x, co
 // (y + r * y_stride bytes) into s + r * s_stride bytes, [i]; bit-identical to 32 single calls.
 void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x,
                                       size_t x_stride, const BlockQ8_0* y, size_t y_stride);
+// The same tile for vec_dot_iq4_nl_q8_0_rows8 (q4_0_lanes_avx2.h).
+void vec_dot_iq4_nl_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockIQ4NL* x,
+                                        size_t x_stride, const BlockQ8_0* y, size_t y_stride);
 
 // --- AVX-512 variants (vec_dot_avx512.cpp; call only when cpu_has_avx512_vnni()). Same contracts.
 bool cpu_has_avx512_vnni();  // cpu_has_avx2() and AVX-512 F, BW, VL and VNNI present

@@ -49,7 +49,8 @@ struct QuantTraits {
   // vec_dot_rows8_x4 for a tile of 8 weight rows x 4 activation rows, bit-identical to 32 calls
   // of it: each weight block is unpacked once for the four activation rows and the eight
   // outputs' accumulators sit in one vector (what makes batched decode cheaper per token).
-  // nullptr where no such kernel exists (call vec_dot_rows8_x4 per output).
+  // Set for Q4_0 and IQ4_NL on AVX2 CPUs; nullptr where no such kernel exists (call
+  // vec_dot_rows8_x4 per output).
   VecDot8x4Fn vec_dot_rows8_x4_8x4 = nullptr;
 };
 

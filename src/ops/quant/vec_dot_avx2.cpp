@@ -342,7 +342,8 @@ void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float* s, const BlockIQ4XS* x, const Bl
       const __m256i qy = load256(q8 + 32 * ib);
       // pairs of products as int16 (|level| <= 127, |q8| <= 127: no saturation), then scaled
       const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx));
-      const int ls = static_cast<int>(((x[ibl].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | ((sh & 3) << 4)) - 32;
+      const int ls =
+          static_cast<int>(((x[ibl].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | ((sh & 3) << 4)) - 32;
       sh >>= 2;
       sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(static_cast<int16_t>(ls))));
     }
@@ -489,8 +490,8 @@ void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const
   *s = acc;
 }
 
-void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x, size_t x_stride,
-                                      const BlockQ8_0* y, size_t y_stride) {
+void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x,
+                                      size_t x_stride, const BlockQ8_0* y, size_t y_stride) {
   // sum(q * y) from maddubs pair sums: four of them added in 16 bits (|sum| <= 4 * 2 * 15 * 128
   // = 15360, no overflow) before widening; minus 8 * sum(y).
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
@@ -498,14 +499,15 @@ void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, cons
     __m256i half[2];
     for (int h = 0; h < 2; ++h) {
       const int k = 4 * h;
-      half[h] = _mm256_add_epi16(
-          _mm256_add_epi16(_mm256_maddubs_epi16(w[k], broadcast_y4(qy, k)),
-                           _mm256_maddubs_epi16(w[k + 1], broadcast_y4(qy, k + 1))),
-          _mm256_add_epi16(_mm256_maddubs_epi16(w[k + 2], broadcast_y4(qy, k + 2)),
-                           _mm256_maddubs_epi16(w[k + 3], broadcast_y4(qy, k + 3))));
+      half[h] = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w[k], broadcast_y4(qy, k)),
+                                                  _mm256_maddubs_epi16(w[k + 1], broadcast_y4(qy, k + 1))),
+                                 _mm256_add_epi16(_mm256_maddubs_epi16(w[k + 2], broadcast_y4(qy, k + 2)),
+                                                  _mm256_maddubs_epi16(w[k + 3], broadcast_y4(qy, k + 3))));
     }
-    const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(half[0], ones16), _mm256_madd_epi16(half[1], ones16));
-    const __m256i ysum = broadcast_sum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(qy)), ones16));
+    const __m256i dot =
+        _mm256_add_epi32(_mm256_madd_epi16(half[0], ones16), _mm256_madd_epi16(half[1], ones16));
+    const __m256i ysum =
+        broadcast_sum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(qy)), ones16));
     return _mm256_sub_epi32(dot, _mm256_slli_epi32(ysum, 3));
   });
 }
@@ -523,6 +525,42 @@ void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, co
     acc = std::fma(static_cast<float>(isum), f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d), acc);
   }
   *s = acc;
+}
+
+void vec_dot_iq4_nl_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockIQ4NL* x,
+                                        size_t x_stride, const BlockQ8_0* y, size_t y_stride) {
+  // The levels (-127..113) by a byte lookup, kept with their magnitudes; sum(level * y) from
+  // maddubs of |level| with y carrying the level's sign (|pair sum| <= 2 * 127 * 127, no
+  // saturation for Q8_0's -127..127), each widened at once (two such sums can overflow 16 bits).
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL)));
+  struct Levels {
+    __m256i level[8], mag[8];
+  };
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  rows8_q8_0_8x4(
+      n, s, s_stride, x, x_stride, y, y_stride,
+      [&](const __m256i w[8]) {
+        Levels l;
+        for (int k = 0; k < 8; ++k) {
+          l.level[k] = _mm256_shuffle_epi8(table, w[k]);
+          l.mag[k] = _mm256_abs_epi8(l.level[k]);
+        }
+        return l;
+      },
+      [&](const Levels& l, const int8_t* qy) {
+        __m256i sum[2];
+        for (int h = 0; h < 2; ++h) {
+          const int k = 4 * h;
+          auto dot = [&](int j) {
+            return _mm256_madd_epi16(
+                _mm256_maddubs_epi16(l.mag[j], _mm256_sign_epi8(broadcast_y4(qy, j), l.level[j])), ones16);
+          };
+          sum[h] = _mm256_add_epi32(_mm256_add_epi32(dot(k), dot(k + 1)),
+                                    _mm256_add_epi32(dot(k + 2), dot(k + 3)));
+        }
+        return _mm256_add_epi32(sum[0], sum[1]);
+      });
 }
 
 void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {
@@ -549,9 +587,11 @@ void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const
       q4 += 32;
       const __m256i q4l = _mm256_and_si256(q4bits, m4);
       const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-      const __m256i p16l = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j]), _mm256_maddubs_epi16(q4l, load256(q8)));
+      const __m256i p16l =
+          _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j]), _mm256_maddubs_epi16(q4l, load256(q8)));
       q8 += 32;
-      const __m256i p16h = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j + 1]), _mm256_maddubs_epi16(q4h, load256(q8)));
+      const __m256i p16h =
+          _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j + 1]), _mm256_maddubs_epi16(q4h, load256(q8)));
       q8 += 32;
       sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
     }
@@ -576,10 +616,13 @@ void vec_dot_q4_K_q8_K_rows8_x4_avx2(int64_t n, float* s, const BlockQ4_K* x, co
       const __m256i q4bits = load256(q4 + 32 * sb);
       const __m256i q4l = _mm256_and_si256(q4bits, m4);
       const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-      const __m256i p16l = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * sb]), _mm256_maddubs_epi16(q4l, load256(q8 + 64 * sb)));
-      const __m256i p16h = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * sb + 1]), _mm256_maddubs_epi16(q4h, load256(q8 + 64 * sb + 32)));
+      const __m256i p16l =
+          _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * sb]), _mm256_maddubs_epi16(q4l, load256(q8 + 64 * sb)));
+      const __m256i p16h = _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * sb + 1]),
+                                             _mm256_maddubs_epi16(q4h, load256(q8 + 64 * sb + 32)));
       const int isum = hsum_i32_8(_mm256_add_epi32(p16l, p16h));
-      const int imin = sm[8 + 2 * sb] * (bs[4 * sb] + bs[4 * sb + 1]) + sm[9 + 2 * sb] * (bs[4 * sb + 2] + bs[4 * sb + 3]);
+      const int imin =
+          sm[8 + 2 * sb] * (bs[4 * sb] + bs[4 * sb + 1]) + sm[9 + 2 * sb] * (bs[4 * sb + 2] + bs[4 * sb + 3]);
       acc = std::fma(static_cast<float>(isum), d, acc);
       acc_min = std::fma(static_cast<float>(imin), dmin, acc_min);
     }
