@@ -111,6 +111,7 @@ void f32_to_f16_row_avx2(const float* x, uint16_t* y, int64_t n);  // half_rows_
 void f16_to_f32_row_avx2(const uint16_t* x, float* y, int64_t n);
 void quantize_row_q8_0_x86_avx2(const float* x, BlockQ8_0* y, int64_t n);  // activation_avx2.cpp
 void quantize_row_q8_1_x86_avx2(const float* x, BlockQ8_1* y, int64_t n);
+void quantize_row_q8_K_avx2(const float* x, BlockQ8_K* y, int64_t n);  // = quantize_row_q8_K_ref's bytes
 void vec_dot_bf16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
 void vec_dot_f32_avx2(int64_t n, float* s, const float* x, const float* y);
 void vec_dot_q4_1_q8_1_avx2(int64_t n, float* s, const BlockQ4_1* x, const BlockQ8_1* y);

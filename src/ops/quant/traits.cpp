@@ -95,7 +95,9 @@ struct Table {
               : KILN_FROM_FLOAT(BlockQ8_1, quantize_row_q8_1_x86),
          nullptr, nullptr, nullptr});
     add({DType::Q8_K, DType::Q8_K, KILN_TO_FLOAT(BlockQ8_K, dequantize_row_q8_K),
-         KILN_FROM_FLOAT(BlockQ8_K, quantize_row_q8_K_ref), nullptr, nullptr, nullptr});
+         avx2 ? KILN_FROM_FLOAT(BlockQ8_K, quantize_row_q8_K_avx2)
+              : KILN_FROM_FLOAT(BlockQ8_K, quantize_row_q8_K_ref),
+         nullptr, nullptr, nullptr});
     add({DType::Q4_0, DType::Q8_0, KILN_TO_FLOAT(BlockQ4_0, dequantize_row_q4_0),
          KILN_FROM_FLOAT(BlockQ4_0, quantize_row_q4_0_ref), nullptr,
          avx2 ? KILN_VEC_DOT(BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_avx2)
