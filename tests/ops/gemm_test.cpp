@@ -12,6 +12,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/half.h"
@@ -781,6 +782,55 @@ TEST(GemmKernels, VecDotTilesEqualTheVecDotsForEveryBatchSize) {
         const auto got = run_tile(c.simd, c, w, w_stride, n_rows, k, act, a_stride, m, 1);
         ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
             << c.name << " k=" << k << " m=" << m;
+      }
+    }
+  }
+}
+
+// Plain Q4_0 and IQ4_NL weights with a multiple of 8 rows take the rows8 family (ggml's repacked
+// order), whose 8x4 tiles must give, for every batch size from 1 to 70 rows (tiles of four
+// activation rows and the one-at-a-time rest) and any prompt-row count, the bits of the scalar
+// reference dot product and of the per-output AVX2 kernel; outputs not one float apart (no tile)
+// too. k of one block, several, and a long row; 8 and 24 weight rows.
+TEST(GemmKernels, Rows8TilesEqualTheirDotsForEveryBatchSize) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: these types take their vec_dots";
+  uint32_t seed = 500;
+  const int64_t max_m = 70;
+  for (const auto& [type, name] : {std::pair{DType::Q4_0, "q4_0"}, std::pair{DType::IQ4_NL, "iq4_nl"}}) {
+    const TileCase c{name, type, TensorLayout::Plain, nullptr, nullptr, {}, {}};
+    const QuantTraits* q = quant_traits(type);
+    ASSERT_NE(q->vec_dot_rows8_x4_8x4, nullptr) << c.name;
+    for (int64_t k : {32, 96, 2080}) {
+      for (int64_t n_rows : {8, 24}) {
+        const gemm::Family& fam = gemm::family_for(contiguous_view(type, {k, n_rows, 1, 1}, nullptr));
+        ASSERT_STREQ(fam.name, "rows8") << c.name;
+        const std::vector<uint8_t> w = random_rows(type, n_rows, k, ++seed);
+        const size_t w_stride = row_size(type, k);
+        size_t a_stride = 0;
+        const std::vector<uint8_t> act = converted(fam, max_m, k, ++seed, &a_stride);
+        std::vector<float> want(static_cast<size_t>(max_m * n_rows));
+        for (int64_t r = 0; r < max_m; ++r) {
+          for (int64_t i = 0; i < n_rows; ++i) {
+            float& out = want[static_cast<size_t>(r * n_rows + i)];
+            q->vec_dot_rows8_x4_ref(k, &out, w.data() + i * w_stride, act.data() + r * a_stride);
+            float fast = 0;
+            q->vec_dot_rows8_x4(k, &fast, w.data() + i * w_stride, act.data() + r * a_stride);
+            ASSERT_EQ(std::bit_cast<uint32_t>(fast), std::bit_cast<uint32_t>(out)) << c.name << " k=" << k;
+          }
+        }
+        for (int64_t m = 1; m <= max_m; ++m) {
+          for (int64_t n_gemm : {int64_t{0}, m - m % 4, m}) {
+            for (int col_stride : {1, 3}) {
+              const auto got =
+                  run_tile(fam.run, c, w, w_stride, n_rows, k, act, a_stride, m, col_stride, n_gemm);
+              for (size_t o = 0; o < static_cast<size_t>(m * n_rows); ++o)
+                ASSERT_EQ(std::bit_cast<uint32_t>(got[o * static_cast<size_t>(col_stride)]),
+                          std::bit_cast<uint32_t>(want[o]))
+                    << c.name << " k=" << k << " rows=" << n_rows << " m=" << m << " n_gemm_act=" << n_gemm
+                    << " col_stride=" << col_stride << " output " << o;
+            }
+          }
+        }
       }
     }
   }

@@ -28,7 +28,8 @@ nlohmann::json golden(const char* file = "ggml_avx512_golden.json") {
 
 std::vector<uint8_t> unhex(const std::string& s) {
   std::vector<uint8_t> out(s.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(std::stoul(s.substr(2 * i, 2), nullptr, 16));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<uint8_t>(std::stoul(s.substr(2 * i, 2), nullptr, 16));
   return out;
 }
 
@@ -161,43 +162,101 @@ TEST(GgmlGolden, IQ4XSDotIsBitExact) {
   EXPECT_EQ(checked, 8);
 }
 
-// Each 8x4 tile kernel this CPU runs (AVX2, AVX-512 VNNI) against single dot products, on distinct
-// random rows (several block counts).
+// Each 8x4 tile kernel this CPU runs (Q4_0: AVX2, AVX-512 VNNI; IQ4_NL: AVX2) against the scalar
+// reference of single dot products, on distinct rows (several block counts): rows quantized from
+// random values, and arbitrary blocks (every nibble, so every IQ4_NL level including -127) against
+// Q8_0 activations at their extremes (all 127, all -127, random -127..127), where the integer sums
+// reach their bounds.
 TEST(GgmlGolden, TileKernelsEqualSingleDots) {
-  using TileFn = void (*)(int64_t, float*, size_t, const quant::BlockQ4_0*, size_t, const quant::BlockQ8_0*, size_t);
-  std::vector<std::pair<const char*, TileFn>> kernels;
-  if (quant::cpu_has_avx2()) kernels.emplace_back("avx2", &quant::vec_dot_q4_0_q8_0_rows8_8x4_avx2);
-  if (quant::cpu_has_avx512_vnni()) kernels.emplace_back("avx512", &quant::vec_dot_q4_0_q8_0_rows8_8x4_avx512);
+  struct Kernel {
+    const char* name;
+    DType type;
+    VecDot8x4Fn fn;
+  };
+  std::vector<Kernel> kernels;
+  if (quant::cpu_has_avx2()) {
+    kernels.push_back(
+        {"q4_0 avx2", DType::Q4_0,
+         [](int64_t n, float* s, size_t ss, const void* x, size_t xs, const void* y, size_t ys) {
+           quant::vec_dot_q4_0_q8_0_rows8_8x4_avx2(n, s, ss, static_cast<const quant::BlockQ4_0*>(x), xs,
+                                                   static_cast<const quant::BlockQ8_0*>(y), ys);
+         }});
+    kernels.push_back(
+        {"iq4_nl avx2", DType::IQ4_NL,
+         [](int64_t n, float* s, size_t ss, const void* x, size_t xs, const void* y, size_t ys) {
+           quant::vec_dot_iq4_nl_q8_0_rows8_8x4_avx2(n, s, ss, static_cast<const quant::BlockIQ4NL*>(x), xs,
+                                                     static_cast<const quant::BlockQ8_0*>(y), ys);
+         }});
+  }
+  if (quant::cpu_has_avx512_vnni()) {
+    kernels.push_back(
+        {"q4_0 avx512", DType::Q4_0,
+         [](int64_t n, float* s, size_t ss, const void* x, size_t xs, const void* y, size_t ys) {
+           quant::vec_dot_q4_0_q8_0_rows8_8x4_avx512(n, s, ss, static_cast<const quant::BlockQ4_0*>(x), xs,
+                                                     static_cast<const quant::BlockQ8_0*>(y), ys);
+         }});
+  }
   if (kernels.empty()) GTEST_SKIP() << "no tile kernel on this CPU";
-  const QuantTraits* t = quant_traits(DType::Q4_0);
   const QuantTraits* q8 = quant_traits(DType::Q8_0);
   uint32_t state = 12345;
-  auto next = [&] {
+  auto next_u32 = [&] {
     state = state * 1664525u + 1013904223u;
-    return static_cast<float>(state >> 8) / static_cast<float>(1u << 24) - 0.5f;
+    return state;
   };
-  for (int64_t n : {32, 224, 256, 2048}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    std::vector<float> f(n);
-    const size_t w_stride = row_size(DType::Q4_0, n) + 2, a_stride = row_size(DType::Q8_0, n) + 4;
-    std::vector<uint8_t> w(8 * w_stride), a(4 * a_stride);
-    for (int i = 0; i < 8; ++i) {
-      for (float& v : f) v = next() * static_cast<float>(i + 1);
-      t->from_float(f.data(), w.data() + i * w_stride, n);
-    }
-    for (int r = 0; r < 4; ++r) {
-      for (float& v : f) v = next() * static_cast<float>(r + 1);
-      q8->from_float(f.data(), a.data() + r * a_stride, n);
-    }
-    for (const auto& [name, kernel] : kernels) {
-      float out[4][8];
-      kernel(n, &out[0][0], sizeof(out[0]), reinterpret_cast<const quant::BlockQ4_0*>(w.data()), w_stride,
-             reinterpret_cast<const quant::BlockQ8_0*>(a.data()), a_stride);
-      for (int r = 0; r < 4; ++r) {
+  auto next = [&] { return static_cast<float>(next_u32() >> 8) / static_cast<float>(1u << 24) - 0.5f; };
+  for (const Kernel& kernel : kernels) {
+    const QuantTraits* t = quant_traits(kernel.type);
+    for (int64_t n : {32, 224, 256, 2048}) {
+      for (bool extreme : {false, true}) {
+        SCOPED_TRACE(std::string(kernel.name) + " n=" + std::to_string(n) +
+                     (extreme ? " extreme" : " quantized"));
+        std::vector<float> f(n);
+        const int64_t nb = n / 32;
+        const size_t w_stride = row_size(kernel.type, n) + 2, a_stride = row_size(DType::Q8_0, n) + 4;
+        std::vector<uint8_t> w(8 * w_stride), a(4 * a_stride);
         for (int i = 0; i < 8; ++i) {
-          float want = 0;
-          t->vec_dot_rows8_x4_ref(n, &want, w.data() + i * w_stride, a.data() + r * a_stride);
-          EXPECT_EQ(bits(out[r][i]), bits(want)) << name << ": weight row " << i << ", activation row " << r;
+          uint8_t* row = w.data() + i * w_stride;
+          if (!extreme) {
+            for (float& v : f) v = next() * static_cast<float>(i + 1);
+            t->from_float(f.data(), row, n);
+            continue;
+          }
+          // Both formats are {F16 d; 16 bytes of nibbles}: arbitrary nibbles, row 0 all zero
+          // nibbles (IQ4_NL's -127), row 1 all 15.
+          for (int64_t b = 0; b < nb; ++b) {
+            uint8_t* blk = row + b * 18;
+            const uint16_t d =
+                f32_to_f16(std::ldexp(1.0f + static_cast<float>(next_u32() % 1024) / 1024, -6));
+            std::memcpy(blk, &d, sizeof(d));
+            for (int j = 0; j < 16; ++j)
+              blk[2 + j] = i == 0 ? 0x00 : i == 1 ? 0xFF : static_cast<uint8_t>(next_u32() >> 24);
+          }
+        }
+        for (int r = 0; r < 4; ++r) {
+          uint8_t* row = a.data() + r * a_stride;
+          if (!extreme) {
+            for (float& v : f) v = next() * static_cast<float>(r + 1);
+            q8->from_float(f.data(), row, n);
+            continue;
+          }
+          for (int64_t b = 0; b < nb; ++b) {
+            auto* blk = reinterpret_cast<quant::BlockQ8_0*>(row + b * sizeof(quant::BlockQ8_0));
+            blk->d = f32_to_f16(std::ldexp(1.0f + static_cast<float>(next_u32() % 1024) / 1024, -7));
+            const int mode = (r + static_cast<int>(b)) % 3;  // all 127, all -127, random
+            for (int e = 0; e < 32; ++e)
+              blk->qs[e] = static_cast<int8_t>(mode == 0   ? 127
+                                               : mode == 1 ? -127
+                                                           : static_cast<int>(next_u32() % 255) - 127);
+          }
+        }
+        float out[4][8];
+        kernel.fn(n, &out[0][0], sizeof(out[0]), w.data(), w_stride, a.data(), a_stride);
+        for (int r = 0; r < 4; ++r) {
+          for (int i = 0; i < 8; ++i) {
+            float want = 0;
+            t->vec_dot_rows8_x4_ref(n, &want, w.data() + i * w_stride, a.data() + r * a_stride);
+            EXPECT_EQ(bits(out[r][i]), bits(want)) << "weight row " << i << ", activation row " << r;
+          }
         }
       }
     }

@@ -2,8 +2,10 @@
 // references with tolerances derived from the formats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -217,6 +219,59 @@ TEST(Activations, Avx2QuantizersMatchScalar) {
   EXPECT_EQ(b0[1].qs[2], -2);  // -2.5 -> -2
 }
 
+// The AVX2 Q8_K quantizer writes quantize_row_q8_K_ref's bytes (into buffers of different
+// garbage, so every byte must be written): random super-blocks of several scales, and blocks whose
+// maximum is negative, tied in magnitude with the opposite sign (the first one counts), subnormal,
+// infinite, among NaNs or absent (zeros, -0, all NaN), levels at exact .5 ties, bsums at +-2032.
+TEST(Activations, Avx2Q8_KQuantizerMatchesTheReference) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
+  const int64_t special = 14, n = 256 * (special + 20);
+  auto x = random_values(n, 43, 3.0f);
+  for (int64_t b = special; b < n / 256; ++b)
+    for (int j = 0; j < 256; ++j) x[b * 256 + j] *= std::ldexp(1.0f, static_cast<int>(b % 7) * 5 - 15);
+  auto block = [&](int64_t b) { return x.begin() + b * 256; };
+  block(0)[77] = -50.0f;                                              // a negative maximum
+  block(1)[9] = -20.0f, block(1)[3] = 20.0f, block(1)[200] = -20.0f;  // ties: the first (+20) counts
+  block(2)[3] = -20.0f, block(2)[9] = 20.0f;                          // ... here -20
+  for (int j = 0; j < 256; ++j) block(3)[j] = static_cast<float>(j % 200 - 100) + 0.5f;  // ties of .5
+  block(3)[0] = -127.0f;                                                                 // iscale 1
+  std::fill(block(4), block(4) + 256, 0.0f);
+  std::fill(block(5), block(5) + 256, -0.0f);
+  block(5)[100] = 1e-45f;                      // a subnormal maximum: iscale overflows to -inf
+  std::fill(block(6), block(6) + 256, -1.0f);  // the maximum's level is -127: bsums -2032
+  std::fill(block(7), block(7) + 256, -1.0f);  // after a first +1 every level is 127: bsums 2032
+  block(7)[0] = 1.0f;
+  block(8)[5] = std::numeric_limits<float>::infinity();
+  block(9)[1] = std::numeric_limits<float>::quiet_NaN(),
+  block(9)[250] = -std::numeric_limits<float>::quiet_NaN();
+  block(9)[0] = -std::numeric_limits<float>::infinity() * 0.0f;  // a NaN first
+  std::fill(block(10), block(10) + 256, std::numeric_limits<float>::quiet_NaN());
+  std::fill(block(11), block(11) + 256, 0.0f);
+  block(11)[255] = -3.0f;                                               // the maximum last
+  for (int j = 0; j < 256; ++j) block(12)[j] = j % 2 ? 1e30f : -1e30f;  // large, tied from the start
+  std::fill(block(13), block(13) + 256, -0.0f);
+  const size_t bytes = static_cast<size_t>(n / 256) * sizeof(quant::BlockQ8_K);
+  std::vector<uint8_t> want(bytes, 0xAA), got(bytes, 0x55);
+  quant::quantize_row_q8_K_ref(x.data(), reinterpret_cast<quant::BlockQ8_K*>(want.data()), n);
+  quant::quantize_row_q8_K_avx2(x.data(), reinterpret_cast<quant::BlockQ8_K*>(got.data()), n);
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const size_t at = static_cast<size_t>(b) * sizeof(quant::BlockQ8_K);
+    EXPECT_EQ(std::memcmp(want.data() + at, got.data() + at, sizeof(quant::BlockQ8_K)), 0)
+        << "super-block " << b;
+  }
+  const auto* q = reinterpret_cast<const quant::BlockQ8_K*>(got.data());
+  EXPECT_EQ(q[1].d, 1 / (-127.f / 20.0f));
+  EXPECT_EQ(q[2].d, 1 / (-127.f / -20.0f));
+  EXPECT_EQ(q[3].qs[1], -98);  // -98.5 and -97.5 (iscale 1) round to even
+  EXPECT_EQ(q[3].qs[2], -98);
+  EXPECT_EQ(q[6].bsums[0], -2032);
+  EXPECT_EQ(q[7].bsums[15], 2032);
+  // The traits choose it on AVX2 CPUs.
+  std::vector<uint8_t> traits(bytes, 0x33);
+  quant_traits(DType::Q8_K)->from_float(x.data(), traits.data(), n);
+  EXPECT_EQ(traits, want);
+}
+
 TEST(Activations, Q8_1StoresDTimesSumAndBoundsTheError) {
   const int64_t n = 32 * 40;
   const auto x = random_values(n, 7, 3.0f);
@@ -296,9 +351,9 @@ TEST(Quantize, RoundTripErrorPerFormat) {
     DType t;
     double max_rel_rms;
   };
-  const Case cases[] = {{DType::F16, 1e-3},  {DType::BF16, 8e-3}, {DType::Q8_0, 0.01},   {DType::Q6_K, 0.03},
-                        {DType::Q5_0, 0.06}, {DType::Q5_1, 0.06}, {DType::Q5_K, 0.06},   {DType::Q4_0, 0.12},
-                        {DType::Q4_1, 0.12}, {DType::Q4_K, 0.12}, {DType::IQ4_NL, 0.12}, {DType::Q3_K, 0.25},
+  const Case cases[] = {{DType::F16, 1e-3},  {DType::BF16, 8e-3},  {DType::Q8_0, 0.01},   {DType::Q6_K, 0.03},
+                        {DType::Q5_0, 0.06}, {DType::Q5_1, 0.06},  {DType::Q5_K, 0.06},   {DType::Q4_0, 0.12},
+                        {DType::Q4_1, 0.12}, {DType::Q4_K, 0.12},  {DType::IQ4_NL, 0.12}, {DType::Q3_K, 0.25},
                         {DType::Q2_K, 0.5},  {DType::IQ4_XS, 0.12}};
   const int64_t n_per_row = 512, nrows = 6;
   const auto x = random_values(n_per_row * nrows, 21, 0.2f);

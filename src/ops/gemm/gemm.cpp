@@ -46,7 +46,7 @@ void run_vec_dot(const Tile& t) {
 
 // Plain weights in the rows8 orders: one output at a time (the prompt kernel's order for the
 // n_gemm_act rows), or tiles of 8 weight rows x 4 activation rows where the type has such a kernel
-// (Q4_0, whose prompt and one-token orders are one).
+// (Q4_0 and IQ4_NL, whose prompt and one-token orders are one).
 void run_rows8(const Tile& t) {
   const QuantTraits* q = quant_traits(t.type);
   int64_t r = 0;

@@ -111,6 +111,7 @@ void f32_to_f16_row_avx2(const float* x, uint16_t* y, int64_t n);  // half_rows_
 void f16_to_f32_row_avx2(const uint16_t* x, float* y, int64_t n);
 void quantize_row_q8_0_x86_avx2(const float* x, BlockQ8_0* y, int64_t n);  // activation_avx2.cpp
 void quantize_row_q8_1_x86_avx2(const float* x, BlockQ8_1* y, int64_t n);
+void quantize_row_q8_K_avx2(const float* x, BlockQ8_K* y, int64_t n);  // = quantize_row_q8_K_ref's bytes
 void vec_dot_bf16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
 void vec_dot_f32_avx2(int64_t n, float* s, const float* x, const float* y);
 void vec_dot_q4_1_q8_1_avx2(int64_t n, float* s, const BlockQ4_1* x, const BlockQ8_1* y);
@@ -131,6 +132,9 @@ void vec_dot_q4_K_q8_K_rows8_x4_avx2(int64_t n, float* s, const BlockQ4_K* x, co
 // (y + r * y_stride bytes) into s + r * s_stride bytes, [i]; bit-identical to 32 single calls.
 void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x,
                                       size_t x_stride, const BlockQ8_0* y, size_t y_stride);
+// The same tile for vec_dot_iq4_nl_q8_0_rows8 (q4_0_lanes_avx2.h).
+void vec_dot_iq4_nl_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockIQ4NL* x,
+                                        size_t x_stride, const BlockQ8_0* y, size_t y_stride);
 
 // --- the F16, BF16 and F32 dot products over rows stored in the split-steps order (n a multiple
 // of 16; both operands split alike): value e of a row sits at split16_pos(e, n). Each takes the

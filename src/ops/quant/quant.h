@@ -31,8 +31,9 @@ struct QuantTraits {
   ToFloatFn to_float;          // dequantize n values (ggml's dequantize_row_* / to_float), bit-exact
   FromFloatFn from_float;      // F32 -> this type as ggml's x86 CPU backend converts (its Cpy and
                                // activation path): the reference quantizer for weight formats, the
-                               // AVX2-rounding quantizer for Q8_0/Q8_1 (ties to even), the reference for
-                               // Q8_K. quantize_chunk (model files) always uses the reference quantizers.
+                               // AVX2-rounding quantizer for Q8_0/Q8_1 (ties to even), the reference's
+                               // bytes for Q8_K (AVX2 CPUs: a vectorized copy of it). quantize_chunk
+                               // (model files) always uses the reference quantizers.
   FromFloatFn act_from_float;  // F32 -> vec_dot_type: quant_traits(vec_dot_type)->from_float
   VecDotFn vec_dot;            // fastest variant this CPU supports
   VecDotFn vec_dot_ref;        // the scalar reference the SIMD variants are tested against
@@ -49,7 +50,8 @@ struct QuantTraits {
   // vec_dot_rows8_x4 for a tile of 8 weight rows x 4 activation rows, bit-identical to 32 calls
   // of it: each weight block is unpacked once for the four activation rows and the eight
   // outputs' accumulators sit in one vector (what makes batched decode cheaper per token).
-  // nullptr where no such kernel exists (call vec_dot_rows8_x4 per output).
+  // Set for Q4_0 and IQ4_NL on AVX2 CPUs; nullptr where no such kernel exists (call
+  // vec_dot_rows8_x4 per output).
   VecDot8x4Fn vec_dot_rows8_x4_8x4 = nullptr;
 };
 

@@ -95,7 +95,9 @@ struct Table {
               : KILN_FROM_FLOAT(BlockQ8_1, quantize_row_q8_1_x86),
          nullptr, nullptr, nullptr});
     add({DType::Q8_K, DType::Q8_K, KILN_TO_FLOAT(BlockQ8_K, dequantize_row_q8_K),
-         KILN_FROM_FLOAT(BlockQ8_K, quantize_row_q8_K_ref), nullptr, nullptr, nullptr});
+         avx2 ? KILN_FROM_FLOAT(BlockQ8_K, quantize_row_q8_K_avx2)
+              : KILN_FROM_FLOAT(BlockQ8_K, quantize_row_q8_K_ref),
+         nullptr, nullptr, nullptr});
     add({DType::Q4_0, DType::Q8_0, KILN_TO_FLOAT(BlockQ4_0, dequantize_row_q4_0),
          KILN_FROM_FLOAT(BlockQ4_0, quantize_row_q4_0_ref), nullptr,
          avx2 ? KILN_VEC_DOT(BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_avx2)
@@ -176,6 +178,8 @@ struct Table {
       const VecDotFn iq4 = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx2>;
       const VecDotFn iq4_ref = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8>;
       rows8(DType::IQ4_NL, iq4, iq4_ref, iq4, iq4_ref);
+      entries[static_cast<uint32_t>(DType::IQ4_NL)].vec_dot_rows8_x4_8x4 =
+          &vec_dot_tile_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_8x4_avx2>;
       rows8(DType::Q4_K, &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8_avx2>,
             &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8>,
             &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8_x4_avx2>,

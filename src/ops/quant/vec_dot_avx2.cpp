@@ -563,6 +563,42 @@ void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, co
   *s = acc;
 }
 
+void vec_dot_iq4_nl_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockIQ4NL* x,
+                                        size_t x_stride, const BlockQ8_0* y, size_t y_stride) {
+  // The levels (-127..113) by a byte lookup, kept with their magnitudes; sum(level * y) from
+  // maddubs of |level| with y carrying the level's sign (|pair sum| <= 2 * 127 * 127, no
+  // saturation for Q8_0's -127..127), each widened at once (two such sums can overflow 16 bits).
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL)));
+  struct Levels {
+    __m256i level[8], mag[8];
+  };
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  rows8_q8_0_8x4(
+      n, s, s_stride, x, x_stride, y, y_stride,
+      [&](const __m256i w[8]) {
+        Levels l;
+        for (int k = 0; k < 8; ++k) {
+          l.level[k] = _mm256_shuffle_epi8(table, w[k]);
+          l.mag[k] = _mm256_abs_epi8(l.level[k]);
+        }
+        return l;
+      },
+      [&](const Levels& l, const int8_t* qy) {
+        __m256i sum[2];
+        for (int h = 0; h < 2; ++h) {
+          const int k = 4 * h;
+          auto dot = [&](int j) {
+            return _mm256_madd_epi16(
+                _mm256_maddubs_epi16(l.mag[j], _mm256_sign_epi8(broadcast_y4(qy, j), l.level[j])), ones16);
+          };
+          sum[h] = _mm256_add_epi32(_mm256_add_epi32(dot(k), dot(k + 1)),
+                                    _mm256_add_epi32(dot(k + 2), dot(k + 3)));
+        }
+        return _mm256_add_epi32(sum[0], sum[1]);
+      });
+}
+
 void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
   float acc = 0.0f, acc_min = 0.0f;
