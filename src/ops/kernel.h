@@ -37,6 +37,7 @@ extern const KernelFns kArgMaxKernel;
 extern const KernelFns kAttentionKernel;
 extern const KernelFns kGeluQuickKernel;
 extern const KernelFns kAvgPool2dKernel;
+extern const KernelFns kRmsNormMulKernel;
 
 // (i1, i2, i3) of flat row r of a view with sizes ne (rows counted over dims 1..3).
 struct RowIdx {
