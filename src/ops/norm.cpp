@@ -9,6 +9,12 @@
 namespace kiln::ops {
 namespace {
 
+Status check_eps(const OpCall& call) {
+  if (!(call.params.eps >= 0.0f))
+    return make_error("[", op_name(call.kind), "] eps = ", call.params.eps, " is negative");
+  return ok_status();
+}
+
 Status check_norm(const OpCall& call) {
   KILN_TRY(check_arity(call, 1, 1));
   KILN_TRY(check_type(call, call.src[0], DType::F32, "src0"));
@@ -17,9 +23,7 @@ Status check_norm(const OpCall& call) {
     return make_error("[", op_name(call.kind), "] src0 ", describe(call.src[0]), " and dst ",
                       describe(call.dst), " differ in shape");
   }
-  if (!(call.params.eps >= 0.0f))
-    return make_error("[", op_name(call.kind), "] eps = ", call.params.eps, " is negative");
-  return ok_status();
+  return check_eps(call);
 }
 
 KernelPlan plan_norm(const OpCall& call) {
@@ -55,23 +59,10 @@ void run_rms_norm(const OpCall& call, int, int64_t begin, int64_t end, void*) {
   }
 }
 
-// RmsNormMul: src0 x and dst F32 of one shape, src1 w F32 repeating over x as Mul's src1 does.
+// RmsNormMul: src0 x, src1 w and dst as Mul's (w repeating over x), eps as RmsNorm's.
 Status check_rms_norm_mul(const OpCall& call) {
-  KILN_TRY(check_arity(call, 2, 2));
-  KILN_TRY(check_type(call, call.src[0], DType::F32, "src0"));
-  KILN_TRY(check_type(call, call.src[1], DType::F32, "src1"));
-  KILN_TRY(check_type(call, call.dst, DType::F32, "dst"));
-  if (!same_shape(call.src[0], call.dst)) {
-    return make_error("[", op_name(call.kind), "] src0 ", describe(call.src[0]), " and dst ",
-                      describe(call.dst), " differ in shape");
-  }
-  if (!can_repeat(call.src[1], call.src[0])) {
-    return make_error("[", op_name(call.kind), "] src1 ", describe(call.src[1]),
-                      " does not repeat over src0 ", describe(call.src[0]));
-  }
-  if (!(call.params.eps >= 0.0f))
-    return make_error("[", op_name(call.kind), "] eps = ", call.params.eps, " is negative");
-  return ok_status();
+  KILN_TRY(check_binary_broadcast(call));
+  return check_eps(call);
 }
 
 // dst = rms_norm(x) * w with the two roundings of RmsNorm then Mul (ggml's fused
