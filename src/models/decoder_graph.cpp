@@ -52,7 +52,7 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
     // append, not "l" + std::to_string(il): GCC 12 reports a false -Wrestrict on
     // operator+(const char*, std::string&&) (GCC bug 105329).
     const std::string p = std::string("l").append(std::to_string(il)).append(".");
-    Tensor cur = g.mul(g.rms_norm(x, hp.rms_eps, p + "attn_norm"), weight(g, blk.attn_norm));
+    Tensor cur = g.rms_norm_mul(x, weight(g, blk.attn_norm), hp.rms_eps, p + "attn_norm");
 
     Tensor q = linear(g, weight(g, blk.attn.wq), weight(g, blk.attn.bq), cur, mm_params, p + "q");
     Tensor k = linear(g, weight(g, blk.attn.wk), weight(g, blk.attn.bk), cur, mm_params, p + "k");
@@ -60,8 +60,8 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
     q = g.reshape(q, {hd_k, n_head, T, 1});
     k = g.reshape(k, {hd_k, n_head_kv, T, 1});
     if (blk.attn.q_norm) {
-      q = g.mul(g.rms_norm(q, hp.rms_eps, p + "q_norm"), weight(g, blk.attn.q_norm));
-      k = g.mul(g.rms_norm(k, hp.rms_eps, p + "k_norm"), weight(g, blk.attn.k_norm));
+      q = g.rms_norm_mul(q, weight(g, blk.attn.q_norm), hp.rms_eps, p + "q_norm");
+      k = g.rms_norm_mul(k, weight(g, blk.attn.k_norm), hp.rms_eps, p + "k_norm");
     }
     if (freq_factors.valid()) {
       q = g.rope(q, out.positions, freq_factors, rope, p + "q_rope");
@@ -98,7 +98,7 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
     attn = g.reshape(attn, {hd_v * n_head, T, 1, 1});
     x = g.add(x, g.mul_mat(weight(g, blk.attn.wo), attn, mm_params, p + "attn_out"), p + "attn_res");
 
-    cur = g.mul(g.rms_norm(x, hp.rms_eps, p + "ffn_norm"), weight(g, blk.ffn_norm));
+    cur = g.rms_norm_mul(x, weight(g, blk.ffn_norm), hp.rms_eps, p + "ffn_norm");
     Tensor gate = g.mul_mat(weight(g, blk.mlp.gate), cur, mm_params, p + "ffn_gate");
     Tensor up = g.mul_mat(weight(g, blk.mlp.up), cur, mm_params, p + "ffn_up");
     Tensor down =
@@ -107,7 +107,7 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
   }
   // Only the rows whose outputs are wanted go through the output norm and head.
   x = g.get_rows(x, out.out_rows, "out_rows");
-  x = g.mul(g.rms_norm(x, hp.rms_eps, "output_norm"), weight(g, w.output_norm));
+  x = g.rms_norm_mul(x, weight(g, w.output_norm), hp.rms_eps, "output_norm");
   if (spec.output == DecoderOutput::Embeddings) {
     out.embeddings = x;
     g.mark_output(out.embeddings);

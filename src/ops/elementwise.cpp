@@ -60,8 +60,10 @@ void run_unary(const OpCall& call, int64_t begin, int64_t end, F f) {
       [f](int64_t, int64_t, float x) { return f(x); });
 }
 
+}  // namespace
+
 // ref: ggml_compute_forward_add/mul (ggml-cpu/binary-ops.cpp): src1 repeats over src0 along
-// every dimension (ggml_can_repeat), dst has src0's shape.
+// every dimension (ggml_can_repeat), dst has src0's shape (kernel.h).
 Status check_binary_broadcast(const OpCall& call) {
   KILN_TRY(check_arity(call, 2, 2));
   KILN_TRY(check_type(call, call.src[0], DType::F32, "src0"));
@@ -77,6 +79,8 @@ Status check_binary_broadcast(const OpCall& call) {
   }
   return ok_status();
 }
+
+namespace {
 
 // dst = src0 (op) src1 through a row kernel: row(n, z, x, y) where the three rows are contiguous
 // and src1's is whole, else each(i0, n, x, y) per element (src1 repeating as ggml broadcasts).

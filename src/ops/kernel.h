@@ -37,6 +37,7 @@ extern const KernelFns kArgMaxKernel;
 extern const KernelFns kAttentionKernel;
 extern const KernelFns kGeluQuickKernel;
 extern const KernelFns kAvgPool2dKernel;
+extern const KernelFns kRmsNormMulKernel;
 
 // (i1, i2, i3) of flat row r of a view with sizes ne (rows counted over dims 1..3).
 struct RowIdx {
@@ -105,5 +106,8 @@ std::string describe(const TensorView& v);
 Status check_arity(const OpCall& call, int min_src, int max_src);
 // Errors unless `v` has type `t`; `what` names it ("src0").
 Status check_type(const OpCall& call, const TensorView& v, DType t, const char* what);
+// Add's and Mul's operands: src0, src1 and dst F32, dst of src0's shape, src1 repeating over src0
+// (ggml_can_repeat). Also RmsNormMul's (norm.cpp).
+Status check_binary_broadcast(const OpCall& call);
 
 }  // namespace kiln::ops

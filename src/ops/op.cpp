@@ -47,6 +47,8 @@ const ops::KernelFns& kernel_of(OpKind k) {
       return ops::kGeluQuickKernel;
     case OpKind::AvgPool2d:
       return ops::kAvgPool2dKernel;
+    case OpKind::RmsNormMul:
+      return ops::kRmsNormMulKernel;
   }
   KILN_ASSERT(false, "kernel_of: unknown OpKind");
 }
@@ -116,12 +118,14 @@ const char* op_name(OpKind k) {
       return "gelu_quick";
     case OpKind::AvgPool2d:
       return "avg_pool_2d";
+    case OpKind::RmsNormMul:
+      return "rms_norm_mul";
   }
   return "unknown";
 }
 
 Status check_kernel(const OpCall& call) {
-  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::AvgPool2d)) {
+  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::RmsNormMul)) {
     return make_error("[op] unknown op kind ", static_cast<int>(call.kind));
   }
   if (call.n_src < 0 || call.n_src > 4) {

@@ -29,17 +29,18 @@ enum class OpKind : uint8_t {
   SoftMax,    // per row: softmax(x * scale + mask), src1 (optional) F32/F16 mask
   Silu,
   Gelu,
-  SwiGlu,     // dst = silu(src0) * src1
-  Cpy,        // dst = src0 converted to dst.type (F32/F16/BF16/quantized), any strides
-  Concat,     // along params.axis
-  ArgMax,     // per row -> I32
-  Attention,  // softmax(q k^T * scale + mask) v; src0 q [d, n_q, h, s], src1 k [d, n_kv, h_kv, s],
-              // src2 v [d_v, n_kv, h_kv, s] (views over a KV cache; h % h_kv == 0),
-              // src3 (optional) F32/F16 mask [n_kv, >= n_q] (broadcast over heads);
-              // dst F32 [d_v, n_q, h, s] (any strides: pass a permuted view for [d_v, h, n_q]).
-              // params.attn_path picks the arithmetic (see AttentionPath).
-  GeluQuick,  // x * sigmoid(1.702 x) (CLIP's quick GELU)
-  AvgPool2d,  // mean over params.pool x params.pool windows of a grid of channel vectors
+  SwiGlu,      // dst = silu(src0) * src1
+  Cpy,         // dst = src0 converted to dst.type (F32/F16/BF16/quantized), any strides
+  Concat,      // along params.axis
+  ArgMax,      // per row -> I32
+  Attention,   // softmax(q k^T * scale + mask) v; src0 q [d, n_q, h, s], src1 k [d, n_kv, h_kv, s],
+               // src2 v [d_v, n_kv, h_kv, s] (views over a KV cache; h % h_kv == 0),
+               // src3 (optional) F32/F16 mask [n_kv, >= n_q] (broadcast over heads);
+               // dst F32 [d_v, n_q, h, s] (any strides: pass a permuted view for [d_v, h, n_q]).
+               // params.attn_path picks the arithmetic (see AttentionPath).
+  GeluQuick,   // x * sigmoid(1.702 x) (CLIP's quick GELU)
+  AvgPool2d,   // mean over params.pool x params.pool windows of a grid of channel vectors
+  RmsNormMul,  // per row: RmsNorm(src0) * src1 in one pass, bit for bit RmsNorm then Mul
 };
 
 // Shapes and types of each op in detail (ggml's conventions, ne[0] innermost):
@@ -49,6 +50,9 @@ enum class OpKind : uint8_t {
 //   Add, Mul  src0/dst F32 of one shape, src1 F32 whose sizes divide src0's (ggml_can_repeat).
 //   Scale, Silu, Gelu, GeluQuick: src0/dst F32, same shape. SwiGlu: src0, src1, dst F32, same shape.
 //   RmsNorm, LayerNorm: src0/dst F32, per row of ne[0].
+//   RmsNormMul src0/dst F32 of one shape, src1 F32 whose sizes divide src0's (repeated as Mul's
+//             src1); params.eps as RmsNorm's. Each value is rounded twice, as RmsNorm's result
+//             and then Mul's: the bits of Mul(RmsNorm(src0), src1).
 //   Rope      src0/dst F32 [head_dim, n_head, n_tokens, b]; src1 I32 [n_tokens]; src2 F32
 //             [>= n_dims / 2] frequency factors (optional). params.rope.n_dims even, <= head_dim.
 //   SoftMax   src0/dst F32 [n, rows, a, b]; src1 mask F32/F16 [n, >= rows, a' | a, b' | b].
@@ -94,7 +98,7 @@ struct RopeParams {
 };
 
 struct OpParams {
-  float eps = 0.0f;       // RmsNorm, LayerNorm
+  float eps = 0.0f;       // RmsNorm, LayerNorm, RmsNormMul
   float scale = 1.0f;     // Scale, SoftMax, Attention
   float max_bias = 0.0f;  // SoftMax (ALiBi), 0 = none
   int32_t axis = 0;       // Concat

@@ -194,6 +194,13 @@ Tensor Graph::rms_norm(Tensor a, float eps, std::string_view name) {
   return add_op(OpKind::RmsNorm, {a}, p, DType::F32, tensor(a).view.ne, name);
 }
 
+Tensor Graph::rms_norm_mul(Tensor a, Tensor weight, float eps, std::string_view name) {
+  if (!usable({a, weight})) return Tensor{};
+  OpParams p;
+  p.eps = eps;
+  return add_op(OpKind::RmsNormMul, {a, weight}, p, DType::F32, tensor(a).view.ne, name);
+}
+
 Tensor Graph::layer_norm(Tensor a, float eps, std::string_view name) {
   if (!usable({a})) return Tensor{};
   OpParams p;

@@ -83,6 +83,9 @@ class Graph {
   Tensor mul(Tensor a, Tensor b, std::string_view name = {});
   Tensor scale(Tensor a, float s, std::string_view name = {});
   Tensor rms_norm(Tensor a, float eps, std::string_view name = {});
+  // mul(rms_norm(a, eps), weight) as one node (OpKind::RmsNormMul): the same bits, one pass over
+  // a and one arena block instead of two. weight repeats over a as mul's b does.
+  Tensor rms_norm_mul(Tensor a, Tensor weight, float eps, std::string_view name = {});
   Tensor layer_norm(Tensor a, float eps, std::string_view name = {});
   Tensor rope(Tensor a, Tensor positions, const RopeParams& rope, std::string_view name = {});
   Tensor rope(Tensor a, Tensor positions, Tensor freq_factors, const RopeParams& rope,

@@ -108,6 +108,11 @@ std::vector<BackendCase> make_cases() {
   eps.eps = 1e-6f;
   cs.push_back({"rms_norm", OpKind::RmsNorm, {f32({257, 3, 1, 1})}, eps, out(DType::F32, {257, 3, 1, 1})});
   cs.push_back({"layer_norm", OpKind::LayerNorm, {f32({65, 3, 1, 1})}, eps, out(DType::F32, {65, 3, 1, 1})});
+  cs.push_back({"rms_norm_mul",
+                OpKind::RmsNormMul,
+                {f32({257, 3, 2, 1}), f32({257, 1, 2, 1})},
+                eps,
+                out(DType::F32, {257, 3, 2, 1})});
   OpParams sm;
   sm.scale = 0.125f;
   cs.push_back({"soft_max mask",

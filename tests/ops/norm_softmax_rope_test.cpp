@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,97 @@ TEST(OpsNorm, RmsNormInPlace) {
         return src[i1 * 19 + i0] / std::sqrt(sq / 19 + 1e-6);
       },
       1e-5, 1e-5, "rms_norm in place");
+}
+
+// The bits of a float as stored in a test tensor (get() widens to double exactly).
+uint32_t bits_at(const HostTensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  const float f = static_cast<float>(t.get(i0, i1, i2, i3));
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// RmsNormMul against its definition, RmsNorm into a tensor then Mul: every value bit for bit, for
+// odd rows, every weight broadcast Mul allows (rows, planes, a repeating dim 0), strided layouts
+// and in place. run_checked also splits the rows over 3 threads.
+TEST(OpsNorm, RmsNormMulIsRmsNormThenMulBitForBit) {
+  struct Case {
+    Shape4 x, w;
+  };
+  const Case cases[] = {
+      {{1, 1, 1, 1}, {1, 1, 1, 1}},       {{7, 3, 1, 1}, {7, 1, 1, 1}},   {{33, 5, 2, 2}, {33, 1, 1, 1}},
+      {{33, 5, 2, 2}, {33, 5, 1, 1}},     {{33, 5, 2, 2}, {33, 1, 2, 1}}, {{33, 5, 2, 2}, {33, 5, 2, 2}},
+      {{33, 5, 2, 2}, {11, 1, 1, 2}},     {{33, 5, 2, 2}, {1, 1, 1, 1}},  {{64, 70, 1, 1}, {64, 1, 1, 1}},
+      {{4097, 3, 1, 1}, {4097, 1, 1, 1}},
+  };
+  std::mt19937 rng(13);
+  int differs_from_one_rounding = 0;
+  for (const Case& c : cases) {
+    for (Layout l : kLayouts) {
+      const Layout wl = l == Layout::Strided0 ? Layout::Strided0 : Layout::Contiguous;
+      HostTensor x(DType::F32, c.x, l), w(DType::F32, c.w, wl), normed(DType::F32, c.x),
+          want(DType::F32, c.x),
+          got(DType::F32, c.x, l == Layout::Padded ? Layout::Permuted : Layout::Padded);
+      x.fill_uniform(rng, -3.0, 3.0);
+      w.fill_uniform(rng, -2.0, 2.0);
+      OpParams p;
+      p.eps = 1e-6f;
+      run_checked(make_call(OpKind::RmsNorm, normed, {&x}, p), normed);
+      run_checked(make_call(OpKind::Mul, want, {&normed, &w}), want);
+      run_checked(make_call(OpKind::RmsNormMul, got, {&x, &w}, p), got);
+      const std::string where = std::string(layout_name(l)) + " x [" + std::to_string(c.x[0]) + ", " +
+                                std::to_string(c.x[1]) + ", ...] w [" + std::to_string(c.w[0]) + ", " +
+                                std::to_string(c.w[1]) + ", " + std::to_string(c.w[2]) + ", ...]";
+      // RmsNorm's float scale of row (i1, i2, i3), computed as its kernel does.
+      auto scale = [&](int64_t i1, int64_t i2, int64_t i3) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < c.x[0]; ++i) {
+          const auto v = static_cast<float>(x.get(i, i1, i2, i3));
+          sum += static_cast<double>(v * v);
+        }
+        const auto mean = static_cast<float>(sum / static_cast<double>(c.x[0]));
+        return 1.0f / std::sqrt(mean + p.eps);
+      };
+      int mismatches = 0;
+      for (int64_t i3 = 0; i3 < c.x[3]; ++i3)
+        for (int64_t i2 = 0; i2 < c.x[2]; ++i2)
+          for (int64_t i1 = 0; i1 < c.x[1]; ++i1) {
+            const float row_scale = scale(i1, i2, i3);
+            for (int64_t i0 = 0; i0 < c.x[0]; ++i0) {
+              if (bits_at(got, i0, i1, i2, i3) != bits_at(want, i0, i1, i2, i3) && ++mismatches <= 3)
+                ADD_FAILURE() << where << ": (" << i0 << ", " << i1 << ", " << i2 << ", " << i3 << ") "
+                              << got.get(i0, i1, i2, i3) << " != " << want.get(i0, i1, i2, i3);
+              // The same value rounded once, x * scale * w in double, differs somewhere: the
+              // comparison above tells two roundings from one.
+              const auto one = static_cast<float>(x.get(i0, i1, i2, i3) * double(row_scale) *
+                                                  w.get(i0 % c.w[0], i1 % c.w[1], i2 % c.w[2], i3 % c.w[3]));
+              if (one != static_cast<float>(want.get(i0, i1, i2, i3))) ++differs_from_one_rounding;
+            }
+          }
+      EXPECT_EQ(mismatches, 0) << where;
+
+      // In place: dst is x itself.
+      run_checked(make_call(OpKind::RmsNormMul, x, {&x, &w}, p), x);
+      for (int64_t i3 = 0; i3 < c.x[3]; ++i3)
+        for (int64_t i2 = 0; i2 < c.x[2]; ++i2)
+          for (int64_t i1 = 0; i1 < c.x[1]; ++i1)
+            for (int64_t i0 = 0; i0 < c.x[0]; ++i0)
+              ASSERT_EQ(bits_at(x, i0, i1, i2, i3), bits_at(want, i0, i1, i2, i3)) << where << " in place";
+    }
+  }
+  EXPECT_GT(differs_from_one_rounding, 0);
+}
+
+TEST(OpsNorm, RmsNormMulRejectsAWeightThatDoesNotRepeat) {
+  HostTensor x(DType::F32, {33, 4, 1, 1}), w(DType::F32, {5, 1, 1, 1}), w_rows(DType::F32, {33, 3, 1, 1}),
+      d(DType::F32, {33, 4, 1, 1});
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::RmsNormMul, d, {&x, &w})));
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::RmsNormMul, d, {&x, &w_rows})));
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::RmsNormMul, d, {&x})));
+  OpParams negative;
+  negative.eps = -1.0f;
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::RmsNormMul, d, {&x, &x}, negative)));
+  EXPECT_TRUE(kernel_supported(make_call(OpKind::RmsNormMul, d, {&x, &x})));
 }
 
 struct SoftMaxCase {

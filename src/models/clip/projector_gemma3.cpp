@@ -51,7 +51,7 @@ class Gemma3Projector final : public Projector {
     x = g.avg_pool_2d(g.reshape(x, {D, n_side, n_side, 1}), static_cast<int>(merge_), "pool");
     const int64_t n_out = (n_side / merge_) * (n_side / merge_);
     x = g.reshape(x, {D, n_out, 1, 1});
-    x = g.mul(g.rms_norm(x, hp_.eps, "soft_emb_norm"), weight_tensor(g, soft_emb_norm_), "soft_emb_norm*w");
+    x = g.rms_norm_mul(x, weight_tensor(g, soft_emb_norm_), hp_.eps, "soft_emb_norm");
     // ref: ggml_mul_mat(ggml_cont(ggml_transpose(mm_input_proj_w)), cur): the projection is stored
     // [n_embd_text, n_embd] and used transposed, copied in its own type.
     const Tensor proj = weight_tensor(g, input_proj_);
