@@ -13,15 +13,6 @@
 namespace kiln::gemm {
 namespace {
 
-// Where a row's value e is stored: plain rows, or rows in the split-steps order (layouts.h).
-struct Plain {
-  int64_t operator()(int64_t e) const { return e; }
-};
-struct Split16 {
-  int64_t k;
-  int64_t operator()(int64_t e) const { return quant::split16_pos(e, k); }
-};
-
 // Rounds x through the 16-bit format (as the type's vec_dot_type conversion does), then stores the
 // widened values (k floats) followed by the 16-bit ones (k values), value e of each at at(e). Groups
 // of eight values are contiguous in both orders.
@@ -69,16 +60,16 @@ void gemm_tinyblas(const Tile& t, Pos at) {
 }  // namespace
 
 void convert_act_f16_wide(const float* x, void* dst, int64_t k) {
-  convert_act_wide<f32_to_f16_row, f16_to_f32>(x, dst, k, Plain{});
+  convert_act_wide<f32_to_f16_row, f16_to_f32>(x, dst, k, quant::PlainPos{});
 }
 void convert_act_bf16_wide(const float* x, void* dst, int64_t k) {
-  convert_act_wide<f32_to_bf16_row, bf16_to_f32>(x, dst, k, Plain{});
+  convert_act_wide<f32_to_bf16_row, bf16_to_f32>(x, dst, k, quant::PlainPos{});
 }
 void convert_act_f16_wide_split16(const float* x, void* dst, int64_t k) {
-  convert_act_wide<f32_to_f16_row, f16_to_f32>(x, dst, k, Split16{k});
+  convert_act_wide<f32_to_f16_row, f16_to_f32>(x, dst, k, quant::Split16Pos{k});
 }
 void convert_act_bf16_wide_split16(const float* x, void* dst, int64_t k) {
-  convert_act_wide<f32_to_bf16_row, bf16_to_f32>(x, dst, k, Split16{k});
+  convert_act_wide<f32_to_bf16_row, bf16_to_f32>(x, dst, k, quant::Split16Pos{k});
 }
 void convert_act_f32_split16(const float* x, void* dst, int64_t k) {
   auto* out = static_cast<float*>(dst);
@@ -97,11 +88,11 @@ void prepare_split16(const char* rows, size_t row_bytes, int64_t n_rows, int64_t
   }
 }
 
-void gemm_f16(const Tile& t) { gemm_tinyblas<half_value<f16_to_f32>>(t, Plain{}); }
-void gemm_bf16(const Tile& t) { gemm_tinyblas<half_value<bf16_to_f32>>(t, Plain{}); }
-void gemm_f32(const Tile& t) { gemm_tinyblas<f32_value>(t, Plain{}); }
-void gemm_f16_split16(const Tile& t) { gemm_tinyblas<half_value<f16_to_f32>>(t, Split16{t.k}); }
-void gemm_bf16_split16(const Tile& t) { gemm_tinyblas<half_value<bf16_to_f32>>(t, Split16{t.k}); }
-void gemm_f32_split16(const Tile& t) { gemm_tinyblas<f32_value>(t, Split16{t.k}); }
+void gemm_f16(const Tile& t) { gemm_tinyblas<half_value<f16_to_f32>>(t, quant::PlainPos{}); }
+void gemm_bf16(const Tile& t) { gemm_tinyblas<half_value<bf16_to_f32>>(t, quant::PlainPos{}); }
+void gemm_f32(const Tile& t) { gemm_tinyblas<f32_value>(t, quant::PlainPos{}); }
+void gemm_f16_split16(const Tile& t) { gemm_tinyblas<half_value<f16_to_f32>>(t, quant::Split16Pos{t.k}); }
+void gemm_bf16_split16(const Tile& t) { gemm_tinyblas<half_value<bf16_to_f32>>(t, quant::Split16Pos{t.k}); }
+void gemm_f32_split16(const Tile& t) { gemm_tinyblas<f32_value>(t, quant::Split16Pos{t.k}); }
 
 }  // namespace kiln::gemm

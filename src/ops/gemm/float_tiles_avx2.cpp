@@ -179,15 +179,6 @@ void gemm_split16_avx2(const Tile& t) {
   if (t.n_act - r == 1) split_tiles<W, 1>(t, r);
 }
 
-// Value e of a plain row, or of a row in the split-steps order.
-struct Plain {
-  int64_t operator()(int64_t e) const { return e; }
-};
-struct Split16 {
-  int64_t k;
-  int64_t operator()(int64_t e) const { return quant::split16_pos(e, k); }
-};
-
 // The F16 family's activations (layouts.h), value e of each copy at at(e).
 template <class Pos>
 void f16_wide(const float* x, void* dst, int64_t k, Pos at) {
@@ -231,13 +222,17 @@ void bf16_wide(const float* x, void* dst, int64_t k, Pos at) {
 
 }  // namespace
 
-void convert_act_f16_wide_avx2(const float* x, void* dst, int64_t k) { f16_wide(x, dst, k, Plain{}); }
-void convert_act_bf16_wide_avx2(const float* x, void* dst, int64_t k) { bf16_wide(x, dst, k, Plain{}); }
+void convert_act_f16_wide_avx2(const float* x, void* dst, int64_t k) {
+  f16_wide(x, dst, k, quant::PlainPos{});
+}
+void convert_act_bf16_wide_avx2(const float* x, void* dst, int64_t k) {
+  bf16_wide(x, dst, k, quant::PlainPos{});
+}
 void convert_act_f16_wide_split16_avx2(const float* x, void* dst, int64_t k) {
-  f16_wide(x, dst, k, Split16{k});
+  f16_wide(x, dst, k, quant::Split16Pos{k});
 }
 void convert_act_bf16_wide_split16_avx2(const float* x, void* dst, int64_t k) {
-  bf16_wide(x, dst, k, Split16{k});
+  bf16_wide(x, dst, k, quant::Split16Pos{k});
 }
 
 void gemm_f16_avx2(const Tile& t) { gemm_tinyblas_avx2<F16Weights>(t); }

@@ -146,6 +146,14 @@ namespace {  // NOLINT: internal linkage, so no AVX2-compiled copy can serve a p
 constexpr int64_t split16_pos(int64_t e, int64_t n) {
   return ((e >> 3) & 1) * (n / 2) + ((e >> 4) << 3) + (e & 7);
 }
+// Where value e of a row sits, for kernels written once for plain rows and split rows of n values.
+struct PlainPos {
+  int64_t operator()(int64_t e) const { return e; }
+};
+struct Split16Pos {
+  int64_t n;
+  int64_t operator()(int64_t e) const { return split16_pos(e, n); }
+};
 }  // namespace
 void vec_dot_f16_split16(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
 void vec_dot_bf16_split16(int64_t n, float* s, const uint16_t* x, const uint16_t* y);

@@ -295,15 +295,6 @@ void vec_dot_q6_K_q8_K(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K*
 
 namespace {
 
-// Value e of a plain row (Plain) or of a row in the split-steps order (Split16).
-struct Plain {
-  int64_t operator()(int64_t e) const { return e; }
-};
-struct Split16 {
-  int64_t n;
-  int64_t operator()(int64_t e) const { return split16_pos(e, n); }
-};
-
 // Double accumulation of the products in index order, each product rounded to float.
 template <class Pos, class T, class Widen>
 float dot_double(int64_t n, const T* x, const T* y, Pos at, Widen widen) {
@@ -317,22 +308,22 @@ float widen_f32(float v) { return v; }
 }  // namespace
 
 void vec_dot_f16(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
-  *s = dot_double(n, x, y, Plain{}, f16_to_f32);
+  *s = dot_double(n, x, y, PlainPos{}, f16_to_f32);
 }
 void vec_dot_bf16(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
-  *s = dot_double(n, x, y, Plain{}, bf16_to_f32);
+  *s = dot_double(n, x, y, PlainPos{}, bf16_to_f32);
 }
 void vec_dot_f32(int64_t n, float* s, const float* x, const float* y) {
-  *s = dot_double(n, x, y, Plain{}, widen_f32);
+  *s = dot_double(n, x, y, PlainPos{}, widen_f32);
 }
 void vec_dot_f16_split16(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
-  *s = dot_double(n, x, y, Split16{n}, f16_to_f32);
+  *s = dot_double(n, x, y, Split16Pos{n}, f16_to_f32);
 }
 void vec_dot_bf16_split16(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
-  *s = dot_double(n, x, y, Split16{n}, bf16_to_f32);
+  *s = dot_double(n, x, y, Split16Pos{n}, bf16_to_f32);
 }
 void vec_dot_f32_split16(int64_t n, float* s, const float* x, const float* y) {
-  *s = dot_double(n, x, y, Split16{n}, widen_f32);
+  *s = dot_double(n, x, y, Split16Pos{n}, widen_f32);
 }
 
 }  // namespace kiln::quant

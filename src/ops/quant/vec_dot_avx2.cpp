@@ -190,15 +190,8 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const Block
 
 namespace {
 
-// Value e of a plain row (Plain) or of a row in the split-steps order (Split16; kernels.h). The
-// kernels below load eight values from e = 8j, which are contiguous in both.
-struct Plain {
-  int64_t operator()(int64_t e) const { return e; }
-};
-struct Split16 {
-  int64_t n;
-  int64_t operator()(int64_t e) const { return split16_pos(e, n); }
-};
+// The F16, F32 and BF16 dot products over rows whose value e sits at at(e) (kernels.h PlainPos or
+// Split16Pos): they load eight values from e = 8j, which are contiguous in both.
 
 // ref: ggml_vec_dot_f16 (ggml-cpu/vec.cpp) as the AVX-512 build runs it (GGML_F16_STEP 64, four
 // accumulators of 16 lanes, GGML_F32Cx16_REDUCE then _mm512_reduce_add_ps, leftovers in double).
@@ -290,20 +283,22 @@ float dot_bf16(int64_t n, const uint16_t* x, const uint16_t* y, Pos at) {
 }  // namespace
 
 void vec_dot_f16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
-  *s = dot_f16(n, x, y, Plain{});
+  *s = dot_f16(n, x, y, PlainPos{});
 }
-void vec_dot_f32_avx2(int64_t n, float* s, const float* x, const float* y) { *s = dot_f32(n, x, y, Plain{}); }
+void vec_dot_f32_avx2(int64_t n, float* s, const float* x, const float* y) {
+  *s = dot_f32(n, x, y, PlainPos{});
+}
 void vec_dot_bf16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
-  *s = dot_bf16(n, x, y, Plain{});
+  *s = dot_bf16(n, x, y, PlainPos{});
 }
 void vec_dot_f16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
-  *s = dot_f16(n, x, y, Split16{n});
+  *s = dot_f16(n, x, y, Split16Pos{n});
 }
 void vec_dot_f32_split16_avx2(int64_t n, float* s, const float* x, const float* y) {
-  *s = dot_f32(n, x, y, Split16{n});
+  *s = dot_f32(n, x, y, Split16Pos{n});
 }
 void vec_dot_bf16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
-  *s = dot_bf16(n, x, y, Split16{n});
+  *s = dot_bf16(n, x, y, Split16Pos{n});
 }
 
 void vec_dot_q4_1_q8_1_avx2(int64_t n, float* s, const BlockQ4_1* x, const BlockQ8_1* y) {
