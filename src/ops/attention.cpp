@@ -17,12 +17,12 @@
 //  followed (ref: comments at each step): on the plain path with an F32 V, the softmax of
 //  ggml_vec_soft_max_f32 (ggml_v_expf in chunks of 16) and the kqv mul_mat as llamafile's tinyBLAS
 //  (16 lanes, batches of >= 2 queries) or ggml_vec_dot_f32 (one query) computes it; on the flash
-//  path with F16/F32 K and V of one type and >= kFaTileQ queries, ggml's tiled kernel
-//  (ggml_compute_forward_flash_attn_ext_tiled: F32 q, tiles of kFaTileKv keys). With
-//  params.single_row_order every query takes the arithmetic of a batch of one query. The tiled
-//  path's work unit is a block of kFaTileQ query rows of one head: each K tile is transposed to
-//  F32 once for all of them, and they pass over each tile's V rows four at a time; each row's
-//  arithmetic is unchanged.
+//  path with F16/F32 K and V of one type, >= kFaTileQ queries and a V row of whole SIMD vectors
+//  (tiled_value_lanes), ggml's tiled kernel (ggml_compute_forward_flash_attn_ext_tiled: F32 q,
+//  tiles of kFaTileKv keys). With params.single_row_order every query takes the arithmetic of a
+//  batch of one query. The tiled path's work unit is a block of kFaTileQ query rows of one head:
+//  each K tile is transposed to F32 once for all of them, and they pass over each tile's K and V
+//  rows quant::kMaxQueries at a time; each row's arithmetic is unchanged.
 // K may be any type with a vec_dot (F32, F16, Q8_0...); V is F32 or F16 on the plain path and any
 // type with a to_float on the flash path. q rows and K/V rows must be contiguous.
 // One work unit is one query row of one head (the tiled path: a block of them); its scratch
@@ -34,6 +34,7 @@
 
 #include "ops/kernel.h"
 #include "ops/quant/attention_vec.h"
+#include "ops/quant/kernels.h"  // cpu_has_avx2, cpu_has_avx512_vnni
 #include "ops/quant/quant.h"
 #include "ops/softmax_row.h"
 
@@ -119,6 +120,16 @@ Layout layout_of(const OpCall& call) {
   return l;
 }
 
+// The vector width (GGML_F32_EPR) of the llama.cpp CPU build a machine loads, which decides which
+// V row sizes the tiled kernel takes: 16 floats on CPUs with AVX-512 (the build kiln's references
+// come from), 8 on AVX2 CPUs without it (the haswell variant). So SigLIP's 72-value heads (Gemma 3's
+// vision encoder) take the tiled kernel on AVX2 CPUs, as llama.cpp's prompts there do, and the
+// one-query kernel, with its F16 accumulator, where llama.cpp's AVX-512 build takes it.
+int64_t tiled_value_lanes() {
+  static const int64_t lanes = quant::cpu_has_avx2() && !quant::cpu_has_avx512_vnni() ? 8 : kLanes;
+  return lanes;
+}
+
 // ref: ggml_compute_forward_flash_attn_ext_f16's choice of the tiled kernel.
 // params.single_row_order: the arithmetic of a batch of one query row (never tiled).
 bool takes_tiled_path(const OpCall& call) {
@@ -128,7 +139,7 @@ bool takes_tiled_path(const OpCall& call) {
   const bool one_row = call.params.single_row_order || q.ne[1] == 1;
   return call.params.attn_path == AttentionPath::Flash && !one_row &&
          (k.type == DType::F16 || k.type == DType::F32) && v.type == k.type && q.ne[1] >= kFaTileQ &&
-         v.ne[0] % kLanes == 0;
+         v.ne[0] % tiled_value_lanes() == 0;
 }
 
 // The tiled path's unit is a block of up to kFaTileQ query rows of one head; its scratch holds

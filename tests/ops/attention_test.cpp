@@ -144,6 +144,9 @@ TEST(OpsAttention, PlainAndFlashPathsOverCaches) {
       // A vision encoder's attention: no mask, every key visible; blocks of 64 queries, the last partial.
       {"f16 flash tiled unmasked", 64, 64, 150, 151, 3, 1, 2, DType::F16, 0, false, 0, 0.0f, kFlash, 3e-3},
       {"f32 flash tiled causal alibi", 32, 32, 65, 70, 2, 2, 1, DType::F32, 0, true, 5, 8.0f, kFlash, 2e-5},
+      // SigLIP's 72-value heads: the tiled kernel on AVX2 CPUs (a V row of whole 8-float vectors,
+      // the last not a whole 16-value chunk), the one-query kernel with AVX-512.
+      {"f16 flash 72-value heads", 72, 72, 130, 131, 2, 1, 1, DType::F16, 0, false, 0, 0.0f, kFlash, 3e-3},
   };
   for (const AttnCase& c : cases) run_case(c, rng);
 }

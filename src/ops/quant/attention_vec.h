@@ -19,8 +19,9 @@ void f16_mad(int64_t n, uint16_t* y, const uint16_t* x, float v);
 void f16_scale(int64_t n, uint16_t* y, float s);
 
 // The tiled path's kernels take up to kMaxQueries query rows at once (the same K or V rows for
-// all of them, loaded once); each query's results are bit for bit those of a call for it alone.
-inline constexpr int kMaxQueries = 4;
+// all of them, loaded once; six is ggml's AVX2 simd_gemm tile, 6 rows x 16 columns in twelve
+// registers); each query's results are bit for bit those of a call for it alone.
+inline constexpr int kMaxQueries = 6;
 
 // The F32 accumulators of the tiled path over one tile of V rows: for each query qi in [0, nq),
 // for each row j in [0, n_rows) in order, unless v[qi][j] == 0 (a masked key, skipped),

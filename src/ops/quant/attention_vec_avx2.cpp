@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "ops/quant/attention_vec.h"
 #include "ops/quant/simd_math_avx2.h"
 
 namespace kiln::quant {
@@ -17,6 +18,26 @@ inline __m256 load8(const void* x, DType type, int64_t i) {
     return _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(x) + i)));
   return _mm256_loadu_ps(static_cast<const float*>(x) + i);
+}
+
+// Calls body.template operator()<NQ>() for nq in [1, kMaxQueries].
+template <class Body>
+void with_nq(int nq, Body&& body) {
+  static_assert(kMaxQueries == 6);
+  switch (nq) {
+    case 1:
+      return body.template operator()<1>();
+    case 2:
+      return body.template operator()<2>();
+    case 3:
+      return body.template operator()<3>();
+    case 4:
+      return body.template operator()<4>();
+    case 5:
+      return body.template operator()<5>();
+    default:
+      return body.template operator()<6>();
+  }
 }
 
 // In place: r[j] lane e -> r[e] lane j (an 8x8 transpose).
@@ -95,23 +116,34 @@ void mad_rows_chunk(int64_t n_rows, int64_t i0, float* const* y, const char* row
     for (int c = 0; c < NV; ++c) _mm256_storeu_ps(y[qi] + i0 + 8 * c, acc[qi][c]);
 }
 
-// NQ queries' chunks of 8 NV (64 / NQ values: at most 16 accumulators), then single vectors.
+// NQ queries' chunks of 8 NV values (at most 16 accumulators; six queries keep two vectors each,
+// ggml's AVX2 simd_gemm tile), then single vectors.
 template <int NQ, bool kF16, bool kSkip>
 void mad_rows_queries(int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
                       const float* const* v) {
-  constexpr int kNv = 8 / NQ;
+  constexpr int kNv = NQ <= 4 ? 8 / NQ : 2;
   int64_t i0 = 0;
   for (; i0 + 8 * kNv <= n; i0 += 8 * kNv)
     mad_rows_chunk<NQ, kNv, kF16, kSkip>(n_rows, i0, y, rows, row_bytes, v);
   for (; i0 < n; i0 += 8) mad_rows_chunk<NQ, 1, kF16, kSkip>(n_rows, i0, y, rows, row_bytes, v);
 }
 
+// Whether any of w[0..n) is exactly 0 (either sign).
+bool any_zero(int64_t n, const float* w) {
+  const __m256 zero = _mm256_setzero_ps();
+  __m256 hits = zero;
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) hits = _mm256_or_ps(hits, _mm256_cmp_ps(_mm256_loadu_ps(w + j), zero, _CMP_EQ_OQ));
+  bool any = _mm256_movemask_ps(hits) != 0;
+  for (; j < n; ++j) any |= w[j] == 0.0f;
+  return any;
+}
+
 template <int NQ>
 void mad_rows_nq(int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes, DType x_type,
                  const float* const* v) {
   bool skip = false;  // any weight exactly 0: then the loops test each one
-  for (int qi = 0; qi < NQ; ++qi)
-    for (int64_t j = 0; j < n_rows; ++j) skip |= v[qi][j] == 0.0f;
+  for (int qi = 0; qi < NQ && !skip; ++qi) skip = any_zero(n_rows, v[qi]);
   const bool f16 = x_type == DType::F16;
   if (f16 && skip) return mad_rows_queries<NQ, true, true>(n_rows, n, y, rows, row_bytes, v);
   if (f16) return mad_rows_queries<NQ, true, false>(n_rows, n, y, rows, row_bytes, v);
@@ -123,16 +155,7 @@ void mad_rows_nq(int64_t n_rows, int64_t n, float* const* y, const char* rows, s
 
 void f32_mad_rows_avx2(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
                        DType x_type, const float* const* v) {
-  switch (nq) {
-    case 1:
-      return mad_rows_nq<1>(n_rows, n, y, rows, row_bytes, x_type, v);
-    case 2:
-      return mad_rows_nq<2>(n_rows, n, y, rows, row_bytes, x_type, v);
-    case 3:
-      return mad_rows_nq<3>(n_rows, n, y, rows, row_bytes, x_type, v);
-    default:
-      return mad_rows_nq<4>(n_rows, n, y, rows, row_bytes, x_type, v);
-  }
+  with_nq(nq, [&]<int NQ>() { mad_rows_nq<NQ>(n_rows, n, y, rows, row_bytes, x_type, v); });
 }
 
 void transpose_rows8_f32_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, float* out,
@@ -182,16 +205,7 @@ void dot_cols_nq(int64_t n, int64_t dk, const float* kt, int64_t ld, const float
 
 void dot_cols_sequential_avx2(int nq, int64_t n, int64_t dk, const float* kt, int64_t ld,
                               const float* const* q, float* const* out) {
-  switch (nq) {
-    case 1:
-      return dot_cols_nq<1>(n, dk, kt, ld, q, out);
-    case 2:
-      return dot_cols_nq<2>(n, dk, kt, ld, q, out);
-    case 3:
-      return dot_cols_nq<3>(n, dk, kt, ld, q, out);
-    default:
-      return dot_cols_nq<4>(n, dk, kt, ld, q, out);
-  }
+  with_nq(nq, [&]<int NQ>() { dot_cols_nq<NQ>(n, dk, kt, ld, q, out); });
 }
 
 float scale_add_max_avx2(int64_t n, float* w, float scale, float add) {
