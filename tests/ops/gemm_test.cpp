@@ -507,14 +507,13 @@ TEST(GemmKernels, SimdActivationConversionsEqualTheScalarOnes) {
       EXPECT_EQ(want, got) << "k=" << k;
     }
   }
-  // The split-steps order (k a multiple of 16) of the same values.
+  // The split families' 16-bit values in the split-steps order (k a multiple of 16).
   for (const auto& [scalar, simd] :
-       {std::pair<FromFloatFn, FromFloatFn>{gemm::convert_act_f16_wide_split16,
-                                            gemm::convert_act_f16_wide_split16_avx2},
-        std::pair<FromFloatFn, FromFloatFn>{gemm::convert_act_bf16_wide_split16,
-                                            gemm::convert_act_bf16_wide_split16_avx2}}) {
+       {std::pair<FromFloatFn, FromFloatFn>{gemm::convert_act_f16_split16, gemm::convert_act_f16_split16_avx2},
+        std::pair<FromFloatFn, FromFloatFn>{gemm::convert_act_bf16_split16,
+                                            gemm::convert_act_bf16_split16_avx2}}) {
     for (int64_t k : {int64_t{16}, int64_t{64}}) {
-      std::vector<uint8_t> want(static_cast<size_t>(k) * 6, 0xAB), got(want.size(), 0xCD);
+      std::vector<uint8_t> want(static_cast<size_t>(k) * 2, 0xAB), got(want.size(), 0xCD);
       scalar(x.data(), want.data(), k);
       simd(x.data(), got.data(), k);
       EXPECT_EQ(want, got) << "split k=" << k;
@@ -523,7 +522,7 @@ TEST(GemmKernels, SimdActivationConversionsEqualTheScalarOnes) {
 }
 
 // A split row holds the plain row's values at split16_pos; the split activations hold the plain
-// ones' alike (widened and 16-bit copies, F32 rows).
+// ones' alike (the 16-bit copy of the wide format, F32 rows).
 TEST(GemmKernels, SplitStepsLayoutMovesEachValueToItsPlace) {
   const int64_t k = 48;
   EXPECT_EQ(quant::split16_pos(0, k), 0);
@@ -537,20 +536,19 @@ TEST(GemmKernels, SplitStepsLayoutMovesEachValueToItsPlace) {
   quantize_chunk(DType::F16, x.data(), plain_w.data() + plain_w.size() / 2, 1, k, nullptr);
   gemm::prepare_split16(reinterpret_cast<const char*>(plain_w.data()), plain_w.size() / 2, 2, k, 2,
                         split_w.data());
-  std::vector<float> wide(static_cast<size_t>(k) * 3 / 2 + 1), split_wide(wide.size()), split_f32(k);
+  std::vector<float> wide(static_cast<size_t>(k) * 3 / 2 + 1), split_f32(k);
+  std::vector<uint16_t> split_h(k);
   gemm::convert_act_f16_wide(x.data(), wide.data(), k);
-  gemm::convert_act_f16_wide_split16(x.data(), split_wide.data(), k);
+  gemm::convert_act_f16_split16(x.data(), split_h.data(), k);
   gemm::convert_act_f32_split16(x.data(), split_f32.data(), k);
   const auto* ph = reinterpret_cast<const uint16_t*>(plain_w.data());
   const auto* sh = reinterpret_cast<const uint16_t*>(split_w.data());
   const auto* wide_h = reinterpret_cast<const uint16_t*>(wide.data() + k);
-  const auto* split_h = reinterpret_cast<const uint16_t*>(split_wide.data() + k);
   for (int64_t e = 0; e < k; ++e) {
     const int64_t p = quant::split16_pos(e, k);
     EXPECT_EQ(sh[p], ph[e]) << e;
     EXPECT_EQ(sh[k + p], ph[k + e]) << e;  // the second row, in its own place
-    EXPECT_EQ(split_wide[static_cast<size_t>(p)], wide[static_cast<size_t>(e)]) << e;
-    EXPECT_EQ(split_h[p], wide_h[e]) << e;
+    EXPECT_EQ(split_h[static_cast<size_t>(p)], wide_h[e]) << e;
     EXPECT_EQ(split_f32[static_cast<size_t>(p)], x[static_cast<size_t>(e)]) << e;
   }
 }

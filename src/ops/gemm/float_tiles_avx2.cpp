@@ -25,16 +25,37 @@ namespace kiln::gemm {
 namespace {
 
 // Eight weights from value l of a row, widened to F32 (exact).
+// F16 and BF16 also round F32 activations to their type (round8: eight values, as the type's
+// vec_dot_type conversion; round_row / widen_row: the portable row conversions, for tails).
 struct F16Weights {
+  static __m256 widen8(__m128i h) { return _mm256_cvtph_ps(h); }
   static __m256 load8(const char* row, int64_t l) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * l)));
+    return widen8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * l)));
   }
+  static __m128i round8(__m256 x) { return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT); }
+  static void round_row(const float* x, uint16_t* h, int64_t n) { f32_to_f16_row(x, h, n); }
+  static void widen_row(const uint16_t* h, float* y, int64_t n) { f16_to_f32_row(h, y, n); }
 };
 struct BF16Weights {
+  static __m256 widen8(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
   static __m256 load8(const char* row, int64_t l) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * l));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return widen8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * l)));
   }
+  // f32_to_bf16: round to nearest even on the upper 16 bits; a NaN truncated and made quiet.
+  static __m128i round8(__m256 x) {
+    const __m256i one = _mm256_set1_epi32(1), round = _mm256_set1_epi32(0x7fff);
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i quiet = _mm256_set1_epi32(64);
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i hi = _mm256_srli_epi32(u, 16);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(round, _mm256_and_si256(hi, one))), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+    const __m256i h = _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, quiet), nan);
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08));
+  }
+  static void round_row(const float* x, uint16_t* h, int64_t n) { f32_to_bf16_row(x, h, n); }
+  static void widen_row(const uint16_t* h, float* y, int64_t n) { bf16_to_f32_row(h, y, n); }
 };
 struct F32Weights {
   static __m256 load8(const char* row, int64_t l) {
@@ -110,15 +131,16 @@ void gemm_tinyblas_avx2(const Tile& t) {
 }
 
 // Split rows (layouts.h Split16): c[i][r] += weight row i x activation row r over the values at
-// [l0, l1) of both, eight at a time (one lane per value of a half step). NI x NR accumulators, NR
-// activation vectors and one weight vector: at most the 16 registers (NI = 4, NR = 3, tinyBLAS's
-// AVX2 tile).
+// [l0, l1) of both, eight at a time (one lane per value of a half step); the activations are of the
+// weights' type (16-bit ones widened as they load, as tinyBLAS's AVX2 kernel loads both). NI x NR
+// accumulators, NR activation vectors and one weight vector: at most the 16 registers (NI = 4,
+// NR = 3, tinyBLAS's AVX2 tile).
 template <class W, int NI, int NR>
-inline void split_pass(const char* const (&w)[NI], const float* const (&a)[NR], int64_t l0, int64_t l1,
+inline void split_pass(const char* const (&w)[NI], const char* const (&a)[NR], int64_t l0, int64_t l1,
                        __m256 (&c)[NI][NR]) {
   for (int64_t l = l0; l < l1; l += 8) {
     __m256 av[NR];
-    for (int r = 0; r < NR; ++r) av[r] = _mm256_loadu_ps(a[r] + l);
+    for (int r = 0; r < NR; ++r) av[r] = W::load8(a[r], l);
     for (int i = 0; i < NI; ++i) {
       const __m256 wv = W::load8(w[i], l);
       for (int r = 0; r < NR; ++r) c[i][r] = _mm256_fmadd_ps(wv, av[r], c[i][r]);
@@ -132,10 +154,9 @@ inline void split_pass(const char* const (&w)[NI], const float* const (&a)[NR], 
 template <class W, int NI, int NR>
 void split_tile(const Tile& t, int64_t i0, int64_t r0) {
   const char* w[NI];
-  const float* a[NR];
+  const char* a[NR];
   for (int i = 0; i < NI; ++i) w[i] = t.w + static_cast<size_t>(i0 + i) * t.w_stride;
-  for (int r = 0; r < NR; ++r)
-    a[r] = reinterpret_cast<const float*>(t.act + static_cast<size_t>(r0 + r) * t.act_stride);
+  for (int r = 0; r < NR; ++r) a[r] = t.act + static_cast<size_t>(r0 + r) * t.act_stride;
   __m256 lo[NI][NR], c[NI][NR];
   for (int i = 0; i < NI; ++i)
     for (int r = 0; r < NR; ++r) c[i][r] = _mm256_setzero_ps();
@@ -174,65 +195,42 @@ void split_tiles(const Tile& t, int64_t r0) {
 template <class W>
 void gemm_split16_avx2(const Tile& t) {
   int64_t r = 0;
-  for (; r + 3 <= t.n_act; r += 3) split_tiles<W, 3>(t, r);
-  if (t.n_act - r == 2) split_tiles<W, 2>(t, r);
-  if (t.n_act - r == 1) split_tiles<W, 1>(t, r);
+  // Threes, but four left are two pairs: a lone row would load five vectors per four FMAs.
+  for (; t.n_act - r >= 5 || t.n_act - r == 3; r += 3) split_tiles<W, 3>(t, r);
+  for (; t.n_act - r >= 2; r += 2) split_tiles<W, 2>(t, r);
+  if (r < t.n_act) split_tiles<W, 1>(t, r);
 }
 
-// The F16 family's activations (layouts.h), value e of each copy at at(e).
-template <class Pos>
-void f16_wide(const float* x, void* dst, int64_t k, Pos at) {
+// The F16 and BF16 families' activations (layouts.h): plain, the widened copy then the 16-bit one.
+template <class W>
+void wide_row(const float* x, void* dst, int64_t k) {
   auto* wide = static_cast<float*>(dst);
   auto* half = reinterpret_cast<uint16_t*>(wide + k);
   int64_t j = 0;
   for (; j + 8 <= k; j += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + j), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(half + at(j)), h);
-    _mm256_storeu_ps(wide + at(j), _mm256_cvtph_ps(h));
+    const __m128i h = W::round8(_mm256_loadu_ps(x + j));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(half + j), h);
+    _mm256_storeu_ps(wide + j, W::widen8(h));
   }
-  // The last k % 8 values (out-of-line, portable); none in the split order (k % 16 == 0).
-  f32_to_f16_row(x + j, half + j, k - j);
-  f16_to_f32_row(half + j, wide + j, k - j);
+  W::round_row(x + j, half + j, k - j);  // the last k % 8 values (out-of-line, portable)
+  W::widen_row(half + j, wide + j, k - j);
 }
 
-// The BF16 family's activations, value e of each copy at at(e).
-template <class Pos>
-void bf16_wide(const float* x, void* dst, int64_t k, Pos at) {
-  auto* wide = static_cast<float*>(dst);
-  auto* half = reinterpret_cast<uint16_t*>(wide + k);
-  const __m256i one = _mm256_set1_epi32(1), round = _mm256_set1_epi32(0x7fff);
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-  const __m256i quiet = _mm256_set1_epi32(64);
-  int64_t j = 0;
-  for (; j + 8 <= k; j += 8) {
-    // f32_to_bf16: round to nearest even on the upper 16 bits; a NaN truncated and made quiet.
-    const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + j));
-    const __m256i hi = _mm256_srli_epi32(u, 16);
-    const __m256i rounded =
-        _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(round, _mm256_and_si256(hi, one))), 16);
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
-    const __m256i h = _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, quiet), nan);
-    _mm256_storeu_ps(wide + at(j), _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(half + at(j)), _mm256_castsi256_si128(packed));
-  }
-  f32_to_bf16_row(x + j, half + j, k - j);
-  bf16_to_f32_row(half + j, wide + j, k - j);
+// Split: the 16-bit values only, value e at split16_pos(e, k) (k a multiple of 16).
+template <class W>
+void half_split16_row(const float* x, void* dst, int64_t k) {
+  auto* half = static_cast<uint16_t*>(dst);
+  for (int64_t j = 0; j < k; j += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(half + quant::split16_pos(j, k)), W::round8(_mm256_loadu_ps(x + j)));
 }
 
 }  // namespace
 
-void convert_act_f16_wide_avx2(const float* x, void* dst, int64_t k) {
-  f16_wide(x, dst, k, quant::PlainPos{});
-}
-void convert_act_bf16_wide_avx2(const float* x, void* dst, int64_t k) {
-  bf16_wide(x, dst, k, quant::PlainPos{});
-}
-void convert_act_f16_wide_split16_avx2(const float* x, void* dst, int64_t k) {
-  f16_wide(x, dst, k, quant::Split16Pos{k});
-}
-void convert_act_bf16_wide_split16_avx2(const float* x, void* dst, int64_t k) {
-  bf16_wide(x, dst, k, quant::Split16Pos{k});
+void convert_act_f16_wide_avx2(const float* x, void* dst, int64_t k) { wide_row<F16Weights>(x, dst, k); }
+void convert_act_bf16_wide_avx2(const float* x, void* dst, int64_t k) { wide_row<BF16Weights>(x, dst, k); }
+void convert_act_f16_split16_avx2(const float* x, void* dst, int64_t k) { half_split16_row<F16Weights>(x, dst, k); }
+void convert_act_bf16_split16_avx2(const float* x, void* dst, int64_t k) {
+  half_split16_row<BF16Weights>(x, dst, k);
 }
 
 void gemm_f16_avx2(const Tile& t) { gemm_tinyblas_avx2<F16Weights>(t); }

@@ -2,7 +2,6 @@
 // families over quant.h's dot products (types without a tile kernel of their own).
 #include "ops/gemm/gemm.h"
 
-#include <type_traits>
 
 #include "core/check.h"
 #include "ops/gemm/layouts.h"
@@ -18,8 +17,8 @@ enum : int {
   kActF16Wide = 2,          // convert_act_f16_wide
   kActQ8_0Abs = 3,          // ActQ8_0Abs
   kActBF16Wide = 4,         // convert_act_bf16_wide
-  kActF16WideSplit16 = 5,   // convert_act_f16_wide_split16
-  kActBF16WideSplit16 = 6,  // convert_act_bf16_wide_split16
+  kActF16Split16 = 5,       // convert_act_f16_split16
+  kActBF16Split16 = 6,      // convert_act_bf16_split16
   kActF32Split16 = 7,       // convert_act_f32_split16
   kActNative = 16,          // + the vec_dot_type's id: quant.h's act_from_float
 };
@@ -83,15 +82,15 @@ int64_t iq_panel_rows(const TensorView& w, int64_t n) {
 }
 
 // Float weights (F16, BF16, F32; elements T): the n_gemm_act rows in tinyBLAS's order (Prompt), the
-// others in the type's vec_dot order (Dot), on their activations' vec_dot_type copy (F16 and BF16:
-// after the widened one; F32: the row itself). Plain rows on AVX2 CPUs, and rows in the Split16
-// layout with split activations (Prompt and Dot the split kernels).
-template <class T, void (*Prompt)(const Tile&), void (*Dot)(int64_t, float*, const T*, const T*)>
+// others in the type's vec_dot order (Dot), on their activations' vec_dot_type copy (kWide: after
+// the widened one, the plain F16 and BF16 families; else the row itself). Plain rows on AVX2 CPUs,
+// and rows in the Split16 layout with split activations (Prompt and Dot the split kernels).
+template <class T, bool kWide, void (*Prompt)(const Tile&), void (*Dot)(int64_t, float*, const T*, const T*)>
 void run_float(const Tile& t) {
   Tile prompt = t;
   prompt.n_act = t.n_gemm_act;
   if (prompt.n_act > 0) Prompt(prompt);
-  const size_t native = std::is_same_v<T, float> ? 0 : static_cast<size_t>(t.k) * sizeof(float);
+  const size_t native = kWide ? static_cast<size_t>(t.k) * sizeof(float) : 0;
   for (int64_t r = t.n_gemm_act; r < t.n_act; ++r)
     for (int64_t i = 0; i < t.n_rows; ++i)
       Dot(t.k, out_ptr(t, r, i), reinterpret_cast<const T*>(row_at(t, i)),
@@ -178,32 +177,33 @@ struct Table {
     const size_t wide = sizeof(float) + sizeof(uint16_t);
     using quant::vec_dot_bf16_avx2, quant::vec_dot_f16_avx2, quant::vec_dot_f32_avx2;
     f16 = float_family("f16", kActF16Wide, wide, convert_act_f16_wide_avx2,
-                       run_float<uint16_t, gemm_f16_avx2, vec_dot_f16_avx2>, tinyblas_rows);
+                       run_float<uint16_t, true, gemm_f16_avx2, vec_dot_f16_avx2>, tinyblas_rows);
     bf16 = float_family("bf16", kActBF16Wide, wide, convert_act_bf16_wide_avx2,
-                        run_float<uint16_t, gemm_bf16_avx2, vec_dot_bf16_avx2>, tinyblas_rows);
+                        run_float<uint16_t, true, gemm_bf16_avx2, vec_dot_bf16_avx2>, tinyblas_rows);
     f32 = float_family("f32", kActNative + static_cast<int>(DType::F32), sizeof(float),
                        quant_traits(DType::F32)->act_from_float,
-                       run_float<float, gemm_f32_avx2, vec_dot_f32_avx2>, tinyblas_rows);
+                       run_float<float, false, gemm_f32_avx2, vec_dot_f32_avx2>, tinyblas_rows);
+    const size_t half = sizeof(uint16_t);
+    using quant::vec_dot_bf16_split16, quant::vec_dot_f16_split16, quant::vec_dot_f32_split16;
     if (avx2) {
-      f16_split16 = float_family("f16_split16", kActF16WideSplit16, wide, convert_act_f16_wide_split16_avx2,
-                                 run_float<uint16_t, gemm_f16_split16_avx2, quant::vec_dot_f16_split16_avx2>,
+      using quant::vec_dot_bf16_split16_avx2, quant::vec_dot_f16_split16_avx2, quant::vec_dot_f32_split16_avx2;
+      f16_split16 = float_family("f16_split16", kActF16Split16, half, convert_act_f16_split16_avx2,
+                                 run_float<uint16_t, false, gemm_f16_split16_avx2, vec_dot_f16_split16_avx2>,
                                  tinyblas_rows);
-      bf16_split16 = float_family(
-          "bf16_split16", kActBF16WideSplit16, wide, convert_act_bf16_wide_split16_avx2,
-          run_float<uint16_t, gemm_bf16_split16_avx2, quant::vec_dot_bf16_split16_avx2>, tinyblas_rows);
+      bf16_split16 = float_family("bf16_split16", kActBF16Split16, half, convert_act_bf16_split16_avx2,
+                                  run_float<uint16_t, false, gemm_bf16_split16_avx2, vec_dot_bf16_split16_avx2>,
+                                  tinyblas_rows);
       f32_split16 = float_family("f32_split16", kActF32Split16, sizeof(float), convert_act_f32_split16,
-                                 run_float<float, gemm_f32_split16_avx2, quant::vec_dot_f32_split16_avx2>,
+                                 run_float<float, false, gemm_f32_split16_avx2, vec_dot_f32_split16_avx2>,
                                  tinyblas_rows);
     } else {
-      f16_split16 =
-          float_family("f16_split16", kActF16WideSplit16, wide, convert_act_f16_wide_split16,
-                       run_float<uint16_t, gemm_f16_split16, quant::vec_dot_f16_split16>, no_gemm_rows);
+      f16_split16 = float_family("f16_split16", kActF16Split16, half, convert_act_f16_split16,
+                                 run_float<uint16_t, false, gemm_f16_split16, vec_dot_f16_split16>, no_gemm_rows);
       bf16_split16 =
-          float_family("bf16_split16", kActBF16WideSplit16, wide, convert_act_bf16_wide_split16,
-                       run_float<uint16_t, gemm_bf16_split16, quant::vec_dot_bf16_split16>, no_gemm_rows);
-      f32_split16 =
-          float_family("f32_split16", kActF32Split16, sizeof(float), convert_act_f32_split16,
-                       run_float<float, gemm_f32_split16, quant::vec_dot_f32_split16>, no_gemm_rows);
+          float_family("bf16_split16", kActBF16Split16, half, convert_act_bf16_split16,
+                       run_float<uint16_t, false, gemm_bf16_split16, vec_dot_bf16_split16>, no_gemm_rows);
+      f32_split16 = float_family("f32_split16", kActF32Split16, sizeof(float), convert_act_f32_split16,
+                                 run_float<float, false, gemm_f32_split16, vec_dot_f32_split16>, no_gemm_rows);
     }
   }
 };

@@ -172,15 +172,17 @@ void gemm_f32_avx2(const Tile& t);
 // tinyBLAS's sixteen lane sums each read one contiguous half of the row, so an AVX2 kernel keeps one
 // 8-lane accumulator per output and the loads stream (the plain rows' half steps take every other
 // 32 bytes; docs/performance.md, "F16 prompts in the split-steps layout"). Its family's activations
-// are split alike.
+// are split alike and of the weights' type (F16 and BF16: the 16-bit values only, k of them, which
+// the prompt kernel widens as it loads them, as tinyBLAS's AVX2 kernel does, and the vec_dot reads;
+// F32: the F32 row).
 void prepare_split16(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, size_t value_bytes,
                      uint8_t* dst);
-// The F16, BF16 and F32 families' activation formats in the split-steps order (the same values).
-void convert_act_f16_wide_split16(const float* x, void* dst, int64_t k);
-void convert_act_bf16_wide_split16(const float* x, void* dst, int64_t k);
+// The F16, BF16 and F32 split families' activations in the split-steps order (the same rounding).
+void convert_act_f16_split16(const float* x, void* dst, int64_t k);
+void convert_act_bf16_split16(const float* x, void* dst, int64_t k);
 void convert_act_f32_split16(const float* x, void* dst, int64_t k);
-void convert_act_f16_wide_split16_avx2(const float* x, void* dst, int64_t k);  // the same bytes
-void convert_act_bf16_wide_split16_avx2(const float* x, void* dst, int64_t k);
+void convert_act_f16_split16_avx2(const float* x, void* dst, int64_t k);  // the same bytes
+void convert_act_bf16_split16_avx2(const float* x, void* dst, int64_t k);
 // gemm_f16 / _bf16 / _f32 over split rows and split activations: the same bits.
 void gemm_f16_split16(const Tile& t);
 void gemm_bf16_split16(const Tile& t);
