@@ -83,7 +83,7 @@ struct DecodeOptions {
 // The KV cells a context created with `options` for a model with `hparams` has (n_ctx resolved).
 int64_t context_size(const ContextOptions& options, const HParams& hparams);
 
-class Context : private Evictable {
+class Context final : private Evictable {
  public:
   // A context over `weights`, which must be resident on backend.device(). Errors: weights on
   // another device or released, bad options, no room on the device (nothing stays allocated).

@@ -46,7 +46,7 @@ struct KvCell {
   bool has(int32_t seq) const { return (seq_mask >> seq) & 1u; }
 };
 
-class KvCache : private Evictable {
+class KvCache final : private Evictable {
  public:
   // Allocates n_layer K and V buffers (MemoryKind::Kv, tagged `owner_name`) on `device`, as a
   // resident of `owner` when the device has a residency manager.
