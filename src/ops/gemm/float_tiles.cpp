@@ -13,8 +13,7 @@ namespace kiln::gemm {
 namespace {
 
 // Rounds x through the 16-bit format (as the type's vec_dot_type conversion does), then stores the
-// widened values (k floats) followed by the 16-bit ones (k values), value e of each at at(e). Groups
-// of eight values are contiguous in both orders.
+// widened values (k floats) followed by the 16-bit ones (k values), in the plain order.
 template <void (*ToHalf)(const float*, uint16_t*, int64_t), float (*Widen)(uint16_t)>
 void convert_act_wide(const float* x, void* dst, int64_t k) {
   auto* wide = static_cast<float*>(dst);
