@@ -16,7 +16,7 @@ size_t align_up(size_t n) { return (n + kInputAlign - 1) / kInputAlign * kInputA
 // Byte offsets of a micro-batch's inputs inside the context's input buffer. Input embeddings
 // (n_embd_in floats per token; 0 without input_embeddings) come last.
 struct InputLayout {
-  size_t ids, pos, rows, mask, embd, total;
+  size_t ids, pos, rows, cells, mask, embd, total;
   static InputLayout of(const ContextOptions& opt, const HParams& hp) {
     const int64_t n_ubatch = opt.n_ubatch, n_ctx = opt.n_ctx, n_embd_in = opt.input_embeddings ? hp.n_embd : 0;
     InputLayout l{};
@@ -24,7 +24,8 @@ struct InputLayout {
     l.ids = 0;
     l.pos = col;
     l.rows = 2 * col;
-    l.mask = 3 * col;
+    l.cells = 3 * col;
+    l.mask = 4 * col;
     l.embd = l.mask + align_up(static_cast<size_t>(n_ctx) * static_cast<size_t>(n_ubatch) * 4);
     l.total = l.embd + align_up(static_cast<size_t>(n_embd_in) * static_cast<size_t>(n_ubatch) * 4);
     return l;
@@ -82,14 +83,7 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
                         KvCache::create(dev, hp, c->opt_.n_ctx, options.type_k, options.type_v,
                                         c->weights_->owner(), owner));
   c->kv_generation_ = c->kv_->generation();
-  // Zeroed cells: attention reads masked cells too, and their contents must be finite.
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
-    for (const TensorView* v : {&c->kv_->k(il), &c->kv_->v(il)}) {
-      std::vector<uint8_t> zeros(v->span_bytes(), 0);
-      KILN_TRY(dev.upload(*v, zeros.data(), zeros.size()));
-    }
-    c->kv_layers_.push_back({c->kv_->k(il), c->kv_->v(il)});
-  }
+  for (int64_t il = 0; il < hp.n_layer; ++il) c->kv_layers_.push_back({c->kv_->k(il), c->kv_->v(il)});
   c->compute_resident_.attach(dev, c->weights_->owner(), owner, MemoryKind::Compute, "re-planned", c.get());
   KILN_ASSIGN_OR_RETURN(c->inputs_,
                         c->compute_resident_.allocate({layout.total, MemoryKind::Compute, owner + ":inputs"}));
@@ -115,7 +109,6 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   DecoderGraphSpec spec;
   spec.n_tokens = c->opt_.n_ubatch;
   spec.n_outputs = c->opt_.n_ubatch;
-  spec.kv_head = 0;
   spec.n_kv = c->opt_.n_ctx;
   spec.attention = c->attention_;
   spec.output = options.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
@@ -162,6 +155,24 @@ Status Context::restore() {
     return st;
   }
   return ok_status();
+}
+
+Result<DecoderPlan*> Context::step_plan(const DecoderGraphSpec& spec) {
+  const DecoderPlans::Generations gen{weights_->generation(), kv_->generation()};
+  if (!opt_.reuse_plans) plans_.clear();
+  if (DecoderPlan* cached = plans_.find(spec, gen)) return cached;
+  auto step = std::make_unique<DecoderPlan>();
+  KILN_ASSIGN_OR_RETURN(step->io,
+                        build_decoder_graph(step->graph, model().hparams(), weights_->weights(), kv_layers_, spec));
+  KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(step->graph));
+  step->plan.emplace(std::move(plan));
+  ++graphs_built_;
+  return &plans_.insert(spec, gen, std::move(step));
+}
+
+uint64_t Context::graphs_built() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return graphs_built_;
 }
 
 Result<ExecPlan> Context::plan_graph(Graph& g) {
@@ -241,18 +252,20 @@ Status Context::decode_ubatch(const Batch& batch, const DecodeOptions& options, 
   DecoderGraphSpec spec;
   spec.n_tokens = T;
   spec.n_outputs = static_cast<int64_t>(stage_rows_.size());
-  spec.kv_head = head;
-  spec.n_kv = kv_->n_kv();
+  spec.n_kv = kv_->n_kv_padded();
   spec.attention = attention_;
   spec.output = opt_.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
   spec.embeddings_input = batch.has_embeddings();
   spec.single_row_order = options.single_row_order;
-  Graph g;
-  KILN_ASSIGN_OR_RETURN(DecoderGraph dg, build_decoder_graph(g, hp, weights_->weights(), kv_layers_, spec));
-  KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(g));
+  KILN_ASSIGN_OR_RETURN(DecoderPlan * step, step_plan(spec));
+  ExecPlan& plan = *step->plan;
+  const DecoderGraph& dg = step->io;
+  KILN_TRY(arena_->allocate());  // after an eviction released it; the plan's offsets still hold
   KILN_TRY(backend_->prepare(plan));
 
   stage_pos_.assign(pos.begin(), pos.end());
+  stage_cells_.resize(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) stage_cells_[static_cast<size_t>(t)] = static_cast<int32_t>(head + t);
   stage_mask_.resize(static_cast<size_t>(spec.n_kv * T));
   kv_->fill_mask(stage_mask_, spec.n_kv, pos, seq, batch.causal);
 
@@ -272,6 +285,7 @@ Status Context::decode_ubatch(const Batch& batch, const DecodeOptions& options, 
     KILN_TRY(bind(dg.tokens, DType::I32, T, 1, layout.ids, stage_ids_.data()));
   }
   KILN_TRY(bind(dg.positions, DType::I32, T, 1, layout.pos, stage_pos_.data()));
+  KILN_TRY(bind(dg.kv_cells, DType::I32, T, 1, layout.cells, stage_cells_.data()));
   KILN_TRY(bind(dg.out_rows, DType::I32, spec.n_outputs, 1, layout.rows, stage_rows_.data()));
   KILN_TRY(bind(dg.kq_mask, DType::F32, spec.n_kv, T, layout.mask, stage_mask_.data()));
   KILN_TRY(backend_->execute(plan));
@@ -373,7 +387,9 @@ void Context::release_host_buffers() {
   std::vector<int32_t>().swap(stage_ids_);
   std::vector<int32_t>().swap(stage_pos_);
   std::vector<int32_t>().swap(stage_rows_);
+  std::vector<int32_t>().swap(stage_cells_);
   std::vector<float>().swap(stage_mask_);
+  plans_.clear();
 }
 
 namespace {

@@ -2,9 +2,12 @@
 //
 // decode() validates the whole batch first (token ids or embeddings, positions, sequence ids,
 // size), then runs it as micro-batches of at most n_ubatch tokens: each takes a run of free KV
-// cells, builds the decoder graph for its shape (models/decoder_graph.h), plans it in the compute
-// arena (reserved for the worst case at creation: decoding allocates no device memory), uploads
-// its inputs and runs. The outputs of tokens marked for output are kept until the next decode():
+// cells, takes the decoder graph of its shape (models/decoder_graph.h: tokens, outputs, and the
+// cells attention reads, KvCache::n_kv_padded()) planned in the compute arena (reserved for the
+// worst case at creation: decoding allocates no device memory), uploads its inputs (the cells it
+// writes among them) and runs. Graphs and plans are kept for the shapes that repeat
+// (llm/decoder_plans.h): a stream decoding token after token builds and plans once per
+// KvCache::kPadCells cells. The outputs of tokens marked for output are kept until the next decode():
 // logits, or, in a context created with embeddings on, hidden states (see ContextOptions).
 //
 // The compute arena is the context's own, or one it shares with other owners that take turns on
@@ -20,7 +23,9 @@
 //
 // Residency: on a device with a residency manager the context's memory belongs to the weights'
 // owner: the KV cache is one resident, the compute arena and input buffer another ("re-planned":
-// every graph is planned when it runs, so nothing keeps their old addresses). Every method that
+// plans hold arena offsets, not addresses, and inputs are bound at every step, so nothing keeps
+// their old addresses; cached plans hold the weights' and the cache's addresses and are dropped
+// when either moves, DeviceWeights::generation() and KvCache::generation()). Every method that
 // computes or reads K/V pins the owner for its length, restoring whatever was evicted first (an
 // Error with the manager's numbers when there is no room), and rebuilds the KV views it captured
 // when the cache came back elsewhere (KvCache::generation()). A shared compute arena
@@ -41,6 +46,7 @@
 #include <vector>
 
 #include "llm/batch.h"
+#include "llm/decoder_plans.h"
 #include "llm/device_weights.h"
 #include "llm/kv_cache.h"
 #include "llm/model.h"
@@ -70,6 +76,9 @@ struct ContextOptions {
   // A compute arena on the backend's device shared with other owners (non-owning; must outlive the
   // context); null: the context makes its own.
   ComputeArena* arena = nullptr;
+  // Keep the plans of steps whose shape repeats (llm/decoder_plans.h); false builds and plans
+  // every micro-batch (as llama.cpp's LLAMA_GRAPH_REUSE_DISABLE): the same outputs, for checking.
+  bool reuse_plans = true;
 };
 
 struct DecodeOptions {
@@ -109,6 +118,8 @@ class Context final : private Evictable {
   // when it was not marked (or the context outputs logits).
   std::span<const float> embeddings(size_t i) const;
   bool outputs_embeddings() const { return opt_.embeddings; }
+  // Decoder graphs built and planned by decode() so far; the other micro-batches reused one.
+  uint64_t graphs_built() const;
 
   const Model& model() const { return weights_->model(); }
   const DeviceWeights& weights() const { return *weights_; }
@@ -159,6 +170,9 @@ class Context final : private Evictable {
                        size_t& out_index);
   Status apply_kv_shift();
   Result<ExecPlan> plan_graph(Graph& g);
+  // The plan of a micro-batch step of `spec`'s shape: a cached one (plans_) or one built, planned
+  // and kept now.
+  Result<DecoderPlan*> step_plan(const DecoderGraphSpec& spec);
   // Floats per output row: n_embd with embeddings on, else n_vocab.
   size_t output_width() const;
   std::span<const float> output_row(size_t i) const;  // under mutex_
@@ -169,6 +183,8 @@ class Context final : private Evictable {
   AttentionPath attention_ = AttentionPath::Flash;
   std::unique_ptr<KvCache> kv_;
   std::vector<KvLayerMemory> kv_layers_;  // views of kv_ at kv_generation_
+  DecoderPlans plans_;                    // decode steps' plans, reused while their shape repeats
+  uint64_t graphs_built_ = 0;
   uint64_t kv_generation_ = 0;
   Resident compute_resident_;  // before the arena and inputs_: outlives their buffers
   std::unique_ptr<ComputeArena> own_arena_;  // null when sharing options.arena
@@ -177,7 +193,7 @@ class Context final : private Evictable {
   std::vector<float> outputs_;      // [n_outputs][output_width()] of the last decode()
   std::vector<int64_t> output_row_; // per batch token: its row in outputs_, or -1
   // Host staging for a micro-batch's inputs.
-  std::vector<int32_t> stage_ids_, stage_pos_, stage_rows_;
+  std::vector<int32_t> stage_ids_, stage_pos_, stage_rows_, stage_cells_;
   std::vector<float> stage_mask_;
   mutable std::mutex mutex_;
 };

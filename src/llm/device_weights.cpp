@@ -219,6 +219,7 @@ void DeviceWeights::drop_file_pages(bool also_read_in_place) const {
 }
 
 void DeviceWeights::bind_views() {
+  ++generation_;
   size_t visit = 0;
   visit_weights([&](Weight& w, WeightUse) {
     const Placement& p = placements_[placement_of_[visit++]];

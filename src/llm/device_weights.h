@@ -28,9 +28,10 @@
 //             copied tensors are null (decoding with them is refused); views into the mapping stay
 //             (the mapping is the Model's; its pages are the residency manager's to drop).
 // Preparing is a pure function of the mapped bytes, so rebuild() puts the same bytes back
-// (bit-identical results), possibly at another device address: contexts read weights() at every
-// decode and keep no weight address from one decode to the next. The mapped file is the shadow of
-// the copies: releasing needs no copy out.
+// (bit-identical results), possibly at another device address: generation() rises whenever the
+// views change, and contexts that keep weight addresses from one decode to the next (their cached
+// plans) compare it at every decode. The mapped file is the shadow of the copies: releasing needs
+// no copy out.
 //
 // Residency: on a device with a residency manager (runtime/residency.h) the weights are one
 // resident of their own owner (owner(): the contexts over them share it), counted as the buffer's
@@ -117,6 +118,9 @@ class DeviceWeights : private Evictable {
   // name that is not one of its file's tensors (or the weights of a text model).
   const Weight* tensor(std::string_view name) const;
   bool resident() const { return resident_; }
+  // Raised each time weights() views change (release, rebuild): addresses taken from weights()
+  // hold while it stays the same.
+  uint64_t generation() const { return generation_; }
   // Bytes of the buffer while resident (the same after every rebuild; 0: nothing is copied).
   size_t buffer_bytes() const { return buffer_bytes_; }
   // Bytes of the tensors read in place from the mapped file (host devices only).
@@ -174,6 +178,7 @@ class DeviceWeights : private Evictable {
   size_t buffer_bytes_ = 0, mapped_bytes_ = 0;
   std::unique_ptr<Buffer> buffer_;
   bool resident_ = false;
+  uint64_t generation_ = 0;  // bind_views() calls
 };
 
 }  // namespace kiln

@@ -36,6 +36,15 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& 
     KILN_ASSIGN_OR_RETURN(kv->k_views_[il], kv->k_bufs_[il]->view(type_k, {kv->n_embd_k_, n_ctx, 1, 1}));
     KILN_ASSIGN_OR_RETURN(kv->v_views_[il], kv->v_bufs_[il]->view(type_v, {kv->n_embd_v_, n_ctx, 1, 1}));
   }
+  // Zeroed cells: attention reads masked cells too (n_kv_padded()), and their contents must be
+  // finite (a masked key's score must not be NaN).
+  std::vector<uint8_t> zeros;
+  for (const std::vector<TensorView>* views : {&kv->k_views_, &kv->v_views_}) {
+    for (const TensorView& v : *views) {
+      zeros.assign(v.span_bytes(), 0);
+      KILN_TRY(device.upload(v, zeros.data(), zeros.size()));
+    }
+  }
   return kv;
 }
 
@@ -124,6 +133,11 @@ size_t KvCache::bytes() const {
   for (const auto& b : k_bufs_) total += b->size();
   for (const auto& b : v_bufs_) total += b->size();
   return total;
+}
+
+int64_t KvCache::n_kv_padded() const {
+  const int64_t padded = std::max<int64_t>(kPadCells, (used_end_ + kPadCells - 1) / kPadCells * kPadCells);
+  return std::min(padded, size());
 }
 
 size_t KvCache::cell_bytes() const {

@@ -49,7 +49,7 @@ struct KvCell {
 class KvCache final : private Evictable {
  public:
   // Allocates n_layer K and V buffers (MemoryKind::Kv, tagged `owner_name`) on `device`, as a
-  // resident of `owner` when the device has a residency manager.
+  // resident of `owner` when the device has a residency manager, and zeroes them.
   static Result<std::unique_ptr<KvCache>> create(Device& device, const HParams& hp, int64_t n_ctx, DType type_k,
                                                  DType type_v, OwnerId owner, const std::string& owner_name);
   // Bytes of the K and V buffers that create() allocates for these arguments.
@@ -77,6 +77,13 @@ class KvCache final : private Evictable {
   void commit(int64_t head, std::span<const int32_t> pos, std::span<const int32_t> seq);
   // Cells [0, n_kv) cover every used cell; attention reads only these.
   int64_t n_kv() const { return used_end_; }
+  // n_kv() rounded up to a multiple of kPadCells (at least kPadCells), at most size(): the cells a
+  // decode step's attention reads. It stays the same while the cache grows inside it, so the
+  // step's graph repeats and its plan is reused (ref: llama_kv_cache::get_n_kv, which pads to
+  // 256). The cells past n_kv() are masked and hold finite values (the cache starts zeroed):
+  // masked keys add exact zeros, so the padding changes no bits.
+  static constexpr int64_t kPadCells = 256;
+  int64_t n_kv_padded() const;
   int64_t n_used() const;
   const KvCell& cell(int64_t i) const { return cells_[static_cast<size_t>(i)]; }
 

@@ -21,7 +21,7 @@ Tensor weight(Graph& g, const Weight& w) {
 Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const DecoderWeights& w,
                                          const std::vector<KvLayerMemory>& kv, const DecoderGraphSpec& spec) {
   KILN_ASSERT(kv.size() == static_cast<size_t>(hp.n_layer), "decoder graph: one KV memory per layer");
-  KILN_ASSERT(spec.kv_head + spec.n_tokens <= spec.n_kv, "decoder graph: batch cells outside [0, n_kv)");
+  KILN_ASSERT(spec.n_tokens <= spec.n_kv, "decoder graph: more tokens than cells attention reads");
   const int64_t T = spec.n_tokens;
   const int64_t hd_k = hp.head_dim_k, hd_v = hp.head_dim_v;
   const int64_t n_head = hp.n_head, n_head_kv = hp.n_head_kv;
@@ -34,6 +34,7 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
     out.tokens = g.input("tokens", DType::I32, {T, 1, 1, 1});
   }
   out.positions = g.input("positions", DType::I32, {T, 1, 1, 1});
+  out.kv_cells = g.input("kv_cells", DType::I32, {T, 1, 1, 1});
   out.kq_mask = g.input("kq_mask", DType::F32, {spec.n_kv, T, 1, 1});
   out.out_rows = g.input("out_rows", DType::I32, {spec.n_outputs, 1, 1, 1});
   const Tensor freq_factors = weight(g, w.rope_freqs);
@@ -71,7 +72,7 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
       k = g.rope(k, out.positions, rope, p + "k_rope");
     }
 
-    // Write this batch's K and V into cells [kv_head, kv_head + T) of the cache.
+    // Write this batch's K and V into cells kv_cells of the cache (one row per token).
     const TensorView& kmem = kv[static_cast<size_t>(il)].k;
     const TensorView& vmem = kv[static_cast<size_t>(il)].v;
     const Tensor k_cache = g.external(p + "k_cache", kmem);
@@ -79,12 +80,8 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
     const size_t k_row = kmem.nb[1], v_row = vmem.nb[1];
     const size_t k_head = row_size(kmem.type, hd_k), k_elt = type_size(kmem.type);
     const size_t v_head = row_size(vmem.type, hd_v), v_elt = type_size(vmem.type);
-    const auto head = static_cast<size_t>(spec.kv_head);
-    g.cpy_into(k, g.view(k_cache, {hd_k, n_head_kv, T, 1}, {k_elt, k_head, k_row, k_row * T}, head * k_row),
-               p + "k_store");
-    g.cpy_into(g.reshape(v, {hd_v, n_head_kv, T, 1}),
-               g.view(v_cache, {hd_v, n_head_kv, T, 1}, {v_elt, v_head, v_row, v_row * T}, head * v_row),
-               p + "v_store");
+    g.set_rows(k_cache, g.reshape(k, {hd_k * n_head_kv, T, 1, 1}), out.kv_cells, p + "k_store");
+    g.set_rows(v_cache, g.reshape(v, {hd_v * n_head_kv, T, 1, 1}), out.kv_cells, p + "v_store");
 
     // Attention over cells [0, n_kv): q [hd_k, T, n_head], k [hd_k, n_kv, n_head_kv], v likewise.
     const Tensor k_all = g.view(k_cache, {hd_k, spec.n_kv, n_head_kv, 1},

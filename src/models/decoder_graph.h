@@ -29,8 +29,10 @@ enum class DecoderOutput : uint8_t {
 struct DecoderGraphSpec {
   int64_t n_tokens = 1;   // tokens in the micro-batch
   int64_t n_outputs = 1;  // rows whose outputs are computed
-  int64_t kv_head = 0;    // first cache cell the batch's K/V are written to
-  int64_t n_kv = 1;       // cells attention reads: [0, n_kv), covering kv_head + n_tokens
+  // Cells attention reads: [0, n_kv), covering the cells the batch is written to (kv_cells). The
+  // cells themselves are an input, so one graph serves every step with these sizes (a context
+  // pads n_kv to keep it fixed while the cache grows: llm/context.h).
+  int64_t n_kv = 1;
   AttentionPath attention = AttentionPath::Plain;
   DecoderOutput output = DecoderOutput::Logits;
   // The micro-batch enters as embeddings (F32 [n_embd, n_tokens], e.g. an image's) instead of
@@ -40,6 +42,9 @@ struct DecoderGraphSpec {
   // single_row_order on the matrix products and attention): its outputs and K/V are then the
   // bits of the token decoded alone.
   bool single_row_order = false;
+
+  // Equal specs build graphs of the same shape (every field is part of it).
+  bool operator==(const DecoderGraphSpec&) const = default;
 };
 
 // Inputs the caller binds before each execution, and the output it reads.
@@ -47,6 +52,7 @@ struct DecoderGraph {
   Tensor tokens;     // I32 [n_tokens] (invalid with embeddings_input)
   Tensor input_embd; // F32 [n_embd, n_tokens] (embeddings_input; else invalid)
   Tensor positions;  // I32 [n_tokens]
+  Tensor kv_cells;   // I32 [n_tokens]: the cache cell each token's K and V are written to, < n_kv
   Tensor kq_mask;    // F32 [n_kv, n_tokens]: 0 visible, -inf hidden (llm/kv_cache.h fill_mask)
   Tensor out_rows;   // I32 [n_outputs]: batch rows whose outputs are wanted, ascending
   Tensor logits;     // F32 [n_vocab, n_outputs] (DecoderOutput::Logits; else invalid)
@@ -54,7 +60,8 @@ struct DecoderGraph {
 };
 
 // Adds the decoder to `g` (which should be empty) and marks its output (spec.output) as output.
-// Weights must be addressable on the executing device (host memory for host backends).
+// Weights and `kv` must be addressable on the executing device (host memory for host backends);
+// the graph keeps their addresses (rebuild it when they move).
 Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const DecoderWeights& w,
                                          const std::vector<KvLayerMemory>& kv, const DecoderGraphSpec& spec);
 

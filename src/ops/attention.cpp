@@ -185,6 +185,14 @@ struct MaskRow {
   }
 };
 
+// One past the last key a row sees (slope * mask not -inf), 0 when it sees none.
+int64_t visible_end(const MaskRow& mask, float slope, int64_t n_kv) {
+  if (!mask.mask) return mask.causal ? std::clamp<int64_t>(mask.last_visible + 1, 0, n_kv) : n_kv;
+  int64_t end = n_kv;
+  while (end > 0 && slope * mask.at(end - 1) == -INFINITY) --end;
+  return end;
+}
+
 // The mask of query row (iq1, iq2, iq3): src3's row, or the causal rule.
 MaskRow mask_row(const OpCall& call, int64_t iq1, int64_t iq2, int64_t iq3) {
   MaskRow mask;
@@ -350,17 +358,20 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
     const int64_t kb1 = static_cast<int64_t>(k.nb[1]), vb1 = static_cast<int64_t>(v.nb[1]);
     const MaskRow mask = mask_row(call, iq1, iq2, iq3);
     const float slope = slopes(static_cast<uint32_t>(iq2));
+    // Keys past the row's last visible one have probability 0 and change no sum (a padded KV
+    // cache's cells, a causal row's future): they are not computed.
+    const int64_t n_vis = visible_end(mask, slope, n_kv);
     if (!flash) {
       float* w = reinterpret_cast<float*>(base + l.scores);
-      for (int64_t j = 0; j < n_kv; ++j) {
+      for (int64_t j = 0; j < n_vis; ++j) {
         float s;
         kt->vec_dot(dk, &s, k_plane + j * kb1, q_conv);
         w[j] = s * scale + slope * mask.at(j);
       }
       if (v.type == DType::F16) {
-        softmax_in_place(n_kv, [w](int64_t j) -> float& { return w[j]; });
+        softmax_in_place(n_vis, [w](int64_t j) -> float& { return w[j]; });
         std::fill(acc, acc + dv, 0.0f);
-        for (int64_t j = 0; j < n_kv; ++j) {
+        for (int64_t j = 0; j < n_vis; ++j) {
           const char* vr = v_plane + j * vb1;
           const float p = f16_to_f32(f32_to_f16(w[j]));
           for (int64_t i = 0; i < dv; ++i) acc[i] += p * load_f32(DType::F16, vr + 2 * i);
@@ -368,12 +379,12 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
       } else {
         // ref: ggml_compute_forward_soft_max_f32: max, ggml_vec_soft_max_f32, then times (float)(1/sum).
         float max = -INFINITY;
-        for (int64_t j = 0; j < n_kv; ++j) max = fmax_of(max, w[j]);
+        for (int64_t j = 0; j < n_vis; ++j) max = fmax_of(max, w[j]);
         if (max == -INFINITY) {
-          std::fill(w, w + n_kv, 0.0f);
+          std::fill(w, w + n_vis, 0.0f);
         } else {
-          const float inv = static_cast<float>(1.0 / exp_sum_ggml(n_kv, w, max));
-          for (int64_t j = 0; j < n_kv; ++j) w[j] *= inv;
+          const float inv = static_cast<float>(1.0 / exp_sum_ggml(n_vis, w, max));
+          for (int64_t j = 0; j < n_vis; ++j) w[j] *= inv;
         }
         // kqv = mul_mat(v^T, kq): per output i, key j goes to lane j % 16 of accumulator (j / 16) % n_acc
         // by FMA. ref: llamafile_sgemm's tinyBLAS<16> (one accumulator; ggml uses it for >= 2 queries)
@@ -382,7 +393,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         const int64_t n_acc = one_row ? 4 : 1;
         float* lanes = reinterpret_cast<float*>(base + l.lanes);  // [dv][n_acc][16]
         std::fill(lanes, lanes + dv * n_acc * kLanes, 0.0f);
-        for (int64_t j = 0; j < n_kv; ++j) {
+        for (int64_t j = 0; j < n_vis; ++j) {
           const float* vr = reinterpret_cast<const float*>(v_plane + j * vb1);
           const int64_t slot = ((j / kLanes) % n_acc) * kLanes + j % kLanes;
           for (int64_t i = 0; i < dv; ++i) {
@@ -410,7 +421,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
       }
       float S = 0.0f;
       float M = -INFINITY;
-      for (int64_t j = 0; j < n_kv; ++j) {
+      for (int64_t j = 0; j < n_vis; ++j) {
         const float mv = slope * mask.at(j);
         if (mv == -INFINITY) continue;
         float s;

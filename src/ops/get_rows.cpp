@@ -49,7 +49,7 @@ void run_get_rows(const OpCall& call, int, int64_t begin, int64_t end, void*) {
   for (int64_t r = begin; r < end; ++r) {
     const RowIdx ri = row_idx(d, r);
     char* drow = row_ptr(d, ri);
-    const int64_t id = elem<int32_t>(ids, row_ptr(ids, ri.i2, ri.i3, 0), ri.i1);
+    const int64_t id = row_id(ids, ri);
     if (id < 0 || id >= w.ne[1]) {
       for (int64_t i0 = 0; i0 < n; ++i0) elem<float>(d, drow, i0) = NAN;
       continue;

@@ -38,6 +38,7 @@ extern const KernelFns kAttentionKernel;
 extern const KernelFns kGeluQuickKernel;
 extern const KernelFns kAvgPool2dKernel;
 extern const KernelFns kRmsNormMulKernel;
+extern const KernelFns kSetRowsKernel;
 
 // (i1, i2, i3) of flat row r of a view with sizes ne (rows counted over dims 1..3).
 struct RowIdx {
@@ -60,6 +61,11 @@ inline char* row_ptr(const TensorView& v, RowIdx r) { return row_ptr(v, r.i1, r.
 template <class T>
 inline T& elem(const TensorView& v, char* row, int64_t i0) {
   return *reinterpret_cast<T*>(row + i0 * static_cast<int64_t>(v.nb[0]));
+}
+// GetRows' and SetRows' row id for row (i1, i2, i3) of the rows they move: ids[i1, i2, i3] of an
+// I32 ids tensor [m, a, b].
+inline int64_t row_id(const TensorView& ids, RowIdx r) {
+  return elem<int32_t>(ids, row_ptr(ids, r.i2, r.i3, 0), r.i1);
 }
 
 // One F32, F16 or BF16 element as F32, and back (F16/BF16 rounded as ggml rounds).

@@ -49,6 +49,8 @@ const ops::KernelFns& kernel_of(OpKind k) {
       return ops::kAvgPool2dKernel;
     case OpKind::RmsNormMul:
       return ops::kRmsNormMulKernel;
+    case OpKind::SetRows:
+      return ops::kSetRowsKernel;
   }
   KILN_ASSERT(false, "kernel_of: unknown OpKind");
 }
@@ -120,12 +122,14 @@ const char* op_name(OpKind k) {
       return "avg_pool_2d";
     case OpKind::RmsNormMul:
       return "rms_norm_mul";
+    case OpKind::SetRows:
+      return "set_rows";
   }
   return "unknown";
 }
 
 Status check_kernel(const OpCall& call) {
-  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::RmsNormMul)) {
+  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::SetRows)) {
     return make_error("[op] unknown op kind ", static_cast<int>(call.kind));
   }
   if (call.n_src < 0 || call.n_src > 4) {

@@ -41,6 +41,7 @@ enum class OpKind : uint8_t {
   GeluQuick,   // x * sigmoid(1.702 x) (CLIP's quick GELU)
   AvgPool2d,   // mean over params.pool x params.pool windows of a grid of channel vectors
   RmsNormMul,  // per row: RmsNorm(src0) * src1 in one pass, bit for bit RmsNorm then Mul
+  SetRows,     // dst[:, src1[i]] = src0[:, i] converted to dst.type (src1: I32 row ids); other rows kept
 };
 
 // Shapes and types of each op in detail (ggml's conventions, ne[0] innermost):
@@ -62,11 +63,14 @@ enum class OpKind : uint8_t {
 //   Concat    src0, src1, dst F32/F16/BF16 of equal sizes except along params.axis.
 //   ArgMax    src0 F32 [n, r1, r2, r3], dst I32 [r1 * r2 * r3] (first index of the maximum).
 //   Attention see the OpKind comment; K any type with a vec_dot, V F32/F16 (flash: any to_float).
+//   SetRows   src0 F32 [n, m, a, b] (contiguous rows), src1 I32 [m, a, b], dst [n, r, a, b] of any
+//             type with a from_float (F32, F16, BF16, quantized), contiguous rows; an id outside
+//             [0, r) writes nothing. dst is memory written into (Graph::set_rows: the KV cache).
 //   AvgPool2d src0 F32 [c, w, h, b] (a w x h grid of c-channel vectors, x along dim 1), dst F32
 //             [c, w / k, h / k, b] with k = params.pool (w and h multiples of k): stride k, no
 //             padding.
 // Every op runs in place when dst is exactly src0 (same data and strides), except MulMat,
-// GetRows, Concat, ArgMax, Attention and AvgPool2d. Kernels that see bad data (a row id out of range) never
+// GetRows, Concat, ArgMax, Attention, AvgPool2d and SetRows. Kernels that see bad data (a row id out of range) never
 // read out of bounds: they write NaN rows (GetRows).
 
 // Arithmetic of Attention. Both agree within float tolerance; each matches one llama.cpp setting.

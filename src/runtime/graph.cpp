@@ -309,6 +309,15 @@ Tensor Graph::cpy_into(Tensor src, Tensor dst, std::string_view name) {
   return add_op(OpKind::Cpy, {src}, {}, d.view.type, d.view.ne, name, dst.id);
 }
 
+Tensor Graph::set_rows(Tensor dst, Tensor src, Tensor ids, std::string_view name) {
+  if (!usable({dst, src, ids})) return Tensor{};
+  const GraphTensor& d = tensor(dst);
+  if (tensors_[static_cast<size_t>(d.storage)].role == TensorRole::Input) {
+    return fail(make_error("graph: set_rows ", describe(dst.id), ": inputs are read-only"));
+  }
+  return add_op(OpKind::SetRows, {src, ids}, {}, d.view.type, d.view.ne, name, dst.id);
+}
+
 Tensor Graph::op(OpKind kind, std::initializer_list<Tensor> srcs, const OpParams& params, DType type,
                  Shape ne, std::string_view name) {
   if (!usable(srcs)) return Tensor{};

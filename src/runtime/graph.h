@@ -9,7 +9,7 @@
 //   - views (view, reshape, permute, transpose): metadata over another tensor's storage.
 // Nodes execute in the order they were added, which is topological because an op can only refer
 // to tensors that already exist; a write into a leaf (cpy_into the KV cache) therefore happens
-// before every op added after it.
+// before every op added after it (cpy_into, set_rows).
 //
 // Every op is validated when added: its shape is derived here and kernel_supported() (ops/op.h)
 // must accept it. The first problem is kept as status() with a message naming the node; later
@@ -109,6 +109,11 @@ class Graph {
   // Copies `src` into the memory of `dst` (a leaf or a view of one, e.g. a KV-cache slot),
   // converting to dst's type; the result is a tensor over dst's memory, ordered after the write.
   Tensor cpy_into(Tensor src, Tensor dst, std::string_view name = {});
+  // Writes row i of `src` (F32 [n, m, a, b]) into row ids[i] of `dst` (a leaf or a view of one,
+  // [n, rows, a, b], e.g. a KV cache) converted to dst's type (OpKind::SetRows); ids is I32
+  // [m, a, b]. The result is a tensor over dst's memory, ordered after the write. Unlike a
+  // cpy_into a view at an offset, the rows written are data: the graph does not depend on them.
+  Tensor set_rows(Tensor dst, Tensor src, Tensor ids, std::string_view name = {});
   // Any op with its result's type and sizes stated by the caller; the result is a new contiguous
   // tensor.
   Tensor op(OpKind kind, std::initializer_list<Tensor> srcs, const OpParams& params, DType type, Shape ne,

@@ -215,6 +215,57 @@ TEST_F(ContextTest, SavedSequenceRestoresBitExact) {
   }
 }
 
+// A stream decoding token after token builds one graph per KvCache::kPadCells cells and reuses
+// its plan in between; every step's logits are those of a context that builds every step.
+TEST_F(ContextTest, StepsOfOneShapeReuseOnePlanWithTheSameLogits) {
+  std::unique_ptr<Context> ctx[2];
+  for (int reuse = 0; reuse < 2; ++reuse) {
+    ContextOptions opt;
+    opt.n_ctx = 640;
+    opt.n_ubatch = 16;
+    opt.reuse_plans = reuse == 1;
+    auto c = Context::create(model_, engine_.backend, opt);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    ctx[reuse] = std::move(*c);
+  }
+  const auto toks = prompt();
+  const auto n_prompt = static_cast<int32_t>(toks.size());
+  ASSERT_EQ(decode_seq(*ctx[0], toks, 0, 0), decode_seq(*ctx[1], toks, 0, 0));
+  const int kSteps = 300;  // past cell 256: a second padded width
+  int differing = 0;
+  for (int i = 0; i < kSteps; ++i) {
+    const int32_t tok = static_cast<int32_t>((7 * i + 3) % ctx[0]->n_vocab());
+    differing += decode_seq(*ctx[0], {tok}, n_prompt + i, 0) != decode_seq(*ctx[1], {tok}, n_prompt + i, 0);
+  }
+  EXPECT_EQ(differing, 0) << "steps whose logits differ between reused and fresh plans";
+  ASSERT_GT(ctx[1]->kv().n_kv(), KvCache::kPadCells);
+  EXPECT_EQ(ctx[1]->kv().n_kv_padded(), 2 * KvCache::kPadCells);
+  EXPECT_EQ(ctx[0]->graphs_built(), 1u + kSteps);
+  EXPECT_EQ(ctx[1]->graphs_built(), 3u);  // the prompt, then one token at 256 and at 512 cells
+
+  // Weights that move (released and rebuilt, as an eviction does) are not read at their old
+  // address: the next step builds again and gives the logits of weights that stayed.
+  auto weights = DeviceWeights::create(model_, engine_.device);
+  ASSERT_TRUE(weights.ok()) << weights.error().message;
+  ASSERT_GT((*weights)->buffer_bytes(), 0u);
+  ContextOptions opt;
+  opt.n_ctx = 64;
+  opt.n_ubatch = 16;
+  auto moved = Context::create(*weights, engine_.backend, opt);
+  auto stayed = Context::create(model_, engine_.backend, opt);
+  ASSERT_TRUE(moved.ok() && stayed.ok());
+  decode_seq(**moved, toks, 0, 0);
+  decode_seq(**stayed, toks, 0, 0);
+  EXPECT_EQ(decode_seq(**moved, {5}, n_prompt, 0), decode_seq(**stayed, {5}, n_prompt, 0));
+  const uint64_t built = (*moved)->graphs_built();
+  const uint64_t generation = (*weights)->generation();
+  (*weights)->release();
+  ASSERT_TRUE((*weights)->rebuild().ok());
+  EXPECT_GT((*weights)->generation(), generation);
+  EXPECT_EQ(decode_seq(**moved, {6}, n_prompt + 1, 0), decode_seq(**stayed, {6}, n_prompt + 1, 0));
+  EXPECT_EQ((*moved)->graphs_built(), built + 1);
+}
+
 // -c 0 in llama.cpp's sense (the whole training context) against the default (at most 4096).
 TEST(ContextSize, ResolvesTheModelsTrainingContext) {
   HParams hp;

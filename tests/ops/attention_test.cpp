@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,52 @@ TEST(OpsAttention, FullyMaskedQueryGivesZerosOnBothPaths) {
     p.attn_path = path;
     run_checked(make_call(OpKind::Attention, d, {&q, &k, &v, &m}, p), d);
     for (int64_t e = 0; e < 8; ++e) EXPECT_EQ(d.get(e, 1), 0.0);
+  }
+}
+
+// Cells past the visible ones, masked (a KV cache padded to a multiple of 256 cells, as a decode
+// step's graph reads it), change no bit of the output on any path: one query, a few, and the
+// tiled flash kernel's 64 and more.
+TEST(OpsAttention, MaskedPaddingCellsChangeNoBits) {
+  std::mt19937 rng(32);
+  const int64_t d_head = 32, n_kv = 37, n_pad = 100;
+  for (AttentionPath path : {AttentionPath::Plain, AttentionPath::Flash}) {
+    for (DType t : {DType::F32, DType::F16}) {
+      for (int64_t n_q : {1, 3, 70}) {
+        SCOPED_TRACE(std::string(path == AttentionPath::Plain ? "plain " : "flash ") + std::string(dtype_name(t)) + " " +
+                     std::to_string(n_q) + " queries");
+        HostTensor q(DType::F32, {d_head, n_q, 4, 1});
+        HostTensor k(t, {d_head, n_pad, 2, 1}), v(t, {d_head, n_pad, 2, 1});
+        q.fill_uniform(rng, -1, 1);
+        k.fill_uniform(rng, -1, 1);
+        v.fill_uniform(rng, -1, 1);
+        HostTensor m_short(DType::F32, {n_kv, n_q, 1, 1}), m_pad(DType::F32, {n_pad, n_q, 1, 1});
+        for (int64_t i = 0; i < n_q; ++i) {
+          for (int64_t j = 0; j < n_pad; ++j) {
+            const bool hidden = j >= n_kv || (j * 7 + i * 3) % 5 == 0;
+            const double mv = hidden ? -INFINITY : 0.0;
+            m_pad.set(j, i, 0, 0, mv);
+            if (j < n_kv) m_short.set(j, i, 0, 0, mv);
+          }
+        }
+        OpParams p;
+        p.scale = 0.2f;
+        p.attn_path = path;
+        HostTensor d_short(DType::F32, {d_head, n_q, 4, 1}), d_pad(DType::F32, {d_head, n_q, 4, 1});
+        OpCall call = make_call(OpKind::Attention, d_short, {&q, &k, &v, &m_short}, p);
+        call.src[1].ne[1] = call.src[2].ne[1] = n_kv;
+        run_checked(call, d_short);
+        run_checked(make_call(OpKind::Attention, d_pad, {&q, &k, &v, &m_pad}, p), d_pad);
+        int differing = 0;
+        for (int64_t h = 0; h < 4; ++h)
+          for (int64_t i = 0; i < n_q; ++i)
+            for (int64_t e = 0; e < d_head; ++e) {
+              const float a = static_cast<float>(d_short.get(e, i, h)), b = static_cast<float>(d_pad.get(e, i, h));
+              differing += std::memcmp(&a, &b, sizeof a) != 0;
+            }
+        EXPECT_EQ(differing, 0) << "outputs that differ once the cache is padded";
+      }
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // MulMat over every weight type (activations converted as llama.cpp converts them), GetRows over
-// every type, and Cpy between float types and into quantized KV-cache formats.
+// every type, Cpy between float types and into quantized KV-cache formats, and SetRows (a batch's
+// K/V rows into the cells a cache chose).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -307,6 +308,71 @@ TEST(OpsCpy, F32IntoQuantizedCacheRowsAndBack) {
     quant_traits(t)->from_float(row.data(), direct.data(), 96);
     EXPECT_EQ(std::memcmp(direct.data(), q.row(3, 1), direct.size()), 0) << dtype_name(t);
   }
+}
+
+// SetRows writes each src row into the dst row its id names, converted as the dst type's
+// from_float converts a row, and leaves every other dst byte as it was; ids outside the dst write
+// nothing.
+TEST(OpsSetRows, RowsLandWhereTheirIdsSayAndNothingElseMoves) {
+  std::mt19937 rng(24);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    const int64_t k = 64, n_dst = 7;
+    HostTensor s(DType::F32, {k, 4, 2, 1}, Layout::Padded);
+    s.fill_uniform(rng, -3, 3);
+    HostTensor ids(DType::I32, {4, 2, 1, 1});
+    const int32_t id_values[2][4] = {{5, 0, -1, 3}, {6, 7, 2, 1}};  // -1 and 7 are outside the dst
+    for (int64_t i1 = 0; i1 < 2; ++i1)
+      for (int64_t i0 = 0; i0 < 4; ++i0) ids.set(i0, i1, 0, 0, id_values[i1][i0]);
+    HostTensor d(t, {k, n_dst, 2, 1}, Layout::Padded);
+    std::vector<float> before(static_cast<size_t>(k * n_dst * 2));
+    for (float& v : before) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+    if (info(t).quantized) {
+      d.set_quantized(before);
+    } else {
+      size_t i = 0;
+      for (int64_t i2 = 0; i2 < 2; ++i2)
+        for (int64_t i1 = 0; i1 < n_dst; ++i1)
+          for (int64_t i0 = 0; i0 < k; ++i0) d.set(i0, i1, i2, 0, before[i++]);
+    }
+    const size_t row_bytes = row_size(t, k);
+    std::vector<std::vector<uint8_t>> old_rows;
+    for (int64_t i2 = 0; i2 < 2; ++i2)
+      for (int64_t i1 = 0; i1 < n_dst; ++i1) old_rows.emplace_back(d.row(i1, i2), d.row(i1, i2) + row_bytes);
+    run_checked(make_call(OpKind::SetRows, d, {&s, &ids}), d);
+    std::vector<float> src_row(static_cast<size_t>(k));
+    std::vector<uint8_t> want(row_bytes);
+    for (int64_t i2 = 0; i2 < 2; ++i2) {
+      for (int64_t i1 = 0; i1 < n_dst; ++i1) {
+        int64_t from = -1;
+        for (int64_t r = 0; r < 4; ++r) from = id_values[i2][r] == i1 ? r : from;
+        if (from < 0) {
+          want = old_rows[static_cast<size_t>(i2 * n_dst + i1)];
+        } else {
+          for (int64_t i0 = 0; i0 < k; ++i0) src_row[static_cast<size_t>(i0)] = static_cast<float>(s.get(i0, from, i2));
+          quant_traits(t)->from_float(src_row.data(), want.data(), k);
+        }
+        EXPECT_EQ(std::memcmp(d.row(i1, i2), want.data(), row_bytes), 0)
+            << type_str(t) << " dst row " << i1 << " of plane " << i2 << (from < 0 ? " (not written)" : "");
+      }
+    }
+    if (t == DType::F16) {  // the conversion is F16's rounding
+      const int64_t r = 3;  // src row 3 of plane 0 went to dst row 3
+      for (int64_t i0 = 0; i0 < k; ++i0) ASSERT_EQ(d.get(i0, r, 0), round_f16(static_cast<float>(s.get(i0, r, 0))));
+    }
+  }
+}
+
+TEST(OpsSetRows, RejectsWhatItCannotWrite) {
+  HostTensor s(DType::F32, {64, 4, 1, 1}), s16(DType::F16, {64, 4, 1, 1}), narrow(DType::F32, {32, 4, 1, 1});
+  HostTensor ids(DType::I32, {4, 1, 1, 1}), ids_f(DType::F32, {4, 1, 1, 1}), ids_short(DType::I32, {3, 1, 1, 1});
+  HostTensor d(DType::F16, {64, 9, 1, 1}), strided(DType::F16, {64, 9, 1, 1}, Layout::Strided0);
+  EXPECT_TRUE(kernel_supported(make_call(OpKind::SetRows, d, {&s, &ids})));
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s16, &ids})));       // src not F32
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s, &ids_f})));       // ids not I32
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s, &ids_short})));   // one id per row
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&narrow, &ids})));    // row widths differ
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, strided, {&s, &ids})));  // dst rows not contiguous
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s})));
 }
 
 TEST(OpsMulMat, DecodeSizedQ4_0IsMilliseconds) {

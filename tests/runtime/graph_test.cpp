@@ -125,6 +125,14 @@ TEST(Graph, ViewsAreCheckedAgainstTheirStorage) {
     EXPECT_FALSE(g.cpy_into(a, b).valid());
     EXPECT_NE(g.status().error().message.find("inputs are read-only"), std::string::npos);
   }
+  {
+    Graph g;
+    Tensor a = g.input("a", DType::F32, {16, 2, 1, 1});
+    Tensor ids = g.input("ids", DType::I32, {2, 1, 1, 1});
+    Tensor b = g.input("b", DType::F32, {16, 8, 1, 1});
+    EXPECT_FALSE(g.set_rows(b, a, ids).valid());
+    EXPECT_NE(g.status().error().message.find("inputs are read-only"), std::string::npos);
+  }
 }
 
 TEST(Graph, CpyIntoWritesIntoTheDestinationStorage) {
@@ -138,6 +146,21 @@ TEST(Graph, CpyIntoWritesIntoTheDestinationStorage) {
   EXPECT_EQ(g.tensor(w).storage, kv.id);
   EXPECT_EQ(g.tensor(w).offset, 96u);
   EXPECT_EQ(g.tensor(w).view.type, DType::F16);
+}
+
+TEST(Graph, SetRowsWritesIntoTheWholeDestination) {
+  std::vector<float> cache(16 * 8);
+  Graph g;
+  Tensor kv = g.external("cache_k", contiguous_view(DType::F16, {16, 8, 1, 1}, cache.data()));
+  Tensor x = g.input("x", DType::F32, {16, 2, 1, 1});
+  Tensor cells = g.input("cells", DType::I32, {2, 1, 1, 1});
+  Tensor w = g.set_rows(kv, x, cells);
+  ASSERT_TRUE(g.status().ok()) << g.status().error().message;
+  EXPECT_EQ(g.tensor(w).storage, kv.id);  // no arena memory: the rows land in the cache
+  EXPECT_EQ(g.tensor(w).offset, 0u);
+  EXPECT_EQ(g.tensor(w).view.ne, (Shape{16, 8, 1, 1}));
+  EXPECT_EQ(g.tensor(w).view.type, DType::F16);
+  EXPECT_FALSE(g.set_rows(kv, g.input("y", DType::F32, {8, 2, 1, 1}), cells).valid());  // row widths differ
 }
 
 }  // namespace
