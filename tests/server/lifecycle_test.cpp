@@ -370,14 +370,22 @@ TEST(ServeSleep, CommandSleepsWakesAndExits) {
   const std::string before = greedy(port, "The quick brown fox", 16);
   ASSERT_FALSE(before.empty());
   const int64_t rss_awake = server->rss_kib();
-  int64_t weights = 0;  // the model's weights as the CPU counts them: the mapped pages it read
-  if (auto m = get(port, "/v1/memory"); m && m->status == 200) {
+  // The model's weights as the CPU counts them (the mapped pages it read); -1 when /v1/memory
+  // does not answer.
+  auto resident_weights = [&]() -> int64_t {
+    auto m = get(port, "/v1/memory");
+    if (!m || m->status != 200) return -1;
+    int64_t bytes = 0;
     const json body = json::parse(m->body);
     for (const json& d : body["devices"])
-      for (const json& o : d["owners"]) weights += o["weights"].get<int64_t>();
-  }
+      for (const json& o : d["owners"]) bytes += o["weights"].get<int64_t>();
+    return bytes;
+  };
+  const int64_t weights = resident_weights();
   ASSERT_GT(weights, 0);
-  ASSERT_TRUE(wait_for([&] { return props_sleeping(port); }, 10));
+  // The server says it sleeps as its eviction starts (a request then wakes it); the pages are gone
+  // once the residency manager counts the weights as evicted.
+  ASSERT_TRUE(wait_for([&] { return props_sleeping(port) && resident_weights() == 0; }, 10));
   const int64_t rss_asleep = server->rss_kib();
   std::fprintf(stderr, "[ serve   ] VmRSS awake %lld KiB, asleep %lld KiB; weights %lld KiB\n",
                static_cast<long long>(rss_awake), static_cast<long long>(rss_asleep),
