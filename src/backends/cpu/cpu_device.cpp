@@ -1,5 +1,6 @@
 #include "backends/cpu/cpu_device.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,6 +22,22 @@ std::optional<size_t> mem_available() {
   std::fclose(f);
   if (!found) return std::nullopt;
   return static_cast<size_t>(kib) * 1024;
+}
+
+// Prepared weights are written whole at load and at every restore: in 2 MiB transparent huge pages
+// (where the kernel allows them, MADV_HUGEPAGE) that is 512 times fewer page faults, and fewer
+// TLB misses when the kernels stream them. Loading the F16 1.1B model took about half the time
+// with it (docs/performance.md). Only weights: a buffer touched in part (an arena) would hold
+// whole huge pages resident. Advice only: nothing fails without it.
+void advise_huge_pages(void* data, size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (bytes < 4 * kHuge) return;
+  const long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) return;
+  const auto p = static_cast<uintptr_t>(page);
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(data) + p - 1) / p * p;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(data) + bytes) / p * p;
+  madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
 }  // namespace
@@ -66,6 +83,7 @@ Result<std::unique_ptr<Buffer>> CpuDevice::allocate(const BufferDesc& desc) {
     return make_error(name_, ": out of memory: cannot allocate ", desc.bytes, " bytes for '", desc.owner,
                       "' (", memory_kind_name(desc.kind), "): ", mi.free, " bytes available of ", mi.total);
   }
+  if (desc.kind == MemoryKind::Weights) advise_huge_pages(data, rounded);
   note_allocated(desc.kind, desc.bytes);
   return std::unique_ptr<Buffer>(
       new HostBuffer(*this, data, desc.bytes, desc.kind, desc.owner, /*owned=*/true, /*writable=*/true));
