@@ -162,8 +162,8 @@ Result<DecoderPlan*> Context::step_plan(const DecoderGraphSpec& spec) {
   if (!opt_.reuse_plans) plans_.clear();
   if (DecoderPlan* cached = plans_.find(spec, gen)) return cached;
   auto step = std::make_unique<DecoderPlan>();
-  KILN_ASSIGN_OR_RETURN(step->io,
-                        build_decoder_graph(step->graph, model().hparams(), weights_->weights(), kv_layers_, spec));
+  KILN_ASSIGN_OR_RETURN(
+      step->io, build_decoder_graph(step->graph, model().hparams(), weights_->weights(), kv_layers_, spec));
   KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(step->graph));
   step->plan.emplace(std::move(plan));
   ++graphs_built_;

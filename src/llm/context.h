@@ -138,8 +138,9 @@ class Context final : private Evictable {
   int32_t seq_pos_max(int32_t seq) const;
   void clear();
   // Frees the host memory of the last decode's outputs and of the input staging (they keep the
-  // largest batch's size: with a large vocabulary, tens of MB), and the cached step plans; the next
-  // decode() allocates and builds them again. The last decode's outputs are gone: call it when nobody will read them (idle sleep).
+  // largest batch's size: with a large vocabulary, tens of MB), and the cached step plans; the
+  // next decode() allocates and builds them again. The last decode's outputs are gone: call it
+  // when nobody will read them (idle sleep).
   void release_host_buffers();
   const KvCache& kv() const { return *kv_; }
   // The compute arena the context plans in (its own or the shared one).

@@ -14,7 +14,8 @@ DecoderPlan* DecoderPlans::find(const DecoderGraphSpec& spec, Generations gen) {
   return nullptr;
 }
 
-DecoderPlan& DecoderPlans::insert(const DecoderGraphSpec& spec, Generations gen, std::unique_ptr<DecoderPlan> plan) {
+DecoderPlan& DecoderPlans::insert(const DecoderGraphSpec& spec, Generations gen,
+                                  std::unique_ptr<DecoderPlan> plan) {
   if (entries_.size() >= kMaxEntries) {
     const auto lru = std::min_element(entries_.begin(), entries_.end(),
                                       [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });

@@ -70,8 +70,8 @@ enum class OpKind : uint8_t {
 //             [c, w / k, h / k, b] with k = params.pool (w and h multiples of k): stride k, no
 //             padding.
 // Every op runs in place when dst is exactly src0 (same data and strides), except MulMat,
-// GetRows, Concat, ArgMax, Attention, AvgPool2d and SetRows. Kernels that see bad data (a row id out of range) never
-// read out of bounds: they write NaN rows (GetRows).
+// GetRows, Concat, ArgMax, Attention, AvgPool2d and SetRows. Kernels that see bad data (a row id
+// out of range) never read out of bounds: they write NaN rows (GetRows).
 
 // Arithmetic of Attention. Both agree within float tolerance; each matches one llama.cpp setting.
 enum class AttentionPath : uint8_t {

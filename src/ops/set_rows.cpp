@@ -22,7 +22,8 @@ Status check_set_rows(const OpCall& call) {
   KILN_TRY(check_type(call, s, DType::F32, "src0 (rows)"));
   KILN_TRY(check_type(call, ids, DType::I32, "src1 (row ids)"));
   const QuantTraits* t = quant_traits(d.type);
-  if (t == nullptr || t->from_float == nullptr) return make_error("[set_rows] no F32 -> ", describe(d), " conversion");
+  if (t == nullptr || t->from_float == nullptr)
+    return make_error("[set_rows] no F32 -> ", describe(d), " conversion");
   if (s.nb[0] != sizeof(float) || d.nb[0] != type_size(d.type))
     return make_error("[set_rows] src0 ", describe(s), " and dst ", describe(d), " need contiguous rows");
   if (s.ne[0] != d.ne[0] || ids.ne[0] != s.ne[1] || ids.ne[1] != s.ne[2] || ids.ne[2] != s.ne[3] ||

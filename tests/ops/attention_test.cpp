@@ -177,8 +177,8 @@ TEST(OpsAttention, MaskedPaddingCellsChangeNoBits) {
   for (AttentionPath path : {AttentionPath::Plain, AttentionPath::Flash}) {
     for (DType t : {DType::F32, DType::F16}) {
       for (int64_t n_q : {1, 3, 70}) {
-        SCOPED_TRACE(std::string(path == AttentionPath::Plain ? "plain " : "flash ") + std::string(dtype_name(t)) + " " +
-                     std::to_string(n_q) + " queries");
+        SCOPED_TRACE(std::string(path == AttentionPath::Plain ? "plain " : "flash ") +
+                     std::string(dtype_name(t)) + " " + std::to_string(n_q) + " queries");
         HostTensor q(DType::F32, {d_head, n_q, 4, 1});
         HostTensor k(t, {d_head, n_pad, 2, 1}), v(t, {d_head, n_pad, 2, 1});
         q.fill_uniform(rng, -1, 1);
@@ -205,7 +205,8 @@ TEST(OpsAttention, MaskedPaddingCellsChangeNoBits) {
         for (int64_t h = 0; h < 4; ++h)
           for (int64_t i = 0; i < n_q; ++i)
             for (int64_t e = 0; e < d_head; ++e) {
-              const float a = static_cast<float>(d_short.get(e, i, h)), b = static_cast<float>(d_pad.get(e, i, h));
+              const float a = static_cast<float>(d_short.get(e, i, h));
+              const float b = static_cast<float>(d_pad.get(e, i, h));
               differing += std::memcmp(&a, &b, sizeof a) != 0;
             }
         EXPECT_EQ(differing, 0) << "outputs that differ once the cache is padded";

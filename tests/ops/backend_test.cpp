@@ -150,7 +150,8 @@ std::vector<BackendCase> make_cases() {
   // Every dst row is written (a permutation), so the result does not depend on the arena's bytes.
   auto cells = std::make_shared<HostTensor>(DType::I32, Shape4{5, 1, 1, 1});
   for (int64_t i = 0; i < 5; ++i) cells->set(i, 0, 0, 0, (3 * i + 1) % 5);
-  cs.push_back({"set_rows f16", OpKind::SetRows, {f32({40, 5, 1, 1}), cells}, none, out(DType::F16, {40, 5, 1, 1})});
+  cs.push_back(
+      {"set_rows f16", OpKind::SetRows, {f32({40, 5, 1, 1}), cells}, none, out(DType::F16, {40, 5, 1, 1})});
   cs.push_back({"get_rows q4_K",
                 OpKind::GetRows,
                 {tensor(DType::Q4_K, {256, 9, 1, 1}, rng), ids},

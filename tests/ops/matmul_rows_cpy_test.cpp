@@ -348,7 +348,8 @@ TEST(OpsSetRows, RowsLandWhereTheirIdsSayAndNothingElseMoves) {
         if (from < 0) {
           want = old_rows[static_cast<size_t>(i2 * n_dst + i1)];
         } else {
-          for (int64_t i0 = 0; i0 < k; ++i0) src_row[static_cast<size_t>(i0)] = static_cast<float>(s.get(i0, from, i2));
+          for (int64_t i0 = 0; i0 < k; ++i0)
+            src_row[static_cast<size_t>(i0)] = static_cast<float>(s.get(i0, from, i2));
           quant_traits(t)->from_float(src_row.data(), want.data(), k);
         }
         EXPECT_EQ(std::memcmp(d.row(i1, i2), want.data(), row_bytes), 0)
@@ -357,20 +358,22 @@ TEST(OpsSetRows, RowsLandWhereTheirIdsSayAndNothingElseMoves) {
     }
     if (t == DType::F16) {  // the conversion is F16's rounding
       const int64_t r = 3;  // src row 3 of plane 0 went to dst row 3
-      for (int64_t i0 = 0; i0 < k; ++i0) ASSERT_EQ(d.get(i0, r, 0), round_f16(static_cast<float>(s.get(i0, r, 0))));
+      for (int64_t i0 = 0; i0 < k; ++i0)
+        ASSERT_EQ(d.get(i0, r, 0), round_f16(static_cast<float>(s.get(i0, r, 0))));
     }
   }
 }
 
 TEST(OpsSetRows, RejectsWhatItCannotWrite) {
   HostTensor s(DType::F32, {64, 4, 1, 1}), s16(DType::F16, {64, 4, 1, 1}), narrow(DType::F32, {32, 4, 1, 1});
-  HostTensor ids(DType::I32, {4, 1, 1, 1}), ids_f(DType::F32, {4, 1, 1, 1}), ids_short(DType::I32, {3, 1, 1, 1});
+  HostTensor ids(DType::I32, {4, 1, 1, 1}), ids_f(DType::F32, {4, 1, 1, 1}),
+      ids_short(DType::I32, {3, 1, 1, 1});
   HostTensor d(DType::F16, {64, 9, 1, 1}), strided(DType::F16, {64, 9, 1, 1}, Layout::Strided0);
   EXPECT_TRUE(kernel_supported(make_call(OpKind::SetRows, d, {&s, &ids})));
-  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s16, &ids})));       // src not F32
-  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s, &ids_f})));       // ids not I32
-  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s, &ids_short})));   // one id per row
-  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&narrow, &ids})));    // row widths differ
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s16, &ids})));      // src not F32
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s, &ids_f})));      // ids not I32
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s, &ids_short})));  // one id per row
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&narrow, &ids})));   // row widths differ
   EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, strided, {&s, &ids})));  // dst rows not contiguous
   EXPECT_FALSE(kernel_supported(make_call(OpKind::SetRows, d, {&s})));
 }

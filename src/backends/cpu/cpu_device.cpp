@@ -31,7 +31,7 @@ std::optional<size_t> mem_available() {
 // whole huge pages resident. Advice only: nothing fails without it.
 void advise_huge_pages(void* data, size_t bytes) {
   constexpr size_t kHuge = size_t{2} << 20;
-  if (bytes < 4 * kHuge) return;
+  if (bytes < 4 * kHuge) return;  // a few pages: little to save, and the edges are not whole pages
   const long page = sysconf(_SC_PAGESIZE);
   if (page <= 0) return;
   const auto p = static_cast<uintptr_t>(page);
