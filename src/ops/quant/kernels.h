@@ -147,10 +147,14 @@ constexpr int64_t split16_pos(int64_t e, int64_t n) {
   return ((e >> 3) & 1) * (n / 2) + ((e >> 4) << 3) + (e & 7);
 }
 // Where value e of a row sits, for kernels written once for plain rows and split rows of n values.
+// kHalvesApart: whether the two 8-value halves of the 16-value steps lie in two separate halves of
+// the row (so a kernel can read each half front to back).
 struct PlainPos {
+  static constexpr bool kHalvesApart = false;
   int64_t operator()(int64_t e) const { return e; }
 };
 struct Split16Pos {
+  static constexpr bool kHalvesApart = true;
   int64_t n;
   int64_t operator()(int64_t e) const { return split16_pos(e, n); }
 };

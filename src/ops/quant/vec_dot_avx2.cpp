@@ -193,62 +193,69 @@ namespace {
 // The F16, F32 and BF16 dot products over rows whose value e sits at at(e) (kernels.h PlainPos or
 // Split16Pos): they load eight values from e = 8j, which are contiguous in both.
 
-// ref: ggml_vec_dot_f16 (ggml-cpu/vec.cpp) as the AVX-512 build runs it (GGML_F16_STEP 64, four
-// accumulators of 16 lanes, GGML_F32Cx16_REDUCE then _mm512_reduce_add_ps, leftovers in double).
-// Each 16-lane vector is held as two 8-lane halves (lo = lanes 0..7, hi = 8..15); lane-wise FMAs are
-// the same, and GCC's _mm512_reduce_add_ps equals hsum_float_8(hi + lo).
+// The main loop of the three: K accumulators of eight lanes over the steps of 8K values i < np,
+// acc[k] taking fma(the eight values at at(i + 8k)) in step order. In a 16-value step, values 0..7
+// go to an even accumulator and 8..15 to an odd one; split rows keep the first in the row's first
+// half and the second in its second half. There the even accumulators run over the first half and
+// then the odd ones over the second, so each operand is read front to back as one stream: taken
+// interleaved, the halves are two streams half a row apart (2 KB on the 1.1B shape), which the
+// hardware prefetcher follows poorly (F16 rows: 23 against 36 GB/s on two Zen 3 cores). Each
+// accumulator sees the same FMAs in the same order either way.
+template <int K, class Pos, class Fma8>
+void accumulate_steps(int64_t np, Pos at, __m256 (&acc)[K], Fma8 fma8) {
+  static_assert(K % 2 == 0);
+  constexpr int64_t kStep = 8 * K;
+  for (__m256& a : acc) a = _mm256_setzero_ps();
+  if constexpr (Pos::kHalvesApart) {
+    for (int64_t i = 0; i < np; i += kStep)
+      for (int k = 0; k < K; k += 2) acc[k] = fma8(at(i + 8 * k), acc[k]);
+    for (int64_t i = 0; i < np; i += kStep)
+      for (int k = 1; k < K; k += 2) acc[k] = fma8(at(i + 8 * k), acc[k]);
+  } else {
+    for (int64_t i = 0; i < np; i += kStep)
+      for (int k = 0; k < K; ++k) acc[k] = fma8(at(i + 8 * k), acc[k]);
+  }
+}
+
+// GGML_F16_STEP / GGML_F32_STEP 64 as the AVX-512 build runs them: four accumulators of 16 lanes,
+// each held here as two 8-lane halves (acc[2j] = lanes 0..7 of accumulator j, acc[2j + 1] = lanes
+// 8..15; lane-wise FMAs are the same), reduced as GGML_F32Cx16_REDUCE then _mm512_reduce_add_ps
+// (GCC's equals hsum_float_8(hi + lo)).
+constexpr int64_t kStep16 = 64;
+inline float reduce_16_lanes(__m256 (&acc)[8]) {
+  for (int h = 0; h < 2; ++h) {
+    acc[h] = _mm256_add_ps(acc[h], acc[h + 4]);
+    acc[h + 2] = _mm256_add_ps(acc[h + 2], acc[h + 6]);
+    acc[h] = _mm256_add_ps(acc[h], acc[h + 2]);
+  }
+  return hsum_float_8(_mm256_add_ps(acc[1], acc[0]));
+}
+
+// ref: ggml_vec_dot_f16 (ggml-cpu/vec.cpp) as the AVX-512 build runs it (leftovers in double).
 template <class Pos>
 float dot_f16(int64_t n, const uint16_t* x, const uint16_t* y, Pos at) {
-  constexpr int64_t kStep = 64;
-  const int64_t np = n & ~(kStep - 1);
-  __m256 lo[4], hi[4];
-  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < np; i += kStep) {
-    for (int j = 0; j < 4; ++j) {
-      const int64_t o = at(i + 16 * j), o8 = at(i + 16 * j + 8);
-      lo[j] = _mm256_fmadd_ps(load_f16x8(x + o), load_f16x8(y + o), lo[j]);
-      hi[j] = _mm256_fmadd_ps(load_f16x8(x + o8), load_f16x8(y + o8), hi[j]);
-    }
-  }
-  double sumf = 0.0;
-  if (np > 0) {
-    lo[0] = _mm256_add_ps(lo[0], lo[2]);
-    hi[0] = _mm256_add_ps(hi[0], hi[2]);
-    lo[1] = _mm256_add_ps(lo[1], lo[3]);
-    hi[1] = _mm256_add_ps(hi[1], hi[3]);
-    lo[0] = _mm256_add_ps(lo[0], lo[1]);
-    hi[0] = _mm256_add_ps(hi[0], hi[1]);
-    sumf = static_cast<double>(hsum_float_8(_mm256_add_ps(hi[0], lo[0])));
-  }
+  const int64_t np = n & ~(kStep16 - 1);
+  __m256 acc[8];
+  accumulate_steps(np, at, acc, [&](int64_t o, __m256 a) {
+    return _mm256_fmadd_ps(load_f16x8(x + o), load_f16x8(y + o), a);
+  });
+  double sumf = np > 0 ? static_cast<double>(reduce_16_lanes(acc)) : 0.0;
   for (int64_t i = np; i < n; ++i) sumf += static_cast<double>(f16_to_f32(x[at(i)]) * f16_to_f32(y[at(i)]));
   return static_cast<float>(sumf);
 }
 
-// ref: ggml_vec_dot_f32 (ggml-cpu/vec.cpp) as the AVX-512 build runs it: GGML_F32_STEP 64 (four
-// accumulators of 16 lanes, reduced as in dot_f16) into a float sum; GCC compiles the leftover loop
-// `sumf += x[i]*y[i]` into rounded products added in index order for chunks of 16, then one chunk of
-// 8, and fused multiply-adds for the last < 8 (read from the disassembly of the reference build,
-// libggml-cpu-zen4.so).
+// ref: ggml_vec_dot_f32 (ggml-cpu/vec.cpp) as the AVX-512 build runs it, into a float sum; GCC
+// compiles the leftover loop `sumf += x[i]*y[i]` into rounded products added in index order for
+// chunks of 16, then one chunk of 8, and fused multiply-adds for the last < 8 (read from the
+// disassembly of the reference build, libggml-cpu-zen4.so).
 template <class Pos>
 float dot_f32(int64_t n, const float* x, const float* y, Pos at) {
-  constexpr int64_t kStep = 64;
-  const int64_t np = n & ~(kStep - 1);
-  __m256 lo[4], hi[4];
-  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < np; i += kStep) {
-    for (int j = 0; j < 4; ++j) {
-      const int64_t o = at(i + 16 * j), o8 = at(i + 16 * j + 8);
-      lo[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + o), _mm256_loadu_ps(y + o), lo[j]);
-      hi[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + o8), _mm256_loadu_ps(y + o8), hi[j]);
-    }
-  }
-  lo[0] = _mm256_add_ps(lo[0], lo[2]);
-  hi[0] = _mm256_add_ps(hi[0], hi[2]);
-  lo[1] = _mm256_add_ps(lo[1], lo[3]);
-  hi[1] = _mm256_add_ps(hi[1], hi[3]);
-  lo[0] = _mm256_add_ps(lo[0], lo[1]);
-  hi[0] = _mm256_add_ps(hi[0], hi[1]);
-  float sumf = hsum_float_8(_mm256_add_ps(hi[0], lo[0]));
+  const int64_t np = n & ~(kStep16 - 1);
+  __m256 acc[8];
+  accumulate_steps(np, at, acc, [&](int64_t o, __m256 a) {
+    return _mm256_fmadd_ps(_mm256_loadu_ps(x + o), _mm256_loadu_ps(y + o), a);
+  });
+  float sumf = reduce_16_lanes(acc);
   int64_t i = np;
   const int64_t rest = n - np;
   const int64_t unfused = (rest & ~int64_t{15}) + ((rest & 15) >= 8 ? 8 : 0);
@@ -260,17 +267,14 @@ float dot_f32(int64_t n, const float* x, const float* y, Pos at) {
   return sumf;
 }
 
+// Four accumulators of eight lanes over steps of 32 values, leftovers in double.
 template <class Pos>
 float dot_bf16(int64_t n, const uint16_t* x, const uint16_t* y, Pos at) {
-  constexpr int64_t kStep = 32;
-  const int64_t np = n & ~(kStep - 1);
-  __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t i = 0; i < np; i += kStep) {
-    for (int j = 0; j < 4; ++j) {
-      const int64_t o = at(i + 8 * j);
-      sum[j] = _mm256_fmadd_ps(load_bf16x8(x + o), load_bf16x8(y + o), sum[j]);
-    }
-  }
+  const int64_t np = n & ~int64_t{31};
+  __m256 sum[4];
+  accumulate_steps(np, at, sum, [&](int64_t o, __m256 a) {
+    return _mm256_fmadd_ps(load_bf16x8(x + o), load_bf16x8(y + o), a);
+  });
   double sumf = reduce_4x8(sum);
   for (int64_t i = np; i < n; ++i) {
     const float xi = std::bit_cast<float>(static_cast<uint32_t>(x[at(i)]) << 16);
