@@ -39,12 +39,12 @@ inline int32_t pack16(int16_t a, int16_t b) {
 }
 
 // The int16 scale pairs of chunks 2p, 2p+1 per int32 lane l (ChunkPair's lanes), from one scale
-// per 16 values: lanes l < 4 take the first 16 values of each chunk, the others the second 16.
+// per 16 values (raw: the block's 16 int8 scales sc): lanes l < 4 take the first 16 values of
+// each chunk, the others the second 16.
 // Chunk c = 2p has scales sc[2c] (values 0..15), sc[2c+1] (16..31); chunk c+1 the next two. One
 // shuffle puts them as int16 pairs: int32 lane 2p = (sc[4p], sc[4p+2]), lane 2p+1 = (sc[4p+1],
 // sc[4p+3]); out[p] takes lane 2p in its low half, lane 2p+1 in its high half.
-inline void scale_pairs(const int8_t sc[16], __m256i out[4]) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+inline void scale_pairs(__m128i raw, __m256i out[4]) {
   const __m256i pairs = _mm256_cvtepi8_epi16(
       _mm_shuffle_epi8(raw, _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15)));
   for (int p = 0; p < 4; ++p) {
@@ -100,7 +100,7 @@ struct Q6K : LaneSums {
     quant::q6_K_levels(b.ql, b.qh, lv);
     quant::q6_K_levels(b.ql + 64, b.qh + 32, lv + 4);
     for (int p = 0; p < 4; ++p) u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
-    scale_pairs(b.scales, u.scales);
+    scale_pairs(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), u.scales);
     // |scale| <= 128: times 32 within int16.
     u.bias32 =
         _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales))),
@@ -186,9 +186,7 @@ struct Q3K : LaneSums {
     for (int c = 0; c < 8; ++c)
       lv[c] = _mm256_or_si256(lv[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, c), m1), 2));
     for (int p = 0; p < 4; ++p) u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
-    int8_t sc[16];
-    quant::q3_K_scales(b.scales, sc);
-    scale_pairs(sc, u.scales);
+    scale_pairs(quant::q3_K_scales(b.scales), u.scales);
     u.d = _mm256_set1_ps(_cvtsh_ss(b.d));
   }
   static __m256i start(const Unpacked&, const quant::BlockQ8_K&) { return _mm256_setzero_si256(); }
@@ -220,10 +218,8 @@ struct Q2K {
     __m256i lv[8];
     two_bit_chunks(b.qs, lv);
     for (int p = 0; p < 4; ++p) u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
-    int8_t sc[16];
-    for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(b.scales[j] & 0xF);
-    scale_pairs(sc, u.scales);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    scale_pairs(_mm_and_si128(sc8, _mm_set1_epi8(0xF)), u.scales);
     u.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0xF)));
     u.d = _mm256_set1_ps(_cvtsh_ss(b.d));
     u.dmin = _cvtsh_ss(b.dmin);

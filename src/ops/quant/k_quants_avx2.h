@@ -23,48 +23,52 @@ inline void k4_scales_mins(const uint8_t* scales, uint8_t sm[16]) {
   std::memcpy(sm, utmp, 16);
 }
 
-// The sixteen 6-bit scales of a Q3_K block's 12 packed bytes, less their bias 32 (-32..31).
-inline void q3_K_scales(const uint8_t* scales, int8_t sc[16]) {
+// The sixteen 6-bit scales of a Q3_K block's 12 packed bytes, less their bias 32 (-32..31), as
+// int8 in one register (built in registers: a 16-byte load of bytes just stored piecewise would
+// wait for the stores).
+inline __m128i q3_K_scales(const uint8_t* scales) {
   const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-  uint32_t aux[4];
+  uint32_t aux[3];
   std::memcpy(aux, scales, 12);
   const uint32_t tmp = aux[2];
-  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-  std::memcpy(sc, aux, 16);
-  for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(sc[j] - 32);
-}
-
-// int16 lanes 0..7 = a, lanes 8..15 = b.
-inline __m256i scales_pair(int16_t a, int16_t b) {
-  return _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_set1_epi16(a)), _mm_set1_epi16(b), 1);
+  const __m128i sc =
+      _mm_setr_epi32(static_cast<int>((aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4)),
+                     static_cast<int>((aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4)),
+                     static_cast<int>(((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4)),
+                     static_cast<int>(((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4)));
+  return _mm_sub_epi8(sc, _mm_set1_epi8(32));
 }
 
 // The 128 levels 0..63 (stored value, biased by 32) of half a Q6_K super-block: low nibbles from
 // ql[0..64), two high bits each from qh[0..32); lv[k] holds values 32k..32k+31 in order.
 inline void q6_K_levels(const uint8_t* ql, const uint8_t* qh, __m256i lv[4]) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m2 = _mm256_set1_epi8(3);
   const __m256i q4bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
   const __m256i q4bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
   const __m256i q4bitsH = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
-  lv[0] = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4));
-  lv[1] = _mm256_or_si256(_mm256_and_si256(q4bits2, m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 2), m2), 4));
-  lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 4), m2), 4));
-  lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bitsH, 6), m2), 4));
+  // Each pair of high bits masked in place, then moved to bits 4..5 (a 16-bit shift moves no set
+  // bit across a byte).
+  const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, _mm256_set1_epi8(0x03)), 4);
+  const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, _mm256_set1_epi8(0x0C)), 2);
+  const __m256i h2 = _mm256_and_si256(q4bitsH, _mm256_set1_epi8(0x30));
+  const __m256i h3 =
+      _mm256_srli_epi16(_mm256_and_si256(q4bitsH, _mm256_set1_epi8(static_cast<char>(0xC0))), 2);
+  lv[0] = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), h0);
+  lv[1] = _mm256_or_si256(_mm256_and_si256(q4bits2, m4), h1);
+  lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), h2);
+  lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), h3);
+}
+
+// int16 lanes 0..7 = scales[2k], lanes 8..15 = scales[2k + 1], from a block's 16 int8 scales held
+// in one register (k < 8).
+inline __m256i scales_pair_of(__m128i scales, int k) {
+  const int64_t lo = 0x0101010101010101LL * (2 * k), hi = 0x0101010101010101LL * (2 * k + 1);
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, _mm_set_epi64x(hi, lo)));
 }
 
 // The bias 32 of the levels as ggml removes it from a super-block's eight int32 lanes: lane l
 // loses 32 * (bsums[2l] * scales[2l] + bsums[2l + 1] * scales[2l + 1]). scales16: the block's 16
-// scales widened to int16 (q6_K_scales16).
-inline __m256i q6_K_scales16(const int8_t* scales) {
-  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
-}
+// scales widened to int16.
 inline __m256i q6_K_bias(const int16_t* bsums, __m256i scales16) {
   return _mm256_slli_epi32(
       _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)), scales16), 5);

@@ -163,7 +163,7 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const Block
     const uint8_t* q4 = x[i].ql;
     const uint8_t* qh = x[i].qh;
     const int8_t* q8 = y[i].qs;
-    const int8_t* sc = x[i].scales;
+    const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < kQK_K / 128; ++j) {
       __m256i lv[4];
@@ -173,16 +173,15 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const Block
       __m256i p[4];
       for (int k = 0; k < 4; ++k) {
         const __m256i p16 = _mm256_maddubs_epi16(lv[k], load256(q8 + 32 * k));
-        p[k] = _mm256_madd_epi16(scales_pair(sc[2 * k], sc[2 * k + 1]), p16);
+        p[k] = _mm256_madd_epi16(scales_pair_of(scales, 4 * j + k), p16);
       }
       sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p[0], p[1]));
       sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p[2], p[3]));
       q8 += 128;
-      sc += 8;
     }
     // The lanes' integer split of the bias matters: each lane is rounded to F32 and scaled
     // separately below.
-    sumi = _mm256_sub_epi32(sumi, q6_K_bias(y[i].bsums, q6_K_scales16(x[i].scales)));
+    sumi = _mm256_sub_epi32(sumi, q6_K_bias(y[i].bsums, _mm256_cvtepi8_epi16(scales)));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   *s = hsum_float_8(acc);
@@ -405,7 +404,8 @@ void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const BlockQ2_K* x, const Block
     summs_f -= dmin * summs;
     const uint8_t* q2 = x[i].qs;
     const int8_t* q8 = y[i].qs;
-    const uint8_t* sc = x[i].scales;
+    const __m128i scales =
+        _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)), _mm_set1_epi8(0xF));
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < kQK_K / 128; ++j) {
       const __m256i q2bits = load256(q2);
@@ -414,9 +414,7 @@ void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const BlockQ2_K* x, const Block
         const __m256i q2k = _mm256_and_si256(_mm256_srli_epi16(q2bits, 2 * k), m3);
         const __m256i p16 = _mm256_maddubs_epi16(q2k, load256(q8));
         q8 += 32;
-        const __m256i scales = scales_pair(sc[0] & 0xF, sc[1] & 0xF);
-        sc += 2;
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales, p16));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair_of(scales, 4 * j + k), p16));
       }
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
@@ -430,8 +428,7 @@ void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const Block
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float d = y[i].d * f16_to_f32(x[i].d);
-    int8_t sc[16];
-    q3_K_scales(x[i].scales, sc);
+    const __m128i scales = q3_K_scales(x[i].scales);
     const __m256i hbits = load256(x[i].hmask);
     const uint8_t* q3 = x[i].qs;
     const int8_t* q8 = y[i].qs;
@@ -448,8 +445,7 @@ void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const Block
         const __m256i q8k = load256(q8);
         q8 += 32;
         const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q3l, q8k), _mm256_maddubs_epi16(q3h, q8k));
-        const __m256i scales = scales_pair(sc[2 * bit], sc[2 * bit + 1]);
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales, p16));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair_of(scales, 4 * j + k), p16));
       }
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
