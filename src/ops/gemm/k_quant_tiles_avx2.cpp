@@ -100,11 +100,10 @@ struct Q6K : LaneSums {
     quant::q6_K_levels(b.ql, b.qh, lv);
     quant::q6_K_levels(b.ql + 64, b.qh + 32, lv + 4);
     for (int p = 0; p < 4; ++p) u.levels[p] = regroup(lv[2 * p], lv[2 * p + 1]);
-    scale_pairs(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), u.scales);
+    const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    scale_pairs(scales, u.scales);
     // |scale| <= 128: times 32 within int16.
-    u.bias32 =
-        _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales))),
-                           _mm256_set1_epi16(-32));
+    u.bias32 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(scales), _mm256_set1_epi16(-32));
     u.d = _mm256_set1_ps(_cvtsh_ss(b.d));
   }
   // The lanes' integer start: minus the bias 32 as q6_K_bias splits it (lane l: 32 * (bsums[2l] *

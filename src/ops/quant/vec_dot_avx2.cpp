@@ -433,11 +433,11 @@ void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const Block
     const uint8_t* q3 = x[i].qs;
     const int8_t* q8 = y[i].qs;
     __m256i sumi = _mm256_setzero_si256();
-    int bit = 0;
     for (int j = 0; j < kQK_K / 128; ++j) {
       const __m256i q3bits = load256(q3);
       q3 += 32;
-      for (int k = 0; k < 4; ++k, ++bit) {
+      for (int k = 0; k < 4; ++k) {
+        const int bit = 4 * j + k;  // the chunk: its hmask bit and its pair of scales
         const __m256i q3l = _mm256_and_si256(_mm256_srli_epi16(q3bits, 2 * k), m3);
         // 4 where the high bit is clear: level = q3l - 4 * (1 - h).
         const __m256i q3h = _mm256_slli_epi16(
@@ -445,7 +445,7 @@ void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const Block
         const __m256i q8k = load256(q8);
         q8 += 32;
         const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q3l, q8k), _mm256_maddubs_epi16(q3h, q8k));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair_of(scales, 4 * j + k), p16));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair_of(scales, bit), p16));
       }
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
