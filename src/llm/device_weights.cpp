@@ -8,6 +8,7 @@
 #include <cstring>
 #include <span>
 
+#include "core/index_threads.h"
 #include "llm/vision_model.h"
 
 namespace kiln {
@@ -77,17 +78,28 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::place(std::shared_ptr<Devi
   const bool host = device.is_host();
   size_t end = 0;
   std::vector<const GgufTensorInfo*> read_plain;  // tensors some use reads in their plain layout
+  std::vector<std::pair<const Weight*, WeightUse>> visits;
   dw->visit_weights([&](const Weight& w, WeightUse use) {
     if (use != WeightUse::MatMul) read_plain.push_back(w.info);
+    visits.emplace_back(&w, use);
   });
-  dw->visit_weights([&](const Weight& w, WeightUse use) {
-    const bool plain = std::find(read_plain.begin(), read_plain.end(), w.info) != read_plain.end();
-    const WeightPlacement p = placement_for(w.view, use, plain);
+  // Every visit's placement, chosen on the prepare threads (choosing a Q8_0 matrix's layout reads it
+  // whole: q8_0_has_level_min).
+  std::vector<WeightPlacement> chosen(visits.size());
+  for_each_index_on_threads(
+      static_cast<int64_t>(visits.size()), dw->options_.prepare_threads, [&](int64_t i) {
+        const auto [w, use] = visits[static_cast<size_t>(i)];
+        const bool plain = std::find(read_plain.begin(), read_plain.end(), w->info) != read_plain.end();
+        chosen[static_cast<size_t>(i)] = placement_for(w->view, use, plain);
+      });
+  for (size_t v = 0; v < visits.size(); ++v) {
+    const GgufTensorInfo* info = visits[v].first->info;
+    const WeightPlacement& p = chosen[v];
     auto same = std::find_if(dw->placements_.begin(), dw->placements_.end(), [&](const Placement& q) {
-      return q.info == w.info && q.prepared.layout == p.layout;
+      return q.info == info && q.prepared.layout == p.layout;
     });
     if (same == dw->placements_.end()) {
-      Placement q{w.info, p, kMapped};
+      Placement q{info, p, kMapped};
       if (host && p.layout == TensorLayout::Plain && !dw->options_.copy_all) {
         dw->mapped_bytes_ += p.bytes;
       } else {
@@ -98,7 +110,7 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::place(std::shared_ptr<Devi
       same = dw->placements_.end() - 1;
     }
     dw->placement_of_.push_back(static_cast<size_t>(same - dw->placements_.begin()));
-  });
+  }
   dw->buffer_bytes_ = end;
   dw->residency_.attach(
       device, dw->owner_, dw->name_, MemoryKind::Weights,
@@ -133,28 +145,41 @@ Status DeviceWeights::rebuild() {
   auto buf = residency_.allocate(desc);
   if (!buf.ok()) return make_error("the weights of '", name_, "' do not fit: ", buf.error().message);
   std::unique_ptr<Buffer> buffer = std::move(*buf);
-  std::vector<uint8_t> staging;  // one prepared tensor at a time, for devices that are not host-visible
+  std::vector<const Placement*> copied;
   for (const Placement& p : placements_) {
-    if (p.offset == kMapped) continue;
-    const TensorView source = file_->tensor_view(*p.info);
-    void* dst = nullptr;
-    if (buffer->host_visible()) {
-      dst = static_cast<char*>(buffer->base()) + p.offset;
-    } else {
-      staging.resize(p.prepared.bytes);
-      dst = staging.data();
-    }
-    if (const Status st = prepare_weight(source, p.prepared, dst); !st.ok())
+    if (p.offset != kMapped) copied.push_back(&p);
+  }
+  // Writes one tensor's prepared bytes at dst, then drops its mapped pages at once, so that the
+  // peak holds the sources being read beside the copy, not the whole file (the pages a tensor
+  // shares with its neighbours go with drop_file_pages below).
+  auto prepare_one = [&](const Placement& p, void* dst) -> Status {
+    if (const Status st = prepare_weight(file_->tensor_view(*p.info), p.prepared, dst); !st.ok())
       return make_error("the weights of '", name_, "': tensor '", p.info->name, "': ", st.error().message);
-    if (!buffer->host_visible()) {
+    if (!read_in_place(placements_, p.info)) file_->drop_tensor_pages({&p.info, 1});
+    return ok_status();
+  };
+  if (buffer->host_visible()) {
+    // Largest first: the threads' shares even out when the small tensors come last.
+    std::stable_sort(copied.begin(), copied.end(), [](const Placement* a, const Placement* b) {
+      return a->prepared.bytes > b->prepared.bytes;
+    });
+    std::vector<Status> done(copied.size());
+    char* base = static_cast<char*>(buffer->base());
+    for_each_index_on_threads(static_cast<int64_t>(copied.size()), options_.prepare_threads, [&](int64_t i) {
+      const Placement& p = *copied[static_cast<size_t>(i)];
+      done[static_cast<size_t>(i)] = prepare_one(p, base + p.offset);
+    });
+    for (const Status& st : done) KILN_TRY(st);
+  } else {
+    std::vector<uint8_t> staging;  // one prepared tensor at a time
+    for (const Placement* p : copied) {
+      staging.resize(p->prepared.bytes);
+      KILN_TRY(prepare_one(*p, staging.data()));
       KILN_ASSIGN_OR_RETURN(
           TensorView bytes,
-          buffer->view(DType::I8, {static_cast<int64_t>(p.prepared.bytes), 1, 1, 1}, p.offset));
+          buffer->view(DType::I8, {static_cast<int64_t>(p->prepared.bytes), 1, 1, 1}, p->offset));
       KILN_TRY(device_->upload(bytes, staging.data(), staging.size()));
     }
-    // At once, so that the peak holds one tensor's source beside the copy, not the whole file
-    // (the pages it shares with the next tensor go with drop_file_pages below).
-    if (!read_in_place(placements_, p.info)) file_->drop_tensor_pages({&p.info, 1});
   }
   buffer_ = std::move(buffer);
   resident_ = true;

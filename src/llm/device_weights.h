@@ -76,6 +76,11 @@ struct WeightOptions {
   // Called (on the locking thread) at the first lock that fails (RLIMIT_MEMLOCK), with what failed
   // and why; the weights stay usable, unlocked. Null: silent.
   std::function<void(const std::string&)> on_lock_failure;
+  // Threads that prepare the copied tensors on a host-visible device, at load and at every restore
+  // (the calling thread and threads started for it; 0 or less: every hardware thread). Each
+  // prepares whole tensors, largest first; the bytes do not depend on the count. The commands pass
+  // their -t.
+  int prepare_threads = 1;
 };
 
 class DeviceWeights : private Evictable {

@@ -1,7 +1,6 @@
 #include "quantize/quantize.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +8,7 @@
 #include <thread>
 
 #include "core/half.h"
+#include "core/index_threads.h"
 #include "ops/quant/quant.h"
 #include "quantize/policy.h"
 
@@ -55,23 +55,13 @@ void quantize_rows(DType type, const float* src, uint8_t* dst, int64_t nrows, in
   const int64_t rows_per_chunk = std::max<int64_t>(1, (kMinChunkValues + n_per_row - 1) / n_per_row);
   const int64_t n_chunks = (nrows + rows_per_chunk - 1) / rows_per_chunk;
   const size_t row_bytes = row_size(type, n_per_row);
-  std::atomic<int64_t> next_chunk{0};
-  auto work = [&] {
-    for (int64_t c = next_chunk.fetch_add(1); c < n_chunks; c = next_chunk.fetch_add(1)) {
-      const int64_t first = c * rows_per_chunk;
-      const int64_t rows = std::min(rows_per_chunk, nrows - first);
-      const size_t written =
-          quantize_chunk(type, src + first * n_per_row, dst + first * row_bytes, rows, n_per_row, imatrix);
-      KILN_ASSERT(written == static_cast<size_t>(rows) * row_bytes,
-                  "quantize_chunk wrote an unexpected size");
-    }
-  };
-  const int64_t n_workers = std::clamp<int64_t>(n_threads, 1, n_chunks);
-  std::vector<std::thread> workers;
-  workers.reserve(static_cast<size_t>(n_workers - 1));
-  for (int64_t i = 1; i < n_workers; ++i) workers.emplace_back(work);
-  work();
-  for (std::thread& w : workers) w.join();
+  for_each_index_on_threads(n_chunks, n_threads, [&](int64_t c) {
+    const int64_t first = c * rows_per_chunk;
+    const int64_t rows = std::min(rows_per_chunk, nrows - first);
+    const size_t written =
+        quantize_chunk(type, src + first * n_per_row, dst + first * row_bytes, rows, n_per_row, imatrix);
+    KILN_ASSERT(written == static_cast<size_t>(rows) * row_bytes, "quantize_chunk wrote an unexpected size");
+  });
 }
 
 // The importance weights for one tensor, or null (with a warning where llama.cpp warns).

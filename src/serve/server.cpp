@@ -30,7 +30,8 @@ DeviceRegistryOptions registry_options(const ServerOptions& opt) {
 
 // How the model's weights are held (--no-mmap, --mlock); a failed lock is a warning in the log.
 WeightOptions weight_options(const ServerOptions& opt) {
-  WeightOptions o{.copy_all = opt.no_mmap, .lock = opt.mlock, .on_lock_failure = {}};
+  WeightOptions o{
+      .copy_all = opt.no_mmap, .lock = opt.mlock, .on_lock_failure = {}, .prepare_threads = opt.n_threads};
   if (opt.log) o.on_lock_failure = [log = opt.log](const std::string& message) { log("warning: " + message); };
   return o;
 }

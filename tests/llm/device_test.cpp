@@ -210,6 +210,46 @@ TEST(DeviceWeights, EveryTensorIsPlacedAsPreparedFromTheFile) {
   }
 }
 
+WeightOptions weight_options(bool copy_all, int prepare_threads) {
+  WeightOptions o;
+  o.copy_all = copy_all;
+  o.prepare_threads = prepare_threads;
+  return o;
+}
+
+// Prepared on several threads (largest tensors first, each claimed by whichever thread is free),
+// every tensor of every fixture is placed where one thread places it, with the bytes one thread
+// writes, at load and after a release and rebuild. --no-mmap copies every tensor, so plain ones
+// take the threaded path too.
+TEST(DeviceWeights, PreparingOnManyThreadsWritesWhatOneThreadWrites) {
+  for (const std::string& path : all_models()) {
+    auto model = load(path);
+    ASSERT_TRUE(model);
+    auto devices = make_devices(size_t{512} << 20);
+    ASSERT_TRUE(devices);
+    for (bool copy_all : {false, true}) {
+      auto one = DeviceWeights::create(model, devices->cpu(), weight_options(copy_all, 1));
+      auto many = DeviceWeights::create(model, devices->cpu(), weight_options(copy_all, 5));
+      ASSERT_TRUE(one.ok() && many.ok()) << path;
+      ASSERT_EQ((*many)->placements().size(), (*one)->placements().size()) << path;
+      for (size_t i = 0; i < (*one)->placements().size(); ++i) {
+        const DeviceWeights::Placement &a = (*one)->placements()[i], &b = (*many)->placements()[i];
+        EXPECT_EQ(b.info, a.info) << path;
+        EXPECT_EQ(b.prepared.layout, a.prepared.layout) << path << ": " << a.info->name;
+        EXPECT_EQ(b.offset, a.offset) << path << ": " << a.info->name;
+      }
+      const auto want = device_bytes(**one);
+      if (copy_all) {
+        EXPECT_GT((*many)->buffer_bytes(), 0u) << path;
+      }
+      EXPECT_EQ(device_bytes(**many), want) << path;
+      (*many)->release();
+      ASSERT_TRUE((*many)->rebuild().ok()) << path;
+      EXPECT_EQ(device_bytes(**many), want) << path << " after a rebuild";
+    }
+  }
+}
+
 // Released and rebuilt in the middle of a generation, with a spacer allocation in the way so the
 // weights come back at another address: the same bytes, the same logits at every step.
 TEST(DeviceWeights, ReleaseAndRebuildMidGenerationGiveIdenticalLogits) {

@@ -212,7 +212,7 @@ DeviceRegistryOptions ModelFlags::device_options() const {
 }
 
 WeightOptions ModelFlags::weight_options(const char* command) const {
-  WeightOptions o{.copy_all = no_mmap, .lock = mlock, .on_lock_failure = {}};
+  WeightOptions o{.copy_all = no_mmap, .lock = mlock, .on_lock_failure = {}, .prepare_threads = threads};
   if (mlock) o.on_lock_failure = [command](const std::string& message) { print_warning(command, message); };
   return o;
 }
