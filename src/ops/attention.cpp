@@ -100,7 +100,7 @@ Status check_attention(const OpCall& call) {
 }
 
 struct Layout {
-  size_t q_conv = 0, scores = 0, acc = 0, acc16 = 0, vrow = 0, lanes = 0, per_unit = 0;
+  size_t q_conv = 0, scores = 0, acc = 0, acc16 = 0, vrow = 0, lanes = 0, keys = 0, per_unit = 0;
 };
 
 Layout layout_of(const OpCall& call) {
@@ -116,7 +116,9 @@ Layout layout_of(const OpCall& call) {
   l.vrow = l.acc16 + align_up(static_cast<size_t>(dv) * sizeof(uint16_t));
   l.lanes = l.vrow + align_up(static_cast<size_t>(dv) * sizeof(float));
   const size_t n_lanes = call.params.attn_path == AttentionPath::Plain ? 4 * kLanes : 0;
-  l.per_unit = l.lanes + align_up(static_cast<size_t>(dv) * n_lanes * sizeof(float));
+  l.keys = l.lanes + align_up(static_cast<size_t>(dv) * n_lanes * sizeof(float));
+  const size_t n_keys = call.params.attn_path == AttentionPath::Flash ? static_cast<size_t>(kFaTileKv) : 0;
+  l.per_unit = l.keys + align_up(n_keys * sizeof(quant::F16Key));
   return l;
 }
 
@@ -421,37 +423,45 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
       }
       float S = 0.0f;
       float M = -INFINITY;
-      for (int64_t j = 0; j < n_vis; ++j) {
-        const float mv = slope * mask.at(j);
-        if (mv == -INFINITY) continue;
-        float s;
-        kt->vec_dot(dk, &s, k_plane + j * kb1, q_conv);
-        s = s * scale + mv;
-        const float m_old = M;
-        float ms = 1.0f;  // rescale of the accumulator on a new maximum
-        float vs = 1.0f;  // e^(s - M)
-        if (s > M) {
-          M = s;
-          ms = std::exp(m_old - M);
-        } else {
-          vs = std::exp(s - M);
-        }
-        const char* vr = v_plane + j * vb1;
-        if (v16) {
-          if (ms != 1.0f) quant::f16_scale(dv, acc16, ms);
-          quant::f16_mad(dv, acc16, reinterpret_cast<const uint16_t*>(vr), vs);
-        } else {
-          if (ms != 1.0f) {
-            for (int64_t i = 0; i < dv; ++i) acc[i] *= ms;
+      // Keys in blocks of kFaTileKv: the scores and the running maximum key by key, then (F16 V)
+      // the block's updates of VKQ16 in one pass that keeps it in registers (each element's
+      // updates are the same, in the same order).
+      auto* keys = reinterpret_cast<quant::F16Key*>(base + l.keys);
+      for (int64_t t0 = 0; t0 < n_vis; t0 += kFaTileKv) {
+        const int64_t t1 = std::min(n_vis, t0 + kFaTileKv);
+        int64_t n_live = 0;
+        for (int64_t j = t0; j < t1; ++j) {
+          const float mv = slope * mask.at(j);
+          if (mv == -INFINITY) continue;
+          float s;
+          kt->vec_dot(dk, &s, k_plane + j * kb1, q_conv);
+          s = s * scale + mv;
+          const float m_old = M;
+          float ms = 1.0f;  // rescale of the accumulator on a new maximum
+          float vs = 1.0f;  // e^(s - M)
+          if (s > M) {
+            M = s;
+            ms = std::exp(m_old - M);
+          } else {
+            vs = std::exp(s - M);
           }
-          const float* vf = reinterpret_cast<const float*>(vr);
-          if (v_to_float) {
-            v_to_float(vr, vrow, dv);
-            vf = vrow;
+          if (v16) {
+            keys[n_live++] = {j - t0, ms, vs};
+          } else {
+            const char* vr = v_plane + j * vb1;
+            if (ms != 1.0f) {
+              for (int64_t i = 0; i < dv; ++i) acc[i] *= ms;
+            }
+            const float* vf = reinterpret_cast<const float*>(vr);
+            if (v_to_float) {
+              v_to_float(vr, vrow, dv);
+              vf = vrow;
+            }
+            for (int64_t i = 0; i < dv; ++i) acc[i] = std::fma(vf[i], vs, acc[i]);
           }
-          for (int64_t i = 0; i < dv; ++i) acc[i] = std::fma(vf[i], vs, acc[i]);
+          S = S * ms + vs;
         }
-        S = S * ms + vs;
+        if (v16) quant::f16_mad_keys(n_live, keys, dv, acc16, v_plane + t0 * vb1, static_cast<size_t>(vb1));
       }
       if (v16) {
         for (int64_t i = 0; i < dv; ++i) acc[i] = f16_to_f32(acc16[i]);

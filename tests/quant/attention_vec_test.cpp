@@ -18,30 +18,41 @@
 namespace kiln {
 namespace {
 
-// The flash-attention accumulator updates (SIMD where the CPU has F16C) against the element
-// formula, over lengths with and without a tail, values spanning subnormals to overflow.
-TEST(AttentionVec, F16AccumulatorUpdatesMatchTheElementFormula) {
+// The one-query path's F16 accumulator over a run of keys (SIMD where the CPU has F16C) against
+// the element formulas applied key after key, over lengths with and without a tail, values spanning
+// subnormals to overflow, keys with and without a rescale, rows out of order and repeated.
+TEST(AttentionVec, F16AccumulatorRunMatchesTheElementFormulaKeyAfterKey) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> exponent(-26.0f, 17.0f);
   auto random_f16 = [&] {
     const float mag = std::exp2(exponent(rng));
     return f32_to_f16(rng() % 2 ? mag : -mag);
   };
-  for (int64_t n : {1, 7, 8, 64, 67, 128}) {
-    std::vector<uint16_t> x(static_cast<size_t>(n)), y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      x[i] = random_f16();
-      y[i] = random_f16();
+  const std::vector<float> weights = {0.0f, 1.0f, 0.3183099f, -2.5f, 1e-3f, 3000.0f};
+  for (int64_t n : {1, 7, 8, 64, 67, 128, 136}) {
+    const int64_t n_rows = 9;
+    const size_t row_bytes = static_cast<size_t>(n + 5) * sizeof(uint16_t);
+    std::vector<uint16_t> rows(static_cast<size_t>(n_rows) * (row_bytes / 2)), y(static_cast<size_t>(n));
+    for (uint16_t& v : rows) v = random_f16();
+    for (uint16_t& v : y) v = random_f16();
+    std::vector<quant::F16Key> keys;
+    for (int e = 0; e < 20; ++e) {
+      keys.push_back({static_cast<int64_t>(rng() % n_rows),
+                      e % 3 == 0 ? weights[rng() % weights.size()] : 1.0f, weights[rng() % weights.size()]});
     }
-    for (float v : {0.0f, 1.0f, 0.3183099f, -2.5f, 1e-3f, 3000.0f}) {
-      std::vector<uint16_t> mad = y, scaled = y;
-      quant::f16_mad(n, mad.data(), x.data(), v);
-      quant::f16_scale(n, scaled.data(), v);
-      for (size_t i = 0; i < x.size(); ++i) {
-        ASSERT_EQ(mad[i], f32_to_f16(std::fma(f16_to_f32(x[i]), v, f16_to_f32(y[i]))))
-            << "n " << n << " i " << i;
-        ASSERT_EQ(scaled[i], f32_to_f16(f16_to_f32(y[i]) * v)) << "n " << n << " i " << i;
+    for (size_t n_keys : {size_t{0}, size_t{1}, keys.size()}) {
+      std::vector<uint16_t> got = y, want = y;
+      quant::f16_mad_keys(static_cast<int64_t>(n_keys), keys.data(), n, got.data(),
+                          reinterpret_cast<const char*>(rows.data()), row_bytes);
+      for (size_t e = 0; e < n_keys; ++e) {
+        const uint16_t* x = rows.data() + static_cast<size_t>(keys[e].row) * (row_bytes / 2);
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (keys[e].scale != 1.0f) want[i] = f32_to_f16(f16_to_f32(want[i]) * keys[e].scale);
+          want[i] = f32_to_f16(std::fma(f16_to_f32(x[i]), keys[e].weight, f16_to_f32(want[i])));
+        }
       }
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << "n " << n << " keys " << n_keys << " i " << i;
     }
   }
 }

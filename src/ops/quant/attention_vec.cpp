@@ -11,8 +11,8 @@
 namespace kiln::quant {
 
 // attention_vec_avx2.cpp: n a multiple of 8 (rows: of 8 rows, dk of 8 values; columns: of 8).
-void f16_mad_avx2(int64_t n, uint16_t* y, const uint16_t* x, float v);
-void f16_scale_avx2(int64_t n, uint16_t* y, float s);
+void f16_mad_keys_avx2(int64_t n_keys, const F16Key* keys, int64_t n, uint16_t* y, const char* rows,
+                       size_t row_bytes);
 void f32_mad_rows_avx2(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
                        DType x_type, const float* const* v);
 void exp_shifted_ggml_avx2(int64_t n, float* w, float max);
@@ -32,22 +32,22 @@ float load(DType type, const void* p, int64_t i) {
 
 }  // namespace
 
-void f16_mad(int64_t n, uint16_t* y, const uint16_t* x, float v) {
-  int64_t i = 0;
+void f16_mad_keys(int64_t n_keys, const F16Key* keys, int64_t n, uint16_t* y, const char* rows,
+                  size_t row_bytes) {
+  int64_t i0 = 0;
   if (cpu_has_avx2()) {
-    i = n / 8 * 8;
-    f16_mad_avx2(i, y, x, v);
+    i0 = n / 8 * 8;
+    f16_mad_keys_avx2(n_keys, keys, i0, y, rows, row_bytes);
+    if (i0 == n) return;
   }
-  for (; i < n; ++i) y[i] = f32_to_f16(std::fma(f16_to_f32(x[i]), v, f16_to_f32(y[i])));
-}
-
-void f16_scale(int64_t n, uint16_t* y, float s) {
-  int64_t i = 0;
-  if (cpu_has_avx2()) {
-    i = n / 8 * 8;
-    f16_scale_avx2(i, y, s);
+  for (int64_t e = 0; e < n_keys; ++e) {
+    const F16Key& key = keys[e];
+    const auto* x = reinterpret_cast<const uint16_t*>(rows + static_cast<size_t>(key.row) * row_bytes);
+    for (int64_t i = i0; i < n; ++i) {
+      if (key.scale != 1.0f) y[i] = f32_to_f16(f16_to_f32(y[i]) * key.scale);
+      y[i] = f32_to_f16(std::fma(f16_to_f32(x[i]), key.weight, f16_to_f32(y[i])));
+    }
   }
-  for (; i < n; ++i) y[i] = f32_to_f16(f16_to_f32(y[i]) * s);
 }
 
 void f32_mad_rows(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,

@@ -11,12 +11,19 @@
 
 namespace kiln::quant {
 
-// The F16 accumulator of the one-query path, as ggml's SIMD builds update it (ggml_vec_mad_f16,
-// ggml_vec_scale_f16: widen to F32, one FMA or multiply, round to nearest even):
-// y[i] = f16(fma(f32(x[i]), v, f32(y[i]))) for i in [0, n).
-void f16_mad(int64_t n, uint16_t* y, const uint16_t* x, float v);
-// y[i] = f16(f32(y[i]) * s) for i in [0, n).
-void f16_scale(int64_t n, uint16_t* y, float s);
+// The F16 accumulator of the one-query path over a run of keys, as ggml's SIMD builds update it key
+// after key (ggml_vec_scale_f16, ggml_vec_mad_f16: widen to F32, one multiply or FMA, round to
+// nearest even). Key e of the run, in order: when keys[e].scale != 1 (a new running maximum),
+// y[i] = f16(f32(y[i]) * scale); then y[i] = f16(fma(f32(x[i]), keys[e].weight, f32(y[i]))) for i
+// in [0, n), x the F16 row at rows + keys[e].row * row_bytes. (The SIMD form keeps chunks of y in
+// registers, widened, over the whole run: the same roundings, no store and reload per key.)
+struct F16Key {
+  int64_t row;
+  float scale;
+  float weight;
+};
+void f16_mad_keys(int64_t n_keys, const F16Key* keys, int64_t n, uint16_t* y, const char* rows,
+                  size_t row_bytes);
 
 // The tiled path's kernels take up to kMaxQueries query rows at once (the same K or V rows for
 // all of them, loaded once; six is ggml's AVX2 simd_gemm tile, 6 rows x 16 columns in twelve

@@ -61,23 +61,40 @@ inline void transpose8(__m256 r[8]) {
 
 }  // namespace
 
-void f16_mad_avx2(int64_t n, uint16_t* y, const uint16_t* x, float v) {
-  const __m256 vv = _mm256_set1_ps(v);
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 ys = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
-    _mm_storeu_si128(
-        reinterpret_cast<__m128i*>(y + i),
-        _mm256_cvtps_ph(_mm256_fmadd_ps(load8(x, DType::F16, i), vv, ys), _MM_FROUND_TO_NEAREST_INT));
+namespace {
+
+// x rounded to F16 and widened again (exact: the value an F16 store and reload would give).
+inline __m256 round_f16(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+
+// y[i0 .. i0 + 8 NV) over all the keys, in NV registers.
+template <int NV>
+void mad_keys_chunk(int64_t n_keys, const F16Key* keys, int64_t i0, uint16_t* y, const char* rows,
+                    size_t row_bytes) {
+  __m256 acc[NV];
+  for (int c = 0; c < NV; ++c) acc[c] = load8(y, DType::F16, i0 + 8 * c);
+  for (int64_t e = 0; e < n_keys; ++e) {
+    const F16Key& key = keys[e];
+    const char* x = rows + static_cast<size_t>(key.row) * row_bytes;
+    if (key.scale != 1.0f) {
+      const __m256 s = _mm256_set1_ps(key.scale);
+      for (int c = 0; c < NV; ++c) acc[c] = round_f16(_mm256_mul_ps(acc[c], s));
+    }
+    const __m256 w = _mm256_set1_ps(key.weight);
+    for (int c = 0; c < NV; ++c)
+      acc[c] = round_f16(_mm256_fmadd_ps(load8(x, DType::F16, i0 + 8 * c), w, acc[c]));
   }
+  for (int c = 0; c < NV; ++c)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i0 + 8 * c),
+                     _mm256_cvtps_ph(acc[c], _MM_FROUND_TO_NEAREST_INT));
 }
 
-void f16_scale_avx2(int64_t n, uint16_t* y, float s) {
-  const __m256 vs = _mm256_set1_ps(s);
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 ys = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
-                     _mm256_cvtps_ph(_mm256_mul_ps(ys, vs), _MM_FROUND_TO_NEAREST_INT));
-  }
+}  // namespace
+
+void f16_mad_keys_avx2(int64_t n_keys, const F16Key* keys, int64_t n, uint16_t* y, const char* rows,
+                       size_t row_bytes) {
+  int64_t i0 = 0;
+  for (; i0 + 64 <= n; i0 += 64) mad_keys_chunk<8>(n_keys, keys, i0, y, rows, row_bytes);
+  for (; i0 < n; i0 += 8) mad_keys_chunk<1>(n_keys, keys, i0, y, rows, row_bytes);
 }
 
 namespace {
