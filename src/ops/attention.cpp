@@ -117,7 +117,9 @@ Layout layout_of(const OpCall& call) {
   l.lanes = l.vrow + align_up(static_cast<size_t>(dv) * sizeof(float));
   const size_t n_lanes = call.params.attn_path == AttentionPath::Plain ? 4 * kLanes : 0;
   l.keys = l.lanes + align_up(static_cast<size_t>(dv) * n_lanes * sizeof(float));
-  const size_t n_keys = call.params.attn_path == AttentionPath::Flash ? static_cast<size_t>(kFaTileKv) : 0;
+  // The one-query flash path's block of F16 V updates (quant::f16_mad_keys).
+  const bool f16_keys = call.params.attn_path == AttentionPath::Flash && call.src[2].type == DType::F16;
+  const size_t n_keys = f16_keys ? static_cast<size_t>(kFaTileKv) : 0;
   l.per_unit = l.keys + align_up(n_keys * sizeof(quant::F16Key));
   return l;
 }
@@ -446,7 +448,7 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
             vs = std::exp(s - M);
           }
           if (v16) {
-            keys[n_live++] = {j - t0, ms, vs};
+            keys[n_live++] = {static_cast<int32_t>(j - t0), ms, vs};
           } else {
             const char* vr = v_plane + j * vb1;
             if (ms != 1.0f) {

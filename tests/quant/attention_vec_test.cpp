@@ -37,7 +37,7 @@ TEST(AttentionVec, F16AccumulatorRunMatchesTheElementFormulaKeyAfterKey) {
     for (uint16_t& v : y) v = random_f16();
     std::vector<quant::F16Key> keys;
     for (int e = 0; e < 20; ++e) {
-      keys.push_back({static_cast<int64_t>(rng() % n_rows),
+      keys.push_back({static_cast<int32_t>(rng() % n_rows),
                       e % 3 == 0 ? weights[rng() % weights.size()] : 1.0f, weights[rng() % weights.size()]});
     }
     for (size_t n_keys : {size_t{0}, size_t{1}, keys.size()}) {

@@ -18,7 +18,7 @@ namespace kiln::quant {
 // in [0, n), x the F16 row at rows + keys[e].row * row_bytes. (The SIMD form keeps chunks of y in
 // registers, widened, over the whole run: the same roundings, no store and reload per key.)
 struct F16Key {
-  int64_t row;
+  int32_t row;
   float scale;
   float weight;
 };
