@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
-#include <thread>
 
 #include "core/half.h"
 #include "core/index_threads.h"
@@ -48,8 +47,9 @@ Status check_finite(const GgufTensorInfo& t, const float* v, int64_t n) {
   return ok_status();
 }
 
-// Quantizes `nrows` rows of `n_per_row` values from src into dst on up to n_threads threads, in
-// chunks of whole rows (rows are independent, so the bytes do not depend on the split).
+// Quantizes `nrows` rows of `n_per_row` values from src into dst on up to n_threads threads (0 or
+// less: every hardware thread), in chunks of whole rows (rows are independent, so the bytes do not depend on
+// the split).
 void quantize_rows(DType type, const float* src, uint8_t* dst, int64_t nrows, int64_t n_per_row,
                    const float* imatrix, int n_threads) {
   const int64_t rows_per_chunk = std::max<int64_t>(1, (kMinChunkValues + n_per_row - 1) / n_per_row);
@@ -106,9 +106,6 @@ Result<QuantizeSummary> write_tensors(const GgufFile& src, const std::vector<Ten
                                       const QuantizeOptions& options, GgufWriter& writer) {
   const std::vector<GgufTensorInfo>& infos = src.tensors();
 
-  const int n_threads = options.n_threads > 0
-                            ? options.n_threads
-                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   QuantizeSummary summary;
   summary.n_tensors = choices.size();
   std::vector<float> f32;       // the current tensor as F32 [nelements]
@@ -136,7 +133,7 @@ Result<QuantizeSummary> write_tensors(const GgufFile& src, const std::vector<Ten
       for (int64_t m = 0; m < n_matrices; ++m) {
         const float* w = importance ? importance + (m % t.ne[2]) * n_per_row : nullptr;
         quantize_rows(c.type, f32.data() + m * n_per_row * nrows, packed.data() + m * matrix_bytes, nrows,
-                      n_per_row, w, n_threads);
+                      n_per_row, w, options.n_threads);
       }
       out = packed;
       ++summary.n_converted;
