@@ -28,6 +28,7 @@
 // One work unit is one query row of one head (the tiled path: a block of them); its scratch
 // (converted q, scores, accumulators) is private to the unit.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -109,6 +110,7 @@ Layout layout_of(const OpCall& call) {
   Layout l;
   l.q_conv = 0;
   l.scores = l.q_conv + align_up(row_size(quant_traits(k.type)->vec_dot_type, k.ne[0]));
+  // The plain path's scores of every key; the flash path's mask values of a block of keys.
   const size_t n_scores = call.params.attn_path == AttentionPath::Plain ? static_cast<size_t>(k.ne[1])
                                                                         : static_cast<size_t>(kFaTileKv);
   l.acc = l.scores + align_up(n_scores * sizeof(float));
@@ -147,16 +149,18 @@ bool takes_tiled_path(const OpCall& call) {
 }
 
 // The tiled path's unit is a block of up to kFaTileQ query rows of one head; its scratch holds
-// the K tile transposed to F32 ([dk][kFaTileKv]) and each row's scores and accumulator.
+// the K tile transposed to F32 ([dk][kFaTileKv]) and each row's scores, mask values (slope * mask
+// of the tile's keys) and accumulator.
 struct TiledLayout {
-  size_t kt = 0, rows = 0, per_row = 0, acc = 0, per_unit = 0;
+  size_t kt = 0, rows = 0, per_row = 0, mask = 0, acc = 0, per_unit = 0;
 };
 
 TiledLayout tiled_layout_of(const OpCall& call) {
   const int64_t dk = call.src[1].ne[0], dv = call.src[2].ne[0];
   TiledLayout l;
   l.rows = align_up(static_cast<size_t>(dk * kFaTileKv) * sizeof(float));
-  l.acc = align_up(static_cast<size_t>(kFaTileKv) * sizeof(float));
+  l.mask = align_up(static_cast<size_t>(kFaTileKv) * sizeof(float));
+  l.acc = l.mask + align_up(static_cast<size_t>(kFaTileKv) * sizeof(float));
   l.per_row = l.acc + align_up(static_cast<size_t>(dv) * sizeof(float));
   l.per_unit = l.rows + static_cast<size_t>(kFaTileQ) * l.per_row;
   return l;
@@ -186,6 +190,22 @@ struct MaskRow {
   float at(int64_t j) const {
     if (mask) return load_f32(mask->type, row + j * static_cast<int64_t>(mask->nb[0]));
     return (causal && j > last_visible) ? -INFINITY : 0.0f;
+  }
+  // out[t] = slope * at(j0 + t) for t in [0, n), a contiguous src3 row converted as a whole.
+  void values(int64_t j0, int64_t n, float slope, float* out) const {
+    if (!mask) {
+      const int64_t n_vis = causal ? std::clamp<int64_t>(last_visible - j0 + 1, 0, n) : n;
+      std::fill(out, out + n_vis, slope * 0.0f);
+      std::fill(out + n_vis, out + n, -INFINITY);
+      return;
+    }
+    const int64_t nb0 = static_cast<int64_t>(mask->nb[0]);
+    if (nb0 == static_cast<int64_t>(type_size(mask->type))) {
+      quant_traits(mask->type)->to_float(row + j0 * nb0, out, n);
+    } else {
+      for (int64_t t = 0; t < n; ++t) out[t] = at(j0 + t);
+    }
+    for (int64_t t = 0; t < n; ++t) out[t] *= slope;
   }
 };
 
@@ -229,18 +249,19 @@ void run_tiled_block(const OpCall& call, char* scratch, int64_t r0, int64_t n_ro
   const int64_t kb1 = static_cast<int64_t>(k.nb[1]), vb1 = static_cast<int64_t>(v.nb[1]);
   const DType kv_type = k.type;
   const float scale = call.params.scale;
-  // Without a mask tensor the visible keys of a row are all of them, or (causal) a prefix.
-  const bool mask_tensor = call.n_src == 4, causal = !mask_tensor && call.params.causal;
   float* kt = reinterpret_cast<float*>(scratch);
   const float* qf[kFaTileQ];
   float* kq[kFaTileQ];
+  float* mv[kFaTileQ];
   float* acc[kFaTileQ];
   MaskRow mask[kFaTileQ];
+  uint64_t visible[kFaTileQ];
   float S[kFaTileQ], M[kFaTileQ];
   for (int64_t r = 0; r < n_rows; ++r) {
     char* base = scratch + l.rows + static_cast<size_t>(r) * l.per_row;
     qf[r] = reinterpret_cast<const float*>(row_ptr(q, r0 + r, iq2, iq3));
     kq[r] = reinterpret_cast<float*>(base);
+    mv[r] = reinterpret_cast<float*>(base + l.mask);
     acc[r] = reinterpret_cast<float*>(base + l.acc);
     mask[r] = mask_row(call, r0 + r, iq2, iq3);
     std::fill(acc[r], acc[r] + dv, 0.0f);
@@ -252,23 +273,16 @@ void run_tiled_block(const OpCall& call, char* scratch, int64_t r0, int64_t n_ro
     // The tile's keys some row sees lie in [lo, hi): only their dot products are computed (each
     // key's is its own chain, so which others are computed changes no bits; a masked key's is
     // replaced by -inf below). A causal prompt's later tiles are all masked: nothing computed.
-    int64_t lo = 0, hi = nt;
-    if (causal) {
-      hi = std::clamp<int64_t>(mask[n_rows - 1].last_visible - t0 + 1, 0, nt);
-    } else if (mask_tensor) {
-      lo = nt;
-      hi = 0;
-      for (int64_t r = 0; r < n_rows; ++r) {
-        for (int64_t t = 0; t < nt; ++t) {
-          if (slope * mask[r].at(t0 + t) == -INFINITY) continue;
-          lo = std::min(lo, t);
-          hi = std::max(hi, t + 1);
-        }
-      }
+    uint64_t any_visible = 0;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      mask[r].values(t0, nt, slope, mv[r]);
+      visible[r] = quant::visible_bits(nt, mv[r]);
+      any_visible |= visible[r];
     }
-    if (lo >= hi) continue;
-    lo = lo / 8 * 8;  // whole groups of eight keys for the SIMD kernels (masked extras are harmless)
-    hi = std::min(nt, (hi + 7) / 8 * 8);
+    if (any_visible == 0) continue;
+    // whole groups of eight keys for the SIMD kernels (masked extras are harmless)
+    const int64_t lo = std::countr_zero(any_visible) / 8 * 8;
+    const int64_t hi = std::min<int64_t>(nt, (64 - std::countl_zero(any_visible) + 7) / 8 * 8);
     quant::transpose_rows_f32(hi - lo, dk, k_plane + (t0 + lo) * kb1, static_cast<size_t>(kb1), kv_type, kt,
                               kFaTileKv);
     for (int64_t g = 0; g < n_rows; g += quant::kMaxQueries) {
@@ -282,22 +296,8 @@ void run_tiled_block(const OpCall& call, char* scratch, int64_t r0, int64_t n_ro
     float* live_acc[kFaTileQ];
     const float* live_p[kFaTileQ];
     for (int64_t r = 0; r < n_rows; ++r) {
-      float tile_max = -INFINITY;
-      if (mask_tensor) {
-        for (int64_t t = 0; t < nt; ++t) {
-          const float mv = slope * mask[r].at(t0 + t);
-          if (mv == -INFINITY) {
-            kq[r][t] = -INFINITY;
-            continue;
-          }
-          kq[r][t] = kq[r][t] * scale + mv;
-          tile_max = fmax_of(tile_max, kq[r][t]);
-        }
-      } else {  // keys [0, n_vis) visible, each with mask value slope * 0
-        const int64_t n_vis = causal ? std::clamp<int64_t>(mask[r].last_visible - t0 + 1, 0, nt) : nt;
-        tile_max = quant::scale_add_max(n_vis, kq[r], scale, slope * 0.0f);
-        std::fill(kq[r] + n_vis, kq[r] + nt, -INFINITY);
-      }
+      if (visible[r] == 0) continue;
+      const float tile_max = quant::scale_add_mask_max(nt, kq[r], scale, mv[r]);
       if (tile_max == -INFINITY) continue;
       const float m_new = fmax_of(M[r], tile_max);
       if (m_new > M[r]) {
@@ -429,11 +429,13 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
       // the block's updates of VKQ16 in one pass that keeps it in registers (each element's
       // updates are the same, in the same order).
       auto* keys = reinterpret_cast<quant::F16Key*>(base + l.keys);
+      float* block_mask = reinterpret_cast<float*>(base + l.scores);  // slope * mask of the block's keys
       for (int64_t t0 = 0; t0 < n_vis; t0 += kFaTileKv) {
         const int64_t t1 = std::min(n_vis, t0 + kFaTileKv);
+        mask.values(t0, t1 - t0, slope, block_mask);
         int64_t n_live = 0;
         for (int64_t j = t0; j < t1; ++j) {
-          const float mv = slope * mask.at(j);
+          const float mv = block_mask[j - t0];
           if (mv == -INFINITY) continue;
           float s;
           kt->vec_dot(dk, &s, k_plane + j * kb1, q_conv);

@@ -148,8 +148,9 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
   }
 }
 
-// The tiled path's scores and softmax sums against their element forms: w * scale + add (a product,
-// then a sum) with the largest value, NaNs ignored; chunks of 16 reduced pairwise, added in double.
+// The tiled path's scores and softmax sums against their element forms: w * scale + mask value (a
+// product, then a sum; -inf where the mask value is -inf) with the largest value, NaNs ignored; the
+// visible keys' bits; chunks of 16 reduced pairwise, added in double.
 TEST(AttentionVec, ScoreScalingAndChunkSumsMatchTheElementFormulas) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-40.0f, 40.0f);
@@ -157,20 +158,33 @@ TEST(AttentionVec, ScoreScalingAndChunkSumsMatchTheElementFormulas) {
     std::vector<float> w(static_cast<size_t>(n));
     for (float& x : w) x = dist(rng);
     if (n > 5) w[5] = NAN;
-    for (float add : {0.0f, -3.25f}) {
+    if (n > 9) w[9] = INFINITY;
+    // A causal row's mask (0 up to a key, -inf after), a padded cache's holes, ALiBi-like values, and
+    // NaN mask values (visible: only -inf hides a key).
+    std::vector<std::vector<float>> masks(4, std::vector<float>(static_cast<size_t>(n), 0.0f));
+    for (int64_t i = 0; i < n; ++i) {
+      const auto u = static_cast<size_t>(i);
+      masks[1][u] = i > n / 2 ? -INFINITY : 0.0f;
+      masks[2][u] = rng() % 3 == 0 ? -INFINITY : -0.5f * static_cast<float>(i);
+      masks[3][u] = i % 4 == 1 ? NAN : (i % 4 == 2 ? -INFINITY : 1.5f);
+    }
+    for (const std::vector<float>& mv : masks) {
       std::vector<float> got = w;
-      const float max = quant::scale_add_max(n, got.data(), 0.125f, add);
+      const float max = quant::scale_add_mask_max(n, got.data(), 0.125f, mv.data());
       float want_max = -INFINITY;
+      uint64_t want_bits = 0;
       for (size_t i = 0; i < w.size(); ++i) {
-        const float want = w[i] * 0.125f + add;
+        if (mv[i] != -INFINITY) want_bits |= uint64_t{1} << i;
+        const float want = mv[i] == -INFINITY ? -INFINITY : w[i] * 0.125f + mv[i];
         if (std::isnan(want)) {
-          ASSERT_TRUE(std::isnan(got[i]));
+          ASSERT_TRUE(std::isnan(got[i])) << "n " << n << " i " << i;
           continue;
         }
         ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want)) << "n " << n << " i " << i;
         want_max = std::max(want_max, want);
       }
       EXPECT_EQ(max, want_max) << "n " << n;
+      EXPECT_EQ(quant::visible_bits(n, mv.data()), want_bits) << "n " << n;
     }
     for (float& x : w) x = std::exp(dist(rng) / 8.0f);
     double want = 0.0;

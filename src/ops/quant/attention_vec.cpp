@@ -20,7 +20,8 @@ void transpose_rows8_f32_avx2(int64_t dk, const char* rows, size_t row_bytes, DT
                               int64_t ld);
 void dot_cols_sequential_avx2(int nq, int64_t n, int64_t dk, const float* kt, int64_t ld,
                               const float* const* q, float* const* out);
-float scale_add_max_avx2(int64_t n, float* w, float scale, float add);
+float scale_add_mask_max_avx2(int64_t n, float* w, float scale, const float* mv);
+uint64_t visible_bits_avx2(int64_t n, const float* mv);
 float reduce_add_16_avx2(const float* v);
 
 namespace {
@@ -96,18 +97,29 @@ void dot_cols_sequential(int nq, int64_t n_cols, int64_t dk, const float* kt, in
   }
 }
 
-float scale_add_max(int64_t n, float* w, float scale, float add) {
+float scale_add_mask_max(int64_t n, float* w, float scale, const float* mv) {
   int64_t i = 0;
   float max = -INFINITY;
   if (cpu_has_avx2()) {
     i = n / 8 * 8;
-    max = scale_add_max_avx2(i, w, scale, add);
+    max = scale_add_mask_max_avx2(i, w, scale, mv);
   }
   for (; i < n; ++i) {
-    w[i] = w[i] * scale + add;
+    w[i] = mv[i] == -INFINITY ? -INFINITY : w[i] * scale + mv[i];
     max = ops::fmax_of(max, w[i]);
   }
   return max;
+}
+
+uint64_t visible_bits(int64_t n, const float* mv) {
+  int64_t i = 0;
+  uint64_t bits = 0;
+  if (cpu_has_avx2()) {
+    i = n / 8 * 8;
+    bits = visible_bits_avx2(i, mv);
+  }
+  for (; i < n; ++i) bits |= static_cast<uint64_t>(mv[i] != -INFINITY) << i;
+  return bits;
 }
 
 float reduce_add_16(const float* v) {

@@ -50,9 +50,14 @@ void transpose_rows_f32(int64_t n_rows, int64_t dk, const char* rows, size_t row
 void dot_cols_sequential(int nq, int64_t n_cols, int64_t dk, const float* kt, int64_t ld,
                          const float* const* q, float* const* out);
 
-// w[i] = w[i] * scale + add for i in [0, n) (a product rounded, then a sum: no FMA); returns the
-// largest of the new values, NaNs ignored (-inf when all are NaN or n is 0).
-float scale_add_max(int64_t n, float* w, float scale, float add);
+// The tiled path's masked scores: w[i] = mv[i] == -inf ? -inf : w[i] * scale + mv[i] for i in
+// [0, n) (a product rounded, then a sum: no FMA); returns the largest of the new values, NaNs
+// ignored (-inf when all are NaN or masked, or n is 0).
+float scale_add_mask_max(int64_t n, float* w, float scale, const float* mv);
+
+// Which of n <= 64 mask values leave their key visible: bit i is set unless mv[i] == -inf (a NaN
+// counts as visible).
+uint64_t visible_bits(int64_t n, const float* mv);
 
 // The softmax numerators: w[i] = expf_ggml_avx512(w[i] - max) for i in [0, n) (simd_math.h).
 void exp_shifted_ggml(int64_t n, float* w, float max);

@@ -225,17 +225,29 @@ void dot_cols_sequential_avx2(int nq, int64_t n, int64_t dk, const float* kt, in
   with_nq(nq, [&]<int NQ>() { dot_cols_nq<NQ>(n, dk, kt, ld, q, out); });
 }
 
-float scale_add_max_avx2(int64_t n, float* w, float scale, float add) {
-  const __m256 vs = _mm256_set1_ps(scale), va = _mm256_set1_ps(add);
-  __m256 m = _mm256_set1_ps(-INFINITY);
+float scale_add_mask_max_avx2(int64_t n, float* w, float scale, const float* mv) {
+  const __m256 vs = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+  __m256 m = ninf;
   for (int64_t i = 0; i < n; i += 8) {
-    const __m256 x = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(w + i), vs), va);
+    const __m256 add = _mm256_loadu_ps(mv + i);
+    const __m256 x = _mm256_blendv_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(w + i), vs), add), ninf,
+                                      _mm256_cmp_ps(add, ninf, _CMP_EQ_OQ));
     _mm256_storeu_ps(w + i, x);
     m = _mm256_max_ps(x, m);  // a NaN in x gives m
   }
   const __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   const __m128 q = _mm_max_ps(h, _mm_movehl_ps(h, h));
   return _mm_cvtss_f32(_mm_max_ss(q, _mm_shuffle_ps(q, q, 1)));
+}
+
+uint64_t visible_bits_avx2(int64_t n, const float* mv) {
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  uint64_t bits = 0;
+  for (int64_t i = 0; i < n; i += 8) {
+    const int visible = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(mv + i), ninf, _CMP_NEQ_UQ));
+    bits |= static_cast<uint64_t>(visible) << i;
+  }
+  return bits;
 }
 
 float reduce_add_16_avx2(const float* v) {
