@@ -79,7 +79,7 @@ struct WeightOptions {
   // Threads that prepare the copied tensors on a host-visible device, at load and at every restore
   // (the calling thread and threads started for it; 0 or less: every hardware thread). Each
   // prepares whole tensors, largest first; the bytes do not depend on the count. The commands pass
-  // their -t.
+  // their -t (to the model's draft model and mmproj too).
   int prepare_threads = 1;
 };
 

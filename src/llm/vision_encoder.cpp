@@ -73,8 +73,8 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::create(std::shared_ptr<con
   const auto [w, h] = proj.worst_case_size();
   Graph worst;
   KILN_ASSIGN_OR_RETURN(const EncoderGraph eg, proj.build(worst, w, h, e->attention_));
-  KILN_ASSIGN_OR_RETURN(e->memory_,
-                        VisionMemory::create(e->model_, dev, input_bytes(worst, eg), matmul_weights(worst)));
+  KILN_ASSIGN_OR_RETURN(e->memory_, VisionMemory::create(e->model_, dev, input_bytes(worst, eg),
+                                                         matmul_weights(worst), options.weights));
   KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin own, e->memory_->pin());
   KILN_TRY(place_weights(worst, e->memory_->weights()));
   KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, e->pin_arena());

@@ -56,6 +56,7 @@ struct VisionEncoderOptions {
   FlashAttention flash_attention = FlashAttention::Auto;
   ComputeArena* arena = nullptr;  // shared arena on the backend's device; null: the encoder's own
   size_t cache_images = 16;       // images whose embeddings are kept (0: no cache)
+  WeightOptions weights = {};     // how the mmproj's weights are held and prepared (the model's, usually)
 };
 
 class VisionEncoder {

@@ -4,10 +4,11 @@ namespace kiln {
 
 Result<std::unique_ptr<VisionMemory>> VisionMemory::create(std::shared_ptr<const VisionModel> model,
                                                            Device& device, size_t input_bytes,
-                                                           const std::vector<std::string>& matmul) {
+                                                           const std::vector<std::string>& matmul,
+                                                           const WeightOptions& weights) {
   std::unique_ptr<VisionMemory> m(new VisionMemory());
   m->device_ = &device;
-  KILN_ASSIGN_OR_RETURN(m->weights_, DeviceWeights::create(std::move(model), device, matmul));
+  KILN_ASSIGN_OR_RETURN(m->weights_, DeviceWeights::create(std::move(model), device, matmul, weights));
   const OwnerId owner = m->weights_->owner();
   const std::string& owner_name = m->weights_->name();
   m->inputs_.bytes = input_bytes;

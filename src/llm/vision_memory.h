@@ -30,10 +30,11 @@ class VisionMemory {
  public:
   // Registers both residents on `device` (its manager makes room for them first) and allocates
   // the input buffer of `input_bytes`; the tensors named in `matmul` take the kernels' layouts
-  // (DeviceWeights::create). An Error with the manager's numbers when they do not fit.
+  // (DeviceWeights::create, with `weights`). An Error with the manager's numbers when they do not fit.
   static Result<std::unique_ptr<VisionMemory>> create(std::shared_ptr<const VisionModel> model,
                                                       Device& device, size_t input_bytes,
-                                                      const std::vector<std::string>& matmul);
+                                                      const std::vector<std::string>& matmul,
+                                                      const WeightOptions& weights);
   VisionMemory(const VisionMemory&) = delete;
   VisionMemory& operator=(const VisionMemory&) = delete;
 

@@ -108,7 +108,8 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   if (st->vision) {
     KILN_ASSIGN_OR_RETURN(st->encoder, VisionEncoder::create(st->vision, backend,
                                                              {.flash_attention = co.flash_attention,
-                                                              .arena = co.arena}));
+                                                              .arena = co.arena,
+                                                              .weights = weight_options(opt)}));
   }
   if (st->ctx->n_ctx() / opt.n_parallel < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,
@@ -122,7 +123,8 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
     }
     ContextOptions dc = draft_context_options(co);
     dc.n_ctx = st->ctx->n_ctx();
-    auto spec = Speculator::create(opt.speculative, *model, std::move(draft), backend, dc);
+    auto spec =
+        Speculator::create(opt.speculative, *model, std::move(draft), backend, dc, weight_options(opt));
     if (!spec.ok()) return make_error("serve: ", spec.error().message);
     st->speculator = std::move(*spec);
   }

@@ -191,6 +191,35 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeLossless, ::testing::ValuesIn(conf
                            return n;
                          });
 
+// The draft model's weights are placed with the WeightOptions given (the commands pass the target's
+// -t, --no-mmap and --mlock): copied on three threads, nothing is read from the mapped file, and the
+// drafts are the default placement's.
+TEST(SpeculativeDraftWeights, PlacedWithTheWeightOptionsGiven) {
+  CpuEngine engine(2);
+  const Target target = load_target(fixture_path("llama-spm-e256-Q4_0"), engine, small_context());
+  ASSERT_TRUE(target.ctx);
+  WeightOptions copy_on_three;
+  copy_on_three.copy_all = true;
+  copy_on_three.prepare_threads = 3;
+  auto mapped =
+      Speculator::create(self_draft(4), *target.model, target.model, engine.backend, small_context());
+  auto copied = Speculator::create(self_draft(4), *target.model, target.model, engine.backend,
+                                   small_context(), copy_on_three);
+  ASSERT_TRUE(mapped.ok() && copied.ok());
+  const DeviceWeights& m = (*mapped)->draft_model()->context().weights();
+  const DeviceWeights& c = (*copied)->draft_model()->context().weights();
+  EXPECT_GT(m.mapped_bytes(), 0u);
+  EXPECT_EQ(c.mapped_bytes(), 0u);
+  EXPECT_GT(c.buffer_bytes(), m.buffer_bytes());
+  const std::string prompt = conformance_prompts().at(0);
+  const Generation a = generate(*target.ctx, prompt, 12, sampling(0.0f, 1), mapped->get());
+  const Generation b = generate(*target.ctx, prompt, 12, sampling(0.0f, 1), copied->get());
+  EXPECT_GT(a.drafted, 0);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.drafted, b.drafted);
+  EXPECT_EQ(a.accepted, b.accepted);
+}
+
 // The server's way: several sequences draft, all their verification rows go into one batch, each
 // is verified with its own sampler; every sequence gets the tokens it gets alone without drafts.
 TEST(SpeculativeLosslessBatched, SequencesVerifyTogetherInOneBatch) {

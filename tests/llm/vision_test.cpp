@@ -209,6 +209,30 @@ TEST_F(VisionTest, MatMulWeightsOfTheMmprojTakeTheKernelsLayout) {
   EXPECT_TRUE(e->encode(*img).ok());
 }
 
+// The encoder's weights are held as VisionEncoderOptions::weights says (the commands pass the
+// model's -t, --no-mmap and --mlock): copied on three threads, nothing is read from the mapped file,
+// and an image gives the bits of the default placement.
+TEST_F(VisionTest, EncoderWeightsTakeTheWeightOptionsGiven) {
+  auto f16 = VisionModel::load(kMtmd + "mmproj-mlp-f16.gguf", *model_);
+  ASSERT_TRUE(f16.ok()) << f16.error().message;
+  VisionEncoderOptions copy_on_three{.cache_images = 0};
+  copy_on_three.weights.copy_all = true;
+  copy_on_three.weights.prepare_threads = 3;
+  auto mapped = VisionEncoder::create(*f16, engine_.backend, {.cache_images = 0});
+  auto copied = VisionEncoder::create(*f16, engine_.backend, copy_on_three);
+  ASSERT_TRUE(mapped.ok() && copied.ok());
+  EXPECT_GT((*mapped)->weights().mapped_bytes(), 0u);
+  EXPECT_EQ((*copied)->weights().mapped_bytes(), 0u);
+  EXPECT_GT((*copied)->weights().buffer_bytes(), (*mapped)->weights().buffer_bytes());
+  const auto img = image(**f16, "test-224.png");
+  ASSERT_TRUE(img);
+  auto a = (*mapped)->encode(*img);
+  auto b = (*copied)->encode(*img);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ((*a)->data.size(), (*b)->data.size());
+  EXPECT_EQ(std::memcmp((*a)->data.data(), (*b)->data.data(), (*a)->data.size() * sizeof(float)), 0);
+}
+
 TEST_F(VisionTest, EmbeddingsAreCachedByContent) {
   auto e = encoder(gemma3_, nullptr, 2);
   ASSERT_TRUE(e);

@@ -486,14 +486,15 @@ int run_chat(int argc, char** argv) {
   target_options.n_ctx = mc->context->n_ctx();
   target_options.arena = &mc->arena();  // the draft model computes in the device's arena too
   bool spec_failed = false;
-  const auto speculator = spf.make(*model, mc->backend(), target_options, "chat", &spec_failed);
+  const auto speculator =
+      spf.make(*model, mc->backend(), target_options, mf.weight_options("chat"), "chat", &spec_failed);
   if (spec_failed) return 1;
   const auto drafter = speculator ? speculator->drafter(0) : nullptr;
   co.drafter = drafter.get();
   std::unique_ptr<VisionEncoder> encoder;
   ImageList pending;  // images for the next message
   if (*vision) {
-    auto enc = make_encoder(*vision, *mc, mf.context);
+    auto enc = make_encoder(*vision, *mc, mf.context, mf.weight_options("chat"));
     if (!enc.ok()) return fail("chat", enc.error().message);
     encoder = std::move(*enc);
     for (const std::string& path : media.images) {

@@ -101,12 +101,13 @@ int run_run(int argc, char** argv) {
   target_options.n_ctx = n_ctx;
   target_options.arena = &mc->arena();  // the draft model computes in the device's arena too
   bool spec_failed = false;
-  const auto speculator = spf.make(*model, mc->backend(), target_options, "run", &spec_failed);
+  const auto speculator =
+      spf.make(*model, mc->backend(), target_options, mf.weight_options("run"), "run", &spec_failed);
   if (spec_failed) return 1;
   std::unique_ptr<VisionEncoder> encoder;
   MediaPrompt media_prompt;
   if (*vision) {
-    auto enc = make_encoder(*vision, *mc, mf.context);
+    auto enc = make_encoder(*vision, *mc, mf.context, mf.weight_options("run"));
     if (!enc.ok()) {
       std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
       return 1;

@@ -62,7 +62,8 @@ SpeculativeOptions SpeculativeFlags::resolved() const {
 }
 
 std::unique_ptr<Speculator> SpeculativeFlags::make(const Model& target, Backend& backend,
-                                                   const ContextOptions& target_context, const char* command,
+                                                   const ContextOptions& target_context,
+                                                   const WeightOptions& target_weights, const char* command,
                                                    bool* failed) const {
   *failed = false;
   if (!requested()) return nullptr;
@@ -78,7 +79,8 @@ std::unique_ptr<Speculator> SpeculativeFlags::make(const Model& target, Backend&
     }
     draft = *m;
   }
-  auto s = Speculator::create(o, target, std::move(draft), backend, draft_context_options(target_context));
+  auto s = Speculator::create(o, target, std::move(draft), backend, draft_context_options(target_context),
+                              target_weights);
   if (!s.ok()) {
     std::fprintf(stderr, "kiln %s: %s\n", command, s.error().message.c_str());
     *failed = true;

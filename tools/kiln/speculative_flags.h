@@ -24,11 +24,12 @@ struct SpeculativeFlags {
   SpeculativeOptions resolved() const;
   // The Speculator for `target` (the draft model loaded from -md, its context created on `backend`
   // with the target's context options `target_context`, whose n_ctx must be the target context's
-  // size, and an F16 cache, llama.cpp's default), or null when no speculation was asked for
-  // (or --spec-type none). Errors are printed ("kiln COMMAND: ...") and set *failed.
+  // size, and an F16 cache, llama.cpp's default; its weights placed with the target's
+  // `target_weights`), or null when no speculation was asked for (or --spec-type none). Errors
+  // are printed ("kiln COMMAND: ...") and set *failed.
   std::unique_ptr<Speculator> make(const Model& target, Backend& backend,
-                                   const ContextOptions& target_context, const char* command,
-                                   bool* failed) const;
+                                   const ContextOptions& target_context, const WeightOptions& target_weights,
+                                   const char* command, bool* failed) const;
 };
 
 }  // namespace kiln::cli

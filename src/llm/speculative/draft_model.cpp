@@ -44,11 +44,13 @@ Status check_draft_compatible(const Model& target, const Model& draft) {
 
 Result<std::unique_ptr<DraftModel>> DraftModel::create(std::shared_ptr<const Model> draft,
                                                        const Model& target, Backend& backend,
-                                                       const ContextOptions& options) {
+                                                       const ContextOptions& options,
+                                                       const WeightOptions& weights) {
   KILN_TRY(check_draft_compatible(target, *draft));
   std::unique_ptr<DraftModel> m(new DraftModel());
   m->target_vocab_ = target.hparams().n_vocab;
-  KILN_ASSIGN_OR_RETURN(m->ctx_, Context::create(std::move(draft), backend, options));
+  KILN_ASSIGN_OR_RETURN(auto placed, DeviceWeights::create(std::move(draft), backend.device(), weights));
+  KILN_ASSIGN_OR_RETURN(m->ctx_, Context::create(std::move(placed), backend, options));
   return m;
 }
 

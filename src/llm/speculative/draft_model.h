@@ -33,9 +33,11 @@ Status check_draft_compatible(const Model& target, const Model& draft);
 
 class DraftModel {
  public:
-  // Checks compatibility, then creates the draft's context on `backend` (which must outlive it).
+  // Checks compatibility, then places the draft's weights on backend.device() with `weights` and
+  // creates its context on `backend` (which must outlive it).
   static Result<std::unique_ptr<DraftModel>> create(std::shared_ptr<const Model> draft, const Model& target,
-                                                    Backend& backend, const ContextOptions& options);
+                                                    Backend& backend, const ContextOptions& options,
+                                                    const WeightOptions& weights = {});
   Context& context() { return *ctx_; }
   const Model& model() const { return ctx_->model(); }
   int64_t target_vocab() const { return target_vocab_; }

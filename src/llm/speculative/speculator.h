@@ -40,11 +40,13 @@ class SequenceDrafter;
 class Speculator {
  public:
   // `draft`: the draft model, required by (and only allowed with) draft-simple; its context is
-  // created on `backend` with `draft_context` (which must outlive the Speculator). Errors: options
-  // out of range, a missing or unwanted draft model, an incompatible draft model.
+  // created on `backend` with `draft_context` (which must outlive the Speculator), its weights placed
+  // with `draft_weights` (the target's options: prepared on as many threads). Errors: options out of
+  // range, a missing or unwanted draft model, an incompatible draft model.
   static Result<std::unique_ptr<Speculator>> create(const SpeculativeOptions& options, const Model& target,
                                                     std::shared_ptr<const Model> draft, Backend& backend,
-                                                    const ContextOptions& draft_context);
+                                                    const ContextOptions& draft_context,
+                                                    const WeightOptions& draft_weights = {});
   const SpeculativeOptions& options() const { return options_; }
   // The draft model's context (null without draft-simple).
   DraftModel* draft_model() { return draft_.get(); }
