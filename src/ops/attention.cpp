@@ -434,9 +434,10 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         const int64_t t1 = std::min(n_vis, t0 + kFaTileKv);
         mask.values(t0, t1 - t0, slope, block_mask);
         int64_t n_live = 0;
-        for (int64_t j = t0; j < t1; ++j) {
+        // The visible keys in order (a key whose mask is -inf is skipped).
+        for (uint64_t bits = quant::visible_bits(t1 - t0, block_mask); bits != 0; bits &= bits - 1) {
+          const int64_t j = t0 + std::countr_zero(bits);
           const float mv = block_mask[j - t0];
-          if (mv == -INFINITY) continue;
           float s;
           kt->vec_dot(dk, &s, k_plane + j * kb1, q_conv);
           s = s * scale + mv;
