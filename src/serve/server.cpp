@@ -93,7 +93,8 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
     KILN_ASSIGN_OR_RETURN(st->devices, DeviceRegistry::create(registry_options(opt)));
   }
   KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt.device));
-  KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device, weight_options(opt)));
+  const WeightOptions weights = weight_options(opt);  // the model's, its mmproj's and its draft model's
+  KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device, weights));
   if (shared) st->backend = st->devices->new_backend(*device);
   Backend& backend = st->backend ? *st->backend : st->devices->backend(*device);
   ContextOptions co = opt.context;
@@ -106,10 +107,10 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   }
   KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(st->weights, backend, co));
   if (st->vision) {
-    KILN_ASSIGN_OR_RETURN(st->encoder, VisionEncoder::create(st->vision, backend,
-                                                             {.flash_attention = co.flash_attention,
-                                                              .arena = co.arena,
-                                                              .weights = weight_options(opt)}));
+    KILN_ASSIGN_OR_RETURN(
+        st->encoder, VisionEncoder::create(
+                         st->vision, backend,
+                         {.flash_attention = co.flash_attention, .arena = co.arena, .weights = weights}));
   }
   if (st->ctx->n_ctx() / opt.n_parallel < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,
@@ -123,8 +124,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
     }
     ContextOptions dc = draft_context_options(co);
     dc.n_ctx = st->ctx->n_ctx();
-    auto spec =
-        Speculator::create(opt.speculative, *model, std::move(draft), backend, dc, weight_options(opt));
+    auto spec = Speculator::create(opt.speculative, *model, std::move(draft), backend, dc, weights);
     if (!spec.ok()) return make_error("serve: ", spec.error().message);
     st->speculator = std::move(*spec);
   }
