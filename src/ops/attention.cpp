@@ -35,7 +35,7 @@
 
 #include "ops/kernel.h"
 #include "ops/quant/attention_vec.h"
-#include "ops/quant/kernels.h"  // cpu_has_avx2, cpu_has_avx512_vnni
+#include "ops/quant/kernels.h"  // cpu_detected_level
 #include "ops/quant/quant.h"
 #include "ops/softmax_row.h"
 
@@ -130,9 +130,10 @@ Layout layout_of(const OpCall& call) {
 // V row sizes the tiled kernel takes: 16 floats on CPUs with AVX-512 (the build kiln's references
 // come from), 8 on AVX2 CPUs without it (the haswell variant). So SigLIP's 72-value heads (Gemma 3's
 // vision encoder) take the tiled kernel on AVX2 CPUs, as llama.cpp's prompts there do, and the
-// one-query kernel, with its F16 accumulator, where llama.cpp's AVX-512 build takes it.
+// one-query kernel, with its F16 accumulator, where llama.cpp's AVX-512 build takes it. The CPU's
+// own features decide, not KILN_CPU: a lowered kernel level gives the same bits.
 int64_t tiled_value_lanes() {
-  static const int64_t lanes = quant::cpu_has_avx2() && !quant::cpu_has_avx512_vnni() ? 8 : kLanes;
+  static const int64_t lanes = quant::cpu_detected_level() == quant::CpuLevel::Avx2 ? 8 : kLanes;
   return lanes;
 }
 

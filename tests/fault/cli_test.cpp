@@ -77,6 +77,44 @@ TEST(Cli, PerplexityAndKlDivergenceAgainstItself) {
   std::remove(base.c_str());
 }
 
+// KILN_CPU=avx2 on an AVX-512 machine gives the AVX-512 path's logits bit for bit (the AVX-512
+// kernels keep the AVX2 ones' float order), on every fixture model (with the extra fixtures) and
+// the embedded one: prompt positions (the prompt kernels) and, with -b 1, one token at a time (the
+// one-token kernels). `kiln --version` names the level and the lowering.
+TEST(Cli, KernelLevelsGiveTheSameLogits) {
+  const CliResult version = run("--version");
+  ASSERT_EQ(version.exit_code, 0) << version.out;
+  if (version.out.find("cpu kernels: avx512") == std::string::npos)
+    GTEST_SKIP() << "this CPU has one SIMD level (" << version.out << "): nothing to compare";
+  const CliResult lowered = kiln::test::run_shell("KILN_CPU=avx2 " + kKiln + " --version 2>&1");
+  EXPECT_NE(lowered.out.find("cpu kernels: avx2 (AVX2 FMA F16C); KILN_CPU lowered it from avx512"), std::string::npos)
+      << lowered.out;
+  const CliResult unknown = kiln::test::run_shell("KILN_CPU=avx9 " + kKiln + " --version 2>&1");
+  EXPECT_NE(unknown.out.find("cpu kernels: avx512 (AVX2 FMA F16C AVX512F"), std::string::npos) << unknown.out;
+  EXPECT_NE(unknown.out.find("KILN_CPU='avx9' ignored"), std::string::npos) << unknown.out;
+
+  kiln::test::TempDir dir("kernel_levels");
+  const std::string text = std::string(KILN_SOURCE_DIR) + "/tests/convert/data/heldout_jude_rev1-3.txt";
+  std::vector<std::string> models = {""};  // the embedded model
+  for (const auto& m : kiln::test_data::files("models", ".gguf", true)) models.push_back("-m " + m.string());
+  ASSERT_GT(models.size(), 7u);
+  auto logits = [&](const std::string& env, const std::string& model, const std::string& batch) {
+    const std::string out = dir.path() + "/logits.bin";
+    const CliResult r = kiln::test::run_shell(env + " " + kKiln + " perplexity " + model + " -f " + text +
+                                              " -c 64 --chunks 2 -t 2 " + batch + " --logits-out " + out + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    std::ifstream in(out, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  for (const std::string& model : models) {
+    for (const std::string batch : {"", "-b 1 -ub 1"}) {
+      const std::string avx512 = logits("", model, batch);
+      ASSERT_GT(avx512.size(), 64u * 4) << model;
+      EXPECT_TRUE(avx512 == logits("KILN_CPU=avx2", model, batch)) << "model '" << model << "' " << batch;
+    }
+  }
+}
+
 // -f drops one final newline, as llama.cpp's -f does for llama-perplexity: "text\n" scores the
 // tokens of "text", and only a second newline adds one.
 TEST(Cli, PerplexityFileLosesOneFinalNewline) {

@@ -66,7 +66,16 @@ struct TileCase {
   TensorLayout layout;
   TileFn scalar, simd;
   std::vector<int64_t> ks, rows;
+  TileFn avx512 = nullptr;  // the AVX-512 kernel, where the family has one
 };
+
+// The SIMD kernels of a case this CPU can run (AVX2, then AVX-512), each to equal the scalar one.
+std::vector<std::pair<const char*, TileFn>> simd_levels(const TileCase& c) {
+  std::vector<std::pair<const char*, TileFn>> out;
+  if (quant::cpu_has_avx2()) out.emplace_back("avx2", c.simd);
+  if (quant::cpu_has_avx512_vnni() && c.avx512 != nullptr) out.emplace_back("avx512", c.avx512);
+  return out;
+}
 
 // Runs `fn` over all rows x m activations, outputs `col_stride` floats apart; returns the outputs.
 std::vector<float> run_tile(TileFn fn, const TileCase& c, const std::vector<uint8_t>& w, size_t w_stride,
@@ -105,7 +114,8 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_q4_Kx8,
        gemm::gemm_q4_Kx8_avx2,
        {256, 768},
-       {8, 16}},
+       {8, 16},
+       gemm::gemm_q4_Kx8_avx512},
       {"q8_0x8",
        DType::Q8_0,
        TensorLayout::Q8_0x8,
@@ -247,11 +257,12 @@ TEST(GemmKernels, SimdKernelsEqualTheirScalarKernels) {
             for (int col_stride : {1, 3}) {
               const auto want =
                   run_tile(c.scalar, c, w, w_stride, n_rows, k, act, a_stride, m, col_stride, n_gemm);
-              const auto got =
-                  run_tile(c.simd, c, w, w_stride, n_rows, k, act, a_stride, m, col_stride, n_gemm);
-              ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
-                  << c.name << " k=" << k << " rows=" << n_rows << " m=" << m << " n_gemm_act=" << n_gemm
-                  << " col_stride=" << col_stride;
+              for (const auto& [level, fn] : simd_levels(c)) {
+                const auto got = run_tile(fn, c, w, w_stride, n_rows, k, act, a_stride, m, col_stride, n_gemm);
+                ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                    << c.name << " " << level << " k=" << k << " rows=" << n_rows << " m=" << m
+                    << " n_gemm_act=" << n_gemm << " col_stride=" << col_stride;
+              }
             }
           }
         }
@@ -393,13 +404,14 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
   }
 }
 
-// The Q6_K and Q5_K tiles on arbitrary block bytes (every level, scale and min, Q6_K's scale -128
-// included) and Q8_K activations at their extremes (levels -128 and 127, so the bias and the
-// int16 sums reach their bounds), against the scalar kernels bit for bit: 1..70 activation rows
-// (the tile's one-row path, its 64-row passes and their remainders), 17 weight rows (8 + 8 + 1).
+// The Q6_K, Q5_K and Q4_Kx8 tiles on arbitrary block bytes (every level, scale and min, Q6_K's
+// scale -128 included) and Q8_K activations at their extremes (levels -128 and 127, so the bias and
+// the integer sums reach their bounds), against the scalar kernels bit for bit at every SIMD level:
+// 1..70 activation rows (the tile's one-row path, its 64-row passes and their remainders), 17 weight
+// rows (8 + 8 + 1; Q4_Kx8 takes groups of eight: 16), prompt-order rows none and all.
 TEST(GemmKernels, KQuantTilesEqualTheScalarKernelsOnExtremeBytes) {
   if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: Q6_K and Q5_K take their scalar vec_dots";
-  const int64_t k = 512, n_rows = 17, max_m = 70;
+  const int64_t k = 512, max_m = 70;
   const int64_t act_rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 16, 31, 63, 64, 65, max_m};
   std::mt19937 rng(7);
   auto byte = [&] { return static_cast<uint8_t>(rng()); };
@@ -422,7 +434,8 @@ TEST(GemmKernels, KQuantTilesEqualTheScalarKernelsOnExtremeBytes) {
   const std::vector<uint8_t> acts(reinterpret_cast<const uint8_t*>(act.data()),
                                   reinterpret_cast<const uint8_t*>(act.data() + act.size()));
   for (const TileCase& c : tile_cases()) {
-    if (c.type != DType::Q6_K && c.type != DType::Q5_K) continue;
+    if (c.type != DType::Q6_K && c.type != DType::Q5_K && c.type != DType::Q4_K) continue;
+    const int64_t n_rows = c.layout == TensorLayout::Q4_Kx8 ? 16 : 17;
     std::vector<uint8_t> w(static_cast<size_t>(n_rows) * row_size(c.type, k));
     for (uint8_t& b : w) b = byte();
     for (int64_t i = 0; i < n_rows * nsb; ++i) {
@@ -430,18 +443,36 @@ TEST(GemmKernels, KQuantTilesEqualTheScalarKernelsOnExtremeBytes) {
         auto& blk = reinterpret_cast<quant::BlockQ6_K*>(w.data())[i];
         blk.d = scale();
         if (i % 2 == 0) std::memset(blk.scales, 0x80, sizeof(blk.scales));  // -128 everywhere
-      } else {
+      } else if (c.type == DType::Q5_K) {
         auto& blk = reinterpret_cast<quant::BlockQ5_K*>(w.data())[i];
         blk.d = scale();
         blk.dmin = scale();
+      } else {
+        auto& blk = reinterpret_cast<quant::BlockQ4_K*>(w.data())[i];
+        blk.d = scale();
+        blk.dmin = scale();
+        if (i % 2 == 0) std::memset(blk.scales, 0xFF, sizeof(blk.scales));  // every scale and min 63
       }
     }
+    size_t w_stride = row_size(c.type, k);
+    if (c.layout != TensorLayout::Plain) {
+      const TensorView v = contiguous_view(c.type, {k, n_rows, 1, 1}, w.data());
+      std::vector<uint8_t> prepared(gemm::prepared_bytes(v, c.layout));
+      gemm::prepare(v, c.layout, prepared.data());
+      w_stride = prepared.size() / static_cast<size_t>(n_rows / 8);
+      w = std::move(prepared);
+    }
     for (int64_t m : act_rows) {
-      const auto want = run_tile(c.scalar, c, w, row_size(c.type, k), n_rows, k, acts,
-                                 static_cast<size_t>(nsb) * sizeof(quant::BlockQ8_K), m, 1);
-      const auto got = run_tile(c.simd, c, w, row_size(c.type, k), n_rows, k, acts,
-                                static_cast<size_t>(nsb) * sizeof(quant::BlockQ8_K), m, 1);
-      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << c.name << " m=" << m;
+      for (int64_t n_gemm : {int64_t{0}, m}) {
+        const auto want = run_tile(c.scalar, c, w, w_stride, n_rows, k, acts,
+                                   static_cast<size_t>(nsb) * sizeof(quant::BlockQ8_K), m, 1, n_gemm);
+        for (const auto& [level, fn] : simd_levels(c)) {
+          const auto got = run_tile(fn, c, w, w_stride, n_rows, k, acts,
+                                    static_cast<size_t>(nsb) * sizeof(quant::BlockQ8_K), m, 1, n_gemm);
+          ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+              << c.name << " " << level << " m=" << m << " n_gemm_act=" << n_gemm;
+        }
+      }
     }
   }
 }

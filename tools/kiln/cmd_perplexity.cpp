@@ -74,22 +74,26 @@ class KldFile {
 int run_perplexity(int argc, char** argv) {
   ModelFlags mf;
   mf.context.n_ctx = 512;  // llama.cpp's perplexity default
-  std::string text_file, kld_base;
+  std::string text_file, kld_base, logits_out;
   int64_t max_chunks = -1;
   bool kl_divergence = false;
   OptionParser p("perplexity",
                  "kiln perplexity [-m MODEL.gguf] -f TEXT [-c N] [--chunks N] [--kl-divergence-base FILE "
-                 "[--kl-divergence]]");
+                 "[--kl-divergence]] [--logits-out FILE]");
   p.description(
       "Measures perplexity as llama.cpp's llama-perplexity does: the text in chunks of -c tokens, the\n"
       "second half of each scored. With --kl-divergence-base FILE it saves the model's log-probabilities\n"
-      "(a base model), and with --kl-divergence compares another model (a quantized one) against them.");
+      "(a base model), and with --kl-divergence compares another model (a quantized one) against them.\n"
+      "--logits-out FILE writes the scored positions' logits exactly, for comparing builds, machines and\n"
+      "kernel levels (KILN_CPU) bit for bit.");
   mf.declare(p);
   p.value({"-f", "--file"}, &text_file, "FILE", "the text to score");
   p.value({"--chunks"}, &max_chunks, "N", "score at most N chunks (default -1: all)",
           IntRange::at_least(1).or_also(-1));
   p.value({"--kl-divergence-base"}, &kld_base, "FILE", "save the model's log-probabilities to FILE (or read them with --kl-divergence)");
   p.flag({"--kl-divergence"}, &kl_divergence, "compare with the log-probabilities of --kl-divergence-base");
+  p.value({"--logits-out"}, &logits_out, "FILE",
+          "write every scored position's logits to FILE: n_vocab little-endian F32 values per position, in order");
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("perplexity")) return *code;
   const auto fail = [](const std::string& msg) { return cli::fail("perplexity", msg); };
@@ -98,6 +102,9 @@ int run_perplexity(int argc, char** argv) {
     return cli::fail("perplexity", "--kl-divergence needs --kl-divergence-base FILE", 2);
   if (!kld_base.empty() && !kl_divergence) {
     if (const Status st = check_output_path(kld_base); !st.ok()) return fail(st.error().message);
+  }
+  if (!logits_out.empty()) {
+    if (const Status st = check_output_path(logits_out); !st.ok()) return fail(st.error().message);
   }
   std::string text;  // less one final newline, as llama-perplexity's -f
   if (!read_file_option(text_file, "perplexity", &text)) return 1;
@@ -131,9 +138,19 @@ int run_perplexity(int argc, char** argv) {
   KlStats kl;
   std::vector<double> logp(static_cast<size_t>(n_vocab)), base_logp(static_cast<size_t>(n_vocab));
   std::vector<uint16_t> tmp;
+  std::ofstream logits_file;
+  if (!logits_out.empty()) {
+    logits_file.open(logits_out, std::ios::binary | std::ios::trunc);
+    if (!logits_file) return fail("cannot write " + logits_out);
+  }
   const Status st = score_chunks(
       ctx, tokens, scoring,
       [&](std::span<const float> logits, int32_t target) -> Status {
+        if (logits_file.is_open()) {
+          logits_file.write(reinterpret_cast<const char*>(logits.data()),
+                            static_cast<std::streamsize>(logits.size_bytes()));
+          if (!logits_file) return make_error("cannot write ", logits_out);
+        }
         if (!kld.writing() && !kld.reading()) {
           nll.add(-log_prob(logits, target));
           return ok_status();

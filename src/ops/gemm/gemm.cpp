@@ -125,6 +125,7 @@ struct Table {
 
   Table() {
     const bool avx2 = quant::cpu_has_avx2();
+    const bool avx512 = quant::cpu_has_avx512_vnni();
     for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
       const QuantTraits* q = quant_traits(static_cast<DType>(id));
       if (q == nullptr || q->vec_dot == nullptr) continue;
@@ -145,7 +146,7 @@ struct Table {
               type_size(DType::Q8_K),
               quant_traits(DType::Q8_K)->from_float,
               8,
-              avx2 ? gemm_q4_Kx8_avx2 : gemm_q4_Kx8,
+              avx512 ? gemm_q4_Kx8_avx512 : avx2 ? gemm_q4_Kx8_avx2 : gemm_q4_Kx8,
               gemm_rows_by_four};
     q8_0x8 = {"q8_0x8",
               kActQ8_0Abs,

@@ -57,6 +57,7 @@ void prepare_q4_Kx8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t 
 // activations are Q8_K blocks.
 void gemm_q4_Kx8(const Tile& t);
 void gemm_q4_Kx8_avx2(const Tile& t);
+void gemm_q4_Kx8_avx512(const Tile& t);  // call only when quant::cpu_has_avx512_vnni()
 
 // Plain Q8_0 weights with ActQ8_0 activations, in ggml's AVX2 vec_dot_q8_0_q8_0 order: per block,
 // lanes l = 0..7 add fma(d_w * d_a, float(sum of products 4l .. 4l+3), lane); at the end the lanes

@@ -11,6 +11,7 @@
 
 #include "ops/gemm/avx2_util.h"
 #include "ops/gemm/layouts.h"
+#include "ops/quant/prefetch.h"
 
 namespace kiln::gemm {
 namespace {
@@ -56,6 +57,8 @@ inline void q4_0x8_two_groups(int64_t nb, const uint16_t* d0, const uint8_t* q0,
     const uint16_t* ds[2] = {d0, d1};
     const uint8_t* qs[2] = {q0, q1};
     for (int h = 0; h < 2; ++h) {
+      quant::prefetch_weights(qs[h] + 128 * b);
+      quant::prefetch_weights(qs[h] + 128 * b + 64);
       const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ds[h] + 8 * b)));
       // The same integer sum as q4_0x8_tile's (exact in 16 bits, so any order of the adds).
       __m256i s16 = _mm256_setzero_si256();

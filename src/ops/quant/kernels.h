@@ -100,8 +100,19 @@ void vec_dot_q4_K_q8_K_rows8(int64_t n, float* s, const BlockQ4_K* x, const Bloc
 // Q4_K in the order of ggml's 4-row gemm kernel (Q4_0 / IQ4_NL gemm equal their rows8 order).
 void vec_dot_q4_K_q8_K_rows8_x4(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
 
+// --- the kernel level (cpu_level.cpp): the widest instruction set the SIMD variants may use on this
+// machine, detected once. KILN_CPU=scalar|avx2|avx512 in the environment lowers it, for comparisons
+// and tests (never past what the CPU has). Every level gives the same bits: a variant keeps the
+// float order of the level below it (tests compare them bit for bit).
+enum class CpuLevel { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+CpuLevel cpu_detected_level();  // Avx2: AVX2 + FMA + F16C; Avx512: and AVX-512 F, BW, VL, DQ, VNNI
+CpuLevel cpu_level();           // min(cpu_detected_level(), KILN_CPU)
+// KILN_CPU's value when it is set but not one of the three names (then ignored), else nullptr.
+const char* cpu_level_unknown_request();
+const char* cpu_level_name(CpuLevel level);  // "scalar", "avx2", "avx512"
+
 // --- AVX2 variants (vec_dot_avx2.cpp; call only when cpu_has_avx2()). Same contracts.
-bool cpu_has_avx2();  // AVX2 + FMA + F16C present
+bool cpu_has_avx2();  // cpu_level() >= Avx2
 void vec_dot_q4_0_q8_0_avx2(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y);
 void vec_dot_q8_0_q8_0_avx2(int64_t n, float* s, const BlockQ8_0* x, const BlockQ8_0* y);
 void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
@@ -166,8 +177,9 @@ void vec_dot_f16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint
 void vec_dot_bf16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
 void vec_dot_f32_split16_avx2(int64_t n, float* s, const float* x, const float* y);
 
-// --- AVX-512 variants (vec_dot_avx512.cpp; call only when cpu_has_avx512_vnni()). Same contracts.
-bool cpu_has_avx512_vnni();  // cpu_has_avx2() and AVX-512 F, BW, VL and VNNI present
+// --- AVX-512 variants (*_avx512.cpp; call only when cpu_has_avx512_vnni()). Same contracts.
+bool cpu_has_avx512_vnni();  // cpu_level() >= Avx512
+bool cpu_has_avx512_bf16();  // cpu_has_avx512_vnni() and AVX512_BF16 present
 void vec_dot_q4_0_q8_0_rows8_8x4_avx512(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x,
                                         size_t x_stride, const BlockQ8_0* y, size_t y_stride);
 

@@ -8,20 +8,6 @@
 #include "ops/quant/quant.h"
 
 namespace kiln {
-namespace quant {
-
-bool cpu_has_avx2() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool has =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  return has;
-#else
-  return false;
-#endif
-}
-
-}  // namespace quant
-
 namespace {
 
 using namespace quant;

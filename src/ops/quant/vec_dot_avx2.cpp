@@ -16,6 +16,7 @@
 #include "ops/quant/k_quants_avx2.h"
 #include "ops/quant/kernels.h"
 #include "ops/quant/legacy_avx2.h"
+#include "ops/quant/prefetch.h"
 #include "ops/quant/q4_0_lanes_avx2.h"
 
 namespace kiln::quant {
@@ -121,6 +122,7 @@ void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const Block
   __m256 acc = _mm256_setzero_ps();
   __m128 acc_m = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_weight_block<sizeof(BlockQ4_K)>(&x[i]);
     const float d = y[i].d * f16_to_f32(x[i].d);
     const float dmin = -y[i].d * f16_to_f32(x[i].dmin);
     // Unpack the 6-bit scales (bytes 0..7) and mins (bytes 8..15).
@@ -159,6 +161,7 @@ void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const Block
 void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_weight_block<sizeof(BlockQ6_K)>(&x[i]);
     const float d = y[i].d * f16_to_f32(x[i].d);
     const uint8_t* q4 = x[i].ql;
     const uint8_t* qh = x[i].qh;
@@ -392,6 +395,7 @@ void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const BlockQ2_K* x, const Block
   __m256 acc = _mm256_setzero_ps();
   float summs_f = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_weight_block<sizeof(BlockQ2_K)>(&x[i]);
     const float dall = y[i].d * f16_to_f32(x[i].d);
     const float dmin = y[i].d * f16_to_f32(x[i].dmin);
     // Mins (high nibbles) against the 16 bsums.
@@ -427,6 +431,7 @@ void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const Block
   const __m256i m1 = _mm256_set1_epi8(1);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_weight_block<sizeof(BlockQ3_K)>(&x[i]);
     const float d = y[i].d * f16_to_f32(x[i].d);
     const __m128i scales = q3_K_scales(x[i].scales);
     const __m256i hbits = load256(x[i].hmask);
@@ -459,6 +464,7 @@ void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const Block
   __m256 acc = _mm256_setzero_ps();
   __m128 acc_m = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_weight_block<sizeof(BlockQ5_K)>(&x[i]);
     const float d = y[i].d * f16_to_f32(x[i].d);
     const float dmin = -y[i].d * f16_to_f32(x[i].dmin);
     uint8_t sm[16];

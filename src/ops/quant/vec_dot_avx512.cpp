@@ -8,15 +8,6 @@
 #include "ops/quant/q4_0_lanes_avx2.h"
 
 namespace kiln::quant {
-bool cpu_has_avx512_vnni() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool has = cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-  return has;
-#else
-  return false;
-#endif
-}
 
 void vec_dot_q4_0_q8_0_rows8_8x4_avx512(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x, size_t x_stride,
                                         const BlockQ8_0* y, size_t y_stride) {
