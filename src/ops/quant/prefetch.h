@@ -19,13 +19,19 @@ inline void prefetch_weights(const void* p) {
   __builtin_prefetch(static_cast<const char*>(p) + kWeightPrefetchBytes, 0, 3);
 }
 
-// The same for a block of `bytes` about to be read from p (not line-aligned: every line it touches,
-// its last byte's too), for kernels that read a row block by block.
+// Prefetches every cache line of the kBytes at p (not line-aligned: its last byte's line too).
+template <size_t kBytes>
+inline void prefetch_block(const void* p) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t b = 0; b < kBytes; b += 64) __builtin_prefetch(c + b, 0, 3);
+  if constexpr (kBytes % 64 != 0) __builtin_prefetch(c + kBytes - 1, 0, 3);
+}
+
+// prefetch_weights for a block of kBytes about to be read from p, for kernels that read a row
+// block by block.
 template <size_t kBytes>
 inline void prefetch_weight_block(const void* p) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t b = 0; b < kBytes; b += 64) prefetch_weights(c + b);
-  if constexpr (kBytes % 64 != 0) prefetch_weights(c + kBytes - 1);
+  prefetch_block<kBytes>(static_cast<const char*>(p) + kWeightPrefetchBytes);
 }
 
 }  // namespace
