@@ -154,7 +154,7 @@ struct Table {
               sizeof(ActQ8_0Abs),
               convert_act_q8_0_abs,
               8,
-              avx2 ? gemm_q8_0x8_avx2 : gemm_q8_0x8,
+              avx512 ? gemm_q8_0x8_avx512 : avx2 ? gemm_q8_0x8_avx2 : gemm_q8_0x8,
               gemm_rows_by_four};
     // AVX2 CPUs only:
     this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2, gemm_rows_by_four};

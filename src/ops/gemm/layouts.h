@@ -102,6 +102,7 @@ void convert_act_q8_0_abs(const float* x, void* dst, int64_t k);
 // Order: gemm_q8_0's per output, so prepared and plain Q8_0 weights give the same bits.
 void gemm_q8_0x8(const Tile& t);
 void gemm_q8_0x8_avx2(const Tile& t);
+void gemm_q8_0x8_avx512(const Tile& t);  // call only when quant::cpu_has_avx512_vnni()
 
 // Plain Q6_K weights with Q8_K activations, in ggml's AVX2 ggml_vec_dot_q6_K_q8_K order (which
 // llama.cpp runs for every batch size: no repack exists for Q6_K): per super-block, eight int32
