@@ -138,7 +138,8 @@ struct Table {
     }
     const size_t q8_0 = sizeof(ActQ8_0);
     this->q4_0x8 = {
-        "q4_0x8",         kActQ8_0, 32, q8_0, convert_act_q8_0, 8, avx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8,
+        "q4_0x8",         kActQ8_0, 32, q8_0, convert_act_q8_0, 8,
+        avx512 ? gemm_q4_0x8_avx512 : avx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8,
         gemm_rows_by_four};
     q4_Kx8 = {"q4_Kx8",
               kActNative + static_cast<int>(DType::Q8_K),

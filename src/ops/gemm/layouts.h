@@ -38,6 +38,7 @@ void prepare_q4_0x8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t 
 // Order: vec_dot_q4_0_q8_0_rows8 per output (acc = fma(float(isum), d_w * d_a, acc) per block).
 void gemm_q4_0x8(const Tile& t);       // scalar: the portable kernel and the oracle
 void gemm_q4_0x8_avx2(const Tile& t);  // call only when quant::cpu_has_avx2()
+void gemm_q4_0x8_avx512(const Tile& t);  // call only when quant::cpu_has_avx512_vnni()
 
 // TensorLayout::Q4_Kx8: rows 8g .. 8g+7 form group g, stored at g * (nsb * 1184) bytes (nsb =
 // k / 256 super-blocks per row) as nsb headers, then nsb quant blocks:
