@@ -23,40 +23,6 @@ const char* error_type(int status) {
   }
 }
 
-// True when arrays and objects in `text` nest deeper than `limit` (strings are skipped; the text
-// need not be valid JSON). One pass, no recursion.
-bool nests_deeper_than(std::string_view text, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char ch : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (ch == '\\')
-        escaped = true;
-      else if (ch == '"')
-        in_string = false;
-      continue;
-    }
-    switch (ch) {
-      case '"':
-        in_string = true;
-        break;
-      case '[':
-      case '{':
-        if (++depth > limit) return true;
-        break;
-      case ']':
-      case '}':
-        --depth;
-        break;
-      default:
-        break;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 std::string dump_json(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -107,7 +73,7 @@ std::string make_id(const char* prefix) {
 }
 
 std::optional<HttpError> parse_json_object(std::string_view text, json& out) {
-  if (nests_deeper_than(text, kMaxJsonDepth))
+  if (text::json_nests_deeper_than(text, kMaxJsonDepth))
     return HttpError{400, "the request body nests arrays and objects deeper than " +
                               std::to_string(kMaxJsonDepth) + " levels"};
   out = json::parse(text, nullptr, /*allow_exceptions=*/false);

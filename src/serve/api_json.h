@@ -14,15 +14,17 @@
 
 #include "serve/http/exchange.h"
 #include "serve/http/message.h"
+#include "text/json_depth.h"
 
 namespace kiln::serve {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-// Deepest nesting of arrays and objects a request body may have. Everything that walks a request
-// (dumps, template values, the Jinja renderer) recurses at most this deep.
-inline constexpr int kMaxJsonDepth = 512;
+// Deepest nesting of arrays and objects a request body (and JSON text inside it) may have.
+// Everything that walks a request (dumps, template values, the Jinja renderer) recurses at most
+// this deep.
+inline constexpr int kMaxJsonDepth = text::kMaxJsonDepth;
 
 // An error answer: HTTP status and a message for {"error": {"message", "type", "code"}}.
 struct HttpError {

@@ -141,6 +141,25 @@ struct SchemaConverter::Visit {
   SchemaConverter& c;
   const json& root;
   std::set<std::string> refs_being_resolved;
+  int depth = 0;  // visits in progress: the traversal's recursion depth
+
+  // Holds one level of depth for a visit; past kMaxSchemaDepth the schema is refused (a $ref
+  // chain can nest without bound in a small document).
+  struct Level {
+    Level(Visit& v, const std::string& path) : v_(v) {
+      if (++v_.depth > kMaxSchemaDepth) {
+        --v_.depth;
+        fail(path, "schemas nest deeper than " + std::to_string(kMaxSchemaDepth) +
+                       " levels (counting properties, items, anyOf/oneOf alternatives and $refs)");
+      }
+    }
+    ~Level() { --v_.depth; }
+    Level(const Level&) = delete;
+    Level& operator=(const Level&) = delete;
+
+   private:
+    Visit& v_;
+  };
 
   Kind classify(const json& schema, const std::string& path) {
     if (!schema.is_object()) fail(path, "a schema must be an object");
@@ -274,17 +293,23 @@ struct SchemaConverter::Visit {
     if (!optional_props.empty()) {
       rule += " (";
       if (!required_props.empty()) rule += " \",\" space ( ";
-      std::function<std::string(size_t, bool)> recursive_refs = [&](size_t from, bool first_is_optional) {
-        const std::string& k = optional_props[from];
+      // Optional property i, first in the object or after a comma.
+      auto item = [&](size_t i, bool after_comma) {
+        const std::string& k = optional_props[i];
         const std::string& kv = kv_rules[k];
         const std::string comma_ref = "( \",\" space " + kv + " )";
-        std::string res = first_is_optional ? comma_ref + (k == "*" ? "*" : "?") : kv + (k == "*" ? " " + comma_ref + "*" : "");
-        if (from + 1 < optional_props.size()) res += " " + c.add_rule(prefix + k + "-rest", recursive_refs(from + 1, true));
-        return res;
+        return after_comma ? comma_ref + (k == "*" ? "*" : "?") : kv + (k == "*" ? " " + comma_ref + "*" : "");
       };
-      for (size_t i = 0; i < optional_props.size(); ++i) {
+      // rest[i]: " " and the rule for the optional properties after i ("" after the last), named
+      // after property i (llama.cpp's recursive get_recursive_refs, built from the last property
+      // back: the order llama.cpp adds these rules in, and no recursion per property).
+      const size_t n = optional_props.size();
+      std::vector<std::string> rest(n);
+      for (size_t i = n - 1; i-- > 0;)
+        rest[i] = " " + c.add_rule(prefix + optional_props[i] + "-rest", item(i + 1, true) + rest[i + 1]);
+      for (size_t i = 0; i < n; ++i) {
         if (i > 0) rule += " | ";
-        rule += recursive_refs(i, false);
+        rule += item(i, false) + rest[i];
       }
       if (!required_props.empty()) rule += " )";
       rule += " )?";
@@ -370,6 +395,7 @@ struct SchemaConverter::Visit {
 
   std::string visit(const json& schema, const std::string& name, const std::string& path,
                     bool check_value_types = true) {
+    const Level level(*this, path);
     const std::string rule_name = schema_rules::is_reserved_name(name) ? name + "-" : name.empty() ? "root" : name;
     const std::string sub_name = name + (name.empty() ? "" : "-");
     const Kind kind = classify(schema, path);
@@ -621,33 +647,44 @@ std::string SchemaConverter::not_strings(const std::vector<std::string>& strings
     return text::encode_utf8(cp);
   };
   std::string out = "[\"] ( ";
-  std::function<void(size_t)> walk = [&](size_t idx) {
-    std::string rejects;
-    bool first = true;
-    for (const auto& [cp, child] : trie[idx].children) {
-      const std::string c = class_char(cp);
-      rejects += c;
-      out += first ? "" : " | ";
-      first = false;
-      out += "[" + c + "]";
-      if (!trie[child].children.empty()) {
-        out += " (";
-        walk(child);
-        out += ")";
-      } else {
-        out += " " + ch + "+";
-      }
-    }
-    if (!trie[idx].children.empty()) out += " | [^\"" + rejects + "] " + ch + "*";
+  // Depth first over the trie with an explicit stack (a string's length must not set the depth
+  // of a recursion): each node writes its children as alternatives, a child with children of its
+  // own in parentheses, then the alternative of any other character.
+  struct Frame {
+    size_t node;
+    std::map<uint32_t, size_t>::const_iterator next;  // the next child to write
+    std::string rejects;                              // the children's characters written so far
   };
-  walk(0);
+  std::vector<Frame> stack{{0, trie[0].children.begin(), ""}};
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    const Node& node = trie[f.node];
+    if (f.next == node.children.end()) {
+      if (!node.children.empty()) out += " | [^\"" + f.rejects + "] " + ch + "*";
+      stack.pop_back();
+      if (!stack.empty()) out += ")";
+      continue;
+    }
+    const auto [cp, child] = *f.next;
+    const std::string cls = class_char(cp);
+    out += f.next == node.children.begin() ? "[" : " | [";
+    out += cls + "]";
+    f.rejects += cls;
+    ++f.next;
+    if (trie[child].children.empty()) {
+      out += " " + ch + "+";
+    } else {
+      out += " (";
+      stack.push_back({child, trie[child].children.begin(), ""});
+    }
+  }
   out += " )";
   if (!trie[0].end) out += "?";
   return out + " [\"]";
 }
 
 Result<std::string> SchemaConverter::add_schema(const std::string& name, const nlohmann::ordered_json& schema) {
-  Visit v{*this, schema, {}};
+  Visit v{*this, schema, {}, 0};
   try {
     return v.visit(schema, name == "root" ? "" : name, "#");
   } catch (const SchemaError& e) {

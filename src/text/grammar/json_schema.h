@@ -26,6 +26,10 @@
 
 namespace kiln::grammar {
 
+// Deepest nesting of schemas the converter follows (properties, items, alternatives and $refs
+// each add a level); a deeper schema is refused with an error that names the limit.
+inline constexpr int kMaxSchemaDepth = 128;
+
 // The GBNF for a JSON schema (the root rule matches one JSON value the schema accepts).
 Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 
