@@ -1,7 +1,11 @@
 #include "serve/api_json.h"
 
-#include <atomic>
+#include <sys/random.h>
+
+#include <cerrno>
 #include <chrono>
+
+#include "core/check.h"
 
 namespace kiln::serve {
 namespace {
@@ -68,8 +72,21 @@ int64_t unix_time() {
 }
 
 std::string make_id(const char* prefix) {
-  static std::atomic<uint64_t> counter{0};
-  return std::string(prefix) + std::to_string(unix_time()) + "-" + std::to_string(counter++);
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    KILN_ASSERT(n > 0, "getrandom failed: no random bytes for an id");
+    got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(prefix);
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
 }
 
 std::optional<HttpError> parse_json_object(std::string_view text, json& out) {

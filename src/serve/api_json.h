@@ -47,7 +47,8 @@ std::string dump_json(const json& body);
 bool valid_utf8(const std::string& s);
 
 int64_t unix_time();
-// prefix + time + counter: unique within this process.
+// prefix + 32 hex digits: 128 bits from the kernel's CSPRNG (getrandom(2), /dev/urandom's
+// source), so that an id names one response and cannot be guessed from another.
 std::string make_id(const char* prefix);
 
 // `text` as a JSON object: 400 when it is not JSON, nests deeper than kMaxJsonDepth, or is not an
