@@ -499,7 +499,7 @@ void Server::sleeper() {
       log("sleeping: the model's memory was released after " + std::to_string(opt_.sleep_idle_seconds) +
           " s idle");
     else
-      log("not sleeping (a request came): " + evicted.error().message);
+      log("not sleeping: " + evicted.error().message);  // its cause: a request pinned the model, a full swap folder...
     lock.lock();
   }
 }
