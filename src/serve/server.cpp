@@ -103,6 +103,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   st->max_media_bytes = opt.max_body;
   if (!opt.mmproj.empty()) {
     KILN_ASSIGN_OR_RETURN(st->vision, VisionModel::load(opt.mmproj, *model));
+    st->decode_memory = std::make_unique<DecodeMemory>(opt.image_decode_bytes);
     co.input_embeddings = true;
   }
   KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(st->weights, backend, co));
