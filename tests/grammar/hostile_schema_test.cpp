@@ -69,5 +69,20 @@ TEST(HostileSchema, LongNamesAndManyPropertiesConvertWithoutRecursion) {
   EXPECT_NE(b->find("p19998-rest ::= ( \",\" space p19999-kv )?"), std::string::npos);
 }
 
+// An enum of 200,000 strings stalled every chat for about 40 s (grammar work per token): enums
+// take kMaxEnumValues values, directly or through allOf.
+TEST(HostileSchema, EnumsAreBounded) {
+  json values = json::array();
+  for (size_t i = 0; i < kMaxEnumValues; ++i) values.push_back("v" + std::to_string(i));
+  EXPECT_TRUE(json_schema_to_gbnf(json{{"enum", values}}).ok());
+  values.push_back("one more");
+  for (const json& schema : {json{{"enum", values}}, json{{"allOf", {json{{"enum", values}}, json{{"enum", {"v1"}}}}}}}) {
+    auto g = json_schema_to_gbnf(schema);
+    ASSERT_FALSE(g.ok());
+    EXPECT_NE(g.error().message.find("enum has 4097 values, more than the 4096 kiln takes"), std::string::npos)
+        << g.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::grammar

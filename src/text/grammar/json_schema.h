@@ -32,6 +32,10 @@ namespace kiln::grammar {
 // each add a level); a deeper schema is refused with an error that names the limit.
 inline constexpr int kMaxSchemaDepth = 128;
 
+// Most values an enum may have (more is refused with an error that names the limit): each is an
+// alternative that the grammar's work per token goes through.
+inline constexpr size_t kMaxEnumValues = 4096;
+
 // The GBNF for a JSON schema (the root rule matches one JSON value the schema accepts).
 Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 
