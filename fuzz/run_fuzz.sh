@@ -7,12 +7,15 @@
 #                 has made it)
 #   http_request  the HTTP request parser and the JSON request parsing; seeds: fuzz/seeds/http_request;
 #                 reads the Qwen2 test model (build/test-data/models: make_test_data.py first)
+#   json_schema   the JSON-schema converter (and the GBNF parser on what it writes); seeds:
+#                 fuzz/seeds/json_schema
+#   gbnf          the GBNF parser and its checks; seeds: fuzz/seeds/gbnf
 # Usage: fuzz/run_fuzz.sh TARGET [SECONDS]
 #   KILN_FUZZ_BUILD_DIR  build folder of the fuzz preset (default: build/fuzz)
 #   KILN_CORPUS_SEED     gguf: folder of seed inputs (default: build/*/fuzz-corpus/gguf)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${1:?usage: fuzz/run_fuzz.sh gguf|http_request [SECONDS]}
+target=${1:?usage: fuzz/run_fuzz.sh gguf|http_request|json_schema|gbnf [SECONDS]}
 seconds=${2:-60}
 build=${KILN_FUZZ_BUILD_DIR:-build/fuzz}
 
@@ -33,8 +36,8 @@ case "$target" in
     fi
     find tests/data tests/*/data build/test-data -name '*.gguf' -size -64k -exec cp -n {} "$work"/ \; 2>/dev/null || true
     ;;
-  http_request)
-    cp -n fuzz/seeds/http_request/* "$work"/
+  http_request | json_schema | gbnf)
+    cp -n "fuzz/seeds/$target"/* "$work"/
     ;;
   *)
     echo "run_fuzz: unknown target '$target'" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ASan+UBSan build of kiln running the unit and fault tests, then the fuzzers for a bounded time
 # (KILN_FUZZ_SECONDS in all, split between them): the GGUF reader over the corpus the tests write,
-# and the HTTP request parser with the JSON request parsing.
+# the HTTP request parser with the JSON request parsing, the JSON-schema converter and the GBNF
+# parser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test
@@ -17,5 +18,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 # The fuzzers under libFuzzer (clang, ASan+UBSan); the GGUF reader is seeded with the malformed
 # corpus test_gguf just wrote into build/sanitize.
 fuzz_seconds=${KILN_FUZZ_SECONDS:-60}
-KILN_CORPUS_SEED=build/sanitize/fuzz-corpus/gguf fuzz/run_fuzz.sh gguf $((fuzz_seconds / 2))
-fuzz/run_fuzz.sh http_request $((fuzz_seconds - fuzz_seconds / 2))
+KILN_CORPUS_SEED=build/sanitize/fuzz-corpus/gguf fuzz/run_fuzz.sh gguf $((fuzz_seconds / 4))
+fuzz/run_fuzz.sh http_request $((fuzz_seconds / 4))
+fuzz/run_fuzz.sh json_schema $((fuzz_seconds / 4))
+fuzz/run_fuzz.sh gbnf $((fuzz_seconds - 3 * (fuzz_seconds / 4)))

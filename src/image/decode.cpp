@@ -98,5 +98,11 @@ Status check_image_size(const char* format, int64_t width, int64_t height, const
   return ok_status();
 }
 
+Status admit_image(int64_t width, int64_t height, const ImageLimits& limits) {
+  if (!limits.admit) return ok_status();
+  if (Status admitted = limits.admit(width, height); !admitted.ok()) return make_error("image: ", admitted.error().message);
+  return ok_status();
+}
+
 }  // namespace image_detail
 }  // namespace kiln

@@ -14,5 +14,7 @@ Result<RgbImage> decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& 
 
 // "image: <FORMAT> of W x H pixels exceeds ..." when the size breaks `limits`, else ok.
 Status check_image_size(const char* format, int64_t width, int64_t height, const ImageLimits& limits);
+// limits.admit's answer for the size (ok without one); its Error as "image: <its message>".
+Status admit_image(int64_t width, int64_t height, const ImageLimits& limits);
 
 }  // namespace kiln::image_detail

@@ -3,9 +3,11 @@
 // arithmetic, so the pixels equal llama.cpp's. libjpeg reports errors by longjmp: the frame that
 // calls setjmp (JpegReader::read) holds no C++ object with a destructor across libjpeg calls.
 //
-// libjpeg decodes a truncated file by padding it (with a warning): kiln refuses it instead.
-// A file with more progressive scans than kMaxScans (a cheap way to make a small file cost
-// minutes) is refused.
+// libjpeg decodes a truncated or corrupt file by padding or skipping data (with a warning): kiln
+// refuses any file that draws a warning instead. A Huffman-coded file too small for its declared
+// size (at least one bit per 8x8 block of a component) is refused before anything is allocated,
+// and so is one with more progressive scans than kMaxScans (a cheap way to make a small file cost
+// minutes).
 #include <cstdio>
 #include <csetjmp>
 // clang-format off: jpeglib.h needs <cstdio> before it.
@@ -29,7 +31,7 @@ constexpr int kMaxScans = 500;  // as libjpeg-turbo's TJFLAG_LIMITSCANS
 struct JpegErrors {
   jpeg_error_mgr mgr;  // first: libjpeg hands back a pointer to it
   jmp_buf jump;
-  bool truncated = false;
+  bool truncated = false;  // a warning: the data ended before the image
   char message[JMSG_LENGTH_MAX] = {};
 };
 
@@ -39,11 +41,13 @@ struct JpegErrors {
   std::longjmp(e->jump, 1);
 }
 
-// Warnings (level -1) are corrupt-data notices libjpeg recovers from; the one that matters is
-// the end of the data before the end of the image. Trace messages (level >= 0) are ignored.
+// Warnings (level -1) are corrupt-data notices libjpeg would recover from (by padding or
+// skipping): decoding stops at the first one, as at an error, and the file is refused. Trace
+// messages (level >= 0) are ignored.
 void on_message(j_common_ptr c, int level) {
-  auto* e = reinterpret_cast<JpegErrors*>(c->err);
-  if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) e->truncated = true;
+  if (level >= 0) return;
+  reinterpret_cast<JpegErrors*>(c->err)->truncated = c->err->msg_code == JWRN_JPEG_EOF;
+  on_error(c);
 }
 
 struct ScanLimit {
@@ -193,6 +197,17 @@ Result<RgbImage> decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& 
   }
   const jpeg_decompress_struct& info = reader.info();
   KILN_TRY(check_image_size("JPEG", info.image_width, info.image_height, limits));
+  if (!info.arith_code) {
+    // Every Huffman-coded block costs at least one bit (its DC code), in the scans of each
+    // component; the smallest component bounds what the file must hold.
+    uint64_t blocks = UINT64_MAX;
+    for (int ci = 0; ci < info.num_components; ++ci)
+      blocks = std::min<uint64_t>(blocks, uint64_t{info.comp_info[ci].width_in_blocks} * info.comp_info[ci].height_in_blocks);
+    if (bytes.size() < blocks / 8)
+      return make_error("image: corrupt JPEG: ", bytes.size(), " bytes cannot hold ", info.image_width, " x ",
+                        info.image_height, " pixels (at least ", blocks / 8, ")");
+  }
+  KILN_TRY(admit_image(info.image_width, info.image_height, limits));
   KILN_ASSIGN_OR_RETURN(const JpegLayout layout, jpeg_layout(info));
   std::vector<JpegPlane> planes = layout.planes;
   const bool decoded = reader.read(bytes, Stage::Coefficients, &planes, memory_limit);

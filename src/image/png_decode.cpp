@@ -15,6 +15,7 @@ namespace {
 constexpr size_t kSignatureBytes = 8;
 constexpr png_alloc_size_t kChunkMallocMax = 8u << 20;  // largest ancillary chunk libpng will hold
 constexpr png_uint_32 kChunkCacheMax = 1000;            // most ancillary chunks libpng will keep
+constexpr int64_t kMaxDeflateRatio = 1032;              // deflate's largest expansion of one byte
 
 struct PngSource {
   std::span<const uint8_t> bytes;
@@ -108,6 +109,15 @@ Result<RgbImage> decode_png(std::span<const uint8_t> bytes, const ImageLimits& l
     return make_error("image: corrupt PNG: the first chunk is not a 13-byte IHDR");
   const int64_t width = big_endian_u32(ihdr + 8), height = big_endian_u32(ihdr + 12);
   KILN_TRY(check_image_size("PNG", width, height, limits));
+  // The pixels' bits (IHDR's bit depth times the colour type's samples) come out of deflate, which
+  // expands a byte into at most kMaxDeflateRatio: a file too small for its size is refused before
+  // anything is allocated.
+  const int samples = ihdr[17] == 2 ? 3 : ihdr[17] == 4 ? 2 : ihdr[17] == 6 ? 4 : 1;
+  const int64_t data_bytes = width * height * ihdr[16] * samples / 8;
+  if (static_cast<int64_t>(bytes.size()) < data_bytes / kMaxDeflateRatio)
+    return make_error("image: corrupt PNG: ", bytes.size(), " bytes cannot hold ", width, " x ", height,
+                      " pixels (at least ", data_bytes / kMaxDeflateRatio, ")");
+  KILN_TRY(admit_image(width, height, limits));
 
   PngSource src;
   src.bytes = bytes;

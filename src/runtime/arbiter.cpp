@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/shared_dir.h"
+
 namespace kiln {
 namespace {
 
@@ -27,16 +29,14 @@ void sleep_for(std::chrono::nanoseconds d) { std::this_thread::sleep_for(d); }
 }  // namespace
 
 Result<std::unique_ptr<Arbiter>> Arbiter::open(const std::string& dir, YieldHook yield) {
-  if (dir.empty()) return make_error("arbiter: --arbiter needs a directory");
-  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
-    return make_error("arbiter: cannot make ", dir, ": ", std::strerror(errno));
+  KILN_TRY(shared_dir::prepare(dir, "arbiter: --arbiter"));
   std::unique_ptr<Arbiter> a(new Arbiter());
   a->dir_ = dir;
   a->yield_ = std::move(yield);
   for (auto [fd, name] : {std::pair{&a->token_fd_, "token.lock"}, {&a->want_fd_, "want.lock"},
                           {&a->probe_fd_, "want.lock"}}) {
     const std::string path = dir + "/" + name;
-    *fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    *fd = shared_dir::open_file(path, O_RDWR | O_CREAT);
     if (*fd < 0) return make_error("arbiter: cannot open ", path, ": ", std::strerror(errno));
   }
   a->monitor_ = std::thread([p = a.get()] { p->monitor(); });

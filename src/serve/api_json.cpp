@@ -1,7 +1,11 @@
 #include "serve/api_json.h"
 
-#include <atomic>
+#include <sys/random.h>
+
+#include <cerrno>
 #include <chrono>
+
+#include "core/check.h"
 
 namespace kiln::serve {
 namespace {
@@ -21,40 +25,6 @@ const char* error_type(int status) {
     default:
       return "invalid_request_error";
   }
-}
-
-// True when arrays and objects in `text` nest deeper than `limit` (strings are skipped; the text
-// need not be valid JSON). One pass, no recursion.
-bool nests_deeper_than(std::string_view text, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char ch : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (ch == '\\')
-        escaped = true;
-      else if (ch == '"')
-        in_string = false;
-      continue;
-    }
-    switch (ch) {
-      case '"':
-        in_string = true;
-        break;
-      case '[':
-      case '{':
-        if (++depth > limit) return true;
-        break;
-      case ']':
-      case '}':
-        --depth;
-        break;
-      default:
-        break;
-    }
-  }
-  return false;
 }
 
 }  // namespace
@@ -102,12 +72,25 @@ int64_t unix_time() {
 }
 
 std::string make_id(const char* prefix) {
-  static std::atomic<uint64_t> counter{0};
-  return std::string(prefix) + std::to_string(unix_time()) + "-" + std::to_string(counter++);
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    KILN_ASSERT(n > 0, "getrandom failed: no random bytes for an id");
+    got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(prefix);
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
 }
 
 std::optional<HttpError> parse_json_object(std::string_view text, json& out) {
-  if (nests_deeper_than(text, kMaxJsonDepth))
+  if (text::json_nests_deeper_than(text, kMaxJsonDepth))
     return HttpError{400, "the request body nests arrays and objects deeper than " +
                               std::to_string(kMaxJsonDepth) + " levels"};
   out = json::parse(text, nullptr, /*allow_exceptions=*/false);

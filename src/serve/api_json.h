@@ -14,15 +14,17 @@
 
 #include "serve/http/exchange.h"
 #include "serve/http/message.h"
+#include "text/json_depth.h"
 
 namespace kiln::serve {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-// Deepest nesting of arrays and objects a request body may have. Everything that walks a request
-// (dumps, template values, the Jinja renderer) recurses at most this deep.
-inline constexpr int kMaxJsonDepth = 512;
+// Deepest nesting of arrays and objects a request body (and JSON text inside it) may have.
+// Everything that walks a request (dumps, template values, the Jinja renderer) recurses at most
+// this deep.
+inline constexpr int kMaxJsonDepth = text::kMaxJsonDepth;
 
 // An error answer: HTTP status and a message for {"error": {"message", "type", "code"}}.
 struct HttpError {
@@ -45,7 +47,8 @@ std::string dump_json(const json& body);
 bool valid_utf8(const std::string& s);
 
 int64_t unix_time();
-// prefix + time + counter: unique within this process.
+// prefix + 32 hex digits: 128 bits from the kernel's CSPRNG (getrandom(2), /dev/urandom's
+// source), so that an id names one response and cannot be guessed from another.
 std::string make_id(const char* prefix);
 
 // `text` as a JSON object: 400 when it is not JSON, nests deeper than kMaxJsonDepth, or is not an

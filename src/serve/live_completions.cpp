@@ -4,13 +4,15 @@
 
 namespace kiln::serve {
 
-void LiveCompletions::add(const std::string& id, const std::shared_ptr<ChoiceSet>& set, bool armed) {
+void LiveCompletions::add(const std::string& id, const std::string& authorization,
+                          const std::shared_ptr<ChoiceSet>& set, bool armed) {
   std::lock_guard lock(mutex_);
   prune();
-  entries_[id] = Entry{set, armed};
+  entries_[id] = Entry{set, authorization, armed};
 }
 
-LiveCompletions::Outcome LiveCompletions::control(const std::string& id, const std::string& action) {
+LiveCompletions::Outcome LiveCompletions::control(const std::string& id, const std::string& authorization,
+                                                  const std::string& action) {
   // ref: llama-server's SERVER_TASK_TYPE_CONTROL (server-context.cpp): the id first, then the
   // action, then whether the completion was armed.
   std::shared_ptr<ChoiceSet> set;
@@ -18,7 +20,7 @@ LiveCompletions::Outcome LiveCompletions::control(const std::string& id, const s
   {
     std::lock_guard lock(mutex_);
     prune();
-    if (auto it = entries_.find(id); it != entries_.end()) {
+    if (auto it = entries_.find(id); it != entries_.end() && it->second.authorization == authorization) {
       set = it->second.set.lock();
       armed = it->second.armed;
     }

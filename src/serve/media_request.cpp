@@ -1,5 +1,7 @@
 #include "serve/media_request.h"
 
+#include <cstdio>
+
 #include "image/data_uri.h"
 #include "serve/media_file.h"
 
@@ -9,10 +11,30 @@ namespace {
 constexpr const char* kNoVision =
     "image input needs a vision projector: start the server with --mmproj FILE (the model's mmproj GGUF)";
 
+// Decodes and prepares one image, holding its decode's memory (st.decode_memory) while it runs: an
+// image that does not fit beside the decodes in flight is a 503 (retry), one larger than all of
+// that memory a 400.
 std::optional<HttpError> prepare(const ServerState& st, std::span<const uint8_t> bytes, size_t index,
                                  std::shared_ptr<const PreparedImage>& out) {
-  auto img = st.vision->prepare_image(bytes);
-  if (!img.ok()) return HttpError{400, "image " + std::to_string(index) + ": " + img.error().message};
+  DecodeMemory& memory = *st.decode_memory;
+  DecodeMemory::Lease lease;
+  bool busy = false;
+  ImageLimits limits;
+  limits.admit = [&](int64_t width, int64_t height) {
+    if (memory.take(width, height, lease)) return ok_status();
+    const int64_t need = width * height * DecodeMemory::kBytesPerPixel;
+    busy = static_cast<size_t>(need) <= memory.capacity();
+    auto mib = [](double bytes) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1 << 20));
+      return std::string(text);
+    };
+    return Status(make_error("decoding ", width, " x ", height, " pixels takes ", mib(static_cast<double>(need)),
+                             " of the ", mib(static_cast<double>(memory.capacity())),
+                             " the server gives image decoding", busy ? ", which other requests hold now: retry" : ""));
+  };
+  auto img = st.vision->prepare_image(bytes, limits);
+  if (!img.ok()) return HttpError{busy ? 503 : 400, "image " + std::to_string(index) + ": " + img.error().message};
   out = std::move(*img);
   return std::nullopt;
 }

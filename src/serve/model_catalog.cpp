@@ -120,6 +120,7 @@ Status apply_models_preset(const std::string& text, const std::string& file, std
   std::istringstream in(text);
   std::string raw;
   for (int line = 1; std::getline(in, raw); ++line) {
+    if (raw.find('\0') != std::string::npos) return make_error(file, ":", line, ": a NUL byte (a preset file is text)");
     const std::string s = trim(raw);
     if (s.empty() || s[0] == ';' || s[0] == '#') continue;
     if (s[0] == '[') {
@@ -140,7 +141,8 @@ Status apply_models_preset(const std::string& text, const std::string& file, std
     const std::string key = trim(std::string_view(s).substr(0, eq));
     const std::string value = trim(std::string_view(s).substr(eq + 1));
     if (current == kNone) {
-      if (key == "version") continue;  // llama-server's format version
+      if (key == "version" && value == "1") continue;  // llama-server's format version
+      if (key == "version") return make_error(file, ":", line, ": version ", value, " (kiln reads version = 1)");
       return make_error(file, ":", line, ": '", key, "' outside a section (only version = 1 may be there)");
     }
     const std::string canonical = canonical_key(key);

@@ -124,7 +124,7 @@ http::Handler completion_handler(const RouteContext& rc, bool chat, std::shared_
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
 
     const std::string id = make_id(chat ? "chatcmpl-" : "cmpl-");
-    if (chat) live->add(id, set, p.reasoning_control);
+    if (chat) live->add(id, std::string(req.header("Authorization")), set, p.reasoning_control);
     const int64_t created = unix_time();
     const std::string model_name = st->name;
     const char* object = chat ? (p.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion";
@@ -226,6 +226,7 @@ http::Handler completion_handler(const RouteContext& rc, bool chat, std::shared_
 // POST /v1/chat/completions/control {"id", "action"}: llama-server's control of a chat completion
 // in flight (LiveCompletions). Answers 200 {"success": bool[, "message"]}; a body without a
 // string id or action is a 400. "model" is not needed: ids are unique across a server's models.
+// Only the completion's owner (the same API key) controls it.
 http::Handler control_handler(std::shared_ptr<LiveCompletions> live) {
   return [live](const http::Request& req, http::Exchange& ex) {
     auto body = parse_body(req, ex);
@@ -235,8 +236,9 @@ http::Handler control_handler(std::shared_ptr<LiveCompletions> live) {
       if (it == body->end() || !it->is_string())
         return send_error(ex, {400, std::string("field '") + key + "' must be a string"});
     }
-    const LiveCompletions::Outcome o =
-        live->control((*body)["id"].get<std::string>(), (*body)["action"].get<std::string>());
+    const LiveCompletions::Outcome o = live->control((*body)["id"].get<std::string>(),
+                                                     std::string(req.header("Authorization")),
+                                                     (*body)["action"].get<std::string>());
     json out = {{"success", o.success}};
     if (!o.success) out["message"] = o.message;
     send_json(ex, out);

@@ -103,6 +103,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   st->max_media_bytes = opt.max_body;
   if (!opt.mmproj.empty()) {
     KILN_ASSIGN_OR_RETURN(st->vision, VisionModel::load(opt.mmproj, *model));
+    st->decode_memory = std::make_unique<DecodeMemory>(opt.image_decode_bytes);
     co.input_embeddings = true;
   }
   KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(st->weights, backend, co));
@@ -499,7 +500,7 @@ void Server::sleeper() {
       log("sleeping: the model's memory was released after " + std::to_string(opt_.sleep_idle_seconds) +
           " s idle");
     else
-      log("not sleeping (a request came): " + evicted.error().message);
+      log("not sleeping: " + evicted.error().message);  // its cause: a request pinned the model, a full swap folder...
     lock.lock();
   }
 }

@@ -106,6 +106,10 @@ struct ServerOptions {
   std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
   std::string media_path;            // the folder file:// image URLs are read from (--media-path);
                                      // empty: file:// URLs are refused
+  // The memory image decodes in flight may take together (DecodeMemory: 16 bytes a pixel); an
+  // image that does not fit beside them is answered 503. The default holds two of the largest
+  // images ImageLimits allows.
+  size_t image_decode_bytes = size_t{2} << 30;
   std::string pooling;               // none|mean|cls|last; empty: the model's, else mean (--pooling)
   // Speculative decoding (--spec-type, --spec-*; no sources: off). draft_model: the draft-simple
   // model's file (-md), loaded with the model.

@@ -22,6 +22,7 @@
 #include "llm/vision_model.h"
 #include "serve/api_json.h"
 #include "serve/engine.h"
+#include "serve/decode_memory.h"
 #include "serve/http/router.h"
 #include "serve/server.h"
 #include "text/chat/chat_syntax.h"
@@ -50,6 +51,8 @@ struct ServerState {
   std::unique_ptr<VisionEncoder> encoder;  // with `vision`: encodes request images (any thread)
   std::string media_path;                  // ServerOptions::media_path
   size_t max_media_bytes = 0;              // a media file's size limit: ServerOptions::max_body
+  // With `vision`: the memory the model's image decodes in flight take (ServerOptions::image_decode_bytes).
+  std::unique_ptr<DecodeMemory> decode_memory;
   // With options.speculative: the draft sources and the draft model's context (a second owner of
   // the device's memory, in the same compute arena); driven by the engine thread only.
   std::unique_ptr<Speculator> speculator;

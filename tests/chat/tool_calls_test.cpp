@@ -199,6 +199,50 @@ TEST(ToolCalls, FormattedCallsParseBackAndMatchTheGrammar) {
   }
 }
 
+// Issue 30: a tool whose parameters use $defs/$ref (as Pydantic writes them) was refused
+// ("'$defs' not found"). References resolve in each tool's own parameters, as llama.cpp resolves
+// them: two tools that both define "#/$defs/Item", differently, each get their own, in every
+// family's call syntax.
+TEST(ToolCalls, ParameterRefsResolvePerTool) {
+  const json item_object = {{"type", "object"}, {"properties", {{"name", {{"type", "string"}}}}}, {"required", {"name"}}};
+  auto tool = [](const char* name, const json& item) {
+    return json{{"type", "function"},
+                {"function",
+                 {{"name", name},
+                  {"parameters",
+                   {{"type", "object"},
+                    {"properties", {{"item", {{"$ref", "#/$defs/Item"}}}}},
+                    {"required", {"item"}},
+                    {"$defs", {{"Item", item}}}}}}}};
+  };
+  auto tools = tools_from_json(json::array({tool("add_item", item_object), tool("set_count", {{"type", "integer"}})}));
+  ASSERT_TRUE(tools.ok()) << tools.error().message;
+  auto call = [](const char* name, const json& args) {
+    return json::array({{{"id", "call00001"}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}}});
+  };
+  for (const FamilyCase& c : kFamilies) {
+    const ChatSyntax s = detect_chat_syntax(load_template(c.file));
+    auto spec = tool_call_grammar(s, {.tools = &*tools, .choice = {ToolChoice::Mode::Required, ""}, .parallel = false});
+    ASSERT_TRUE(spec.ok()) << c.file << ": " << spec.error().message;
+    ASSERT_TRUE(spec->has_value()) << c.file;
+    auto g = grammar::Grammar::parse((*spec)->gbnf);
+    ASSERT_TRUE(g.ok()) << c.file << ": " << g.error().message;
+    const auto grammar = std::make_shared<const grammar::Grammar>(std::move(*g));
+    auto accepts = [&](const json& calls) {
+      grammar::GrammarMatcher m(grammar);
+      const std::string text = format_calls(s, tool_calls_of(calls, s));
+      for (size_t i = 0; i < text.size(); ++i) {
+        if (!m.accept_token(-1, text.substr(i, 1)).ok()) return false;
+      }
+      return m.complete();
+    };
+    EXPECT_TRUE(accepts(call("add_item", {{"item", {{"name", "x"}}}}))) << c.file << "\n" << (*spec)->gbnf;
+    EXPECT_TRUE(accepts(call("set_count", {{"item", 3}}))) << c.file << "\n" << (*spec)->gbnf;
+    EXPECT_FALSE(accepts(call("set_count", {{"item", {{"name", "x"}}}}))) << c.file << "\n" << (*spec)->gbnf;
+    EXPECT_FALSE(accepts(call("add_item", {{"item", 3}}))) << c.file << "\n" << (*spec)->gbnf;
+  }
+}
+
 TEST(ToolCalls, PromptsRenderTheTools) {
   const auto tools = tool_defs();
   for (const FamilyCase& c : kFamilies) {

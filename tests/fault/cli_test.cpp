@@ -211,6 +211,14 @@ TEST(Cli, ASwapDirThatCannotHoldFilesIsRefusedAtStart) {
               std::string::npos)
         << command << "\n" << r.out;
   }
+  // An empty name was read as "no --swap-dir" (issue 30); it is a usage error, as for the other
+  // folder flags.
+  for (const std::string flag : {"--swap-dir", "--sim-shared"}) {
+    const CliResult empty = run("run -m " + kModel + " -t 2 -p hi -n 1 " + flag + " ''");
+    EXPECT_EQ(empty.exit_code, 2) << flag << "\n" << empty.out;
+    EXPECT_NE(empty.out.find("kiln run: " + flag + ": needs a name, not an empty value"), std::string::npos)
+        << flag << "\n" << empty.out;
+  }
   const std::string dir = testing::TempDir() + "kiln-swap-dir";
   std::filesystem::create_directories(dir);
   const CliResult ok = run("run -m " + kModel + " -t 2 -p hi -n 2 --swap-dir " + dir);

@@ -122,6 +122,36 @@ TEST(JsonSchema, RefusesWhatTheGrammarWouldNotEnforce) {
   EXPECT_EQ(refusal(R"({"nullable": true, "type": "string"})"), "json schema: keyword 'nullable' is not supported (at #)");
 }
 
+// Issue 30: "minimum": -9223372036854775808 (a valid int64) was refused as too large, and
+// {"$ref": "#"} as not found though "#" is the whole document.
+TEST(JsonSchema, Int64BoundsAndTheWholeDocumentRef) {
+  auto plain = json_schema_to_gbnf(json::parse(R"({"type": "integer"})"));
+  ASSERT_TRUE(plain.ok());
+  for (const char* schema : {R"({"type": "integer", "minimum": -9223372036854775808})",
+                             R"({"type": "integer", "exclusiveMinimum": -9223372036854775808})",
+                             R"({"type": "integer", "maximum": 18446744073709551615})",
+                             R"({"type": "integer", "minimum": -1e30, "maximum": 1e30})"}) {
+    auto g = json_schema_to_gbnf(json::parse(schema));
+    ASSERT_TRUE(g.ok()) << schema << ": " << g.error().message;
+    EXPECT_EQ(*g, *plain) << schema;
+  }
+  EXPECT_EQ(refusal(R"({"type": "integer", "minimum": 18446744073709551615})"),
+            "json schema: minimum is too large (at #)");
+  EXPECT_EQ(refusal(R"({"type": "integer", "maximum": -9223372036854775808})"),
+            "json schema: maximum is too large (at #)");
+
+  // A tree: each node's children are the document again.
+  auto tree = json_schema_to_gbnf(json::parse(
+      R"({"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+          "required": ["v"], "additionalProperties": false})"));
+  ASSERT_TRUE(tree.ok()) << tree.error().message;
+  auto g = Grammar::parse(*tree);
+  ASSERT_TRUE(g.ok()) << g.error().message << "\n" << *tree;
+  const GrammarMatcher start(std::make_shared<const Grammar>(std::move(*g)));
+  EXPECT_TRUE(accepts(start, R"({"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": [{"v": 4}]}]})")) << *tree;
+  EXPECT_FALSE(accepts(start, R"({"v": 1, "kids": [{"w": 2}]})")) << *tree;
+}
+
 TEST(JsonSchema, IgnoresAnnotationsAndKeywordsOfOtherTypes) {
   auto a = json_schema_to_gbnf(json::parse(
       R"({"type": "integer", "title": "t", "description": "d", "default": 1, "examples": [1], "$comment": "c", "maxLength": 3})"));

@@ -189,7 +189,7 @@ TEST(ImageDecode, OtherFormatsAreNamed) {
 }
 
 // The entropy-coded scans of a progressive JPEG, repeated: a small file that would make the
-// decoder work for every scan. libjpeg only warns about the bogus progression; kiln stops at 500.
+// decoder work for every scan. libjpeg only warns about the bogus progression: kiln stops there.
 TEST(ImageDecode, JpegWithTooManyScansIsRefused) {
   const std::vector<uint8_t> prog = write_jpeg(32, 32, true, true);
   // Find the last SOS segment (marker FF DA) and the EOI (FF D9).
@@ -205,7 +205,60 @@ TEST(ImageDecode, JpegWithTooManyScansIsRefused) {
   for (int i = 0; i < 600; ++i) bomb.insert(bomb.end(), scan.begin(), scan.end());
   bomb.push_back(0xFF);
   bomb.push_back(0xD9);
-  expect_error(decode_image(bomb), "more than 500 progressive scans");
+  expect_error(decode_image(bomb), "corrupt JPEG: Inconsistent progression sequence");
+}
+
+// The offset of the first SOF0 or SOF2 marker of a JPEG (its size follows at +5).
+size_t sof_offset(const std::vector<uint8_t>& jpeg) {
+  for (size_t i = 0; i + 8 < jpeg.size(); ++i) {
+    if (jpeg[i] == 0xFF && (jpeg[i + 1] == 0xC0 || jpeg[i + 1] == 0xC2)) return i;
+  }
+  return std::string::npos;
+}
+
+// Issue 30: a 919-byte JPEG whose SOF said 8192 x 8192 was padded by libjpeg and accepted (824 MiB
+// per request), a cut JPEG that kept its EOI marker too, and a 57-byte PNG header of 8192 x 8192
+// allocated 249 MiB before failing. Files too small for their declared size are refused before
+// anything is allocated, and every libjpeg warning refuses the file.
+TEST(ImageDecode, DeclaredSizesBeyondTheBytesAndCorruptDataAreRefused) {
+  std::vector<uint8_t> jpeg = write_jpeg(16, 16, false, false);
+  const size_t sof = sof_offset(jpeg);
+  ASSERT_NE(sof, std::string::npos);
+  jpeg[sof + 5] = 8192 >> 8, jpeg[sof + 6] = 0, jpeg[sof + 7] = 8192 >> 8, jpeg[sof + 8] = 0;
+  ASSERT_LT(jpeg.size(), 2000u);
+  expect_error(decode_image(jpeg), "bytes cannot hold 8192 x 8192 pixels");
+  expect_error(decode_image(png_header_bytes(8192, 8192)), "bytes cannot hold 8192 x 8192 pixels");
+
+  // Entropy-coded data cut out of the middle, the EOI marker kept.
+  const std::vector<uint8_t> whole = write_jpeg(64, 64, false, false);
+  std::vector<uint8_t> cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(whole.size() / 2));
+  cut.push_back(0xFF);
+  cut.push_back(0xD9);
+  expect_error(decode_image(cut), "corrupt JPEG");
+  EXPECT_TRUE(decode_image(whole).ok());
+}
+
+// ImageLimits::admit sees the declared size after the checks and before the pixels; its Error
+// refuses the image.
+TEST(ImageDecode, AdmitIsAskedBeforeThePixels) {
+  for (const std::vector<uint8_t>& file : {write_png({.width = 40, .height = 30}), write_jpeg(40, 30, false, true)}) {
+    int64_t seen_w = 0, seen_h = 0;
+    ImageLimits limits;
+    limits.admit = [&](int64_t w, int64_t h) {
+      seen_w = w, seen_h = h;
+      return Status(make_error("no room"));
+    };
+    expect_error(decode_image(file, limits), "no room");
+    EXPECT_EQ(seen_w, 40);
+    EXPECT_EQ(seen_h, 30);
+    limits.admit = [](int64_t, int64_t) { return ok_status(); };
+    EXPECT_TRUE(decode_image(file, limits).ok());
+  }
+  int calls = 0;
+  ImageLimits counting;
+  counting.admit = [&](int64_t, int64_t) { return ++calls, ok_status(); };
+  expect_error(decode_image(png_header_bytes(8192, 8192), counting), "cannot hold");
+  EXPECT_EQ(calls, 0);
 }
 
 }  // namespace

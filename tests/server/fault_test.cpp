@@ -3,9 +3,12 @@
 // sends its headers byte by byte. Each test then checks that the server still answers a normal
 // request (and that no slot stays busy).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -14,6 +17,7 @@
 
 #include "http_client.h"
 #include "serve_process.h"
+#include "temp_dir.h"
 #include "test_data.h"
 
 namespace {
@@ -246,6 +250,41 @@ TEST_F(FaultTest, SlowClientHeadersByteByByte) {
   ASSERT_EQ(kiln::test::http_status(answer), 200) << answer;
   EXPECT_GE(completion_tokens(kiln::test::http_body(answer)), 1) << answer;
   expect_serves("a slow client");
+}
+
+}  // namespace
+
+namespace {
+
+// Under a file-size limit (RLIMIT_FSIZE, inherited by the child), the first eviction to a --swap-dir
+// file killed the server with SIGXFSZ (exit 153): the write now fails with EFBIG, the idle sleep
+// is skipped with that cause in the log, and the server goes on serving and exits 0 on SIGTERM.
+TEST(FileSizeLimit, AnEvictionPastTheLimitIsLoggedNotFatal) {
+  kiln::test::TempDir swap("kiln-fsize-swap");
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  rlimit small = saved;
+  small.rlim_cur = 4096;  // the start-up check writes one byte; a KV cache is far more
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  auto server = ServeProcess::start({"-m", kModel, "-c", "256", "-t", "2", "--swap-dir", swap.path(),
+                                     "--sleep-idle-seconds", "1"},
+                                    &error);
+  setrlimit(RLIMIT_FSIZE, &saved);
+  ASSERT_NE(server, nullptr) << error;
+  const auto start = Clock::now();
+  while (server->alive() && server->log().find("not sleeping") == std::string::npos && seconds_since(start) < 20)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(server->alive()) << server->log();
+  EXPECT_NE(server->log().find("not sleeping: "), std::string::npos) << server->log();
+  EXPECT_NE(server->log().find(std::strerror(EFBIG)), std::string::npos) << server->log();
+  httplib::Client c("127.0.0.1", server->port());
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  const int status = server->terminate(10s);
+  ASSERT_TRUE(WIFEXITED(status)) << status << "\n" << server->log();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << server->log();
 }
 
 }  // namespace

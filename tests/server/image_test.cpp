@@ -44,7 +44,8 @@ std::string base64(const std::string& bytes) {
 struct TestServer {
   std::unique_ptr<Server> server;
   int port = 0;
-  explicit TestServer(const std::string& mmproj, int32_t n_parallel = 1, const std::string& media_path = "") {
+  explicit TestServer(const std::string& mmproj, int32_t n_parallel = 1, const std::string& media_path = "",
+                      size_t image_decode_bytes = ServerOptions().image_decode_bytes) {
     ServerOptions o;
     o.n_parallel = n_parallel;
     o.n_threads = 2;
@@ -54,6 +55,7 @@ struct TestServer {
     o.context.flash_attention = FlashAttention::Off;
     o.mmproj = mmproj;
     o.media_path = media_path;
+    o.image_decode_bytes = image_decode_bytes;
     server = std::make_unique<Server>(o);
     auto p = server->listen("127.0.0.1", 0);
     EXPECT_TRUE(p.ok());
@@ -181,6 +183,28 @@ TEST(ServerImages, BadImagesGetA400AndTheServerKeepsServing) {
       text_only.post("/v1/chat/completions", image_chat("data:image/png;base64," + base64(png)));
   EXPECT_EQ(t_status, 400);
   EXPECT_NE(t_out["error"]["message"].get<std::string>().find("--mmproj"), std::string::npos) << t_out;
+}
+
+// Issue 30: a 57-byte PNG header of 8192 x 8192 allocated 249 MiB before failing, and decodes ran
+// without a bound on their memory together. A file too small for its size is a 400 before any
+// pixel, and an image larger than the memory the server gives decoding is refused by name.
+TEST(ServerImages, DecodeMemoryIsBounded) {
+  TestServer s(kMtmd + "mmproj-mlp.gguf", 1, "", 512 << 10);
+  const auto [h_status, header] =
+      s.post("/v1/chat/completions", image_chat("data:image/png;base64," + base64(test::png_header_only(8192, 8192))));
+  EXPECT_EQ(h_status, 400);
+  EXPECT_NE(header["error"]["message"].get<std::string>().find("bytes cannot hold 8192 x 8192 pixels"),
+            std::string::npos)
+      << header;
+  const std::string png = file_bytes(kMtmd + "test-224.png");  // 224 x 224: 0.8 MiB to decode
+  const auto [status, out] = s.post("/v1/chat/completions", image_chat("data:image/png;base64," + base64(png)));
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(out["error"]["message"].get<std::string>().find(
+                "image 0: image: decoding 224 x 224 pixels takes 0.8 MiB of the 0.5 MiB the server gives image decoding"),
+            std::string::npos)
+      << out;
+  TestServer roomy(kMtmd + "mmproj-mlp.gguf");
+  EXPECT_EQ(roomy.post("/v1/chat/completions", image_chat("data:image/png;base64," + base64(png))).first, 200);
 }
 
 TEST(ServerImages, MediaPathServesFilesInItsFolderAndNothingOutsideIt) {

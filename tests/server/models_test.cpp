@@ -425,6 +425,14 @@ TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
       << refused.error().message;
   EXPECT_FALSE(apply_models_preset("[c]\nc = 64\n", "p.ini", models).ok());  // no model path
   EXPECT_FALSE(apply_models_preset("[a]\nnp = many\n", "p.ini", models).ok());
+  // Issue 30: another format version, and a NUL byte in a value (a path cut short), were accepted.
+  auto version = apply_models_preset("version = 2\n[a]\nc = 64\n", "p.ini", models);
+  ASSERT_FALSE(version.ok());
+  EXPECT_NE(version.error().message.find("p.ini:1: version 2 (kiln reads version = 1)"), std::string::npos)
+      << version.error().message;
+  auto nul = apply_models_preset(std::string("[b]\nmodel = /m/b.gguf\0.evil\n", 28), "p.ini", models);
+  ASSERT_FALSE(nul.ok());
+  EXPECT_NE(nul.error().message.find("p.ini:2: a NUL byte"), std::string::npos) << nul.error().message;
   EXPECT_FALSE(parse_model_flag("no-equals-sign").ok());
   EXPECT_FALSE(check_models({spec("x", "1"), spec("x", "2")}).ok());
 }

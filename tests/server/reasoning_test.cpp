@@ -258,6 +258,56 @@ TEST(ReasoningServer, ControlEndsTheBlockBeingWritten) {
   }
 }
 
+// Completion ids are 128 random bits, and a control request must present the completion's API key
+// (its Authorization header): another client can neither guess an id nor steer a completion whose
+// id it learnt (issue 30: ids were a timestamp and a counter).
+TEST(ReasoningServer, OnlyTheOwnerControlsACompletion) {
+  const Reasoning s;
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+               {"max_tokens", 200}, {"temperature", 0}, {"cache_prompt", false},
+               {"reasoning_control", true}, {"stream", true}};
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_read_timeout(60, 0);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.set_header("Authorization", "Bearer owner");
+  auto control = [&](const std::string& id, const std::string& authorization) {
+    httplib::Headers h;
+    if (!authorization.empty()) h.emplace("Authorization", authorization);
+    auto r = httplib::Client("127.0.0.1", s.port())
+                 .Post("/v1/chat/completions/control", h, json{{"id", id}, {"action", "reasoning_end"}}.dump(),
+                       "application/json");
+    return r ? json::parse(r->body, nullptr, false) : json();
+  };
+  const json unknown = {{"success", false}, {"message", "no active completion for this id"}};
+  std::string got, id;
+  std::vector<json> answers;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    got.append(data, n);
+    const size_t at = got.find("data: {");
+    if (id.empty() && at != std::string::npos && got.find("\n\n", at) != std::string::npos) {
+      id = json::parse(got.substr(at + 6, got.find("\n\n", at) - at - 6))["id"];
+      std::string neighbour = id;
+      neighbour.back() = neighbour.back() == '0' ? '1' : '0';
+      answers = {control(id, "Bearer someone-else"), control(id, ""), control(neighbour, "Bearer owner"),
+                 control(id, "Bearer owner")};
+    }
+    return id.empty();  // then hang up: the generation is cancelled
+  };
+  c.send(req);
+  ASSERT_EQ(id.size(), std::string("chatcmpl-").size() + 32) << id;
+  EXPECT_EQ(id.rfind("chatcmpl-", 0), 0u) << id;
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef", 9), std::string::npos) << id;
+  ASSERT_EQ(answers.size(), 4u);
+  EXPECT_EQ(answers[0], unknown) << "another key";
+  EXPECT_EQ(answers[1], unknown) << "no key";
+  EXPECT_EQ(answers[2], unknown) << "a neighbouring id";
+  EXPECT_EQ(answers[3], json({{"success", true}})) << "the owner";
+}
+
 TEST(ReasoningServer, ThinkingOffClosesTheBlockInThePrompt) {
   ServerOptions off;
   off.enable_thinking = false;

@@ -102,8 +102,8 @@ int run_serve(int argc, char** argv) {
   OptionParser p("serve", "kiln serve [-m MODEL.gguf | -m NAME=PATH ...] [--host H] [--port P] [--parallel N] [options]");
   mf.model_list = &model_values;
   mf.declare(p);
-  p.value({"--models-dir"}, &models_dir, "DIR", "serve every DIR/*.gguf, named by its file stem (many models)");
-  p.value({"--models-preset"}, &models_preset, "FILE.ini",
+  p.path({"--models-dir"}, &models_dir, "DIR", "serve every DIR/*.gguf, named by its file stem (many models)");
+  p.path({"--models-preset"}, &models_preset, "FILE.ini",
           "per-model options in llama-server's preset format (many models; see the README for the keys)");
   p.value({"--models-max"}, &models_max, "N", "models loaded at once (default 4; 0: no limit)",
           IntRange::at_least(0));
@@ -126,7 +126,7 @@ int run_serve(int argc, char** argv) {
           "Jinja chat template to use instead of the model's");
   p.value({"--mmproj"}, &mmproj, "FILE",
           "the model's vision encoder and projector (llama.cpp's mmproj GGUF): requests may carry images");
-  p.value({"--media-path"}, &media_path, "DIR",
+  p.path({"--media-path"}, &media_path, "DIR",
           "folder whose files image URLs may name as file://PATH (relative to it); default: none");
   p.flag({"--embeddings"}, &embeddings, "serve POST /v1/embeddings and /embeddings");
   p.value({"--pooling"}, &pooling, "none|mean|cls|last",
@@ -147,7 +147,7 @@ int run_serve(int argc, char** argv) {
   p.flag({"--reuse-port"}, &reuse_port, "let other processes listen on the same port (SO_REUSEPORT)");
   p.value({"--cors-origins"}, &cors_origins, "ORIGINS",
           "origins browsers may call from: * (default), a comma-separated list, or '' for none");
-  p.value({"--arbiter"}, &arbiter_dir, "DIR",
+  p.path({"--arbiter"}, &arbiter_dir, "DIR",
           "share the device with other kiln serve processes naming DIR: they take turns by a token "
           "(flock on DIR/token.lock, waited for within --residency-timeout); an idle holder evicts its "
           "models when another process waits");

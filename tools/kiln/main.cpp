@@ -1,5 +1,6 @@
 // `kiln COMMAND ...`: dispatches to the registered subcommands (see command.h); `kiln --version`;
 // `kiln help [COMMAND]`.
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -80,6 +81,9 @@ CommandRegistrar::CommandRegistrar(std::string_view name, std::string_view summa
 
 int main(int argc, char** argv) {
   using namespace kiln::cli;
+  // A write past a file-size limit (RLIMIT_FSIZE: a --swap-dir file, a converted model) fails with
+  // EFBIG, reported with its cause as a full disk is, instead of killing the process (SIGXFSZ).
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     print_usage(stderr);
     return 2;

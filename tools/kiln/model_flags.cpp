@@ -178,14 +178,14 @@ void ModelFlags::declare(OptionParser& p) {
   p.custom(
       {"--sim-capacity"}, [this](const std::string& v) { return parse_sim_capacities(v, &sim_devices); },
       "SIM=GiB,...", "capacity of sim devices, e.g. sim0=0.5 (default 4 GiB each)");
-  p.value({"--sim-shared"}, &sim_shared_dir, "DIR",
+  p.path({"--sim-shared"}, &sim_shared_dir, "DIR",
           "share each sim device's capacity with the processes that name the same DIR, like a real "
           "GPU's memory (a ledger file there; give every process the same --sim-capacity)");
   p.custom(
       {"--max-mem"}, [this](const std::string& v) { return parse_budgets(v, &budgets); }, "DEV=GiB,...",
       "memory budget per device, e.g. cpu=12,sim0=0.5 (negative: all but this much); the residency "
       "manager evicts idle models to stay within it");
-  p.value({"--swap-dir"}, &swap_dir, "DIR",
+  p.path({"--swap-dir"}, &swap_dir, "DIR",
           "an evicted model's KV cache goes to a file in DIR (unnamed, mode 0600, gone at restore) instead "
           "of host memory; on the CPU the KV cache is then evictable too");
   p.flag({"--no-mmap"}, &no_mmap,

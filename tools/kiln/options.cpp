@@ -96,6 +96,14 @@ void OptionParser::value(std::vector<std::string> names, std::string* out, std::
   }, std::move(metavar), std::move(help));
 }
 
+void OptionParser::path(std::vector<std::string> names, std::string* out, std::string metavar, std::string help) {
+  custom(std::move(names), [out](const std::string& v) {
+    if (v.empty()) return std::string("needs a name, not an empty value");
+    *out = v;
+    return std::string();
+  }, std::move(metavar), std::move(help));
+}
+
 void OptionParser::value(std::vector<std::string> names, std::vector<std::string>* out, std::string metavar,
                          std::string help) {
   custom(

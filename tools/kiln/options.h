@@ -85,6 +85,8 @@ class OptionParser {
              IntRange range = {});
   void value(std::vector<std::string> names, float* out, std::string metavar, std::string help,
              FloatRange range = {});
+  // A file or folder name; an empty value is refused (it would read as "not given").
+  void path(std::vector<std::string> names, std::string* out, std::string metavar, std::string help);
   // An option whose value a caller-supplied function interprets; it returns an error message
   // (printed after "FLAG: ") or "".
   void custom(std::vector<std::string> names, std::function<std::string(const std::string&)> apply,

@@ -8,12 +8,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
 #include <sstream>
 #include <vector>
+
+#include "runtime/shared_dir.h"
 
 namespace kiln {
 namespace {
@@ -35,11 +36,38 @@ std::string client_lock_path(const std::string& dir, const std::string& client) 
   return dir + "/client." + client + ".lock";
 }
 
+// Whether `s` is a run of 1 to `max` characters that `ok` accepts.
+template <typename Pred>
+bool run_of(std::string_view s, size_t max, Pred ok) {
+  if (s.empty() || s.size() > max) return false;
+  for (char c : s) {
+    if (!ok(c)) return false;
+  }
+  return true;
+}
+
+bool is_dec(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_dec(c) || (c >= 'a' && c <= 'f'); }
+
+// A client name as new_client_name() writes it: PID-NANOSECONDS-HEX. Names read from the ledger
+// become file names; anything else ("/../x") is not a client.
+bool valid_client_name(std::string_view name) {
+  const size_t a = name.find('-'), b = a == std::string_view::npos ? a : name.find('-', a + 1);
+  if (b == std::string_view::npos) return false;
+  return run_of(name.substr(0, a), 10, is_dec) && run_of(name.substr(a + 1, b - a - 1), 20, is_dec) &&
+         run_of(name.substr(b + 1), 16, is_hex);
+}
+
+// A device name as sim devices have them (sim0, sim1...).
+bool valid_device_name(std::string_view name) {
+  return run_of(name, 32, [](char c) { return is_dec(c) || (c >= 'a' && c <= 'z'); });
+}
+
 // Whether `client` still lives: its lock file exists and someone holds its lock. A dead client's
 // lock file is removed (we hold its lock while we unlink it, so a racing checker finds it gone).
 bool client_alive(const std::string& dir, const std::string& client) {
   const std::string path = client_lock_path(dir, client);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = shared_dir::open_file(path, O_RDONLY);
   if (fd < 0) return false;
   const bool taken = lock_file(fd, LOCK_EX | LOCK_NB);
   if (taken) ::unlink(path.c_str());
@@ -47,28 +75,52 @@ bool client_alive(const std::string& dir, const std::string& client) {
   return !taken;
 }
 
+// The ledger's lines that have the format kiln writes (a client name, a device name, bytes > 0);
+// other lines are dropped (and go at the next write). A ledger that is missing, not a regular file
+// or larger than kMaxLedgerBytes reads as empty.
+constexpr off_t kMaxLedgerBytes = 1 << 20;
+
 std::vector<Entry> read_entries(const std::string& path) {
   std::vector<Entry> out;
-  std::ifstream in(path);
+  const int fd = shared_dir::open_file(path, O_RDONLY);
+  if (fd < 0) return out;
+  struct stat st {};
+  std::string text;
+  if (::fstat(fd, &st) == 0 && st.st_size <= kMaxLedgerBytes) {
+    text.resize(static_cast<size_t>(st.st_size));
+    const ssize_t n = ::pread(fd, text.data(), text.size(), 0);
+    text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  std::istringstream lines(text);
   std::string line;
-  while (std::getline(in, line)) {
+  while (std::getline(lines, line)) {
     std::istringstream fields(line);
     Entry e;
-    if (fields >> e.client >> e.device >> e.bytes && e.bytes > 0) out.push_back(std::move(e));
+    std::string rest;
+    if (fields >> e.client >> e.device >> e.bytes && !(fields >> rest) && e.bytes > 0 &&
+        valid_client_name(e.client) && valid_device_name(e.device))
+      out.push_back(std::move(e));
   }
   return out;
 }
 
+// Writes the ledger to a new file (mkstemp: made, never followed) and renames it over DIR/ledger,
+// so that a reader never sees half a file.
 Status write_entries(const std::string& dir, const std::vector<Entry>& entries) {
-  const std::string tmp = dir + "/ledger.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const Entry& e : entries) out << e.client << ' ' << e.device << ' ' << e.bytes << '\n';
-    out.flush();
-    if (!out) return make_error("sim: cannot write ", tmp);
+  std::string tmp = dir + "/ledger.XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return make_error("sim: cannot create ", tmp, ": ", std::strerror(errno));
+  std::string text;
+  for (const Entry& e : entries) text += e.client + ' ' + e.device + ' ' + std::to_string(e.bytes) + '\n';
+  const bool written = ::fchmod(fd, 0644) == 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const int why = errno;
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), (dir + "/ledger").c_str()) != 0) {
+    const std::string reason = std::strerror(written ? errno : why);
+    ::unlink(tmp.c_str());
+    return make_error("sim: cannot write ", dir, "/ledger: ", reason);
   }
-  if (::rename(tmp.c_str(), (dir + "/ledger").c_str()) != 0)
-    return make_error("sim: cannot replace ", dir, "/ledger: ", std::strerror(errno));
   return {};
 }
 
@@ -89,16 +141,14 @@ struct SimLedger::Entries {
 };
 
 Result<std::unique_ptr<SimLedger>> SimLedger::open(const std::string& dir) {
-  if (dir.empty()) return make_error("sim: --sim-shared needs a directory");
-  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
-    return make_error("sim: cannot make the shared directory ", dir, ": ", std::strerror(errno));
+  KILN_TRY(shared_dir::prepare(dir, "sim: --sim-shared"));
   std::unique_ptr<SimLedger> l(new SimLedger());
   l->dir_ = dir;
   l->client_ = new_client_name();
   // Locked under a temporary name, then renamed: no checker ever sees the file unlocked.
   const std::string path = client_lock_path(dir, l->client_);
   const std::string fresh = path + ".new";
-  l->client_fd_ = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  l->client_fd_ = shared_dir::open_file(fresh, O_RDWR | O_CREAT | O_EXCL);
   if (l->client_fd_ < 0) return make_error("sim: cannot create ", fresh, ": ", std::strerror(errno));
   if (!lock_file(l->client_fd_, LOCK_EX | LOCK_NB) || ::rename(fresh.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
@@ -121,7 +171,7 @@ template <typename F>
 Status SimLedger::update(F&& change) {
   std::lock_guard lock(mu_);
   const std::string lock_path = dir_ + "/ledger.lock";
-  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  const int fd = shared_dir::open_file(lock_path, O_RDWR | O_CREAT);
   if (fd < 0) return make_error("sim: cannot open ", lock_path, ": ", std::strerror(errno));
   if (!lock_file(fd, LOCK_EX)) {
     const std::string why = std::strerror(errno);

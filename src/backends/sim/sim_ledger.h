@@ -4,9 +4,12 @@
 // Files in DIR:
 //   ledger.lock     flock'ed (exclusive) while the ledger is read or changed
 //   ledger          text, one line per client and device with bytes in use: "CLIENT DEVICE BYTES"
-//                   (written to ledger.tmp, then renamed over it: a reader never sees half a file)
+//                   (written to a new file made by mkstemp, then renamed over it: a reader never
+//                   sees half a file); lines of another format are dropped when it is read
 //   client.CLIENT.lock   one per live client, exclusively flock'ed by it for its whole life
-// CLIENT is "PID-NANOSECONDS-RANDOM", unique even when the kernel reuses a PID. Whenever the
+// CLIENT is "PID-NANOSECONDS-RANDOM" (decimal, decimal, hex), unique even when the kernel reuses a
+// PID. DIR and the files in it are made and opened as runtime/shared_dir.h says (a folder others
+// can write is refused unless sticky; no symbolic link is followed). Whenever the
 // ledger is read, the entries of every other client whose lock file can be flock'ed (its holder is
 // gone: a killed process's locks are released by the kernel) or no longer exists are dropped, so
 // a killed process's bytes come back; its lock file is removed.

@@ -3,6 +3,7 @@
 #include "text/chat/gbnf_text.h"
 #include "text/chat/text_util.h"
 #include "text/grammar/json_schema.h"
+#include "text/json_depth.h"
 
 namespace kiln::chat {
 namespace {
@@ -28,6 +29,9 @@ Result<std::vector<ChatMessage>> prepare_messages(const ChatSyntax& syntax, cons
           return make_error("messages[", i, "].tool_calls[", j, "]: expected {\"function\": {\"name\", \"arguments\"}}");
         json& args = f["arguments"];
         if (args.is_string() && syntax.object_arguments) {
+          if (text::json_nests_deeper_than(args.get<std::string>(), text::kMaxJsonDepth))
+            return make_error("messages[", i, "].tool_calls[", j, "].function.arguments: nests arrays and objects deeper than ",
+                              text::kMaxJsonDepth, " levels");
           json parsed = json::parse(args.get<std::string>(), nullptr, false);
           if (parsed.is_discarded())
             return make_error("messages[", i, "].tool_calls[", j, "].function.arguments: not JSON");

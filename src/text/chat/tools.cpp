@@ -149,7 +149,7 @@ class ToolGrammar {
         } else if (is_plain_string(schema)) {
           value = until_rule(c_, "tool-arg-text", trim(t_.arg_suffix));
         } else {
-          KILN_ASSIGN_OR_RETURN(value, c_.add_schema("tool-" + tool.name + "-arg-" + name, schema));
+          KILN_ASSIGN_OR_RETURN(value, c_.add_schema("tool-" + tool.name + "-arg-" + name, schema, {.root = &params}));
         }
         const std::string arg = c_.add_rule("tool-" + tool.name + "-arg-" + name,
                                             marker(t_.arg_prefix) + grammar::gbnf_literal(name) + " " + marker(t_.arg_infix) +
@@ -247,8 +247,15 @@ Result<std::optional<grammar::GrammarSpec>> tool_call_grammar(const ChatSyntax& 
                      : json{{"type", "object"}, {"properties", {{"tool_call", one_call}}}, {"required", {"tool_call"}}};
     const json response = {{"type", "object"}, {"properties", {{"response", {{"type", "string"}}}}}, {"required", {"response"}}};
     const json schema = options.choice.mode == ToolChoice::Mode::Auto ? json{{"anyOf", {calls, response}}} : calls;
-    KILN_ASSIGN_OR_RETURN(std::string gbnf, grammar::json_schema_to_gbnf(schema));
-    return std::optional<grammar::GrammarSpec>(grammar::GrammarSpec{.gbnf = std::move(gbnf), .lazy = false, .triggers = {}});
+    // Each tool's parameters where they stand in `schema`: their $refs resolve against them.
+    const json& calls_in = options.choice.mode == ToolChoice::Mode::Auto ? schema["anyOf"][0] : schema;
+    const json& one_in = options.parallel ? calls_in["properties"]["tool_calls"]["items"] : calls_in["properties"]["tool_call"];
+    grammar::SchemaDocuments documents;
+    for (size_t i = 0; i < alternatives.size(); ++i)
+      documents.embedded.push_back(&(alternatives.size() == 1 ? one_in : one_in["anyOf"][i])["properties"]["arguments"]);
+    grammar::SchemaConverter c;
+    KILN_TRY(c.add_schema("", schema, documents));
+    return std::optional<grammar::GrammarSpec>(grammar::GrammarSpec{.gbnf = c.grammar(), .lazy = false, .triggers = {}});
   }
   if (options.choice.mode == ToolChoice::Mode::Auto && trim(syntax.tools.trigger).empty()) return std::optional<grammar::GrammarSpec>();
   KILN_ASSIGN_OR_RETURN(grammar::GrammarSpec spec, ToolGrammar(syntax, options).build());

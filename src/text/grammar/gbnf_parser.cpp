@@ -167,25 +167,64 @@ class Parser {
     return {static_cast<uint32_t>(ids[0]), pos};
   }
 
-  size_t parse_alternates(size_t pos, const std::string& rule_name, uint32_t rule_id, bool nested) {
-    Rule rule;
-    pos = parse_sequence(pos, rule_name, rule, nested);
-    while (at(pos) == '|') {
-      rule.push_back({ElementType::Alt, 0});
-      pos = parse_space(pos + 1, true);
-      pos = parse_sequence(pos, rule_name, rule, nested);
+  // A rule being parsed: a named rule's alternatives, or a group's (a generated rule).
+  struct Open {
+    uint32_t rule_id;
+    bool nested;                 // a group: newlines are spaces inside it
+    size_t open = 0;             // a group's '('
+    size_t n_rules_before = 0;   // a group's: symbol ids before its own
+    Rule rule{};
+    size_t last_sym_start = 0;   // where the current alternative's last item starts
+    uint64_t n_prev_rules = 1;   // the rules that item expands to (repetition limits)
+  };
+
+  // The alternatives of rule `rule_id` and of the groups nested in them (ref:
+  // llama_grammar_parser::parse_alternates, whose recursion per group is an explicit stack here:
+  // nesting depth is the input's).
+  size_t parse_alternates(size_t pos, const std::string& rule_name, uint32_t rule_id) {
+    std::vector<Open> open;  // the rule, then the groups open in it, innermost last
+    open.push_back({.rule_id = rule_id, .nested = false});
+    while (true) {
+      pos = parse_sequence(pos, rule_name, open.back());
+      if (at(pos) == '(') {
+        const size_t n_rules_before = symbol_ids.size();
+        open.push_back({.rule_id = generate_symbol_id(rule_name), .nested = true, .open = pos,
+                        .n_rules_before = n_rules_before});
+        pos = parse_space(pos + 1, true);
+        continue;
+      }
+      if (at(pos) == '|') {
+        Open& o = open.back();
+        o.rule.push_back({ElementType::Alt, 0});
+        o.last_sym_start = o.rule.size();
+        o.n_prev_rules = 1;
+        pos = parse_space(pos + 1, true);
+        continue;
+      }
+      Open done = std::move(open.back());
+      open.pop_back();
+      done.rule.push_back({ElementType::End, 0});
+      add_rule(done.rule_id, std::move(done.rule));
+      if (open.empty()) return pos;
+      // The group is an item of the sequence it opened in.
+      Open& o = open.back();
+      o.n_prev_rules = std::max<uint64_t>(1, symbol_ids.size() - done.n_rules_before);
+      o.last_sym_start = o.rule.size();
+      o.rule.push_back({ElementType::RuleRef, done.rule_id});
+      if (at(pos) != ')') fail(pos, "expecting ')' to close the '(' at " + location(done.open));
+      pos = parse_space(pos + 1, o.nested);
     }
-    rule.push_back({ElementType::End, 0});
-    add_rule(rule_id, std::move(rule));
-    return pos;
   }
 
-  // ref: llama_grammar_parser::parse_sequence; repetitions are rewritten as
+  // The items of one alternative of `o`, up to its end or a group's '(' (parse_alternates parses
+  // the group). ref: llama_grammar_parser::parse_sequence; repetitions are rewritten as
   //   S{m,n} -> S ... S (m times) S'(n-m), S'(x) ::= S S'(x-1) | , S'(1) ::= S |
   //   S{m,}  -> S ... S (m times) S',      S'    ::= S S' |
-  size_t parse_sequence(size_t pos, const std::string& rule_name, Rule& rule, bool nested) {
-    size_t last_sym_start = rule.size();
-    uint64_t n_prev_rules = 1;
+  size_t parse_sequence(size_t pos, const std::string& rule_name, Open& o) {
+    Rule& rule = o.rule;
+    size_t& last_sym_start = o.last_sym_start;
+    uint64_t& n_prev_rules = o.n_prev_rules;
+    const bool nested = o.nested;
 
     auto handle_repetitions = [&](size_t at_pos, uint64_t min_times, std::optional<uint64_t> max_times) {
       if (last_sym_start == rule.size()) fail(at_pos, "expecting an item before the repetition operator");
@@ -273,17 +312,6 @@ class Parser {
         last_sym_start = rule.size();
         n_prev_rules = 1;
         rule.push_back({ElementType::RuleRef, ref});
-      } else if (c == '(') {  // group: a generated rule
-        const size_t open = pos;
-        pos = parse_space(pos + 1, true);
-        const size_t n_rules_before = symbol_ids.size();
-        const uint32_t sub_rule_id = generate_symbol_id(rule_name);
-        pos = parse_alternates(pos, rule_name, sub_rule_id, true);
-        n_prev_rules = std::max<uint64_t>(1, symbol_ids.size() - n_rules_before);
-        last_sym_start = rule.size();
-        rule.push_back({ElementType::RuleRef, sub_rule_id});
-        if (at(pos) != ')') fail(pos, "expecting ')' to close the '(' at " + location(open));
-        pos = parse_space(pos + 1, nested);
       } else if (c == '.') {
         last_sym_start = rule.size();
         n_prev_rules = 1;
@@ -335,7 +363,7 @@ class Parser {
     pos = parse_space(name_end, false);
     if (!(at(pos) == ':' && at(pos + 1) == ':' && at(pos + 2) == '=')) fail(pos, "expecting ::=");
     pos = parse_space(pos + 3, true);
-    pos = parse_alternates(pos, name, rule_id, false);
+    pos = parse_alternates(pos, name, rule_id);
     if (at(pos) == '\r') {
       pos += at(pos + 1) == '\n' ? 2 : 1;
     } else if (at(pos) == '\n') {
@@ -365,37 +393,60 @@ class Parser {
   const text::Tokenizer* tokenizer_;
 };
 
-// ref: llama_grammar_detect_left_recursion
-bool detect_left_recursion(const std::vector<Rule>& rules, size_t index, std::vector<bool>& visited,
-                           std::vector<bool>& in_progress, std::vector<bool>& may_be_empty) {
-  if (in_progress[index]) return true;
-  in_progress[index] = true;
-  const Rule& rule = rules[index];
-  bool at_rule_start = true;
+// Whether one of the rule's alternatives is empty.
+bool has_empty_alternative(const Rule& rule) {
+  bool at_alternative_start = true;
   for (const Element& e : rule) {
     if (is_end_of_sequence(e.type)) {
-      if (at_rule_start) {
-        may_be_empty[index] = true;
-        break;
+      if (at_alternative_start) return true;
+      at_alternative_start = true;
+    } else {
+      at_alternative_start = false;
+    }
+  }
+  return false;
+}
+
+// Whether a rule reachable from `start` refers to itself before consuming anything (ref:
+// llama_grammar_detect_left_recursion, the same walk with an explicit stack: chains of rules are
+// as long as the input makes them). A rule already `visited` (explored without finding one) is
+// not explored again: a left recursion through it would have been found then.
+bool detect_left_recursion(const std::vector<Rule>& rules, uint32_t start, std::vector<bool>& visited,
+                           std::vector<bool>& in_progress, std::vector<bool>& may_be_empty) {
+  struct Frame {
+    uint32_t rule;
+    size_t next = 0;       // the next element to look at
+    bool at_start = true;  // nothing consumed yet in the current alternative
+  };
+  std::vector<Frame> stack;
+  auto enter = [&](uint32_t r) {
+    in_progress[r] = true;
+    may_be_empty[r] = has_empty_alternative(rules[r]);
+    stack.push_back({.rule = r});
+  };
+  enter(start);
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    const Rule& rule = rules[f.rule];
+    if (f.next == rule.size()) {
+      in_progress[f.rule] = false;
+      visited[f.rule] = true;
+      stack.pop_back();
+      continue;
+    }
+    const Element& e = rule[f.next];
+    if (e.type == ElementType::RuleRef && f.at_start) {
+      if (in_progress[e.value]) return true;
+      if (!visited[e.value]) {
+        enter(e.value);  // this element is looked at again once the rule is explored
+        continue;
       }
-      at_rule_start = true;
+      if (!may_be_empty[e.value]) f.at_start = false;
     } else {
-      at_rule_start = false;
+      f.at_start = is_end_of_sequence(e.type);
     }
+    ++f.next;
   }
-  bool recurse = true;
-  for (const Element& e : rule) {
-    if (e.type == ElementType::RuleRef && recurse) {
-      if (detect_left_recursion(rules, e.value, visited, in_progress, may_be_empty)) return true;
-      if (!may_be_empty[e.value]) recurse = false;
-    } else if (is_end_of_sequence(e.type)) {
-      recurse = true;
-    } else {
-      recurse = false;
-    }
-  }
-  in_progress[index] = false;
-  visited[index] = true;
   return false;
 }
 
@@ -429,7 +480,7 @@ Result<Grammar> Grammar::parse(std::string_view text, const ParseOptions& option
   const size_t n = parser.rules.size();
   std::vector<bool> visited(n), in_progress(n), may_be_empty(n);
   for (size_t i = 0; i < n; ++i) {
-    if (!visited[i] && detect_left_recursion(parser.rules, i, visited, in_progress, may_be_empty))
+    if (!visited[i] && detect_left_recursion(parser.rules, static_cast<uint32_t>(i), visited, in_progress, may_be_empty))
       return make_error("grammar: left recursion in rule '", names[i], "' (unsupported)");
   }
 

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "text/grammar/regex_to_gbnf.h"
@@ -139,8 +140,33 @@ std::string gbnf_literal(std::string_view text) {
 
 struct SchemaConverter::Visit {
   SchemaConverter& c;
-  const json& root;
-  std::set<std::string> refs_being_resolved;
+  const json* root;                   // the document "#" names where the traversal is
+  std::set<const json*> embedded;     // SchemaDocuments::embedded
+  int depth = 0;  // visits in progress: the traversal's recursion depth
+
+  // Holds one level of depth for a visit, and the document of an embedded one; past
+  // kMaxSchemaDepth the schema is refused (a $ref chain can nest without bound in a small
+  // document).
+  struct Level {
+    Level(Visit& v, const json& schema, const std::string& path) : v_(v), root_(v.root) {
+      if (++v_.depth > kMaxSchemaDepth) {
+        --v_.depth;
+        fail(path, "schemas nest deeper than " + std::to_string(kMaxSchemaDepth) +
+                       " levels (counting properties, items, anyOf/oneOf alternatives and $refs)");
+      }
+      if (v_.embedded.count(&schema)) v_.root = &schema;
+    }
+    ~Level() {
+      --v_.depth;
+      v_.root = root_;
+    }
+    Level(const Level&) = delete;
+    Level& operator=(const Level&) = delete;
+
+   private:
+    Visit& v_;
+    const json* root_;
+  };
 
   Kind classify(const json& schema, const std::string& path) {
     if (!schema.is_object()) fail(path, "a schema must be an object");
@@ -197,29 +223,31 @@ struct SchemaConverter::Visit {
     return static_cast<int>(v.get<int64_t>());
   }
 
-  // A bound rounded inwards to the integers it admits (llama.cpp's get_bound).
-  int64_t bound(const json& schema, const char* key, const std::string& path, bool round_up) {
+  // A bound rounded inwards to the integers it admits (llama.cpp's get_bound), or nullopt when it
+  // excludes no integer: one past -1e18 for a lower bound (a minimum of -9223372036854775808, a
+  // valid int64, is no minimum), past 1e18 for an upper one. A bound past 1e18 the other way
+  // admits no integer the grammar writes and is refused.
+  std::optional<int64_t> bound(const json& schema, const char* key, const std::string& path, bool lower,
+                               bool exclusive) {
     const json& v = schema[key];
-    constexpr double kLimit = 1e18;
-    if (v.is_number_integer()) {
-      if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(kLimit) : std::fabs(static_cast<double>(v.get<int64_t>())) > kLimit)
-        fail(path, std::string(key) + " is too large");
-      return v.get<int64_t>();
-    }
     if (!v.is_number()) fail(path, std::string(key) + " must be a number");
+    constexpr double kLimit = 1e18;
     const double d = v.get<double>();
+    if (lower ? d < -kLimit : d > kLimit) return std::nullopt;
     if (!std::isfinite(d) || std::fabs(d) > kLimit) fail(path, std::string(key) + " is too large");
-    return static_cast<int64_t>(round_up ? std::ceil(d) : std::floor(d));
+    const bool round_up = lower != exclusive;
+    const int64_t b = v.is_number_integer() ? v.get<int64_t>()
+                                            : static_cast<int64_t>(round_up ? std::ceil(d) : std::floor(d));
+    return exclusive ? (lower ? b + 1 : b - 1) : b;
   }
 
-  std::string resolve_ref(const std::string& ref, const std::string& path) {
-    if (ref.compare(0, 2, "#/") != 0) fail(path, "$ref '" + ref + "': only references into the same document (#/...) are supported");
-    const std::string fragment = ref.substr(1);
-    std::string ref_name = "ref" + rule_name_of(fragment);
-    if (c.rules_.count(ref_name) || refs_being_resolved.count(ref)) return ref_name;
-    const json* target = &root;
-    size_t begin = 2;
-    while (begin <= ref.size()) {
+  // The schema a reference names in the current document: "#" (the document) or "#/" and a JSON
+  // pointer into it.
+  const json& target_of(const std::string& ref, const std::string& path) {
+    if (ref != "#" && ref.compare(0, 2, "#/") != 0)
+      fail(path, "$ref '" + ref + "': only references into the same document (#/...) are supported");
+    const json* target = root;
+    for (size_t begin = 2; begin <= ref.size();) {
       size_t end = ref.find('/', begin);
       if (end == std::string::npos) end = ref.size();
       const std::string sel = json_pointer_unescape(ref.substr(begin, end - begin));
@@ -233,10 +261,25 @@ struct SchemaConverter::Visit {
       }
       begin = end + 1;
     }
-    refs_being_resolved.insert(ref);
-    ref_name = visit(*target, ref_name, ref);
-    refs_being_resolved.erase(ref);
-    return ref_name;
+    return *target;
+  }
+
+  // The rule of a reference, made once per document and reference: one met again, or inside its
+  // own schema, gets the same rule. Its schema is visited under the name "ref" and the pointer
+  // (numbered when another rule or reference has that name), and the rule is the one the visit
+  // gives (a primitive's own, for a reference to a primitive type), as llama.cpp's _resolve_ref.
+  std::string resolve_ref(const std::string& ref, const std::string& path) {
+    const json& target = target_of(ref, path);
+    const RefOrigin origin{root, ref};
+    if (auto it = c.ref_rules_.find(origin); it != c.ref_rules_.end()) return it->second;
+    const std::string base = "ref" + rule_name_of(ref.substr(1));
+    std::string ref_name = base;
+    for (int i = 0; c.rules_.count(ref_name) || c.ref_names_.count(ref_name); ++i) ref_name = base + std::to_string(i);
+    c.ref_names_.insert(ref_name);
+    c.ref_rules_[origin] = ref_name;  // before the visit: a reference inside it finds the rule
+    const std::string made = visit(target, ref_name, ref);
+    c.ref_rules_[origin] = made;
+    return made;
   }
 
   std::string primitive(const std::string& rule_name, const std::string& type) {
@@ -274,17 +317,23 @@ struct SchemaConverter::Visit {
     if (!optional_props.empty()) {
       rule += " (";
       if (!required_props.empty()) rule += " \",\" space ( ";
-      std::function<std::string(size_t, bool)> recursive_refs = [&](size_t from, bool first_is_optional) {
-        const std::string& k = optional_props[from];
+      // Optional property i, first in the object or after a comma.
+      auto item = [&](size_t i, bool after_comma) {
+        const std::string& k = optional_props[i];
         const std::string& kv = kv_rules[k];
         const std::string comma_ref = "( \",\" space " + kv + " )";
-        std::string res = first_is_optional ? comma_ref + (k == "*" ? "*" : "?") : kv + (k == "*" ? " " + comma_ref + "*" : "");
-        if (from + 1 < optional_props.size()) res += " " + c.add_rule(prefix + k + "-rest", recursive_refs(from + 1, true));
-        return res;
+        return after_comma ? comma_ref + (k == "*" ? "*" : "?") : kv + (k == "*" ? " " + comma_ref + "*" : "");
       };
-      for (size_t i = 0; i < optional_props.size(); ++i) {
+      // rest[i]: " " and the rule for the optional properties after i ("" after the last), named
+      // after property i (llama.cpp's recursive get_recursive_refs, built from the last property
+      // back: the order llama.cpp adds these rules in, and no recursion per property).
+      const size_t n = optional_props.size();
+      std::vector<std::string> rest(n);
+      for (size_t i = n - 1; i-- > 0;)
+        rest[i] = " " + c.add_rule(prefix + optional_props[i] + "-rest", item(i + 1, true) + rest[i + 1]);
+      for (size_t i = 0; i < n; ++i) {
         if (i > 0) rule += " | ";
-        rule += recursive_refs(i, false);
+        rule += item(i, false) + rest[i];
       }
       if (!required_props.empty()) rule += " )";
       rule += " )?";
@@ -297,9 +346,7 @@ struct SchemaConverter::Visit {
     const json* s = &schema;
     for (int hops = 0; s->is_object() && has(*s, "$ref"); ++hops) {
       if (hops > 64) fail(path, "$ref chain too long");
-      const std::string ref = (*s)["$ref"].is_string() ? (*s)["$ref"].get<std::string>() : "";
-      if (ref.compare(0, 2, "#/") != 0) fail(path, "$ref '" + ref + "': only references into the same document (#/...) are supported");
-      s = &root.at(json::json_pointer(ref.substr(1)));
+      s = &target_of((*s)["$ref"].is_string() ? (*s)["$ref"].get<std::string>() : "", path);
     }
     return *s;
   }
@@ -337,7 +384,7 @@ struct SchemaConverter::Visit {
       } else if (k == Kind::Enum) {
         check_keywords(s, k, p);
         ++n_enums;
-        if (!s["enum"].is_array() || s["enum"].empty()) fail(p, "enum must be a non-empty array");
+        check_enum(s["enum"], p);
         for (const auto& v : s["enum"]) enum_values[gbnf_literal(v.dump())] += 1;
       } else {
         fail(p, "allOf: only objects (their properties are merged) or enums (intersected) can be combined");
@@ -370,6 +417,7 @@ struct SchemaConverter::Visit {
 
   std::string visit(const json& schema, const std::string& name, const std::string& path,
                     bool check_value_types = true) {
+    const Level level(*this, schema, path);
     const std::string rule_name = schema_rules::is_reserved_name(name) ? name + "-" : name.empty() ? "root" : name;
     const std::string sub_name = name + (name.empty() ? "" : "-");
     const Kind kind = classify(schema, path);
@@ -413,7 +461,7 @@ struct SchemaConverter::Visit {
         return c.add_rule(rule_name, gbnf_literal(schema["const"].dump()));
       case Kind::Enum: {
         const json& values = schema["enum"];
-        if (!values.is_array() || values.empty()) fail(path, "enum must be a non-empty array");
+        check_enum(values, path);
         if (check_value_types && has(schema, "type")) check_enum_types(schema, json::array({schema["type"]}), path);
         std::string rule = "(";
         for (size_t i = 0; i < values.size(); ++i) rule += (i ? " | " : "") + gbnf_literal(values[i].dump());
@@ -524,10 +572,10 @@ struct SchemaConverter::Visit {
         int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
         if (has(schema, "minimum") && has(schema, "exclusiveMinimum")) fail(path, "minimum and exclusiveMinimum together are not supported");
         if (has(schema, "maximum") && has(schema, "exclusiveMaximum")) fail(path, "maximum and exclusiveMaximum together are not supported");
-        if (has(schema, "minimum")) lo = bound(schema, "minimum", path, true);
-        if (has(schema, "exclusiveMinimum")) lo = bound(schema, "exclusiveMinimum", path, false) + 1;
-        if (has(schema, "maximum")) hi = bound(schema, "maximum", path, false);
-        if (has(schema, "exclusiveMaximum")) hi = bound(schema, "exclusiveMaximum", path, true) - 1;
+        if (has(schema, "minimum")) lo = bound(schema, "minimum", path, true, false).value_or(lo);
+        if (has(schema, "exclusiveMinimum")) lo = bound(schema, "exclusiveMinimum", path, true, true).value_or(lo);
+        if (has(schema, "maximum")) hi = bound(schema, "maximum", path, false, false).value_or(hi);
+        if (has(schema, "exclusiveMaximum")) hi = bound(schema, "exclusiveMaximum", path, false, true).value_or(hi);
         if (lo == std::numeric_limits<int64_t>::min() && hi == std::numeric_limits<int64_t>::max())
           return primitive(rule_name, "integer");
         if (lo != std::numeric_limits<int64_t>::min() && hi != std::numeric_limits<int64_t>::max() && lo > hi)
@@ -540,6 +588,15 @@ struct SchemaConverter::Visit {
       case Kind::Any: return c.add_rule(rule_name, c.add_primitive("value", "value"));
     }
     return "";
+  }
+
+  // An enum's values: a non-empty array of at most kMaxEnumValues (each value is an alternative
+  // that grammar work per token goes through: 16,000 cost 2 s a token on a small vocabulary).
+  void check_enum(const json& values, const std::string& path) {
+    if (!values.is_array() || values.empty()) fail(path, "enum must be a non-empty array");
+    if (values.size() > kMaxEnumValues)
+      fail(path, "enum has " + std::to_string(values.size()) + " values, more than the " +
+                     std::to_string(kMaxEnumValues) + " kiln takes");
   }
 
   // Every enum / const value must have one of `types`.
@@ -621,33 +678,46 @@ std::string SchemaConverter::not_strings(const std::vector<std::string>& strings
     return text::encode_utf8(cp);
   };
   std::string out = "[\"] ( ";
-  std::function<void(size_t)> walk = [&](size_t idx) {
-    std::string rejects;
-    bool first = true;
-    for (const auto& [cp, child] : trie[idx].children) {
-      const std::string c = class_char(cp);
-      rejects += c;
-      out += first ? "" : " | ";
-      first = false;
-      out += "[" + c + "]";
-      if (!trie[child].children.empty()) {
-        out += " (";
-        walk(child);
-        out += ")";
-      } else {
-        out += " " + ch + "+";
-      }
-    }
-    if (!trie[idx].children.empty()) out += " | [^\"" + rejects + "] " + ch + "*";
+  // Depth first over the trie with an explicit stack (a string's length must not set the depth
+  // of a recursion): each node writes its children as alternatives, a child with children of its
+  // own in parentheses, then the alternative of any other character.
+  struct Frame {
+    size_t node;
+    std::map<uint32_t, size_t>::const_iterator next;  // the next child to write
+    std::string rejects;                              // the children's characters written so far
   };
-  walk(0);
+  std::vector<Frame> stack{{0, trie[0].children.begin(), ""}};
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    const Node& node = trie[f.node];
+    if (f.next == node.children.end()) {
+      if (!node.children.empty()) out += " | [^\"" + f.rejects + "] " + ch + "*";
+      stack.pop_back();
+      if (!stack.empty()) out += ")";
+      continue;
+    }
+    const auto [cp, child] = *f.next;
+    const std::string cls = class_char(cp);
+    out += f.next == node.children.begin() ? "[" : " | [";
+    out += cls + "]";
+    f.rejects += cls;
+    ++f.next;
+    if (trie[child].children.empty()) {
+      out += " " + ch + "+";
+    } else {
+      out += " (";
+      stack.push_back({child, trie[child].children.begin(), ""});
+    }
+  }
   out += " )";
   if (!trie[0].end) out += "?";
   return out + " [\"]";
 }
 
-Result<std::string> SchemaConverter::add_schema(const std::string& name, const nlohmann::ordered_json& schema) {
-  Visit v{*this, schema, {}};
+Result<std::string> SchemaConverter::add_schema(const std::string& name, const nlohmann::ordered_json& schema,
+                                                const SchemaDocuments& documents) {
+  Visit v{*this, documents.root != nullptr ? documents.root : &schema,
+          {documents.embedded.begin(), documents.embedded.end()}, 0};
   try {
     return v.visit(schema, name == "root" ? "" : name, "#");
   } catch (const SchemaError& e) {
