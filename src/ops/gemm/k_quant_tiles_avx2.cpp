@@ -13,6 +13,7 @@
 #include "ops/gemm/layouts.h"
 #include "ops/quant/k_quants_avx2.h"
 #include "ops/quant/kernels.h"
+#include "ops/quant/prefetch.h"
 
 namespace kiln::gemm {
 namespace {
@@ -254,13 +255,8 @@ void k_quant_rows(const Tile& t, int64_t i0, int64_t r0, int64_t nr) {
     for (int i = 0; i < NI; ++i) F::unpack(w[i][s], u[i]);
     // The next super-blocks come from memory while this one meets the activation rows (the
     // hardware prefetcher loses these strided streams over the long pass).
-    // A block is not line-aligned (Q6_K: 210 bytes, up to five lines): its last byte's line too.
     if (s + 1 < t.k / 256) {
-      for (int i = 0; i < NI; ++i) {
-        const char* next = reinterpret_cast<const char*>(&w[i][s + 1]);
-        for (size_t b = 0; b < sizeof(Block); b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
-        _mm_prefetch(next + sizeof(Block) - 1, _MM_HINT_T0);
-      }
+      for (int i = 0; i < NI; ++i) quant::prefetch_block<sizeof(Block)>(&w[i][s + 1]);
     }
     for (int64_t r = 0; r < nr; ++r) {
       const auto& a =
