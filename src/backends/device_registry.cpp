@@ -6,6 +6,9 @@
 #include "backends/sim/sim_backend.h"
 #include "runtime/resident_arena.h"
 #include "runtime/swap_file.h"
+#ifdef KILN_HAVE_VULKAN
+#include "backends/vulkan/vulkan_devices.h"
+#endif
 
 namespace kiln {
 
@@ -26,6 +29,13 @@ bool is_sim_device_name(std::string_view name) {
   return true;
 }
 
+bool is_vulkan_device_name(std::string_view name) {
+  if (!name.starts_with("vulkan") && !name.starts_with("Vulkan")) return false;
+  const std::string_view digits = name.substr(6);
+  return !digits.empty() && digits.size() <= 9 &&
+         digits.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
 Result<std::unique_ptr<DeviceRegistry>> DeviceRegistry::create(const DeviceRegistryOptions& options) {
   if (!options.swap_dir.empty()) {
     if (const Status st = check_swap_dir(options.swap_dir); !st.ok())
@@ -38,6 +48,18 @@ Result<std::unique_ptr<DeviceRegistry>> DeviceRegistry::create(const DeviceRegis
   ThreadPool* pool = r->pool_.get();
   r->entries_.push_back(
       {cpu, "cpu", "host RAM", [cpu, pool] { return std::make_unique<CpuBackend>(*cpu, *pool); }, {}});
+  if (options.vulkan) {
+#ifdef KILN_HAVE_VULKAN
+    FoundVulkanDevices found = find_vulkan_devices();
+    r->notes_ = std::move(found.notes);
+    for (FoundDevice& f : found.devices) {
+      r->entries_.push_back({f.device.get(), "vulkan", f.description, std::move(f.make_backend), {}});
+      r->gpus_.push_back(std::move(f.device));
+    }
+#else
+    r->notes_.push_back("this build has no Vulkan backend (built without the Vulkan headers, loader or glslc)");
+#endif
+  }
   for (const SimDeviceOptions& so : options.sim) {
     if (!is_sim_device_name(so.name))
       return make_error("device '", so.name, "': sim devices are named sim0, sim1, ...");
@@ -115,14 +137,20 @@ std::vector<DeviceMemoryBreakdown> DeviceRegistry::memory_breakdown() const {
 
 Result<Device*> DeviceRegistry::find(std::string_view name) const {
   if (name == "none") return static_cast<Device*>(cpu_.get());
+  const std::string wanted = is_vulkan_device_name(name) ? "vulkan" + std::string(name.substr(6)) : std::string(name);
   std::string names;
   for (const Entry& e : entries_) {
-    if (e.device->name() == name) return e.device;
+    if (e.device->name() == wanted) return e.device;
     names += (names.empty() ? "" : ", ") + e.device->name();
   }
   if (is_sim_device_name(name))
     return make_error("device '", name, "' does not exist here (devices: ", names,
                       "); name it to --sim-capacity");
+  if (is_vulkan_device_name(name)) {
+    std::string why;
+    for (const std::string& n : notes_) why += "; " + n;
+    return make_error("no device '", name, "' (devices: ", names, why, ")");
+  }
   return make_error("no device '", name, "' (devices: ", names,
                     "; sim devices sim0, sim1, ... exist when named)");
 }

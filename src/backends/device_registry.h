@@ -1,6 +1,8 @@
 // DeviceRegistry: the devices a process computes on, each with its backend, over one thread pool.
 //
-// The CPU ("cpu", host RAM) is always there. Sim devices ("sim0", "sim1", ...: a pool that is not
+// The CPU ("cpu", host RAM) is always there. Vulkan devices ("vulkan0", "vulkan1", ...: GPUs through
+// the Vulkan backend, backends/vulkan/) exist when the options ask for them and the build and the
+// machine have them. Sim devices ("sim0", "sim1", ...: a pool that is not
 // host-visible, see backends/sim/sim_device.h) exist when the options name them, each with its
 // capacity. Every device has one backend, created with it; new_backend() makes another one over the
 // same device and pool for a second context that computes at the same time (its kernel scratch is
@@ -61,6 +63,9 @@ struct DeviceRegistryOptions {
   // KV caches become evictable) instead of host memory. create() refuses a directory that cannot
   // hold them.
   std::string swap_dir = {};
+  // Look for Vulkan devices (backends/vulkan/vulkan_devices.h); none found is not an error (notes()
+  // says why).
+  bool vulkan = false;
 };
 
 // The bytes `b` allows on a device of `total` bytes; an Error when that is not above zero.
@@ -76,6 +81,8 @@ struct DeviceDescription {
 
 // Whether `name` is a sim device's: "sim" then a decimal number without leading zeros.
 bool is_sim_device_name(std::string_view name);
+// Whether `name` names a Vulkan device: "vulkan" or llama.cpp's "Vulkan", then a decimal number.
+bool is_vulkan_device_name(std::string_view name);
 
 class DeviceRegistry {
  public:
@@ -89,15 +96,19 @@ class DeviceRegistry {
 
   ThreadPool& pool() const { return *pool_; }
   CpuDevice& cpu() const { return *cpu_; }
-  // The device named `name` ("none" is llama.cpp's name for no offload: the CPU), or an Error
-  // that lists the devices there are.
+  // The device named `name` ("none" is llama.cpp's name for no offload: the CPU; "Vulkan0" is
+  // vulkan0), or an Error that lists the devices there are.
   Result<Device*> find(std::string_view name) const;
   // The backend of `device`, which must be one of this registry's.
   Backend& backend(const Device& device) const;
   // Another backend over `device` (one of this registry's) and the same pool.
   std::unique_ptr<Backend> new_backend(Device& device) const;
-  // Every device: the CPU first, then the sim devices in the order of the options.
+  // Every device: the CPU first, then the Vulkan devices, then the sim devices in the order of the
+  // options.
   std::vector<DeviceDescription> describe() const;
+  // What --list-devices says besides the devices: a build without Vulkan, no Vulkan driver or
+  // device found, devices skipped and why.
+  const std::vector<std::string>& notes() const { return notes_; }
   // The residency manager of `device` (one of this registry's).
   ResidencyManager& residency(const Device& device) const;
   // Every device's memory as its residency manager counts it, in describe()'s order.
@@ -115,7 +126,9 @@ class DeviceRegistry {
 
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CpuDevice> cpu_;
+  std::vector<std::unique_ptr<Device>> gpus_;  // Vulkan devices
   std::vector<std::unique_ptr<SimDevice>> sims_;
+  std::vector<std::string> notes_;
   std::vector<Entry> entries_;  // the CPU first
   std::vector<std::unique_ptr<ResidencyManager>> managers_;  // per entry; destroyed before the devices
   mutable std::mutex arenas_mu_;  // guards arenas_

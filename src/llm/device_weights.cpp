@@ -18,12 +18,14 @@ namespace {
 // prepared weights with aligned vector loads).
 constexpr size_t kWeightAlign = 64;
 
-// A matrix takes the kernels' layout unless the same tensor is also read plain (`read_plain`: a
+// A matrix takes the CPU kernels' layout, on a device whose kernels read it
+// (Device::reads_host_weight_layouts), unless the same tensor is also read plain (`read_plain`: a
 // tied LM head, whose bytes are the token embedding's): then it is multiplied in its plain layout
 // too, so its bytes are held once (as llama.cpp, which repacks no tensor that get_rows reads). The
 // plain and prepared kernels give the same bits.
-WeightPlacement placement_for(const TensorView& source, WeightUse use, bool read_plain) {
-  if (use == WeightUse::MatMul && !read_plain) return choose_weight_layout(source);
+WeightPlacement placement_for(const TensorView& source, WeightUse use, bool read_plain, const Device& device) {
+  if (use == WeightUse::MatMul && !read_plain && device.reads_host_weight_layouts())
+    return choose_weight_layout(source);
   return {TensorLayout::Plain, source.span_bytes()};
 }
 
@@ -90,7 +92,7 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::place(std::shared_ptr<Devi
       static_cast<int64_t>(visits.size()), dw->options_.prepare_threads, [&](int64_t i) {
         const auto [w, use] = visits[static_cast<size_t>(i)];
         const bool plain = std::find(read_plain.begin(), read_plain.end(), w->info) != read_plain.end();
-        chosen[static_cast<size_t>(i)] = placement_for(w->view, use, plain);
+        chosen[static_cast<size_t>(i)] = placement_for(w->view, use, plain, device);
       });
   for (size_t v = 0; v < visits.size(); ++v) {
     const GgufTensorInfo* info = visits[v].first->info;

@@ -14,6 +14,7 @@
 #include <numbers>
 
 #include "ops/kernel.h"
+#include "ops/rope_angles.h"
 
 namespace kiln::ops {
 namespace {
@@ -57,13 +58,6 @@ KernelPlan plan_rope(const OpCall& call) {
   return p;
 }
 
-// ref: ggml_rope_yarn_corr_dim / ggml_rope_yarn_corr_dims.
-float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
-  return static_cast<float>(n_dims) *
-         std::log(static_cast<float>(n_ctx_orig) / (n_rot * 2.0f * std::numbers::pi_v<float>)) /
-         (2.0f * std::log(base));
-}
-
 // ref: rope_yarn_ramp (i0 / 2 is integer division).
 float yarn_ramp(float low, float high, int64_t i0) {
   const float y = (static_cast<float>(i0 / 2) - low) / std::max(0.001f, high - low);
@@ -79,14 +73,9 @@ void run_rope(const OpCall& call, int, int64_t begin, int64_t end, void* scratch
   const int64_t ff_stride = call.n_src == 3 ? static_cast<int64_t>(call.src[2].nb[0] / sizeof(float)) : 0;
   const int64_t ne0 = s.ne[0];
   const int n_dims = rp.n_dims;
-  const float theta_scale = std::pow(rp.freq_base, -2.0f / static_cast<float>(n_dims));
-  float corr_dims[2];
-  {
-    const float start = std::floor(yarn_corr_dim(n_dims, rp.n_ctx_orig, rp.beta_fast, rp.freq_base));
-    const float stop = std::ceil(yarn_corr_dim(n_dims, rp.n_ctx_orig, rp.beta_slow, rp.freq_base));
-    corr_dims[0] = std::max(0.0f, start);
-    corr_dims[1] = std::min(static_cast<float>(n_dims - 1), stop);
-  }
+  const RopeAngles angles = rope_angles(rp);
+  const float theta_scale = angles.theta_scale;
+  const float* corr_dims = angles.corr_dims;
   const bool neox = rp.mode == RopeMode::Neox;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t i2 = u % s.ne[2];
@@ -132,6 +121,20 @@ void run_rope(const OpCall& call, int, int64_t begin, int64_t end, void* scratch
 }
 
 }  // namespace
+
+RopeAngles rope_angles(const RopeParams& rp) {
+  // ref: ggml_rope_yarn_corr_dim / ggml_rope_yarn_corr_dims.
+  auto corr_dim = [&](float n_rot) {
+    return static_cast<float>(rp.n_dims) *
+           std::log(static_cast<float>(rp.n_ctx_orig) / (n_rot * 2.0f * std::numbers::pi_v<float>)) /
+           (2.0f * std::log(rp.freq_base));
+  };
+  RopeAngles a;
+  a.theta_scale = std::pow(rp.freq_base, -2.0f / static_cast<float>(rp.n_dims));
+  a.corr_dims[0] = std::max(0.0f, std::floor(corr_dim(rp.beta_fast)));
+  a.corr_dims[1] = std::min(static_cast<float>(rp.n_dims - 1), std::ceil(corr_dim(rp.beta_slow)));
+  return a;
+}
 
 const KernelFns kRopeKernel{check_rope, plan_rope, run_rope};
 

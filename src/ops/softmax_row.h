@@ -49,6 +49,11 @@ class AlibiSlopes {
     return h < n_head_log2_ ? std::pow(m0_, static_cast<float>(h + 1))
                             : std::pow(m1_, static_cast<float>(2 * (h - n_head_log2_) + 1));
   }
+  // The constants operator() computes from (for shaders that compute the slopes themselves).
+  bool enabled() const { return max_bias_ > 0.0f; }
+  uint32_t n_head_log2() const { return n_head_log2_; }
+  float m0() const { return m0_; }
+  float m1() const { return m1_; }
 
  private:
   float max_bias_;

@@ -36,10 +36,7 @@ Status Buffer::write(size_t offset, const void* src, size_t n) {
     return make_error("buffer '", owner_, "': write [", offset, ", ", offset + n, ") past size ", size_);
   }
   if (n == 0) return ok_status();
-  void* dst = device_->host_address(static_cast<char*>(base_) + offset, n);
-  KILN_ASSERT(dst != nullptr, "Buffer::write: buffer range not in its device's memory");
-  std::memcpy(dst, src, n);
-  return ok_status();
+  return device_->copy_in(static_cast<char*>(base_) + offset, src, n);
 }
 
 Status Buffer::read(size_t offset, void* dst, size_t n) const {
@@ -47,10 +44,7 @@ Status Buffer::read(size_t offset, void* dst, size_t n) const {
     return make_error("buffer '", owner_, "': read [", offset, ", ", offset + n, ") past size ", size_);
   }
   if (n == 0) return ok_status();
-  const void* src = device_->host_address(static_cast<char*>(base_) + offset, n);
-  KILN_ASSERT(src != nullptr, "Buffer::read: buffer range not in its device's memory");
-  std::memcpy(dst, src, n);
-  return ok_status();
+  return device_->copy_out(static_cast<char*>(base_) + offset, dst, n);
 }
 
 Status Device::upload(const TensorView& dst, const void* src, size_t n) {
@@ -58,11 +52,9 @@ Status Device::upload(const TensorView& dst, const void* src, size_t n) {
   const size_t bytes = dst.span_bytes();
   if (n != bytes) return make_error(name(), ": upload of ", n, " bytes into a view of ", bytes, " bytes");
   if (n == 0) return ok_status();
-  void* host = host_address(dst.data, n);
-  if (host == nullptr)
+  if (!holds(dst.data, n))
     return make_error(name(), ": upload destination (", n, " bytes) is not memory of this device");
-  std::memcpy(host, src, n);
-  return ok_status();
+  return copy_in(dst.data, src, n);
 }
 
 Status Device::download(const TensorView& src, void* dst, size_t n) const {
@@ -70,9 +62,21 @@ Status Device::download(const TensorView& src, void* dst, size_t n) const {
   const size_t bytes = src.span_bytes();
   if (n != bytes) return make_error(name(), ": download of ", n, " bytes from a view of ", bytes, " bytes");
   if (n == 0) return ok_status();
-  const void* host = host_address(src.data, n);
-  if (host == nullptr)
+  if (!holds(src.data, n))
     return make_error(name(), ": download source (", n, " bytes) is not memory of this device");
+  return copy_out(src.data, dst, n);
+}
+
+Status Device::copy_in(void* dst, const void* src, size_t n) {
+  void* host = host_address(dst, n);
+  KILN_ASSERT(host != nullptr, "Device::copy_in: range not in the device's memory");
+  std::memcpy(host, src, n);
+  return ok_status();
+}
+
+Status Device::copy_out(const void* src, void* dst, size_t n) const {
+  const void* host = host_address(src, n);
+  KILN_ASSERT(host != nullptr, "Device::copy_out: range not in the device's memory");
   std::memcpy(dst, host, n);
   return ok_status();
 }

@@ -102,6 +102,12 @@ class Device {
   // The CPU address of device bytes [addr, addr + n), or nullptr when that range is not memory of
   // this device. For code that computes on the host (kernels of host and sim backends, copies).
   virtual void* host_address(const void* addr, size_t n) const = 0;
+  // Whether device bytes [addr, addr + n) lie inside one live buffer of this device (what a plan's
+  // views are checked against before they run). Host-addressable devices: host_address() != null.
+  virtual bool holds(const void* addr, size_t n) const { return host_address(addr, n) != nullptr; }
+  // Whether kernels on this device read the weight layouts the CPU's kernels prepare
+  // (ops/weight_prep.h). Devices with kernels of their own (a GPU) read every weight plain.
+  virtual bool reads_host_weight_layouts() const { return true; }
   // The largest single allocation that could succeed now: a fixed pool's largest free block (free
   // bytes in separate holes are not room for one buffer), the host's available memory; nullopt
   // where allocate() alone knows. The residency manager refuses allocations above it.
@@ -124,6 +130,14 @@ class Device {
   uint64_t allocation_count() const { return allocation_count_.load(std::memory_order_relaxed); }
 
  protected:
+  // The copies behind upload / download and Buffer::write / read, after their range checks: n > 0
+  // bytes at device address `dst` / `src`, inside one live buffer of this device. The defaults copy
+  // through host_address() (host memory, the sim pool); a device the CPU cannot address (a GPU)
+  // overrides both with transfers of its own, finished when they return. An Error when the
+  // transfer fails.
+  virtual Status copy_in(void* dst, const void* src, size_t n);
+  virtual Status copy_out(const void* src, void* dst, size_t n) const;
+
   void note_allocated(MemoryKind kind, size_t bytes);
   void note_freed(MemoryKind kind, size_t bytes);
 
@@ -131,6 +145,7 @@ class Device {
   std::array<std::atomic<size_t>, kMemoryKindCount> allocated_{};
   std::atomic<uint64_t> allocation_count_{0};
   friend class ResidencyManager;
+  friend class Buffer;  // its write / read are copy_in / copy_out
   ResidencyManager* residency_ = nullptr;
 };
 

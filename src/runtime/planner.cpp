@@ -191,7 +191,11 @@ Status ExecPlan::bind(Tensor t, const TensorView& memory) {
   return ok_status();
 }
 
-Status ExecPlan::resolve_host_calls(const Device& device) {
+Status ExecPlan::resolve_host_calls(const Device& device) { return resolve_calls(device, true); }
+
+Status ExecPlan::resolve_device_calls(const Device& device) { return resolve_calls(device, false); }
+
+Status ExecPlan::resolve_calls(const Device& device, bool host) {
   if (arena_->allocated_bytes() < memory_.arena_bytes) {
     return make_error("plan: arena '", arena_->owner(), "' holds ", arena_->allocated_bytes(),
                       " bytes, the graph needs ", memory_.arena_bytes, ": reserve() and allocate() it");
@@ -203,7 +207,7 @@ Status ExecPlan::resolve_host_calls(const Device& device) {
       const int32_t root = graph_->tensor(Tensor{id}).storage;
       return make_error("plan: input ", graph_->describe(root), " is not bound");
     }
-    v.data = device.host_address(addr, v.span_bytes());
+    v.data = host ? device.host_address(addr, v.span_bytes()) : (device.holds(addr, v.span_bytes()) ? addr : nullptr);
     if (v.data == nullptr) {
       return make_error("plan: ", graph_->describe(id), " (", v.span_bytes(),
                         " bytes) is not in memory of device '", device.name(), "'");

@@ -89,6 +89,9 @@ class ExecPlan {
   // Device::host_address); an Error naming the tensor when an input is unbound, the arena is not
   // allocated or too small, or memory is not on `device`. Allocates nothing.
   Status resolve_host_calls(const Device& device);
+  // The same checks for a backend with kernels of its own (a GPU): the data of every call is its
+  // device address (Device::holds must accept it).
+  Status resolve_device_calls(const Device& device);
   const std::vector<OpCall>& calls() const { return calls_; }  // per op node, execution order
   const std::vector<KernelPlan>& kernels() const { return memory_.kernels; }
 
@@ -96,6 +99,7 @@ class ExecPlan {
   friend class ComputeArena;
   ExecPlan() = default;
   void* address(int32_t id) const;  // device address of tensor id, or null
+  Status resolve_calls(const Device& device, bool host);
 
   const Graph* graph_ = nullptr;
   ComputeArena* arena_ = nullptr;

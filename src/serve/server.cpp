@@ -25,7 +25,8 @@ DeviceRegistryOptions registry_options(const ServerOptions& opt) {
           .sim = opt.sim_devices,
           .budgets = opt.budgets,
           .sim_shared_dir = opt.sim_shared_dir,
-          .swap_dir = opt.swap_dir};
+          .swap_dir = opt.swap_dir,
+          .vulkan = opt.vulkan};
 }
 
 // How the model's weights are held (--no-mmap, --mlock); a failed lock is a warning in the log.

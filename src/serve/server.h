@@ -93,6 +93,7 @@ struct ServerOptions {
   int32_t n_threads = 0;             // compute threads; 0: every hardware thread
   std::string device = "cpu";        // the device the model runs on (a DeviceRegistry name)
   std::vector<SimDeviceOptions> sim_devices;  // sim devices to create (--sim-capacity)
+  bool vulkan = false;                        // look for Vulkan devices (a model names one)
   std::vector<DeviceBudget> budgets;          // residency budgets per device (--max-mem)
   std::string sim_shared_dir;  // --sim-shared: sim capacity shared with other processes (SimLedger)
   std::string swap_dir;        // --swap-dir: evicted KV caches go to files there, not host memory

@@ -26,15 +26,6 @@ namespace {
 
 using namespace kiln::test;
 
-// Every test model, and kiln's rope-variant models (frequency factors, YaRN).
-std::vector<std::string> all_models() {
-  std::vector<std::string> paths;
-  for (const auto& p : test_data::files("models", ".gguf")) paths.push_back(p.string());
-  for (const char* m : {"llama-ropefreqs", "qwen2-yarn"})
-    paths.push_back(std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/" + m + ".gguf");
-  return paths;
-}
-
 size_t allocated(const Device& d) {
   size_t total = 0;
   for (MemoryKind k : {MemoryKind::Weights, MemoryKind::Kv, MemoryKind::Compute, MemoryKind::Scratch})
@@ -102,14 +93,7 @@ TEST_P(SimMatchesCpu, LogitsAreBitIdentical) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SimMatchesCpu, ::testing::ValuesIn(all_models()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = std::filesystem::path(info.param).stem().string();
-                           for (char& c : n) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Models, SimMatchesCpu, ::testing::ValuesIn(fixture_models()), model_param_name);
 
 // Sequence edits that move KV rows or rewrite keys: a hole, compaction at the cache's end, a
 // context shift (re-roped keys, with frequency factors on this model), and a saved sequence
@@ -187,7 +171,7 @@ std::vector<std::vector<uint8_t>> device_bytes(const DeviceWeights& w) {
 TEST(DeviceWeights, EveryTensorIsPlacedAsPreparedFromTheFile) {
   auto devices = make_devices(size_t{256} << 20);
   ASSERT_TRUE(devices);
-  for (const std::string& path : all_models()) {
+  for (const std::string& path : fixture_models()) {
     auto model = load(path);
     ASSERT_TRUE(model);
     auto w = DeviceWeights::create(model, **devices->find("sim0"));
@@ -222,7 +206,7 @@ WeightOptions weight_options(bool copy_all, int prepare_threads) {
 // writes, at load and after a release and rebuild. --no-mmap copies every tensor, so plain ones
 // take the threaded path too.
 TEST(DeviceWeights, PreparingOnManyThreadsWritesWhatOneThreadWrites) {
-  for (const std::string& path : all_models()) {
+  for (const std::string& path : fixture_models()) {
     auto model = load(path);
     ASSERT_TRUE(model);
     auto devices = make_devices(size_t{512} << 20);

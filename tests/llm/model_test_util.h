@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -48,6 +49,24 @@ inline int32_t argmax(std::span<const float> v) {
 
 inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Every test model, and kiln's rope-variant models (frequency factors, YaRN).
+inline std::vector<std::string> fixture_models() {
+  std::vector<std::string> paths;
+  for (const auto& p : test_data::files("models", ".gguf")) paths.push_back(p.string());
+  for (const char* m : {"llama-ropefreqs", "qwen2-yarn"})
+    paths.push_back(std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/" + m + ".gguf");
+  return paths;
+}
+
+// A test name for a model path parameter: its file stem, other characters than [A-Za-z0-9] as '_'.
+inline std::string model_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = std::filesystem::path(info.param).stem().string();
+  for (char& c : n) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return n;
 }
 
 // `n` token ids spread over the vocabulary (the same for any tokenizer).

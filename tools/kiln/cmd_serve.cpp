@@ -212,6 +212,7 @@ int run_serve(int argc, char** argv) {
   opt.n_threads = mf.threads;
   opt.device = mf.device;
   opt.sim_devices = mf.device_options().sim;
+  opt.vulkan = mf.device_options().vulkan;
   opt.budgets = mf.budgets;
   opt.sim_shared_dir = mf.sim_shared_dir;
   opt.swap_dir = mf.swap_dir;

@@ -20,8 +20,11 @@ std::string parse_device(const std::string& v, std::string* out) {
     *out = "cpu";
   } else if (is_sim_device_name(v)) {
     *out = v;
+  } else if (is_vulkan_device_name(v)) {
+    *out = "vulkan" + v.substr(6);  // llama.cpp's Vulkan0 is vulkan0
   } else {
-    return "no device '" + v + "' (cpu, or a sim device: sim0, sim1, ...; --list-devices shows them)";
+    return "no device '" + v + "' (cpu, a Vulkan device: vulkan0, vulkan1, ..., or a sim device: sim0, sim1, ...; "
+           "--list-devices shows them)";
   }
   return "";
 }
@@ -79,8 +82,8 @@ std::string parse_budgets(const std::string& v, std::vector<DeviceBudget>* out) 
   if (std::string e = parse_device_gib_list(v, &items); !e.empty()) return e;
   for (size_t i = out->size(); i < items.size(); ++i) {
     const auto& [name, gib] = items[i];
-    if (name != "cpu" && !is_sim_device_name(name))
-      return "'" + name + "' is not a device (cpu, sim0, sim1, ...)";
+    if (name != "cpu" && !is_sim_device_name(name) && !is_vulkan_device_name(name))
+      return "'" + name + "' is not a device (cpu, vulkan0, vulkan1, ..., sim0, sim1, ...)";
     if (gib == 0 || gib < -65536 || gib > 65536)
       return "the budget of " + name + " must be in [-65536, 65536] GiB and not 0, not " + gib_text(gib);
     out->push_back({.device = name, .gib = gib});
@@ -202,12 +205,17 @@ DeviceRegistryOptions ModelFlags::device_options() const {
                           .sim_shared_dir = sim_shared_dir,
                           .swap_dir = swap_dir};
   auto name = [&](const std::string& dev) {
+    if (is_vulkan_device_name(dev)) {
+      o.vulkan = true;
+      return;
+    }
     bool named = dev == "cpu";
     for (const SimDeviceOptions& s : o.sim) named = named || s.name == dev;
     if (!named) o.sim.push_back({.name = dev, .capacity = kDefaultSimCapacity});
   };
   name(device);
   for (const DeviceBudget& b : budgets) name(b.device);
+  o.vulkan = o.vulkan || list_devices;
   return o;
 }
 
@@ -230,6 +238,7 @@ std::optional<int> ModelFlags::list_devices_if_asked(const char* command) const 
     std::printf("  %s: %s, %s (%zu MiB, %zu MiB free)\n", d.name.c_str(), d.kind.c_str(),
                 d.description.c_str(), d.memory.total / kMiB, d.memory.free / kMiB);
   }
+  for (const std::string& note : (*devices)->notes()) std::printf("  (%s)\n", note.c_str());
   return 0;
 }
 

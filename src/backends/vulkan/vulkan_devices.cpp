@@ -1,0 +1,51 @@
+#include "backends/vulkan/vulkan_devices.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/vulkan/vulkan_backend.h"
+#include "backends/vulkan/vulkan_device.h"
+#include "backends/vulkan/vulkan_instance.h"
+
+namespace kiln {
+namespace {
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+}  // namespace
+
+FoundVulkanDevices find_vulkan_devices() {
+  FoundVulkanDevices found;
+  auto instance = VulkanInstance::create();
+  if (!instance.ok()) {
+    found.notes.push_back("no Vulkan device found: " + instance.error().message);
+    return found;
+  }
+  for (const VulkanPhysicalDevice& pd : (*instance)->devices()) {
+    if (!pd.unusable.empty()) {
+      found.notes.push_back("Vulkan device " + std::to_string(pd.loader_index) + " '" + pd.name +
+                            "' is not used: " + pd.unusable);
+      continue;
+    }
+    VulkanDeviceOptions o;
+    o.name = "vulkan" + std::to_string(found.devices.size());
+    o.force_staging = env_on("KILN_VULKAN_FORCE_STAGING");
+    o.poison = env_on("KILN_VULKAN_POISON");
+    auto dev = VulkanDevice::create(*instance, pd, o);
+    if (!dev.ok()) {
+      found.notes.push_back("Vulkan device " + std::to_string(pd.loader_index) + " '" + pd.name +
+                            "' is not used: " + dev.error().message);
+      continue;
+    }
+    VulkanDevice* d = dev->get();
+    found.devices.push_back({std::move(*dev), pd.name + " (" + pd.driver + ")",
+                             [d] { return std::make_unique<VulkanBackend>(*d); }});
+  }
+  if (found.devices.empty() && found.notes.empty()) found.notes.push_back("no Vulkan device found");
+  return found;
+}
+
+}  // namespace kiln
