@@ -76,13 +76,15 @@ inline std::vector<int32_t> spread_tokens(const Context& c, size_t n) {
   return t;
 }
 
-// A registry with the CPU and a sim0 of `sim_capacity` bytes, two threads, and `budgets`.
+// A registry with the CPU and a sim0 of `sim_capacity` bytes, two threads, and `budgets`; with
+// `vulkan`, the Vulkan devices too.
 inline std::unique_ptr<DeviceRegistry> make_devices(size_t sim_capacity, std::vector<DeviceBudget> budgets = {},
-                                                    std::string swap_dir = {}) {
+                                                    std::string swap_dir = {}, bool vulkan = false) {
   auto r = DeviceRegistry::create({.n_threads = 2,
                                    .sim = {{.name = "sim0", .capacity = sim_capacity}},
                                    .budgets = std::move(budgets),
-                                   .swap_dir = std::move(swap_dir)});
+                                   .swap_dir = std::move(swap_dir),
+                                   .vulkan = vulkan});
   EXPECT_TRUE(r.ok()) << r.error().message;
   return r.ok() ? std::move(*r) : nullptr;
 }

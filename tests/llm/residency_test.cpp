@@ -17,6 +17,7 @@
 #include "backends/device_registry.h"
 #include "llm/context.h"
 #include "llm/device_weights.h"
+#include "llm/evict_restore_cycles.h"
 #include "llm/model_test_util.h"
 #include "runtime/planner.h"
 #include "temp_dir.h"
@@ -26,91 +27,11 @@ namespace {
 
 using namespace kiln::test;
 
-constexpr size_t kMiB = size_t{1} << 20;
-
-const ContextOptions kOpt{.n_ctx = 96, .n_batch = 64, .n_ubatch = 16};
-constexpr int kSteps = 50;
-
-// Logits of a 12-token prompt and of kSteps greedy steps after it; before each step `between(step)`
-// runs (eviction, spacers, ...).
-template <typename Between>
-std::vector<float> generate(Context& c, Between between) {
-  std::vector<float> out;
-  const auto prompt = spread_tokens(c, 12);
-  decode(c, prompt, 0, 0, false, out);
-  int32_t pos = static_cast<int32_t>(prompt.size());
-  for (int step = 0; step < kSteps; ++step) {
-    between(step);
-    decode(c, {argmax({out.end() - c.n_vocab(), out.end()})}, pos++, 0, false, out);
-  }
-  return out;
-}
-
-// generate() on `device` of a registry of its own, uninterrupted.
-std::vector<float> uninterrupted(const std::shared_ptr<const Model>& model, const std::string& device) {
-  auto devices = make_devices(64 * kMiB);
-  OnDevice o = place(*devices, device, model, kOpt);
-  return o.ctx ? generate(*o.ctx, [](int) {}) : std::vector<float>{};
-}
-
-bool dir_empty(const std::string& dir) { return std::filesystem::is_empty(dir); }
-
-// 50 evictions and restores on sim0 in the middle of a generation, each restore at new offsets (a
-// spacer takes the front of the freed memory); the KV cache's copy is in host memory or, with
-// `swap_dir`, in a file there that exists only while the cache is evicted.
-void fifty_cycles_on_sim(const std::string& swap_dir) {
-  auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
-  ASSERT_TRUE(model);
-  const std::vector<float> reference = uninterrupted(model, "sim0");
-  auto devices = make_devices(64 * kMiB, {}, swap_dir);
-  SimDevice& sim = sim_of(*devices);
-  ResidencyManager& manager = devices->residency(sim);
-  OnDevice o = place(*devices, "sim0", model, kOpt);
-  ASSERT_TRUE(o.ctx);
-  const OwnerId owner = o.weights->owner();
-  std::unique_ptr<Buffer> spacer;
-  const void* weights_at = nullptr;
-  const void* kv_at = nullptr;
-  uint64_t kv_generation = o.ctx->kv().generation();
-  int moved_weights = 0, moved_kv = 0;
-  const auto logits = generate(*o.ctx, [&](int step) {
-    if (step > 0) {  // the previous step restored everything: did it land elsewhere?
-      moved_weights += o.weights->buffer()->base() != weights_at;
-      moved_kv += o.ctx->kv().k(0).data != kv_at;
-      EXPECT_EQ(o.ctx->kv().generation(), kv_generation + 1);
-      kv_generation = o.ctx->kv().generation();
-    }
-    if (!swap_dir.empty()) {
-      ASSERT_EQ(open_files_in(swap_dir), 0) << "the swap file outlived the restore";
-    }
-    weights_at = o.weights->buffer()->base();
-    kv_at = o.ctx->kv().k(0).data;
-    const Status st = manager.evict_owner(owner);
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    ASSERT_FALSE(o.weights->resident());
-    ASSERT_FALSE(manager.owner_resident(owner));
-    if (!swap_dir.empty()) {
-      ASSERT_EQ(open_files_in(swap_dir), 1);  // one file for the one evicted KV cache
-      ASSERT_TRUE(dir_empty(swap_dir));       // and it has no name
-    }
-    // A spacer of another size than the last one, at the front of the freed memory: the restore
-    // that the next decode does must place everything at other offsets.
-    spacer.reset();
-    auto s = sim.allocate({(1 + static_cast<size_t>(step % 2)) * kMiB / 4, MemoryKind::Compute, "spacer"});
-    ASSERT_TRUE(s.ok()) << s.error().message;
-    spacer = std::move(*s);
-  });
-  EXPECT_TRUE(same_bits(logits, reference)) << "logits after eviction and restore differ";
-  EXPECT_EQ(moved_weights, kSteps - 1);
-  EXPECT_EQ(moved_kv, kSteps - 1);
-  EXPECT_TRUE(manager.owner_resident(owner));
-}
-
-TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) { fifty_cycles_on_sim(""); }
+TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) { fifty_cycles_on_device("sim0", ""); }
 
 TEST(Residency, FiftyEvictRestoreCyclesOnSimThroughASwapFileGiveIdenticalLogits) {
   TempDir dir("kiln-swap");
-  fifty_cycles_on_sim(dir.path());
+  fifty_cycles_on_device("sim0", dir.path());
   EXPECT_EQ(open_files_in(dir.path()), 0);
   EXPECT_TRUE(dir_empty(dir.path()));
 }

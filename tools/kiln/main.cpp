@@ -47,9 +47,18 @@ const char* compiler() {
 #endif
 }
 
+// Whether this build has the Vulkan backend (CMake's KILN_HAVE_VULKAN).
+const char* gpu_backends() {
+#ifdef KILN_HAVE_VULKAN
+  return "vulkan (--list-devices shows the devices)";
+#else
+  return "none (built without the Vulkan headers, loader or glslc: cpu and sim devices only)";
+#endif
+}
+
 void print_version() {
-  std::printf("kiln %s (commit %s)\nbuilt with %s (%s)\ncpu kernels: %s\n", kVersion, kCommit, compiler(),
-              kBuildType, cpu_kernel_features().c_str());
+  std::printf("kiln %s (commit %s)\nbuilt with %s (%s)\ncpu kernels: %s\ngpu backends: %s\n", kVersion, kCommit,
+              compiler(), kBuildType, cpu_kernel_features().c_str(), gpu_backends());
 }
 
 int unknown_command(std::string_view name) {
