@@ -12,6 +12,7 @@
 
 #include "llm/media_prompt.h"
 #include "llm/model_test_util.h"
+#include "llm/vision_test_util.h"
 #include "llm/vision_encoder.h"
 #include "runtime/memory_breakdown.h"
 
@@ -21,34 +22,6 @@ namespace {
 using namespace kiln::test;
 
 constexpr size_t kMiB = size_t{1} << 20;
-const std::string kMtmd = std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/mtmd/";
-
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-std::shared_ptr<const VisionModel> mmproj(const std::string& file, const Model& text) {
-  auto v = VisionModel::load(kMtmd + file, text);
-  EXPECT_TRUE(v.ok()) << v.error().message;
-  return v.ok() ? *v : nullptr;
-}
-
-std::shared_ptr<const PreparedImage> image(const VisionModel& v, const std::string& file) {
-  auto p = v.prepare_image(read_file(kMtmd + file));
-  EXPECT_TRUE(p.ok()) << p.error().message;
-  return p.ok() ? *p : nullptr;
-}
-
-std::unique_ptr<VisionEncoder> encoder(DeviceRegistry& devices, const std::string& device,
-                                       const std::shared_ptr<const VisionModel>& v, const VisionEncoderOptions& opt) {
-  Device& dev = **devices.find(device);
-  auto e = VisionEncoder::create(v, devices.backend(dev), opt);
-  EXPECT_TRUE(e.ok()) << e.error().message;
-  return e.ok() ? std::move(*e) : nullptr;
-}
-
 std::optional<OwnerMemory> owner_memory(const ResidencyManager& m, OwnerId id) {
   for (const OwnerMemory& o : m.breakdown().owners)
     if (o.owner == id) return o;
@@ -57,7 +30,6 @@ std::optional<OwnerMemory> owner_memory(const ResidencyManager& m, OwnerId id) {
 
 size_t weight_bytes(const OwnerMemory& o) { return o.bytes[static_cast<size_t>(MemoryKind::Weights)]; }
 
-const char* const kImages[] = {"test-224.png", "test-300x200.png", "photo-160x120.jpg"};
 
 TEST(VisionOnSim, EmbeddingsEqualTheCpusBitForBit) {
   auto text = load(model_path("llama-spm-e128-f32.gguf"));

@@ -126,6 +126,9 @@ std::vector<BackendCase> make_cases() {
   ax.axis = 1;
   cs.push_back(
       {"concat", OpKind::Concat, {f32({8, 2, 3, 1}), f32({8, 5, 3, 1})}, ax, out(DType::F32, {8, 7, 3, 1})});
+  OpParams pool;
+  pool.pool = 2;
+  cs.push_back({"avg_pool2d", OpKind::AvgPool2d, {f32({6, 8, 4, 2})}, pool, out(DType::F32, {6, 4, 2, 2})});
   cs.push_back({"argmax", OpKind::ArgMax, {f32({77, 6, 1, 1})}, none, out(DType::I32, {6, 1, 1, 1})});
   auto ids = std::make_shared<HostTensor>(DType::I32, Shape4{4, 1, 1, 1});
   for (int64_t i = 0; i < 4; ++i) ids->set(i, 0, 0, 0, (5 * i + 2) % 9);

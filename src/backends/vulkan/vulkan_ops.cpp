@@ -116,7 +116,7 @@ Status vk_check_op(const OpCall& call) {
     }
     case OpKind::Concat:
     case OpKind::AvgPool2d:
-      return unsupported(call, "no shader yet");
+      return ok_status();
   }
   return unsupported(call, "unknown op");
 }
@@ -197,10 +197,13 @@ VkOpDispatch vk_plan_op(const OpCall& call, VkCallParams& p) {
       return {"attention_" + lower(dtype_name(call.src[1].type)),
               static_cast<uint64_t>(s0.ne[1] * s0.ne[2] * s0.ne[3])};
     case OpKind::Concat:
+      p.i[0] = call.params.axis;
+      return {"concat", ceil_div(n, 256)};
     case OpKind::AvgPool2d:
-      break;
+      p.i[0] = call.params.pool;
+      return {"avg_pool", ceil_div(n, 256)};
   }
-  KILN_ASSERT(false, "vk_plan_op: an op vk_check_op refuses");
+  KILN_ASSERT(false, "vk_plan_op: an unknown op");
   return {};
 }
 

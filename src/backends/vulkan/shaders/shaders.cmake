@@ -19,6 +19,8 @@ set(kiln_vk_shader_variants
   "rope rope.comp"
   "soft_max softmax.comp"
   "argmax argmax.comp"
+  "concat concat.comp"
+  "avg_pool avg_pool.comp"
   "cpy cpy.comp"
   "set_rows_float set_rows.comp"
   "set_rows_q8_0 set_rows.comp QTYPE_Q8_0"
