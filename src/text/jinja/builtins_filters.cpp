@@ -602,7 +602,7 @@ bool is_known_filter(std::string_view name) { return filters().find(name) != fil
 
 Value apply_filter(std::string_view name, const Value& operand, const CallArgs& args) {
   const auto it = filters().find(name);
-  KILN_ASSERT(it != filters().end(), "apply_filter: unknown filter (the parser checks names)");
+  if (it == filters().end()) fail("unknown filter '", name, "'");  // one the parser deferred
   return it->second(operand, args);
 }
 
