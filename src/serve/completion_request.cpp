@@ -154,6 +154,13 @@ std::optional<HttpError> parse_completion_fields(const json& body, const text::T
   }
   if (auto e = read_stop(body, p.gen.stop)) return e;
   if (auto e = read_logit_bias(body, tok, sp.logit_bias)) return e;
+  // ignore_eos, as llama-server: the end-of-generation tokens are never sampled (their logits
+  // -inf), so the generation runs to max_tokens (or the slot's context).
+  bool ignore_eos = false;
+  if (auto e = read_bool(body, "ignore_eos", ignore_eos)) return e;
+  if (ignore_eos) {
+    for (int32_t id : tok.vocab().eog_ids()) sp.logit_bias.emplace_back(id, -INFINITY);
+  }
 
   // Choices and log-probabilities.
   int32_t n = 1;

@@ -3,10 +3,10 @@
 // "multimodal_data": [base64 images]} with --mmproj: serve/media_request.h), n_predict (-1; 0 only caches
 // the prompt), temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, typical_p, repeat_penalty,
 // repeat_last_n, presence_penalty, frequency_penalty, stop, seed, stream, n_probs (0..100),
-// cache_prompt, logit_bias ({"id": bias} or [[id or text, bias], ...], false bans), return_tokens,
-// grammar (GBNF) or json_schema (one of them).
+// cache_prompt, logit_bias ({"id": bias} or [[id or text, bias], ...], false bans), ignore_eos,
+// return_tokens, grammar (GBNF) or json_schema (one of them).
 // Fields that would change the output and that kiln lacks (mirostat, dry_*, xtc_*, samplers, lora,
-// post_sampling_probs, ignore_eos, n, ...) are refused with a 400 (unsupported_fields.h).
+// post_sampling_probs, n, ...) are refused with a 400 (unsupported_fields.h).
 //
 // Response: content, tokens (with return_tokens), stop: true, stop_type ("eos", "limit", "word";
 // "none" when cancelled), stopping_word, model, tokens_predicted, tokens_evaluated (the prompt's

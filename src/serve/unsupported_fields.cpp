@@ -48,7 +48,6 @@ constexpr UnsupportedField kUnsupported[] = {
     {"dynatemp_range", "dynamic temperature", is_off},
     {"top_n_sigma", "top-n-sigma sampling", is_minus_one},
     {"samplers", "a custom sampler order", is_empty},
-    {"ignore_eos", "ignore_eos", is_off},
     // Outputs and inputs kiln lacks.
     {"echo", "echoing the prompt", is_off},
     {"suffix", "suffixes (fill-in-the-middle)", is_empty},

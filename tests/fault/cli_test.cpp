@@ -656,6 +656,26 @@ TEST(Cli, ContextSizesFollowLlamaCpp) {
       << big.out;
 }
 
+// The embedded model ends its greedy "And God said" with its end-of-text token after 8 tokens;
+// --ignore-eos (llama.cpp's flag) never samples an end-of-generation token, so -n is reached,
+// with the stopped text first.
+TEST(Cli, IgnoreEosRunsToTheLimit) {
+  const std::string args = "run -n 30 --temp 0 -t 1 -p 'And God said'";
+  const std::string ignoring = "run -n 30 --ignore-eos --temp 0 -t 1 -p 'And God said'";
+  // stdout: the text (and a final newline); stderr: the timing line.
+  const CliResult stopped = run(args, "2>/dev/null");
+  const CliResult full = run(ignoring, "2>/dev/null");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.out;
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  EXPECT_EQ(run(args, "2>&1 >/dev/null").out.find("generated 30 tokens"), std::string::npos)
+      << "the model no longer stops early on this prompt: pick another";
+  EXPECT_NE(run(ignoring, "2>&1 >/dev/null").out.find("generated 30 tokens"), std::string::npos);
+  ASSERT_FALSE(stopped.out.empty());
+  const std::string stopped_text = stopped.out.substr(0, stopped.out.size() - 1);  // without the newline
+  EXPECT_GT(full.out.size(), stopped.out.size());
+  EXPECT_EQ(full.out.rfind(stopped_text, 0), 0u) << full.out;
+}
+
 TEST(Cli, VersionAndHelp) {
   const CliResult v = run("--version");
   ASSERT_EQ(v.exit_code, 0) << v.out;

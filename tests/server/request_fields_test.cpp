@@ -66,7 +66,6 @@ TEST_F(RequestFieldsTest, UnsupportedFieldsAreRefusedByEveryRoute) {
       {"suffix", "the end"},
       {"best_of", 3},
       {"dry_multiplier", 0.8},
-      {"ignore_eos", true},
   };
   const std::vector<std::pair<std::string, json>> routes = {
       {"/v1/chat/completions", {{"messages", {kUser}}, {"max_tokens", 2}}},

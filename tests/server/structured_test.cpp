@@ -227,6 +227,34 @@ TEST(StructuredServer, RequiredToolCallsAreWellFormedInEveryFamily) {
   }
 }
 
+// Issue 32: Hermes 3's tool template looked a property's "type" up in a map, and a property with
+// only an enum (common in real tools) made every request a 400 ("cannot index object with
+// undefined"). It renders as Jinja2 does (tests/template/tool_cases_test.cpp), and the call
+// validates: `unit` is one of its enum's values.
+TEST(StructuredServer, HermesTemplateTakesAPropertyWithOnlyAnEnum) {
+  std::ifstream in(KILN_SOURCE_DIR
+                   "/tests/template/data/llama_cpp/NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+                   std::ios::binary);
+  ASSERT_TRUE(in.good());
+  std::ostringstream source;
+  source << in.rdbuf();
+  TestServer s(source.str());
+  const json tool =
+      json::parse(R"({"type": "function", "function": {"name": "convert", "description": "Convert",
+    "parameters": {"type": "object", "properties": {"unit": {"enum": ["c", "f"]}}, "required": ["unit"],
+    "additionalProperties": false}}})");
+  const json j = s.ok("/v1/chat/completions", {{"messages", {user("Convert 20 degrees")}},
+                                               {"tools", {tool}},
+                                               {"tool_choice", "required"},
+                                               {"temperature", 0},
+                                               {"max_tokens", 100}});
+  const json& calls = j["choices"][0]["message"]["tool_calls"];
+  ASSERT_TRUE(calls.is_array() && calls.size() == 1) << j.dump();
+  EXPECT_EQ(calls[0]["function"]["name"], "convert");
+  const json args = json::parse(calls[0]["function"]["arguments"].get<std::string>(), nullptr, false);
+  EXPECT_TRUE((args == json{{"unit", "c"}}) || (args == json{{"unit", "f"}})) << j.dump();
+}
+
 TEST(StructuredServer, NamedToolChoiceCallsThatTool) {
   TestServer s(read_template("Qwen-Qwen2.5-7B-Instruct.jinja"));
   const json j = s.ok("/v1/chat/completions",

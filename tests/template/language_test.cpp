@@ -150,8 +150,7 @@ TEST(JinjaLanguage, RenderDoesNotChangeContextAndRepeats) {
 TEST(JinjaErrors, ParseErrorsNameConstructAndPlace) {
   EXPECT_EQ(error_of("line one\n{{ x | nosuchfilter }}"),
             "jinja: line 2, column 8: unknown filter 'nosuchfilter'");
-  EXPECT_EQ(error_of("{% if x is nosuchtest %}{% endif %}"),
-            "jinja: line 1, column 12: unknown test 'nosuchtest'");
+  EXPECT_EQ(error_of("{{ x is nosuchtest }}"), "jinja: line 1, column 9: unknown test 'nosuchtest'");
   EXPECT_EQ(error_of("\n\n  {% include 'x.j2' %}"),
             "jinja: line 3, column 6: unsupported statement 'include'");
   EXPECT_EQ(error_of("{% if true %}never closed"),

@@ -23,11 +23,6 @@ bool is_word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-const std::string& need_string(const Value& v, std::string_view filter) {
-  if (!v.is_string()) fail("filter '", filter, "' needs a string, got ", v.type_name());
-  return v.as_string();
-}
-
 // Text filters take any value by its text, as Jinja2 does (undefined is "").
 std::string text_of(const Value& v) { return to_string(v); }
 
@@ -517,7 +512,7 @@ Value f_bool(const Value& v, const CallArgs&) { return Value(v.truthy()); }
 
 // Python's `%` formatting for %s, %d, %i, %f, %r and %% (the `format` filter).
 Value f_format(const Value& v, const CallArgs& args) {
-  const std::string& fmt = need_string(v, "format");
+  const std::string fmt = text_of(v);  // Jinja2: the value's text % the arguments
   std::string out;
   size_t next = 0;
   for (size_t i = 0; i < fmt.size(); ++i) {
@@ -602,7 +597,7 @@ bool is_known_filter(std::string_view name) { return filters().find(name) != fil
 
 Value apply_filter(std::string_view name, const Value& operand, const CallArgs& args) {
   const auto it = filters().find(name);
-  KILN_ASSERT(it != filters().end(), "apply_filter: unknown filter (the parser checks names)");
+  if (it == filters().end()) fail("unknown filter '", name, "'");  // one the parser deferred
   return it->second(operand, args);
 }
 

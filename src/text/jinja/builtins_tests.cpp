@@ -31,12 +31,18 @@ bool t_number(const Value& v, const CallArgs&) { return v.is_number(); }
 bool t_integer(const Value& v, const CallArgs&) { return v.is_int(); }
 bool t_float(const Value& v, const CallArgs&) { return v.is_float(); }
 bool t_mapping(const Value& v, const CallArgs&) { return v.is_object(); }
-bool t_iterable(const Value& v, const CallArgs&) { return v.is_array() || v.is_string(); }
-bool t_sequence(const Value& v, const CallArgs&) { return v.is_array() || v.is_string() || v.is_object(); }
+// As Jinja2's tests: an undefined value iterates as empty, has a length (0) and an item
+// operator, and a call operator (that raises), so it is iterable, a sequence and callable.
+bool t_iterable(const Value& v, const CallArgs&) {
+  return v.is_array() || v.is_string() || v.is_object() || v.is_undefined();
+}
+bool t_sequence(const Value& v, const CallArgs&) {
+  return v.is_array() || v.is_string() || v.is_object() || v.is_undefined();
+}
 bool t_boolean(const Value& v, const CallArgs&) { return v.is_bool(); }
 bool t_true(const Value& v, const CallArgs&) { return v.is_bool() && v.as_bool(); }
 bool t_false(const Value& v, const CallArgs&) { return v.is_bool() && !v.as_bool(); }
-bool t_callable(const Value& v, const CallArgs&) { return v.is_callable(); }
+bool t_callable(const Value& v, const CallArgs&) { return v.is_callable() || v.is_undefined(); }
 bool t_even(const Value& v, const CallArgs&) { return need_int(v, "even") % 2 == 0; }
 bool t_odd(const Value& v, const CallArgs&) { return need_int(v, "odd") % 2 != 0; }
 bool t_lower(const Value& v, const CallArgs&) { return v.is_string() && is_lower_text(v.as_string(), false); }

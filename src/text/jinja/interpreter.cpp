@@ -317,15 +317,28 @@ class Interpreter {
     return apply_filter(f.name, operand, eval_args(f, scope));
   }
 
-  Value get_attr(const Value& obj, const std::string& name) {
+  // `obj.name`, as Jinja2's getattr: a method of the value first (a mapping's `items`, `get`...
+  // win over its keys of those names), then the mapping's key. A namespace has no methods.
+  static Value get_attr(const Value& obj, const std::string& name) {
+    Value method = member_of(obj, name);
+    if (!method.is_undefined()) return method;
     if (obj.is_object()) {
       if (const Value* v = obj.as_object().find(name)) return *v;
     }
-    return member_of(obj, name);
+    return Value();
   }
 
-  Value get_item(const Value& obj, const Value& key) {
-    if (key.is_string()) return get_attr(obj, key.as_string());
+  // `obj[key]`, as Jinja2's getitem: the mapping's key or the sequence's element, else the
+  // value's method of that name; undefined where there is none: a missing or undefined key, a
+  // key of another type, a value that cannot be indexed. (Jinja2 raises only on an undefined
+  // `obj`; kiln yields undefined there too, as llama.cpp's engine does.)
+  static Value get_item(const Value& obj, const Value& key) {
+    if (key.is_string()) {
+      if (obj.is_object()) {
+        if (const Value* v = obj.as_object().find(key.as_string())) return *v;
+      }
+      return member_of(obj, key.as_string());
+    }
     if (key.is_int()) {
       if (obj.is_array()) {
         const Array& a = obj.as_array();
@@ -337,10 +350,8 @@ class Interpreter {
         const auto i = normalize_index(key.as_int(), s.size());
         return i ? Value(utf8_encode(s.substr(*i, 1))) : Value();
       }
-      if (obj.is_undefined() || obj.is_none() || obj.is_object()) return Value();
     }
-    if (obj.is_undefined() || obj.is_none()) return Value();
-    fail("cannot index ", obj.type_name(), " with ", key.type_name());
+    return Value();
   }
 
   Value eval_slice(const Expr& e, const ScopePtr& scope) {

@@ -6,6 +6,7 @@
 
 #include "text/jinja/builtins.h"
 #include "text/jinja/lexer.h"
+#include "text/jinja/name_check.h"
 
 namespace kiln::jinja {
 
@@ -459,8 +460,8 @@ class Parser {
       const Token& name = peek();
       if (name.kind != TokenKind::kName)
         fail_at(name.where, "expected a test name after 'is', got ", describe(name));
+      e->where = name.where;  // errors name the test
       e->name = next().text;
-      if (!is_known_test(e->name)) fail_at(name.where, "unknown test '", e->name, "'");
       if (is_op("(")) {
         parse_call_args(*e);
       } else if (starts_test_argument()) {
@@ -478,7 +479,6 @@ class Parser {
     if (name.kind != TokenKind::kName) fail_at(name.where, "expected a filter name, got ", describe(name));
     auto e = make_expr(Expr::Kind::kFilter, name.where);
     e->name = next().text;
-    if (!is_known_filter(e->name)) fail_at(name.where, "unknown filter '", e->name, "'");
     if (is_op("(")) parse_call_args(*e);
     e->a = std::move(operand);
     return e;
@@ -690,6 +690,10 @@ class Parser {
 
 }  // namespace
 
-Body parse_template(std::string_view source) { return Parser(tokenize(source)).run(); }
+Body parse_template(std::string_view source) {
+  Body body = Parser(tokenize(source)).run();
+  check_names(body);
+  return body;
+}
 
 }  // namespace kiln::jinja

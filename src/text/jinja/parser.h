@@ -1,6 +1,7 @@
 // Parser: tokens -> syntax tree. Every construct the engine does not implement (include,
-// extends, block, with, recursive loops, argument unpacking, unknown filters and tests) is an
-// error here, naming it with its line and column, rather than a surprise at render time.
+// extends, block, with, recursive loops, argument unpacking) is an error here, naming it with
+// its line and column, rather than a surprise at render time; so are unknown filters and tests,
+// except where Jinja2 defers them to render time (name_check.h).
 #pragma once
 
 #include <string_view>

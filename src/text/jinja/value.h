@@ -1,6 +1,6 @@
-// Value: the dynamic type templates compute with (Python/Jinja semantics where the reference
-// renderer, @huggingface/jinja, follows them; its choices where it differs, e.g. `{{ true }}`
-// renders "true" and `{{ none }}` renders nothing).
+// Value: the dynamic type templates compute with (Python/Jinja2 semantics: an undefined value
+// behaves as Jinja2's Undefined; printing follows @huggingface/jinja where it differs, e.g.
+// `{{ true }}` renders "true", `{{ none }}` nothing, lists and mappings JSON).
 // Arrays, objects and callables are shared by reference, as in Python: `list.append` and
 // namespace attribute sets are visible through every copy. Not thread-safe; one render at a time.
 #pragma once
