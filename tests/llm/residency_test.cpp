@@ -17,7 +17,7 @@
 #include "backends/device_registry.h"
 #include "llm/context.h"
 #include "llm/device_weights.h"
-#include "llm/evict_restore_cycles.h"
+#include "llm/device_residency_suite.h"
 #include "llm/model_test_util.h"
 #include "runtime/planner.h"
 #include "temp_dir.h"
@@ -28,6 +28,8 @@ namespace {
 using namespace kiln::test;
 
 TEST(Residency, FiftyEvictRestoreCyclesOnSimGiveIdenticalLogitsAtNewAddresses) { fifty_cycles_on_device("sim0", ""); }
+
+TEST(Residency, TwoModelsTakeTurnsOnABudgetThatHoldsOne) { two_models_take_turns("sim0", 25); }
 
 TEST(Residency, FiftyEvictRestoreCyclesOnSimThroughASwapFileGiveIdenticalLogits) {
   TempDir dir("kiln-swap");
@@ -185,83 +187,12 @@ TEST(Residency, TheDevicesArenaIsAResidentOfItsOwnOwner) {
 }
 
 // Bytes model `path` takes on a sim0 of its own (weights, KV, compute, and the backend's scratch).
-size_t footprint(const std::shared_ptr<const Model>& model) {
-  auto devices = make_devices(256 * kMiB);
-  OnDevice o = place(*devices, "sim0", model, kOpt);
-  std::vector<float> out;
-  decode(*o.ctx, spread_tokens(*o.ctx, 8), 0, 0, false, out);  // the scratch is allocated by the first pass
-  return sim_of(*devices).peak_used();
-}
-
-// One request: the cache cleared, a prompt of 4 `seed`-dependent tokens, 2 greedy steps; its logits.
-std::vector<float> request(Context& c, int seed) {
-  c.clear();
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 4; ++i) prompt.push_back(static_cast<int32_t>((seed * 131 + i * 7919 + 3) % c.n_vocab()));
-  std::vector<float> out;
-  decode(c, prompt, 0, 0, false, out);
-  for (int32_t pos = 4; pos < 6; ++pos) decode(c, {argmax({out.end() - c.n_vocab(), out.end()})}, pos, 0, false, out);
-  return out;
-}
-
-TEST(Residency, TwoModelsTakeTurnsOnABudgetThatHoldsOne) {
-  auto a = load(model_path("llama-spm-e256-Q4_0.gguf"));
-  auto b = load(model_path("qwen2-e64-Q8_0.gguf"));
-  ASSERT_TRUE(a && b);
-  const size_t fa = footprint(a), fb = footprint(b);
-  const size_t budget = std::max(fa, fb) + kMiB / 2;
-  ASSERT_LT(budget, fa + fb) << "the budget must not hold both models";
-
-  // References: a device with room for both.
-  std::vector<std::vector<float>> ref_a, ref_b;
-  {
-    auto devices = make_devices(256 * kMiB);
-    OnDevice oa = place(*devices, "sim0", a, kOpt), ob = place(*devices, "sim0", b, kOpt);
-    ASSERT_TRUE(oa.ctx && ob.ctx);
-    for (int i = 0; i < 25; ++i) {
-      ref_a.push_back(request(*oa.ctx, i));
-      ref_b.push_back(request(*ob.ctx, i));
-    }
-  }
-  const double gib = static_cast<double>(budget) / static_cast<double>(size_t{1} << 30);
-  auto devices = make_devices(256 * kMiB, {{.device = "sim0", .gib = gib}});
-  SimDevice& sim = sim_of(*devices);
-  ResidencyManager& manager = devices->residency(sim);
-  sim.reset_peak_used();
-  OnDevice oa = place(*devices, "sim0", a, kOpt);
-  OnDevice ob = place(*devices, "sim0", b, kOpt);  // evicts a
-  ASSERT_TRUE(oa.ctx && ob.ctx);
-  EXPECT_FALSE(manager.owner_resident(oa.weights->owner()));
-  for (int i = 0; i < 25; ++i) {
-    EXPECT_TRUE(same_bits(request(*oa.ctx, i), ref_a[static_cast<size_t>(i)])) << "request " << 2 * i;
-    EXPECT_FALSE(manager.owner_resident(ob.weights->owner()));
-    EXPECT_TRUE(same_bits(request(*ob.ctx, i), ref_b[static_cast<size_t>(i)])) << "request " << 2 * i + 1;
-    EXPECT_FALSE(manager.owner_resident(oa.weights->owner()));
-  }
-  EXPECT_LE(sim.peak_used(), manager.budget());
-  EXPECT_LE(manager.used(), manager.budget());
-
-  // The breakdown counts both owners: b resident, a evicted.
-  const DeviceMemoryBreakdown bd = manager.breakdown();
-  EXPECT_EQ(bd.unaccounted, 0u);
-  size_t owners_with_weights = 0;
-  for (const OwnerMemory& om : bd.owners) {
-    if (om.owner == oa.weights->owner()) {
-      EXPECT_GT(om.evicted_residents, 0u);
-    }
-    if (om.owner == ob.weights->owner()) {
-      EXPECT_GT(om.bytes[static_cast<int>(MemoryKind::Weights)], 0u);
-    }
-    owners_with_weights += om.bytes[static_cast<int>(MemoryKind::Weights)] > 0;
-  }
-  EXPECT_EQ(owners_with_weights, 1u);
-}
 
 TEST(Residency, APinnedOwnerIsNotEvictedAndTheRequestIsRefusedWithTheNumbers) {
   auto a = load(model_path("llama-spm-e256-Q4_0.gguf"));
   auto b = load(model_path("qwen2-e64-Q8_0.gguf"));
   ASSERT_TRUE(a && b);
-  const size_t budget = std::max(footprint(a), footprint(b)) + kMiB / 2;
+  const size_t budget = std::max(footprint(a, "sim0"), footprint(b, "sim0")) + kMiB / 2;
   const double gib = static_cast<double>(budget) / static_cast<double>(size_t{1} << 30);
   auto devices = make_devices(256 * kMiB, {{.device = "sim0", .gib = gib}});
   SimDevice& sim = sim_of(*devices);

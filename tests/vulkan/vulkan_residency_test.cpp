@@ -1,11 +1,12 @@
 // Residency on vulkan0 as on sim0 (tests/llm/residency_test.cpp runs the same cycles there): 50
 // evictions and restores in the middle of a generation, the weights' and KV cache's device memory
 // freed for real (vkFreeMemory) at each, the logits equal an uninterrupted run's bit for bit, with the KV
-// cache's copy in host memory or in a swap file; a budget that the weights alone pass is refused
+// cache's copy in host memory or in a swap file; two models on a budget that holds one take turns,
+// each answer bit for bit the one with room for both; a budget that the weights alone pass is refused
 // with the device, the bytes asked and free named and nothing left allocated.
 #include <gtest/gtest.h>
 
-#include "llm/evict_restore_cycles.h"
+#include "llm/device_residency_suite.h"
 #include "vulkan_test_util.h"
 
 namespace kiln::test {
@@ -20,6 +21,8 @@ TEST(VulkanResidency, FiftyEvictRestoreCyclesThroughASwapFileGiveIdenticalLogits
   fifty_cycles_on_device("vulkan0", dir.path());
   EXPECT_EQ(open_files_in(dir.path()), 0);
 }
+
+TEST(VulkanResidency, TwoModelsTakeTurnsOnABudgetThatHoldsOne) { two_models_take_turns("vulkan0", 4); }
 
 TEST(VulkanResidency, WeightsAboveTheBudgetAreRefusedNamingTheDeviceWithNothingAllocated) {
   auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
