@@ -566,6 +566,25 @@ TEST(Cli, ListDevicesNamesKindCapacityAndFreeMemory) {
       << named.out;
 }
 
+// On a machine without a Vulkan driver (the loader pointed at none), --list-devices prints the CPU
+// and says why there is no Vulkan device; a model placed on vulkan0 is refused with that reason.
+TEST(Cli, NoVulkanDriverListsTheCpuAndSaysSo) {
+  const std::string no_driver = "VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json ";
+  const CliResult r = kiln::test::run_shell(no_driver + kKiln + " run --list-devices 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("Available devices:\n  cpu: cpu, host RAM (", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.find("vulkan0"), std::string::npos) << r.out;
+#ifdef KILN_HAVE_VULKAN
+  EXPECT_NE(r.out.find("(no Vulkan device found: vulkan: no Vulkan driver"), std::string::npos) << r.out;
+#else
+  EXPECT_NE(r.out.find("(this build has no Vulkan backend"), std::string::npos) << r.out;
+#endif
+  const CliResult placed =
+      kiln::test::run_shell(no_driver + kKiln + " run -p hi -n 1 --device vulkan0 2>&1");
+  EXPECT_EQ(placed.exit_code, 1) << placed.out;
+  EXPECT_NE(placed.out.find("no device 'vulkan0'"), std::string::npos) << placed.out;
+}
+
 // Values that make no sense are refused while the options are parsed, before any model is read
 // (-m names no file): exit code 2 and one line naming the flag and the value.
 TEST(Cli, NonsenseValuesAreRefusedWithOneLine) {
