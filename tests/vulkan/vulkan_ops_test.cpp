@@ -5,7 +5,7 @@
 // Q5_1 products (Q8_1's block sums stored as F16) and attention over an F16 V (accumulated in F16
 // on the CPU). NaN never passes. The cases: every case of the CPU/sim table (tests/ops/backend_cases.h), every
 // weight type's matrix product (one column and a prompt's many, weight rows and columns that do
-// not fill a workgroup, broadcast batches) and get_rows, attention over each KV cache type with a
+// not fill a workgroup or a tile, broadcast batches; 70 columns take the tiled shader) and get_rows, attention over each KV cache type with a
 // mask and causally, set_rows into F16 and quantized caches. An op the shaders lack is refused by
 // prepare() with the op and the device named.
 #include <gtest/gtest.h>
@@ -47,7 +47,7 @@ std::vector<BackendCase> more_cases() {
                    DType::IQ4_XS}) {
     const std::string t(dtype_name(wt));
     const int64_t k = block_size(wt) == 256 ? 512 : 160;
-    for (int64_t m : {1, 3, 19}) {
+    for (int64_t m : {1, 3, 19, 70}) {
       cs.push_back({"mul_mat " + t + " m=" + std::to_string(m),
                     OpKind::MulMat,
                     {random_tensor(wt, {k, 70, 1, 1}, rng), f32({k, m, 1, 1})},
@@ -63,6 +63,9 @@ std::vector<BackendCase> more_cases() {
   cs.push_back({"mul_mat f16 broadcast", OpKind::MulMat,
                 {random_tensor(DType::F16, {64, 9, 2, 1}, rng), f32({64, 5, 4, 3})}, {},
                 out(DType::F32, {9, 5, 4, 3})});
+  cs.push_back({"mul_mat q4_K tiled broadcast", OpKind::MulMat,
+                {random_tensor(DType::Q4_K, {256, 70, 2, 1}, rng), f32({256, 40, 4, 3})}, {},
+                out(DType::F32, {70, 40, 4, 3})});
   cs.push_back({"mul_mat f32 k=40", OpKind::MulMat, {f32({40, 33, 1, 1}), f32({40, 2, 1, 1})}, {},
                 out(DType::F32, {33, 2, 1, 1})});
   for (DType kv : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {

@@ -177,7 +177,7 @@ void ModelFlags::declare(OptionParser& p) {
   }
   p.custom(
       {"-dev", "--device"}, [this](const std::string& v) { return parse_device(v, &device); }, "NAME",
-      "device the model runs on: cpu (default) or a sim device (sim0, sim1, ...)");
+      "device the model runs on: cpu (default), a Vulkan GPU (vulkan0, vulkan1, ...) or a sim device (sim0, sim1, ...)");
   p.custom(
       {"--sim-capacity"}, [this](const std::string& v) { return parse_sim_capacities(v, &sim_devices); },
       "SIM=GiB,...", "capacity of sim devices, e.g. sim0=0.5 (default 4 GiB each)");

@@ -19,6 +19,10 @@ constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::
 constexpr DType kKvTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};
 
 constexpr int64_t kMaxHeadSize = 256;  // attention.comp's DMAX
+// Matrix products of this many activation columns or more take mul_mat_tiled.comp (tiles of 64 x
+// 64, another float order), fewer mul_mat.comp (a weight row against 8 columns at a time), as the
+// CPU's prompt tiles and one-row kernels; OpParams::single_row_order keeps mul_mat.comp's order.
+constexpr int64_t kTiledColumns = 32;
 
 template <size_t N>
 bool one_of(DType t, const DType (&set)[N]) {
@@ -132,6 +136,10 @@ VkOpDispatch vk_plan_op(const OpCall& call, VkCallParams& p) {
     case OpKind::GetRows:
       return {"get_rows_" + lower(dtype_name(s0.type)), ceil_div(ceil_div(d.ne[0], 32) * rows, 64)};
     case OpKind::MulMat: {
+      if (d.ne[1] >= kTiledColumns && !call.params.single_row_order) {
+        return {"mul_mat_tiled_" + lower(dtype_name(s0.type)),
+                ceil_div(d.ne[0], 64) * ceil_div(d.ne[1], 64) * static_cast<uint64_t>(d.ne[2] * d.ne[3])};
+      }
       // Threads per weight row: the power of two at or above the row's 32-value units, at most 64.
       const uint64_t units = ceil_div(s0.ne[0], 32);
       int log2_threads = 0;

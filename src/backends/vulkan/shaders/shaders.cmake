@@ -43,6 +43,7 @@ foreach(t q2_k q3_k q4_k q5_k q6_k iq4_xs)
 endforeach()
 foreach(t IN LISTS kiln_vk_weight_types)
   list(APPEND kiln_vk_shader_variants "mul_mat_${t} mul_mat.comp WTYPE=${t} ${kiln_vk_act_${t}}"
+                                      "mul_mat_tiled_${t} mul_mat_tiled.comp WTYPE=${t} ${kiln_vk_act_${t}}"
                                       "get_rows_${t} get_rows.comp WTYPE=${t}")
 endforeach()
 
