@@ -122,6 +122,7 @@ http::Handler completion_handler(const RouteContext& rc, bool chat, std::shared_
         parsers->push_back(std::make_shared<chat::ChatOutputParser>(plan.parser, random_call_id));
     }
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
+    if (p.gen.grammar) p.gen.grammar->work_limit = rc.options.grammar_work_limit;
     auto submitted = ChoiceSet::submit(*st->engine, p.gen, p.n, p.seeded);
     admitted.reset();
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);

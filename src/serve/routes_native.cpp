@@ -89,6 +89,7 @@ void add_native_completion_routes(http::Router& r, const RouteContext& rc) {
       if (auto e = parse_prompt(*it, tok, "prompt", st->engine->n_ctx_slot(), p.gen.prompt))
         return send_error(ex, *e);
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
+    if (p.gen.grammar) p.gen.grammar->work_limit = rc.options.grammar_work_limit;
     auto submitted = ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
     admitted.reset();
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);

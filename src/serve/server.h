@@ -63,6 +63,7 @@
 #include "llm/speculative/options.h"
 #include "runtime/arbiter.h"
 #include "serve/memory_gate.h"
+#include "text/grammar/work_budget.h"
 
 namespace kiln::serve {
 
@@ -145,6 +146,9 @@ struct ServerOptions {
   // default lets two bodies of the largest default size (16 MiB) work at once, and a hundred of
   // 300 KB.
   size_t prequeue_bytes = size_t{2} << 30;
+  // The work one token's grammar may take (grammar::WorkBudget units, about a nanosecond each);
+  // past it the request fails with a 400 naming the limit.
+  uint64_t grammar_work_limit = grammar::WorkBudget::kDefaultLimit;
   bool reuse_port = false;             // --reuse-port: let other sockets bind this port too
   std::string cors_origins = "*";      // --cors-origins: "*", a list, or empty (no CORS)
   // Lifecycle events for the operator ("sleeping: ...", "awake: ..."), from any thread; empty:
