@@ -120,6 +120,8 @@ def cases(big):
         ("GBNF chain of 100,000 rules", 2, "/completion", {"prompt": "x", "grammar": rule_chain(100000), "n_predict": 1}),
         ("GBNF chain closed into a loop", 2, "/completion", {"prompt": "x", "grammar": rule_chain(100000, "r0"), "n_predict": 1}),
         ('grammar "a"? x 5,000', 3, "/completion", {"prompt": "x", "grammar": "root ::= " + '"a"? ' * 5000, "n_predict": 2}),
+        ('grammar "hello" then "a"? x 5,000', 3, "/completion",
+         {"prompt": "Say hello", "grammar": 'root ::= "hello" ' + '"a"? ' * 5000, "n_predict": 8, "temperature": 0}),
         ("enum of 200,000 strings", 3, "/completion",
          {"prompt": "x", "json_schema": {"enum": ["v%d" % i for i in range(200000)]}, "n_predict": 2}),
         ("small JPEG declaring 8192 x 8192", 4, "/v1/chat/completions",

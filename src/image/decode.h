@@ -35,7 +35,7 @@ struct ImageLimits {
   int64_t max_pixels = int64_t{1} << 26;  // width * height (64 Mi pixels: 192 MiB as RGB)
   // Called with the declared size once the header is read and checked against the limits and the
   // bytes present, before the decoder allocates pixels; its Error refuses the image. The caller
-  // bounds the memory of decodes in flight with it (see serve/decode_memory.h). Optional.
+  // bounds the memory of decodes in flight with it (see serve/memory_gate.h). Optional.
   std::function<Status(int64_t width, int64_t height)> admit = nullptr;
 };
 

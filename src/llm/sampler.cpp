@@ -255,8 +255,14 @@ int32_t Sampler::sample(std::span<const float> logits) {
   }
   const int32_t first = *sample_chain(logits, nullptr);
   if (grammar_ == nullptr || !grammar_error_.empty() || grammar_->allows(first)) return first;
-  if (const auto constrained = sample_chain(logits, &grammar_->allowed())) return *constrained;
-  grammar_error_ = "grammar: no token of the vocabulary continues the grammar";
+  if (!grammar_->failed()) {
+    const std::vector<uint8_t>& allowed = grammar_->allowed();
+    if (!grammar_->failed()) {
+      if (const auto constrained = sample_chain(logits, &allowed)) return *constrained;
+      grammar_error_ = "grammar: no token of the vocabulary continues the grammar";
+    }
+  }
+  if (grammar_->failed()) grammar_error_ = grammar_->failure();
   for (int32_t id = 0; id < grammar_->vocab().n_tokens(); ++id) {
     if (grammar_->vocab().kind(id) == grammar::GrammarVocab::Kind::EndOfGen) return id;
   }

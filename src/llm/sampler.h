@@ -65,8 +65,9 @@ class Sampler {
   ~Sampler();
 
   // Draws the next token from the logits of one position ([n_vocab]). Under a grammar that no
-  // token of the vocabulary can continue, returns an end-of-generation token (or the
-  // unconstrained choice when the vocabulary has none) and grammar_stalled() turns true.
+  // token of the vocabulary can continue, or that ran out of work (GrammarConstraint::failed():
+  // its owner ends the generation), returns an end-of-generation token (or the unconstrained
+  // choice when the vocabulary has none) and grammar_stalled() turns true.
   int32_t sample(std::span<const float> logits);
   // Records a generated token: the penalties' history and the grammar.
   void accept(int32_t token);
@@ -80,6 +81,7 @@ class Sampler {
   // model's (n_vocab entries).
   void set_grammar(std::unique_ptr<grammar::GrammarConstraint> grammar);
   grammar::GrammarConstraint* grammar() { return grammar_.get(); }
+  const grammar::GrammarConstraint* grammar() const { return grammar_.get(); }
   // Caps the tokens of reasoning blocks (nullptr: none); reset_history() resets it too.
   void set_reasoning_budget(std::unique_ptr<ReasoningBudget> budget);
   const ReasoningBudget* reasoning_budget() const { return budget_.get(); }

@@ -7,6 +7,8 @@
 // Thread-safety: one execute() at a time per backend.
 #pragma once
 
+#include <string>
+
 #include "core/result.h"
 #include "ops/op.h"
 #include "runtime/device.h"
@@ -33,6 +35,10 @@ class Backend {
   // Frees the scratch memory; bytes held now.
   virtual void release_scratch() = 0;
   virtual size_t scratch_bytes() const = 0;
+  // Names the owner of this backend's scratch in the device's memory breakdown (default: "DEVICE
+  // scratch"), so that several backends on one device are told apart there. A backend without
+  // scratch of its own ignores it.
+  virtual void set_scratch_owner_name(std::string /*name*/) {}
 };
 
 }  // namespace kiln

@@ -9,9 +9,15 @@ constexpr int64_t kChunksPerThread = 8;
 
 }  // namespace
 
-HostKernelBackend::HostKernelBackend(Device& device, ThreadPool& pool) : device_(&device), pool_(&pool) {
-  scratch_resident_.attach(device, new_owner_id(), device.name() + " scratch", MemoryKind::Scratch,
+HostKernelBackend::HostKernelBackend(Device& device, ThreadPool& pool)
+    : device_(&device), pool_(&pool), scratch_name_(device.name() + " scratch") {
+  scratch_resident_.attach(device, new_owner_id(), scratch_name_, MemoryKind::Scratch,
                            "allocated again by prepare()", this);
+}
+
+void HostKernelBackend::set_scratch_owner_name(std::string name) {
+  scratch_name_ = std::move(name);
+  scratch_resident_.rename_owner(scratch_name_);
 }
 
 Status HostKernelBackend::evict() {
@@ -22,8 +28,8 @@ Status HostKernelBackend::prepare(const ExecPlan& plan) {
   const size_t need = plan.memory().scratch_bytes;
   if (need == 0 || scratch_bytes() >= need) return ok_status();
   scratch_.reset();
-  KILN_ASSIGN_OR_RETURN(
-      scratch_, scratch_resident_.allocate(BufferDesc{need, MemoryKind::Scratch, device_->name() + " scratch"}));
+  KILN_ASSIGN_OR_RETURN(scratch_,
+                        scratch_resident_.allocate(BufferDesc{need, MemoryKind::Scratch, scratch_name_}));
   return ok_status();
 }
 

@@ -29,6 +29,7 @@ class HostKernelBackend : public Backend, private Evictable {
   void synchronize() override {}
   void release_scratch() override { scratch_.reset(); }
   size_t scratch_bytes() const override { return scratch_ ? scratch_->size() : 0; }
+  void set_scratch_owner_name(std::string name) override;
 
  private:
   // Evictable: the manager never evicts scratch (MemoryKind::Scratch); these refuse and accept.
@@ -37,6 +38,7 @@ class HostKernelBackend : public Backend, private Evictable {
 
   Device* device_;
   ThreadPool* pool_;
+  std::string scratch_name_;   // the scratch's owner in the memory breakdown
   Resident scratch_resident_;  // before scratch_: outlives it
   std::unique_ptr<Buffer> scratch_;
 };

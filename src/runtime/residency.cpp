@@ -49,6 +49,11 @@ void Resident::attach(Device& device, OwnerId owner, std::string owner_name, Mem
   if (manager_ != nullptr) id_ = manager_->add(owner, std::move(owner_name), kind, std::move(restore_how), hooks);
 }
 
+void Resident::rename_owner(std::string owner_name) {
+  KILN_ASSERT(device_ != nullptr, "Resident::rename_owner: not attached");
+  if (manager_ != nullptr) manager_->rename(id_, std::move(owner_name));
+}
+
 Result<std::unique_ptr<Buffer>> Resident::allocate(const BufferDesc& desc) {
   KILN_ASSERT(device_ != nullptr, "Resident::allocate: not attached");
   if (manager_ == nullptr) return device_->allocate(desc);
@@ -83,6 +88,13 @@ ResidencyManager::~ResidencyManager() {
 size_t ResidencyManager::used() const {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   return used_;
+}
+
+void ResidencyManager::rename(uint64_t id, std::string owner_name) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Entry* e = find(id);
+  KILN_ASSERT(e != nullptr, "ResidencyManager::rename: unknown resident");
+  e->owner_name = std::move(owner_name);
 }
 
 uint64_t ResidencyManager::add(OwnerId owner, std::string owner_name, MemoryKind kind, std::string restore_how,

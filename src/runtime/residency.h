@@ -99,6 +99,8 @@ class Resident {
   const std::string& swap_dir() const;
   // The owner given to attach() (0 before).
   OwnerId owner() const { return owner_; }
+  // The name the memory breakdown gives this resident's owner from now on (attached).
+  void rename_owner(std::string owner_name);
 
  private:
   Device* device_ = nullptr;
@@ -176,6 +178,7 @@ class ResidencyManager {
 
   uint64_t add(OwnerId owner, std::string owner_name, MemoryKind kind, std::string restore_how, Evictable* hooks);
   void remove(uint64_t id);
+  void rename(uint64_t id, std::string owner_name);
   Result<std::unique_ptr<Buffer>> allocate(uint64_t id, const BufferDesc& desc);
   Status set_external_bytes(uint64_t id, size_t bytes);
   uint64_t generation(uint64_t id) const;

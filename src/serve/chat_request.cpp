@@ -299,6 +299,7 @@ std::optional<HttpError> plan_chat_request(const ServerState& st, const ServerOp
   if (auto e = make_plan(st, opt, body, plan, &image_urls, &prefill)) return e;
   if (auto e = read_reasoning_budget(st, opt, body, plan, prefill, p)) return e;
   const auto& tok = st.model->tokenizer();
+  if (auto e = check_prompt_text(tok, plan.prompt, st.engine->n_ctx_slot())) return e;
   if (image_urls.empty()) {
     p.gen.prompt = tokenize_chat(tok, plan.prompt);
   } else {

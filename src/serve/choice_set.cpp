@@ -26,6 +26,13 @@ std::variant<std::shared_ptr<ChoiceSet>, HttpError> ChoiceSet::submit(Engine& en
       auto constraint =
           grammar::GrammarConstraint::create(*r.grammar, model.grammar_vocab(), &model.tokenizer());
       if (!constraint.ok()) return HttpError{400, "the grammar: " + constraint.error().message};
+      // The first token's choices, computed here on the client's thread: a grammar that costs
+      // more than a token's work budget from the start is refused before it takes a slot (and
+      // the engine then finds this answer cached).
+      if (i == 0) {
+        (*constraint)->allowed();
+        if ((*constraint)->failed()) return HttpError{400, (*constraint)->failure()};
+      }
       sampler->set_grammar(std::move(*constraint));
     }
     if (r.reasoning_budget)
@@ -87,7 +94,8 @@ std::string ChoiceSet::error() const {
 
 int ChoiceSet::error_status() const {
   for (size_t i = 0; i < gens_.size(); ++i)
-    if (ended_[i] && !gens_[i]->error().empty()) return gens_[i]->shut_down() ? 503 : 500;
+    if (ended_[i] && !gens_[i]->error().empty())
+      return gens_[i]->shut_down() ? 503 : gens_[i]->request_error() ? 400 : 500;
   return 500;
 }
 

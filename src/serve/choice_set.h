@@ -23,7 +23,8 @@ class ChoiceSet {
   // Submits `n` (>= 1) generations of `request`. When `seeded`, choice i samples with
   // request.sampler.seed + i (reproducible, distinct choices); otherwise choice 0 keeps the seed
   // and the others draw fresh random seeds. Each choice samples under its own constraint of
-  // request.grammar. Errors: bad sampler parameters or a grammar that does not parse (400), the
+  // request.grammar. Errors: bad sampler parameters, a grammar that does not parse or whose first
+  // token costs more than its work budget (400, computed on the calling thread), the
   // engine is busy or stopping (503; choices already submitted are cancelled).
   static std::variant<std::shared_ptr<ChoiceSet>, HttpError> submit(Engine& engine,
                                                                     const GenerationRequest& request,
@@ -45,7 +46,8 @@ class ChoiceSet {
   const Generation& gen(size_t i) const { return *gens_[i]; }
   // The first error among the ended choices; empty when none failed.
   std::string error() const;
-  // The HTTP status of that error: 503 when the server is shutting down, else 500.
+  // The HTTP status of that error: 503 when the server is shutting down, 400 when the request
+  // caused it (its grammar ran out of work for a token), else 500.
   int error_status() const;
 
  private:

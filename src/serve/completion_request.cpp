@@ -206,8 +206,14 @@ std::optional<HttpError> parse_completion_fields(const json& body, const text::T
 }
 
 std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& tok, const char* field,
-                                      std::vector<int32_t>& out) {
+                                      int32_t n_ctx_slot, std::vector<int32_t>& out) {
   out.clear();
+  std::string text;  // the prompt's strings, for the size check
+  if (value.is_string()) text = value.get<std::string>();
+  if (value.is_array())
+    for (const auto& part : value)
+      if (part.is_string()) text += part.get<std::string>();
+  if (auto e = check_prompt_text(tok, text, n_ctx_slot)) return e;
   if (value.is_string()) {
     out = tok.tokenize(value.get<std::string>(), true, true);
     return std::nullopt;
@@ -246,13 +252,28 @@ std::vector<int32_t> tokenize_chat(const text::Tokenizer& tok, const std::string
   return ids;
 }
 
+namespace {
+
+HttpError too_long(const std::string& count, int32_t n_ctx_slot) {
+  return HttpError{400, "the prompt has " + count + " tokens, more than a slot's context of " +
+                            std::to_string(n_ctx_slot) + " allows"};
+}
+
+}  // namespace
+
+std::optional<HttpError> check_prompt_text(const text::Tokenizer& tok, std::string_view text,
+                                           int32_t n_ctx_slot) {
+  const size_t least = tok.min_tokens(text);
+  if (least >= static_cast<size_t>(n_ctx_slot))
+    return too_long("at least " + std::to_string(least), n_ctx_slot);
+  return std::nullopt;
+}
+
 std::optional<HttpError> check_prompt(const ServerState& st, const std::vector<int32_t>& prompt) {
   if (prompt.empty()) return HttpError{400, "the prompt is empty"};
   const int32_t n_ctx_slot = st.engine->n_ctx_slot();
   if (static_cast<int64_t>(prompt.size()) >= n_ctx_slot)
-    return HttpError{400, "the prompt has " + std::to_string(prompt.size()) +
-                              " tokens, more than a slot's context of " + std::to_string(n_ctx_slot) +
-                              " allows"};
+    return too_long(std::to_string(prompt.size()), n_ctx_slot);
   return std::nullopt;
 }
 

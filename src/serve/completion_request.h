@@ -47,9 +47,16 @@ std::optional<HttpError> parse_completion_fields(const json& body, const text::T
 
 // A prompt as llama-server takes it: a string, or a list of token ids and strings (a string is
 // tokenized with special tokens parsed, BOS added only when it comes first). `field` names it in
-// errors. A list of lists (several prompts) is refused.
+// errors. A list of lists (several prompts) is refused, and so is text that cannot fit a slot of
+// `n_ctx_slot` tokens, before it is tokenized (check_prompt_text).
 std::optional<HttpError> parse_prompt(const json& value, const text::Tokenizer& tok, const char* field,
-                                      std::vector<int32_t>& out);
+                                      int32_t n_ctx_slot, std::vector<int32_t>& out);
+
+// A 400 when `text` has too many bytes to fit a slot of `n_ctx_slot` tokens, whatever its tokens
+// (Tokenizer::min_tokens): a 10 MB prompt is refused at once instead of after seconds and hundreds
+// of MB of tokenizing.
+std::optional<HttpError> check_prompt_text(const text::Tokenizer& tok, std::string_view text,
+                                           int32_t n_ctx_slot);
 
 // The tokens of a rendered chat: special tokens parsed, BOS added when the vocabulary wants it,
 // a doubled BOS (template text + vocabulary) collapsed to one, as llama-server does.

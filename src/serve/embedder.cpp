@@ -29,6 +29,7 @@ Result<std::vector<std::vector<float>>> Embedder::embed(const ServerState& st,
   Device& device = st.weights->device();
   opt.arena = &st.devices->arena(device);
   const std::unique_ptr<Backend> backend = st.devices->new_backend(device);
+  backend->set_scratch_owner_name(device.name() + " scratch (embeddings of " + st.name + ")");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, Context::create(st.weights, *backend, opt));
   std::vector<std::vector<float>> out;
   out.reserve(inputs.size());

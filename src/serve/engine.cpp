@@ -1,5 +1,8 @@
 #include "serve/engine.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -10,6 +13,9 @@
 
 namespace kiln::serve {
 namespace {
+
+// The nice value of a thread sampling aside (Linux: per thread), above the engine's 0.
+constexpr int kAsideNice = 10;
 
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -95,6 +101,7 @@ Generation::Chunk Generation::take() {
 
 void Generation::cancel() {
   cancelled_ = true;
+  interrupt_ = true;
   if (engine_) engine_->notify();
 }
 
@@ -214,6 +221,9 @@ void Engine::stop() {
     std::lock_guard lock(mutex_);
     if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
+    // A token in progress stops its grammar's work (slots' generations change under mutex_ only).
+    for (const Slot& s : slots_)
+      if (s.gen) s.gen->interrupt_ = true;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -223,6 +233,7 @@ Result<std::shared_ptr<Generation>> Engine::submit(GenerationRequest request, Sa
                                                    std::shared_ptr<Notifier> notifier) {
   auto gen = std::make_shared<Generation>(std::move(request), std::move(sampler), std::move(notifier));
   gen->engine_ = signal_;
+  if (grammar::GrammarConstraint* c = gen->sampler_.grammar()) c->set_interrupt(&gen->interrupt_);
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return make_error("the server is shutting down");
@@ -291,6 +302,8 @@ void Engine::loop() {
     }
     step();
   }
+  for (Slot& s : slots_)  // stop() raised their interrupt flags
+    if (s.aside.result.valid()) take_aside(s);
   std::lock_guard lock(mutex_);
   for (Slot& s : slots_) {
     if (!s.gen) continue;
@@ -310,8 +323,10 @@ bool Engine::has_work() const {
       std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.gen == nullptr; });
   for (const auto& g : queue_)
     if (free_slot || g->cancelled()) return true;
-  // A slot works unless its generation is paused for its client (and not cancelled).
+  // A slot works unless its generation is paused for its client (and not cancelled), or its
+  // token is being sampled aside.
   return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) {
+    if (s.aside.result.valid()) return s.aside.ready() || s.gen->cancelled();
     return s.gen && (s.pending < 0 || s.gen->cancelled() || !s.gen->backlogged());
   });
 }
@@ -356,6 +371,7 @@ void Engine::assign(std::shared_ptr<Generation> gen) {
 }
 
 void Engine::release(Slot& s, StopType type, std::string error) {
+  KILN_ASSERT(!s.aside.result.valid(), "Engine::release: a token is sampled aside");
   Generation& g = *s.gen;
   g.finish(type, std::move(error));
   metrics_.predicted_tokens += static_cast<uint64_t>(g.n_generated());
@@ -366,9 +382,16 @@ void Engine::release(Slot& s, StopType type, std::string error) {
 }
 
 bool Engine::step() {
-  // Cancelled generations free their slots first (their cached tokens stay for reuse).
+  // Tokens sampled aside since the last step are handed over; cancelled generations free their
+  // slots (their cached tokens stay for reuse) once their sampling aside stopped.
   {
+    std::vector<Sampled> ready;
+    for (Slot& s : slots_)
+      if (s.aside.result.valid() && (s.aside.ready() || s.gen->cancelled())) ready.push_back(take_aside(s));
     std::lock_guard lock(mutex_);
+    const auto now = Generation::Clock::now();
+    for (Sampled& x : ready)
+      if (!x.slot->gen->cancelled()) hand_over(x, now);
     for (Slot& s : slots_)
       if (s.gen && s.gen->cancelled()) release(s, StopType::None, "cancelled");
     publish();
@@ -425,7 +448,7 @@ void Engine::add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t
   // stops before an image (decoded by a later step).
   size_t budget = kPromptChunk;
   for (Slot& s : slots_) {
-    if (!s.gen || s.pending >= 0 || budget == 0) continue;
+    if (!s.gen || s.pending >= 0 || s.aside.result.valid() || budget == 0) continue;
     const auto& prompt = s.gen->request_.prompt;
     size_t n = std::min(budget, prompt.size() - s.n_prompt_done);
     for (size_t j = 0; j < n; ++j) {
@@ -448,62 +471,160 @@ void Engine::add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t
 void Engine::decode_rows(const Batch& batch, const std::vector<std::pair<Slot*, size_t>>& chunks,
                          bool single_row_order) {
   const Status st = ctx_.decode(batch, {.single_row_order = single_row_order});
-  {
+  if (!st.ok()) {
+    for (Slot& s : slots_) {  // their tokens follow cells dropped now (joined without the lock: they notify)
+      if (!s.aside.result.valid()) continue;
+      s.gen->interrupt_ = true;
+      take_aside(s);
+    }
     std::lock_guard lock(mutex_);
-    if (!st.ok()) {
-      // Nothing of this batch can be trusted to be cached: drop those sequences entirely.
-      for (Slot& s : slots_) {
-        if (!s.gen) continue;
-        ctx_.seq_rm(s.id, 0, -1);
-        s.cache.clear();
-        release(s, StopType::None, st.error().message);
-      }
-      publish();
-      return;
-    }
-    ++metrics_.n_decode;
-    metrics_.n_busy_slots += static_cast<uint64_t>(
-        std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.gen != nullptr; }));
-    for (auto& [s, n] : chunks) {
-      const auto& prompt = s->gen->request_.prompt;
-      s->cache.insert(s->cache.end(), prompt.begin() + static_cast<ptrdiff_t>(s->n_prompt_done),
-                      prompt.begin() + static_cast<ptrdiff_t>(s->n_prompt_done + n));
-      if (const PromptImage* im = image_at(s->gen->request_.images, s->n_prompt_done))
-        s->images.push_back(*im);
-      s->n_prompt_done += n;
-    }
-    const auto now = Generation::Clock::now();
+    // Nothing of this batch can be trusted to be cached: drop those sequences entirely.
     for (Slot& s : slots_) {
-      if (!s.gen || s.batch_index < 0) continue;
-      const int64_t row = std::exchange(s.batch_index, -1);  // handled: not again by a later batch
-      if (s.pending >= 0) {
-        conclude(s, static_cast<size_t>(row));
-        continue;
-      }
-      Generation& g = *s.gen;
-      if (!g.has_first_) {  // the prompt is done: its logits are here
-        g.has_first_ = true;
-        g.t_first_ = now;
-        metrics_.prompt_tokens += static_cast<uint64_t>(g.n_prompt() - g.n_cached());
-        metrics_.prompt_seconds += ms_between(g.t_start_, now) / 1e3;
-      }
-      if (g.request_.max_tokens == 0) {
-        release(s, StopType::Limit, "");
-        continue;
-      }
-      const auto logits = ctx_.logits(static_cast<size_t>(row));
-      g.apply_controls();
-      const int32_t token = g.sampler_.sample(logits);
-      g.sampler_.accept(token);
-      on_token(s, token, logits, s.cache.size());
+      if (!s.gen) continue;
+      ctx_.seq_rm(s.id, 0, -1);
+      s.cache.clear();
+      release(s, StopType::None, st.error().message);
     }
     publish();
+    return;
   }
+  // The slots' own state (engine thread only): no lock.
+  for (auto& [s, n] : chunks) {
+    const auto& prompt = s->gen->request_.prompt;
+    s->cache.insert(s->cache.end(), prompt.begin() + static_cast<ptrdiff_t>(s->n_prompt_done),
+                    prompt.begin() + static_cast<ptrdiff_t>(s->n_prompt_done + n));
+    if (const PromptImage* im = image_at(s->gen->request_.images, s->n_prompt_done)) s->images.push_back(*im);
+    s->n_prompt_done += n;
+  }
+  // Sampling holds no lock: a grammar's work for a token (bounded by its WorkBudget, stopped by
+  // a cancel) must not hold up submit(), slots() and the clients taking their text.
+  const auto now = Generation::Clock::now();
+  std::vector<Sampled> sampled;
+  std::vector<Slot*> aside;
+  for (Slot& s : slots_) {
+    if (!s.gen || s.batch_index < 0) continue;
+    const auto row = static_cast<size_t>(std::exchange(s.batch_index, -1));  // not again by a later batch
+    if (samples_aside(s)) {
+      sample_aside(s, row);
+      aside.push_back(&s);
+    } else {
+      sampled.push_back(sample_rows(s, row));
+    }
+  }
+  // The tokens started aside now that are ready within kAsideWait are handed over with the others.
+  const auto deadline = Generation::Clock::now() + kAsideWait;
+  for (Slot* s : aside)
+    if (s->aside.result.wait_until(deadline) == std::future_status::ready) sampled.push_back(take_aside(*s));
+  std::lock_guard lock(mutex_);
+  ++metrics_.n_decode;
+  metrics_.n_busy_slots += static_cast<uint64_t>(
+      std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.gen != nullptr; }));
+  for (Sampled& x : sampled) hand_over(x, now);
+  publish();
+}
+
+bool Engine::samples_aside(const Slot& s) const {
+  const Generation& g = *s.gen;
+  const grammar::GrammarConstraint* c = g.sampler_.grammar();
+  return c != nullptr && !c->awaiting_trigger() && !g.speculative_ && g.request_.max_tokens != 0;
+}
+
+void Engine::sample_aside(Slot& s, size_t row) {
+  Sampled x;
+  x.slot = &s;
+  x.row = row;
+  x.first = !s.gen->has_first_;
+  if (s.pending >= 0) {  // decoded now: in the cells
+    x.pos = static_cast<int32_t>(s.cache.size());
+    s.cache.push_back(std::exchange(s.pending, -1));
+  }
+  const auto logits = ctx_.logits(row);
+  x.logits.assign(logits.begin(), logits.end());
+  std::promise<Sampled> promise;
+  s.aside.result = promise.get_future();
+  // The thread owns what it touches: the generation (its sampler, used by no one else meanwhile),
+  // the copied logits and the engine's signal, which wakes the loop once the result is set. It
+  // runs below the decoding threads' priority: where the cores are fewer than the threads, a
+  // costly grammar takes its time from idle cores, not from the other requests' passes.
+  s.aside.thread =
+      std::thread([gen = s.gen, signal = signal_, x = std::move(x), promise = std::move(promise)]() mutable {
+        setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kAsideNice);
+        gen->apply_controls();
+        const int32_t token = gen->sampler_.sample(x.logits);
+        gen->sampler_.accept(token);
+        x.verdict.tokens.push_back(token);
+        promise.set_value(std::move(x));
+        signal->notify();
+      });
+}
+
+Engine::Sampled Engine::take_aside(Slot& s) {
+  Sampled x = s.aside.result.get();
+  s.aside.thread.join();
+  s.aside = Aside{};
+  return x;
+}
+
+Engine::Sampled Engine::sample_rows(Slot& s, size_t row) {
+  Generation& g = *s.gen;
+  Sampled x;
+  x.slot = &s;
+  x.row = row;
+  if (s.pending >= 0) {  // the sampled token and its draft were verified
+    x.pos = static_cast<int32_t>(s.cache.size());
+    s.cache.push_back(s.pending);
+    g.apply_controls();
+    x.verdict = conclude_verification(ctx_, s.id, x.pos, row, s.draft, g.sampler_,
+                                      g.speculative_ ? s.drafter.get() : nullptr);
+    // The accepted draft tokens stay in the cells; the last token is the new pending one.
+    s.cache.insert(s.cache.end(), x.verdict.tokens.begin(), x.verdict.tokens.end() - 1);
+    return x;
+  }
+  x.first = !g.has_first_;  // the prompt is done: its logits are here
+  if (g.request_.max_tokens == 0) return x;
+  g.apply_controls();
+  const int32_t token = g.sampler_.sample(ctx_.logits(row));
+  g.sampler_.accept(token);
+  x.verdict.tokens.push_back(token);
+  return x;
+}
+
+void Engine::hand_over(Sampled& x, Generation::Clock::time_point now) {
+  Slot& s = *x.slot;
+  Generation& g = *s.gen;
+  if (x.first) {
+    g.has_first_ = true;
+    g.t_first_ = now;
+    metrics_.prompt_tokens += static_cast<uint64_t>(g.n_prompt() - g.n_cached());
+    metrics_.prompt_seconds += ms_between(g.t_start_, now) / 1e3;
+  }
+  if (x.verdict.tokens.empty()) return release(s, StopType::Limit, "");  // max_tokens 0: the prompt is cached
+  // A grammar that ran out of work is the request's fault; one interrupted was cancelled (the
+  // next step frees the slot) or stopped with the engine.
+  if (const grammar::GrammarConstraint* c = g.sampler_.grammar(); c != nullptr && c->failed()) {
+    if (c->interrupted()) return;
+    g.request_error_ = true;
+    return release(s, StopType::None, c->failure());
+  }
+  auto logits = [&](size_t i) {
+    return x.logits.empty() ? ctx_.logits(x.row + i) : std::span<const float>(x.logits);
+  };
+  if (x.pos < 0) return on_token(s, x.verdict.tokens[0], logits(0), s.cache.size());
+  if (!s.draft.empty()) {
+    g.n_drafted_ += static_cast<int32_t>(s.draft.size());
+    g.n_draft_accepted_ += x.verdict.n_accepted();
+    metrics_.draft_tokens += s.draft.size();
+    metrics_.draft_accepted += static_cast<uint64_t>(x.verdict.n_accepted());
+    ++metrics_.drafts;
+  }
+  // Token i follows pos + 1 + i tokens, as it would without speculation.
+  for (size_t i = 0; i < x.verdict.tokens.size() && s.gen; ++i)
+    on_token(s, x.verdict.tokens[i], logits(i), static_cast<size_t>(x.pos) + 1 + i);
 }
 
 Engine::Slot* Engine::add_image(Batch& batch) {
   for (Slot& s : slots_) {
-    if (!s.gen || s.pending >= 0) continue;
+    if (!s.gen || s.pending >= 0 || s.aside.result.valid()) continue;
     const auto& prompt = s.gen->request_.prompt;
     if (s.n_prompt_done >= prompt.size() || prompt[s.n_prompt_done] != kMediaToken) continue;
     const PromptImage* im = image_at(s.gen->request_.images, s.n_prompt_done);
@@ -554,27 +675,6 @@ void Engine::draft(const std::vector<Slot*>& generating, std::vector<std::pair<S
     }
     s->draft = std::move(*d);
   }
-}
-
-void Engine::conclude(Slot& s, size_t first) {
-  Generation& g = *s.gen;
-  const auto pos = static_cast<int32_t>(s.cache.size());
-  s.cache.push_back(s.pending);
-  g.apply_controls();
-  const Verdict v = conclude_verification(ctx_, s.id, pos, first, s.draft, g.sampler_,
-                                          g.speculative_ ? s.drafter.get() : nullptr);
-  // The accepted draft tokens stay in the cells; the last token is the new pending one.
-  s.cache.insert(s.cache.end(), v.tokens.begin(), v.tokens.end() - 1);
-  if (!s.draft.empty()) {
-    g.n_drafted_ += static_cast<int32_t>(s.draft.size());
-    g.n_draft_accepted_ += v.n_accepted();
-    metrics_.draft_tokens += s.draft.size();
-    metrics_.draft_accepted += static_cast<uint64_t>(v.n_accepted());
-    ++metrics_.drafts;
-  }
-  // Token i follows pos + 1 + i tokens, as it would without speculation.
-  for (size_t i = 0; i < v.tokens.size() && s.gen; ++i)
-    on_token(s, v.tokens[i], ctx_.logits(first + i), static_cast<size_t>(pos) + 1 + i);
 }
 
 void Engine::on_token(Slot& s, int32_t token, std::span<const float> logits, size_t n_before) {

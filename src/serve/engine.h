@@ -28,6 +28,15 @@
 // paused (its slot keeps its place; the others go on) until the client takes them or cancels it.
 // A client that stops reading thus holds a bounded amount of output, never a whole stream.
 //
+// Grammars: a generation under a grammar (one that does not draft) samples each token on a
+// thread of its own, from a copy of its logits; the engine waits kAsideWait for it (a cheap
+// grammar's token joins the next step as if sampled inline), then steps the other slots while it
+// works: a costly token never holds up other requests. Sampling, here or inline, holds no engine
+// lock, so submit(), slots() and a client taking its text never wait for it. A grammar's work
+// per token is bounded (grammar::WorkBudget); one that runs out ends its generation with the
+// budget's message (Generation::request_error()). Cancelling a generation, or stopping the
+// engine, interrupts its grammar's work in progress.
+//
 // Thread-safety: submit(), slots(), metrics() and stop() may be called from any thread; a
 // Generation is read by one client thread while the engine thread writes it. A Notifier may be
 // shared by several generations so that one client thread waits for any of them.
@@ -38,6 +47,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -49,6 +59,7 @@
 #include "llm/reasoning_budget.h"
 #include "llm/sampler.h"
 #include "llm/speculative/speculator.h"
+#include "llm/speculative/verify.h"
 #include "llm/vision_encoder.h"
 #include "serve/stop_text.h"
 #include "serve/token_probs.h"
@@ -61,6 +72,8 @@ namespace kiln::serve {
 inline constexpr size_t kPromptChunk = 512;
 // Tokens a generation may hold for its client before the engine pauses it (see above).
 inline constexpr size_t kMaxUntakenTokens = 64;
+// How long a step waits for the tokens sampled aside (grammars) before it goes on without them.
+inline constexpr std::chrono::milliseconds kAsideWait{20};
 
 // Wakes the engine thread from client threads (output taken, a generation cancelled). Shared by
 // the engine and its generations, which may outlive it.
@@ -172,6 +185,9 @@ class Generation {
   const std::string& stopping_word() const { return stopping_word_; }  // the stop string that matched
   const std::string& error() const { return error_; }                  // non-empty: it failed
   bool shut_down() const { return shut_down_; }                        // it failed because the engine stopped
+  bool request_error() const {
+    return request_error_;
+  }  // it failed for the request's own fault (its grammar's cost)
   GenerationTimings timings() const;
   int32_t n_prompt() const { return static_cast<int32_t>(request_.prompt.size()); }
   int32_t n_cached() const { return n_cached_; }
@@ -200,12 +216,16 @@ class Generation {
   bool has_first_ = false;
 
   std::atomic<bool> cancelled_{false};
+  // Stops the grammar's work in progress (GrammarConstraint::set_interrupt): raised by cancel()
+  // and Engine::stop().
+  std::atomic<bool> interrupt_{false};
   std::atomic<bool> end_reasoning_{false};  // end_reasoning() asked, not yet applied
   mutable std::mutex mutex_;
   std::string pending_;
   std::vector<TokenOutput> pending_tokens_;
   bool done_ = false;
   bool shut_down_ = false;
+  bool request_error_ = false;
   std::string finish_reason_, stopping_word_, error_;
   StopType stop_type_ = StopType::None;
   std::atomic<int32_t> n_cached_{0}, n_generated_{0};
@@ -264,6 +284,25 @@ class Engine {
   void stop();
 
  private:
+  struct Slot;
+  // One slot's sampling after a decode (sample_rows, no lock, or aside), handed over under the lock.
+  struct Sampled {
+    Slot* slot = nullptr;
+    size_t row = 0;             // the slot's first row in the batch
+    std::vector<float> logits;  // sampled aside: a copy of that row (the batch's are gone by then)
+    int32_t pos = -1;           // with verification rows: the sampled token's position; -1: plain sampling
+    bool first = false;         // the prompt's last row: the generation's first token
+    Verdict verdict;            // the tokens to hand over (plain sampling: one; none: max_tokens 0)
+  };
+  // A token being sampled on a thread of its own (sample_aside): its grammar's work, however
+  // long, never holds up the steps of the other slots.
+  struct Aside {
+    std::thread thread;
+    std::future<Sampled> result;
+    bool ready() const {
+      return result.valid() && result.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    }
+  };
   struct Slot {
     int32_t id = 0;
     std::vector<int32_t> cache;  // tokens of sequence `id` in the KV cache, positions 0..
@@ -275,6 +314,7 @@ class Engine {
     std::unique_ptr<SequenceDrafter> drafter;  // with a speculator
     std::vector<int32_t> draft;                // drafted this step, verified after `pending`
     bool drafter_begun = false;                // drafter->begin() ran for the generation
+    Aside aside;                               // its token sampled aside (result valid: in progress or ready)
   };
   void loop();
   void assign(std::shared_ptr<Generation> gen);                          // under mutex_
@@ -296,9 +336,19 @@ class Engine {
   // sampled tokens, every slot with a batch_index samples (or verifies its draft) from its rows
   // and its batch_index is reset. A failed decode ends every generation.
   void decode_rows(const Batch& batch, const std::vector<std::pair<Slot*, size_t>>& chunks, bool single_row_order);
-  // Verifies the slot's draft on its rows from batch index `first` (plain sampling without one)
-  // and hands over the tokens; under mutex_.
-  void conclude(Slot& s, size_t first);
+  // Samples the slot's rows from batch index `row`: verifies its sampled token and draft (the
+  // cache grows by the tokens now in cells), or samples after its prompt. Engine thread, no lock.
+  Sampled sample_rows(Slot& s, size_t row);
+  // Whether the slot's token is sampled aside (a grammar's work, a generation that does not draft).
+  bool samples_aside(const Slot& s) const;
+  // Starts sampling the slot's token aside from its row's logits (copied): the cache takes its
+  // pending token now, and the slot sits out the steps until aside_ready().
+  void sample_aside(Slot& s, size_t row);
+  // Joins the slot's sampling aside (done, or stopped by its interrupt flag) and returns it.
+  Sampled take_aside(Slot& s);
+  // Hands `x`'s tokens to the client (or ends the generation: max_tokens 0, a grammar out of
+  // work); under mutex_.
+  void hand_over(Sampled& x, Generation::Clock::time_point now);
   void publish();         // copies slot states for slots(), under mutex_
   bool has_work() const;  // under mutex_: a step would do something
 

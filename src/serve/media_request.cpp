@@ -11,18 +11,22 @@ namespace {
 constexpr const char* kNoVision =
     "image input needs a vision projector: start the server with --mmproj FILE (the model's mmproj GGUF)";
 
+// What one pixel of an image being decoded may cost: its RGB bytes (3), a JPEG's component planes
+// (up to 4) and libjpeg's coefficients of a progressive file (up to 8), rounded up.
+constexpr int64_t kDecodeBytesPerPixel = 16;
+
 // Decodes and prepares one image, holding its decode's memory (st.decode_memory) while it runs: an
 // image that does not fit beside the decodes in flight is a 503 (retry), one larger than all of
 // that memory a 400.
 std::optional<HttpError> prepare(const ServerState& st, std::span<const uint8_t> bytes, size_t index,
                                  std::shared_ptr<const PreparedImage>& out) {
-  DecodeMemory& memory = *st.decode_memory;
-  DecodeMemory::Lease lease;
+  MemoryGate& memory = *st.decode_memory;
+  MemoryGate::Lease lease;
   bool busy = false;
   ImageLimits limits;
   limits.admit = [&](int64_t width, int64_t height) {
-    if (memory.take(width, height, lease)) return ok_status();
-    const int64_t need = width * height * DecodeMemory::kBytesPerPixel;
+    const int64_t need = width * height * kDecodeBytesPerPixel;
+    if (memory.take(static_cast<size_t>(need), lease)) return ok_status();
     busy = static_cast<size_t>(need) <= memory.capacity();
     auto mib = [](double bytes) {
       char text[32];

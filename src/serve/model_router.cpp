@@ -208,6 +208,11 @@ std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& 
     built = build_state(e.options, std::move(*model), devices_);
   else
     built = model.error();
+  if (built.ok()) {
+    (*built)->name = name;                  // answers name the model as requests do
+    Backend& backend = *(*built)->backend;  // its own: the registry is shared
+    backend.set_scratch_owner_name(backend.device().name() + " scratch (" + name + ")");
+  }
   StatePins keep;
   if (built.ok() && e.spec.pin) {
     auto pin = pin_state(**built);
@@ -217,10 +222,7 @@ std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& 
       built = pin.error();
   }
   std::shared_ptr<const ModelInfo> info;
-  if (built.ok()) {
-    (*built)->name = name;  // answers name the model as requests do
-    info = describe(**built, e.options.n_parallel);
-  }
+  if (built.ok()) info = describe(**built, e.options.n_parallel);
   lock.lock();
   if (built.ok() && !stopping_) {
     e.st = std::move(*built);

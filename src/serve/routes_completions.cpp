@@ -85,6 +85,8 @@ std::string finish_reason(const Generation& g, bool called_tools) {
 // registered in `live` for /v1/chat/completions/control.
 http::Handler completion_handler(const RouteContext& rc, bool chat, std::shared_ptr<LiveCompletions> live) {
   return [rc, chat, live](const http::Request& req, http::Exchange& ex) {
+    auto admitted = rc.admit(req, ex);  // held until the request is queued
+    if (!admitted) return;
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
     auto st = rc.ready(ex, *body);
@@ -109,7 +111,8 @@ http::Handler completion_handler(const RouteContext& rc, bool chat, std::shared_
       bool handled = false;
       if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(ex, *e);
       if (!handled)
-        if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(ex, *e);
+        if (auto e = parse_prompt(*it, tok, "prompt", st->engine->n_ctx_slot(), p.gen.prompt))
+          return send_error(ex, *e);
     }
     // One output parser per choice when the chat's answer is split (tool calls, reasoning).
     using Parsers = std::vector<std::shared_ptr<chat::ChatOutputParser>>;
@@ -119,7 +122,9 @@ http::Handler completion_handler(const RouteContext& rc, bool chat, std::shared_
         parsers->push_back(std::make_shared<chat::ChatOutputParser>(plan.parser, random_call_id));
     }
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
+    if (p.gen.grammar) p.gen.grammar->work_limit = rc.options.grammar_work_limit;
     auto submitted = ChoiceSet::submit(*st->engine, p.gen, p.n, p.seeded);
+    admitted.reset();
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
 

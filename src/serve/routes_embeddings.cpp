@@ -15,6 +15,8 @@ http::Handler embeddings_handler(const RouteContext& rc, std::shared_ptr<Embedde
   return [rc, embedder, oai](const http::Request& req, http::Exchange& ex) {
     if (!rc.options.embeddings)
       return send_error(ex, {501, "This server does not support embeddings. Start it with `--embeddings`"});
+    const auto admitted = rc.admit(req, ex);  // the tokenizing and the pass are the request's own work
+    if (!admitted) return;
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
     auto st = rc.ready(ex, *body);

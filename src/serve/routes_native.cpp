@@ -67,6 +67,8 @@ json final_fields(const ChoiceSet& set, const std::string& model_name, int32_t n
 
 void add_native_completion_routes(http::Router& r, const RouteContext& rc) {
   r.post("/completion", [rc](const http::Request& req, http::Exchange& ex) {
+    auto admitted = rc.admit(req, ex);  // held until the request is queued
+    if (!admitted) return;
     auto body = parse_body(req, ex);  // a malformed request does not wake a sleeping server
     if (!body) return;
     auto st = rc.ready(ex, *body);
@@ -84,9 +86,12 @@ void add_native_completion_routes(http::Router& r, const RouteContext& rc) {
     bool handled = false;
     if (auto e = parse_prompt_object(*st, *it, "prompt", p.gen, handled)) return send_error(ex, *e);
     if (!handled)
-      if (auto e = parse_prompt(*it, tok, "prompt", p.gen.prompt)) return send_error(ex, *e);
+      if (auto e = parse_prompt(*it, tok, "prompt", st->engine->n_ctx_slot(), p.gen.prompt))
+        return send_error(ex, *e);
     if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
+    if (p.gen.grammar) p.gen.grammar->work_limit = rc.options.grammar_work_limit;
     auto submitted = ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
+    admitted.reset();
     if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);
     auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
     const std::string model_name = st->name;

@@ -104,7 +104,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   st->max_media_bytes = opt.max_body;
   if (!opt.mmproj.empty()) {
     KILN_ASSIGN_OR_RETURN(st->vision, VisionModel::load(opt.mmproj, *model));
-    st->decode_memory = std::make_unique<DecodeMemory>(opt.image_decode_bytes);
+    st->decode_memory = std::make_unique<MemoryGate>(opt.image_decode_bytes);
     co.input_embeddings = true;
   }
   KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(st->weights, backend, co));
@@ -235,6 +235,22 @@ class Server::Lease {
   Server* server_;
   Arbiter::Use use_;
 };
+
+std::optional<MemoryGate::Lease> RouteContext::admit(const http::Request& req, http::Exchange& ex) const {
+  MemoryGate& gate = server.prequeue_memory();
+  const size_t need = req.body.size() * kPrequeueBytesPerBodyByte;
+  MemoryGate::Lease lease;
+  if (gate.take(need, lease)) return lease;
+  const std::string mib = std::to_string(gate.capacity() >> 20) + " MiB";
+  if (need > gate.capacity()) {
+    send_error(ex, {413, "the request body needs " + std::to_string(need >> 20) +
+                             " MiB of work before the queue, more than the " + mib + " the server gives it"});
+  } else {
+    send_error(ex, {503, "the server is busy: other requests hold the " + mib +
+                             " it gives work before the queue; retry"});
+  }
+  return std::nullopt;
+}
 
 std::shared_ptr<ServerState> RouteContext::ready(http::Exchange& ex, const json& body) const {
   ModelRouter* router = server.router();

@@ -62,6 +62,8 @@
 #include "llm/model.h"
 #include "llm/speculative/options.h"
 #include "runtime/arbiter.h"
+#include "serve/memory_gate.h"
+#include "text/grammar/work_budget.h"
 
 namespace kiln::serve {
 
@@ -107,7 +109,7 @@ struct ServerOptions {
   std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
   std::string media_path;            // the folder file:// image URLs are read from (--media-path);
                                      // empty: file:// URLs are refused
-  // The memory image decodes in flight may take together (DecodeMemory: 16 bytes a pixel); an
+  // The memory image decodes in flight may take together (a MemoryGate, 16 bytes a pixel); an
   // image that does not fit beside them is answered 503. The default holds two of the largest
   // images ImageLimits allows.
   size_t image_decode_bytes = size_t{2} << 30;
@@ -139,6 +141,15 @@ struct ServerOptions {
   int32_t timeout_seconds = 3600;
   int32_t head_timeout_ms = 10'000;
   size_t max_body = size_t{16} << 20;  // bytes (--max-body); larger bodies get 413 unread
+  // The memory requests' work before the queue (parsing the body, rendering the chat, tokenizing)
+  // may take together: each such request holds kPrequeueBytesPerBodyByte per byte of its body
+  // while it works, and one that does not fit beside the others is answered 503 (retry). The
+  // default lets two bodies of the largest default size (16 MiB) work at once, and a hundred of
+  // 300 KB.
+  size_t prequeue_bytes = size_t{2} << 30;
+  // The work one token's grammar may take (grammar::WorkBudget units, about a nanosecond each);
+  // past it the request fails with a 400 naming the limit.
+  uint64_t grammar_work_limit = grammar::WorkBudget::kDefaultLimit;
   bool reuse_port = false;             // --reuse-port: let other sockets bind this port too
   std::string cors_origins = "*";      // --cors-origins: "*", a list, or empty (no CORS)
   // Lifecycle events for the operator ("sleeping: ...", "awake: ..."), from any thread; empty:
@@ -150,6 +161,10 @@ struct ServerOptions {
 // without an arbiter; an Error naming the device and --residency-timeout when the deadline passes.
 Result<Arbiter::Use> use_device(Arbiter* arbiter, const ServerOptions& options,
                                 std::chrono::steady_clock::time_point deadline);
+
+// What a request's work before the queue may take per byte of its body (ServerOptions::
+// prequeue_bytes): measured, a chat body of short words took 58 bytes a byte to tokenize.
+inline constexpr size_t kPrequeueBytesPerBodyByte = 64;
 
 class Server {
  public:
@@ -188,6 +203,8 @@ class Server {
   bool sleeping() const;
   // With --arbiter (after attach): the arbiter; else null.
   const Arbiter* arbiter() const { return arbiter_.get(); }
+  // The memory of requests' work before the queue (ServerOptions::prequeue_bytes).
+  MemoryGate& prequeue_memory() { return prequeue_memory_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -206,6 +223,7 @@ class Server {
   void log(const std::string& message) const;
 
   ServerOptions opt_;
+  MemoryGate prequeue_memory_{opt_.prequeue_bytes};
   std::unique_ptr<Arbiter> arbiter_;        // with opt_.arbiter_dir, from the first attach()
   std::unique_ptr<ModelRouter> router_;     // from attach_models(); outlives http_'s requests
   // router_ as handler threads see it: published once attach_models() made it (the handlers run

@@ -22,8 +22,8 @@
 #include "llm/vision_model.h"
 #include "serve/api_json.h"
 #include "serve/engine.h"
-#include "serve/decode_memory.h"
 #include "serve/http/router.h"
+#include "serve/memory_gate.h"
 #include "serve/server.h"
 #include "text/chat/chat_syntax.h"
 #include "text/chat_template.h"
@@ -52,7 +52,7 @@ struct ServerState {
   std::string media_path;                  // ServerOptions::media_path
   size_t max_media_bytes = 0;              // a media file's size limit: ServerOptions::max_body
   // With `vision`: the memory the model's image decodes in flight take (ServerOptions::image_decode_bytes).
-  std::unique_ptr<DecodeMemory> decode_memory;
+  std::unique_ptr<MemoryGate> decode_memory;
   // With options.speculative: the draft sources and the draft model's context (a second owner of
   // the device's memory, in the same compute arena); driven by the engine thread only.
   std::unique_ptr<Speculator> speculator;
@@ -108,6 +108,11 @@ struct RouteContext {
   // failed or the server stops; 400 without "model", 404 for an unknown one). Holding the pointer
   // keeps the server awake and the model resident.
   std::shared_ptr<ServerState> ready(http::Exchange& ex, const json& body) const;
+  // For a request about to work before the queue (parsing, rendering, tokenizing): its hold on
+  // the server's pre-queue memory (ServerOptions::prequeue_bytes), kPrequeueBytesPerBodyByte per
+  // byte of its body; drop it once the request is queued. Null after answering 503 (other
+  // requests hold that memory now: retry) or 413 (the body alone would need more than all of it).
+  std::optional<MemoryGate::Lease> admit(const http::Request& req, http::Exchange& ex) const;
 
   // What routes that only look (/props, /slots, /metrics) see of the model; with many models,
   // the one the query's "model" names (?model=NAME). Never wakes or loads it.

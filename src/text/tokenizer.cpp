@@ -1,5 +1,6 @@
 #include "text/tokenizer.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "text/sessions.h"
@@ -63,7 +64,11 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
   if (vocab.type() == VocabType::kUgm) t.ugm_ = std::make_shared<const UgmTokenizer>(vocab);
   t.vocab_ = std::make_shared<const Vocab>(std::move(vocab));
   auto pieces = std::make_shared<std::vector<std::string>>(t.vocab_->n_tokens());
-  for (int32_t id = 0; id < t.vocab_->n_tokens(); ++id) (*pieces)[id] = t.render(id);
+  t.max_piece_bytes_ = 4;
+  for (int32_t id = 0; id < t.vocab_->n_tokens(); ++id) {
+    (*pieces)[id] = t.render(id);
+    t.max_piece_bytes_ = std::max(t.max_piece_bytes_, (*pieces)[id].size());
+  }
   t.pieces_ = std::move(pieces);
   // ref: llama.cpp llama_vocab::impl::load, linefeed_id
   const Vocab& v = *t.vocab_;
@@ -75,6 +80,12 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
   }
   if (t.nl_ == kTokenNull) t.nl_ = v.default_pad();
   return t;
+}
+
+size_t Tokenizer::min_tokens(std::string_view text) const {
+  const VocabType type = vocab_->type();
+  if (type != VocabType::kSpm && type != VocabType::kBpe) return 0;
+  return (text.size() + max_piece_bytes_ - 1) / max_piece_bytes_;
 }
 
 std::string Tokenizer::render(int32_t id) const {

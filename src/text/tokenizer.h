@@ -41,6 +41,12 @@ class Tokenizer {
   // (e.g. "<|im_start|>") become their ids. User-defined tokens are matched even without it.
   std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const;
 
+  // A count the tokens of `text` cannot be under, in O(1), so that a caller can refuse a text too
+  // long for its context before tokenizing it: SPM and BPE cover every byte of the text with
+  // pieces of at most the vocabulary's longest piece (an unknown character is one <unk> of 5+
+  // bytes); 0 for WPM and UGM, whose normalization may drop or merge characters.
+  size_t min_tokens(std::string_view text) const;
+
   // The text of one token: control and unknown tokens render only when `special` is true.
   // An Error for an id outside the vocabulary.
   Result<std::string> token_to_piece(int32_t id, bool special) const;
@@ -79,6 +85,7 @@ class Tokenizer {
   std::shared_ptr<const UgmTokenizer> ugm_;                 // UGM only
   std::shared_ptr<const std::vector<std::string>> pieces_;  // render() of every id
   int32_t nl_ = kTokenNull;
+  size_t max_piece_bytes_ = 0;  // the longest render() (at least 4: one code point)
 };
 
 }  // namespace kiln::text

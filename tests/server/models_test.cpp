@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 #include <variant>
 
@@ -197,6 +198,12 @@ TEST(ManyModels, TheModelsOfADeviceShareOneComputeArenaSizedForTheLargest) {
   EXPECT_EQ(pair.arena_bytes(), std::max(a2, a3)) << "one arena, the larger worst case (not the sum, " << a2 + a3
                                                   << ")";
   EXPECT_EQ(pair.states(), (std::map<std::string, std::string>{{"qwen2", "loaded"}, {"qwen3", "loaded"}}));
+  // Each model's backend has scratch of its own, named for its model (both were "sim0 scratch").
+  std::set<std::string> names;
+  for (const json& o : pair.sim0_owners())
+    EXPECT_TRUE(names.insert(o["name"].get<std::string>()).second) << o;
+  EXPECT_TRUE(names.count("sim0 scratch (qwen2)") && names.count("sim0 scratch (qwen3)"))
+      << pair.sim0_owners();
 }
 
 // Requests for two models at once take turns in the one arena: every answer is the one each model

@@ -8,6 +8,9 @@ namespace {
 
 // Whole-vocabulary answers kept per parse state (a JSON document revisits a handful of them).
 constexpr size_t kCachedMasks = 8;
+// Work units of visiting one trie node, or decoding one token's piece (reading memory that is
+// rarely in cache: a trie of a million nodes), beside those of the parse positions checked there.
+constexpr uint64_t kNodeUnits = 32;
 
 }  // namespace
 
@@ -53,24 +56,33 @@ Result<std::unique_ptr<GrammarConstraint>> GrammarConstraint::create(const Gramm
       }
     }
   }
-  return std::unique_ptr<GrammarConstraint>(
-      new GrammarConstraint(std::make_shared<const Grammar>(std::move(g)), std::move(vocab), std::move(normalised),
-                            std::move(patterns)));
+  std::unique_ptr<GrammarConstraint> c(new GrammarConstraint(std::make_shared<const Grammar>(std::move(g)),
+                                                             std::move(vocab), std::move(normalised),
+                                                             std::move(patterns)));
+  if (c->failed()) return make_error(c->failure());
+  return c;
 }
 
-GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab,
-                                     GrammarSpec spec, std::shared_ptr<const Patterns> patterns)
+void GrammarConstraint::set_interrupt(const std::atomic<bool>* flag) {
+  interrupt_ = flag;
+  matcher_.budget().set_interrupt(flag);
+}
+
+GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar,
+                                     std::shared_ptr<const GrammarVocab> vocab, GrammarSpec spec,
+                                     std::shared_ptr<const Patterns> patterns)
     : grammar_(std::move(grammar)),
       vocab_(std::move(vocab)),
       spec_(std::move(spec)),
       patterns_(std::move(patterns)),
-      matcher_(grammar_),
+      matcher_(grammar_, spec_.work_limit),
       awaiting_trigger_(spec_.lazy) {
   cache_.reserve(kCachedMasks);
 }
 
 void GrammarConstraint::reset() {
-  matcher_ = GrammarMatcher(grammar_);
+  matcher_ = GrammarMatcher(grammar_, spec_.work_limit);
+  matcher_.budget().set_interrupt(interrupt_);
   awaiting_trigger_ = spec_.lazy;
   trigger_buffer_.clear();
   buffered_.clear();
@@ -95,6 +107,7 @@ bool GrammarConstraint::walk(int32_t id, const uint32_t* cps, size_t n, PartialU
     next.clear();
     for (StackId s : live) {
       if (s == kEmptyStack) continue;
+      if (!matcher_.budget().spend(1)) return false;
       const Element& e = matcher_.top_element(s);
       if (is_token_element(e.type)) {
         // A token element in the middle of a piece matches the candidate's id.
@@ -102,8 +115,9 @@ bool GrammarConstraint::walk(int32_t id, const uint32_t* cps, size_t n, PartialU
         continue;
       }
       if (!matcher_.match_char(matcher_.top(s), cps[i])) continue;
-      for (StackId x : matcher_.after_char(s)) add_unique(next, x);
+      for (StackId x : matcher_.after_char(s)) matcher_.add(next, x);
     }
+    if (failed()) return false;
     live.swap(next);
     if (live.empty()) return false;
   }
@@ -112,6 +126,7 @@ bool GrammarConstraint::walk(int32_t id, const uint32_t* cps, size_t n, PartialU
 
 bool GrammarConstraint::allows(int32_t token) {
   if (awaiting_trigger_) return true;
+  if (failed()) return false;
   if (token < 0 || token >= vocab_->n_tokens()) return false;
   if (current_ != nullptr) return (*current_)[static_cast<size_t>(token)] != 0;
   switch (vocab_->kind(token)) {
@@ -130,7 +145,9 @@ void GrammarConstraint::mark(uint32_t node, size_t depth, std::vector<uint8_t>& 
   const auto& trie = vocab_->trie();
   const auto& by_node = vocab_->tokens_by_node();
   const std::vector<StackId>& live = levels_[depth];
-  // Tokens whose code points end here.
+  // Tokens whose code points end here, each checked against the live stacks.
+  const uint32_t n_ending = vocab_->tok_end_at(node) - trie[node].tok_begin;
+  if (!matcher_.budget().spend(kNodeUnits + (uint64_t{n_ending} + 1) * (live.size() + 1))) return;
   for (uint32_t i = trie[node].tok_begin, end = vocab_->tok_end_at(node); i < end; ++i) {
     const int32_t id = by_node[i];
     if (accepts_end(live, vocab_->trailing_partial(id))) out[static_cast<size_t>(id)] = 1;
@@ -146,7 +163,9 @@ void GrammarConstraint::mark(uint32_t node, size_t depth, std::vector<uint8_t>& 
         if (n != UINT32_MAX && n > node && n < trie[node].end) out[static_cast<size_t>(id)] = 1;
       }
     } else if (e.type == ElementType::TokenNot) {
-      for (uint32_t i = vocab_->tok_end_at(node), end = vocab_->subtree_tok_end(node); i < end; ++i) {
+      const uint32_t begin = vocab_->tok_end_at(node), end = vocab_->subtree_tok_end(node);
+      if (!matcher_.budget().spend(end - begin)) return;
+      for (uint32_t i = begin; i < end; ++i) {
         if (by_node[i] != static_cast<int32_t>(e.value)) out[static_cast<size_t>(by_node[i])] = 1;
       }
     }
@@ -156,18 +175,20 @@ void GrammarConstraint::mark(uint32_t node, size_t depth, std::vector<uint8_t>& 
   for (uint32_t child = node + 1; child < trie[node].end; child = trie[child].end) {
     std::vector<StackId>& next = levels_[depth + 1];
     next.clear();
+    if (!matcher_.budget().spend(levels_[depth].size())) return;
     for (StackId s : levels_[depth]) {
       if (s == kEmptyStack || is_token_element(matcher_.top_element(s).type)) continue;
       if (!matcher_.match_char(matcher_.top(s), trie[child].cp)) continue;
-      for (StackId x : matcher_.after_char(s)) add_unique(next, x);
+      for (StackId x : matcher_.after_char(s)) matcher_.add(next, x);
     }
+    if (failed()) return;
     if (!next.empty()) mark(child, depth + 1, out);
   }
 }
 
 void GrammarConstraint::compute_slow(std::vector<uint8_t>& out) {
-  for (int32_t id = 0; id < vocab_->n_tokens(); ++id) {
-    if (vocab_->kind(id) != GrammarVocab::Kind::Text) continue;
+  for (int32_t id = 0; id < vocab_->n_tokens() && !failed(); ++id) {
+    if (vocab_->kind(id) != GrammarVocab::Kind::Text || !matcher_.budget().spend(kNodeUnits)) continue;
     const DecodedPiece d = decode_piece(vocab_->piece(id), matcher_.partial());
     if (walk(id, d.code_points.data(), d.code_points.size(), d.partial)) out[static_cast<size_t>(id)] = 1;
   }

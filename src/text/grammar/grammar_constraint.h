@@ -16,9 +16,16 @@
 // Speed: the whole-vocabulary answer walks GrammarVocab's trie (shared prefixes once, subtrees
 // pruned at the first impossible character) and is cached per parse state, so the inside of a
 // long string costs one walk.
-// Thread-safety: none; one constraint per sequence.
+// Work: one token's checks and acceptance share the matcher's WorkBudget (work_budget.h). A
+// grammar whose start already costs more is refused by create(); one that runs out later makes
+// the constraint failed(): allows() then answers false, allowed() a partial answer, accept() the
+// error, and the owner ends the generation with failure() (a fault of the request's grammar, or
+// an interruption).
+// Thread-safety: none; one constraint per sequence (set_interrupt's flag may be raised from any
+// thread).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -49,13 +56,15 @@ struct GrammarSpec {
   std::string gbnf;
   bool lazy = false;              // wait for a trigger before constraining
   std::vector<Trigger> triggers;  // for lazy grammars
+  uint64_t work_limit = WorkBudget::kDefaultLimit;  // units one token's grammar work may take
 };
 
 class GrammarConstraint {
  public:
   // Parses the grammar (token references resolved with `tokenizer`, which may be null) and
   // compiles the triggers. Errors: grammar syntax, a bad pattern, a lazy grammar without
-  // triggers, a trigger token outside the vocabulary.
+  // triggers, a trigger token outside the vocabulary, a start that costs more than one token's
+  // work budget.
   ~GrammarConstraint();
   static Result<std::unique_ptr<GrammarConstraint>> create(const GrammarSpec& spec,
                                                            std::shared_ptr<const GrammarVocab> vocab,
@@ -83,6 +92,18 @@ class GrammarConstraint {
   Status prefill(std::span<const int32_t> tokens);
 
   const GrammarVocab& vocab() const { return *vocab_; }
+
+  // The work budget ran out (or was interrupted): the constraint is unusable until reset().
+  bool failed() const { return matcher_.budget().exhausted(); }
+  bool interrupted() const { return matcher_.budget().interrupted(); }
+  // This token's work so far, in WorkBudget units (from the last accept()).
+  uint64_t work_used() const { return matcher_.budget().used(); }
+  // Why it failed (valid when failed()).
+  std::string failure() const { return matcher_.budget().message(); }
+  // Raised from any thread, `flag` stops the work in progress (failed(), interrupted()): a
+  // cancelled request's token ends within microseconds. Non-owning: must outlive the constraint's
+  // uses; kept across reset().
+  void set_interrupt(const std::atomic<bool>* flag);
 
  private:
   struct Patterns;  // the compiled regexes of the pattern triggers (grammar_constraint.cpp)
@@ -127,6 +148,7 @@ class GrammarConstraint {
   uint64_t uses_ = 0;
   std::vector<uint8_t> all_allowed_;
   const std::vector<uint8_t>* current_ = nullptr;  // allowed() for the current state, if computed
+  const std::atomic<bool>* interrupt_ = nullptr;   // set_interrupt()
 };
 
 }  // namespace kiln::grammar

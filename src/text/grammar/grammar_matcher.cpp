@@ -9,10 +9,14 @@ namespace {
 
 // Past this many interned stacks, the memo tables are dropped and the live stacks re-interned.
 constexpr size_t kCompactNodes = size_t{1} << 20;
+// Work units of interning a stack or visiting one while expanding (a hash lookup or insert), in
+// WorkBudget's units (comparing two parse positions is one).
+constexpr uint64_t kHashUnits = 8;
 
 }  // namespace
 
-GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, uint64_t work_limit)
+    : grammar_(std::move(grammar)), budget_(work_limit) {
   const auto& el = grammar_->elements();
   classes_.resize(el.size());
   for (uint32_t i = 0; i < el.size(); ++i) {
@@ -43,11 +47,21 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : grammar
   // ref: llama_grammar_init_impl: one stack per alternative of the root rule, expanded.
   for (uint32_t pos = grammar_->rule_start(grammar_->root());;) {
     const StackId s = is_end_of_sequence(el[pos].type) ? kEmptyStack : push(kEmptyStack, pos);
-    for (StackId x : expand(s)) add_unique(stacks_, x);
+    for (StackId x : expand(s)) add(stacks_, x);
     while (!is_end_of_sequence(el[pos].type)) ++pos;
     if (el[pos].type != ElementType::Alt) break;
     ++pos;
   }
+  if (!budget_.exhausted()) budget_.restart();  // the first token gets a budget of its own
+}
+
+bool GrammarMatcher::add(std::vector<StackId>& out, StackId s) {
+  if (!budget_.spend(out.size() + 1)) return false;
+  for (StackId x : out) {
+    if (x == s) return true;
+  }
+  out.push_back(s);
+  return true;
 }
 
 StackId GrammarMatcher::push(StackId parent, uint32_t pos) {
@@ -113,6 +127,10 @@ const std::vector<StackId>& GrammarMatcher::memoised(Memo& memo, StackId s,
                                                      std::vector<StackId> (GrammarMatcher::*compute)(StackId)) {
   if (s < memo.done.size() && memo.done[s]) return memo.value[s];
   std::vector<StackId> result = (this->*compute)(s);  // may intern new stacks
+  if (budget_.exhausted()) {  // a partial answer: never memoised (the matcher is spent anyway)
+    spent_ = std::move(result);
+    return spent_;
+  }
   if (memo.done.size() < nodes_.size()) {
     memo.done.resize(nodes_.size() * 2, 0);
     memo.value.resize(nodes_.size() * 2);
@@ -136,9 +154,10 @@ std::vector<StackId> GrammarMatcher::compute_expand(StackId s) {
   while (!todo.empty()) {
     const StackId cur = todo.back();
     todo.pop_back();
+    if (!budget_.spend(kHashUnits)) break;
     if (!seen.insert(cur).second) continue;
     if (cur == kEmptyStack) {
-      add_unique(result, cur);
+      if (!add(result, cur)) break;
       continue;
     }
     const uint32_t pos = nodes_[cur].pos;
@@ -151,13 +170,14 @@ std::vector<StackId> GrammarMatcher::compute_expand(StackId s) {
         if (!is_end_of_sequence(el[pos + 1].type)) next = push(next, pos + 1);
         if (!is_end_of_sequence(el[sub].type)) next = push(next, sub);
         todo.push_back(next);
+        if (!budget_.spend(2 * kHashUnits)) break;
         while (!is_end_of_sequence(el[sub].type)) ++sub;
         if (el[sub].type != ElementType::Alt) break;
         ++sub;
       }
     } else {
       KILN_ASSERT(is_char_class_start(e.type) || is_token_element(e.type), "grammar: stack on a non-terminal element");
-      add_unique(result, cur);
+      if (!add(result, cur)) break;
     }
   }
   return result;
@@ -179,6 +199,7 @@ std::vector<StackId> GrammarMatcher::after_token(StackId s) {
 
 // ref: llama_grammar_accept_token
 Status GrammarMatcher::accept_token(int32_t token, std::string_view piece) {
+  if (budget_.exhausted()) return make_error(budget_.message());
   const DecodedPiece decoded = decode_piece(piece, partial_);
   std::vector<StackId> new_stacks;
   std::vector<StackId> current, next;
@@ -188,7 +209,7 @@ Status GrammarMatcher::accept_token(int32_t token, std::string_view piece) {
     if (is_token_element(e.type)) {
       const bool match = (e.type == ElementType::Token) == (e.value == static_cast<uint32_t>(token));
       if (match) {
-        for (StackId x : after_token(s)) add_unique(new_stacks, x);
+        for (StackId x : after_token(s)) add(new_stacks, x);
       }
       continue;
     }
@@ -197,18 +218,21 @@ Status GrammarMatcher::accept_token(int32_t token, std::string_view piece) {
       next.clear();
       for (StackId c : current) {
         if (c == kEmptyStack || is_token_element(top_element(c).type)) continue;
-        if (!match_char(top(c), cp)) continue;
-        for (StackId x : after_char(c)) add_unique(next, x);
+        if (!budget_.spend(1) || !match_char(top(c), cp)) continue;
+        for (StackId x : after_char(c)) add(next, x);
       }
       current.swap(next);
       if (current.empty()) break;
     }
-    for (StackId x : current) add_unique(new_stacks, x);
+    for (StackId x : current) add(new_stacks, x);
+    if (budget_.exhausted()) return make_error(budget_.message());
   }
+  if (budget_.exhausted()) return make_error(budget_.message());
   if (new_stacks.empty()) return make_error("grammar: token ", token, " ('", std::string(piece), "') does not continue the grammar");
   stacks_ = std::move(new_stacks);
   partial_ = decoded.partial;
   if (nodes_.size() > kCompactNodes) compact();
+  budget_.restart();
   return ok_status();
 }
 

@@ -7,6 +7,12 @@
 // the work of expanding a stack or stepping over a character class is memoised per id, so text
 // that revisits a parse state (the inside of a JSON string) costs a lookup.
 //
+// Work: every call counts its work in the matcher's WorkBudget (work_budget.h); once it runs out
+// (or its interrupt flag is raised) the call stops where it is, and the matcher is spent: its
+// memo tables may hold partial answers, so accept_token() refuses from then on and the owner
+// drops it (GrammarConstraint::failed()). accept_token() starts a new token's budget when it
+// succeeds, so the budget covers one token: the checks before it and its acceptance.
+//
 // Thread-safety: none; one matcher per sequence. The Grammar is shared (immutable).
 #pragma once
 
@@ -20,6 +26,7 @@
 #include "core/result.h"
 #include "text/grammar/gbnf.h"
 #include "text/grammar/utf8_decode.h"
+#include "text/grammar/work_budget.h"
 
 namespace kiln::grammar {
 
@@ -28,8 +35,10 @@ inline constexpr StackId kEmptyStack = 0;
 
 class GrammarMatcher {
  public:
-  // Positioned at the start of `grammar`'s root rule.
-  explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);
+  // Positioned at the start of `grammar`'s root rule; that expansion counts against a budget of
+  // `work_limit` units (spent: budget().exhausted(), and the matcher is unusable).
+  explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar,
+                          uint64_t work_limit = WorkBudget::kDefaultLimit);
 
   const Grammar& grammar() const { return *grammar_; }
 
@@ -44,7 +53,8 @@ class GrammarMatcher {
 
   // Advances over a token: its piece's code points (resuming any partial UTF-8 sequence), or,
   // for stacks whose top is a token element, the token id. Errors when no stack survives (the
-  // matcher is then unchanged).
+  // matcher is then unchanged) and when the budget runs out (budget().message(); the matcher is
+  // spent).
   Status accept_token(int32_t token, std::string_view piece);
 
   // ---- Building blocks for token-level constraints (GrammarConstraint) ----
@@ -63,6 +73,12 @@ class GrammarMatcher {
   const std::vector<StackId>& after_char(StackId s);
   // The stacks after the token element on top of `s` matched (expanded).
   std::vector<StackId> after_token(StackId s);
+  // Appends `s` to `out` unless present, counting the scan against the budget (stacks are few in
+  // grammars people write: a linear scan beats hashing). False once the budget is spent.
+  bool add(std::vector<StackId>& out, StackId s);
+  // This token's work so far (see above); set_interrupt() on it stops the work from any thread.
+  WorkBudget& budget() { return budget_; }
+  const WorkBudget& budget() const { return budget_; }
 
  private:
   struct Node {
@@ -102,14 +118,8 @@ class GrammarMatcher {
 
   std::vector<StackId> stacks_;
   PartialUtf8 partial_;
+  WorkBudget budget_;
+  std::vector<StackId> spent_;  // what memoised() answers once the budget ran out (not memoised)
 };
-
-// Appends `s` to `out` unless present (stacks are few: a linear scan beats hashing).
-inline void add_unique(std::vector<StackId>& out, StackId s) {
-  for (StackId x : out) {
-    if (x == s) return;
-  }
-  out.push_back(s);
-}
 
 }  // namespace kiln::grammar
