@@ -19,7 +19,7 @@ bool env_on(const char* name) {
 
 FoundVulkanDevices find_vulkan_devices() {
   FoundVulkanDevices found;
-  auto instance = VulkanInstance::create();
+  auto instance = VulkanInstance::process();
   if (!instance.ok()) {
     found.notes.push_back("no Vulkan device found: " + instance.error().message);
     return found;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 
 #include "backends/vulkan/vk_status.h"
@@ -74,6 +75,19 @@ VKAPI_ATTR VkBool32 VKAPI_CALL VulkanInstance::on_message(VkDebugUtilsMessageSev
   static_cast<VulkanInstance*>(self)->messages_.fetch_add(1);
   std::fprintf(stderr, "vulkan validation: %s\n", data->pMessage != nullptr ? data->pMessage : "(no message)");
   return VK_FALSE;
+}
+
+Result<std::shared_ptr<VulkanInstance>> VulkanInstance::process() {
+  static std::mutex mu;
+  // Never destroyed (see the header): a heap object the static keeps reachable.
+  static auto* made = new Result<std::shared_ptr<VulkanInstance>>(make_error("vulkan: not made yet"));
+  static bool tried = false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!tried) {
+    *made = create();
+    tried = true;
+  }
+  return *made;
 }
 
 Result<std::shared_ptr<VulkanInstance>> VulkanInstance::create() {

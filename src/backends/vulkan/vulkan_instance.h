@@ -7,8 +7,12 @@
 // GGML_VK_VISIBLE_DEVICES plays for llama.cpp. KILN_VULKAN_VALIDATION=1 enables the Khronos
 // validation layer; its messages go to stderr and are counted (validation_messages()).
 //
-// Ownership: devices made from it share it (shared_ptr) and must be destroyed first.
-// Thread-safety: immutable after create() but for the message count (atomic).
+// One instance per process (process()): made at the first call, kept until the process exits (never
+// destroyed, so the drivers the loader opened stay loaded to the end: a leak checker then names
+// their frames, and registries made later pay no driver start-up again).
+// Ownership: devices made from it share it (shared_ptr).
+// Thread-safety: process() is thread-safe; the instance is immutable after it is made but for the
+// message count (atomic).
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -37,8 +41,9 @@ struct VulkanPhysicalDevice {
 
 class VulkanInstance {
  public:
-  // An Error when there is no loader or no driver ("vulkan: no Vulkan driver: ...").
-  static Result<std::shared_ptr<VulkanInstance>> create();
+  // The process's instance, made at the first call; the same Error at every call when there is
+  // no loader or no driver ("vulkan: no Vulkan driver: ...").
+  static Result<std::shared_ptr<VulkanInstance>> process();
   ~VulkanInstance();
   VulkanInstance(const VulkanInstance&) = delete;
   VulkanInstance& operator=(const VulkanInstance&) = delete;
@@ -52,6 +57,7 @@ class VulkanInstance {
 
  private:
   VulkanInstance() = default;
+  static Result<std::shared_ptr<VulkanInstance>> create();
   Status enumerate();
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                    VkDebugUtilsMessageTypeFlagsEXT types,
