@@ -20,24 +20,6 @@ namespace fs = std::filesystem;
 const fs::path kTemplates = test_data::path("templates");
 const fs::path kCases = fs::path(KILN_SOURCE_DIR) / "tests/template/data/chat_cases.json";
 
-// Renders a case's context (messages + extra variables) with the template.
-Result<std::string> render_case(const ChatTemplate& tmpl, const nlohmann::ordered_json& context) {
-  auto messages = chat_messages_from_json(context["messages"]);
-  if (!messages.ok()) return messages.error();
-  ChatRenderOptions options;
-  options.messages = *messages;
-  options.add_generation_prompt = context["add_generation_prompt"].get<bool>();
-  options.bos_token = context["bos_token"];
-  options.eos_token = context["eos_token"];
-  options.clock = fixture_clock;
-  for (const auto& [k, v] : context.items()) {
-    if (k != "messages" && k != "add_generation_prompt" && k != "bos_token" && k != "eos_token") {
-      options.extra_context[k] = v;
-    }
-  }
-  return tmpl.render(options);
-}
-
 TEST(ChatTemplate, ChatmlDefault) {
   const ChatTemplate t = ChatTemplate::chatml();
   ChatRenderOptions options;

@@ -62,13 +62,7 @@ TEST_P(TemplateFixture, RendersAsReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTemplates, TemplateFixture, ::testing::ValuesIn(template_paths()),
-                         [](const auto& info) {
-                           std::string s = fs::path(info.param).stem().string();
-                           for (char& c : s) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return s;
-                         });
+                         template_param_name);
 
 }  // namespace
 }  // namespace kiln

@@ -71,19 +71,6 @@ std::vector<std::string> template_names() {
   return names;
 }
 
-Result<std::string> render(const ChatTemplate& tmpl, const nlohmann::ordered_json& context) {
-  auto messages = chat_messages_from_json(context["messages"]);
-  if (!messages.ok()) return messages.error();
-  ChatRenderOptions options;
-  options.messages = *messages;
-  options.add_generation_prompt = context["add_generation_prompt"].get<bool>();
-  options.bos_token = context["bos_token"];
-  options.eos_token = context["eos_token"];
-  options.extra_context["tools"] = context["tools"];
-  options.clock = fixture_clock;
-  return tmpl.render(options);
-}
-
 // Where two long renders part: the offset and a few characters of each from there.
 std::string first_difference(const std::string& got, const std::string& want) {
   size_t i = 0;
@@ -119,7 +106,7 @@ TEST_P(ToolCase, RendersAsJinja2) {
   for (const auto& c : cases()["cases"]) {
     if (c["template"] != GetParam() || !c.contains("expected")) continue;
     const std::string scenario = c["scenario"];
-    auto text = render(*tmpl, cases()["contexts"][scenario]);
+    auto text = render_case(*tmpl, cases()["contexts"][scenario]);
     if (kRefused.contains(GetParam())) {
       EXPECT_FALSE(text.ok()) << scenario << ": renders now; take it off kRefused";
       continue;
@@ -138,13 +125,7 @@ TEST_P(ToolCase, RendersAsJinja2) {
 }
 
 INSTANTIATE_TEST_SUITE_P(LlamaCppTemplates, ToolCase, ::testing::ValuesIn(template_names()),
-                         [](const auto& info) {
-                           std::string s = fs::path(info.param).stem().string();
-                           for (char& c : s) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return s;
-                         });
+                         template_param_name);
 
 }  // namespace
 }  // namespace kiln
