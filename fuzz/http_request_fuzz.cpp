@@ -74,7 +74,7 @@ void parse_body_fields(std::string_view text) {
   if (auto it = body.find("prompt");
       it != body.end() && (!it->is_string() || it->get_ref<const std::string&>().size() < 4096)) {
     std::vector<int32_t> ids;
-    (void)parse_prompt(*it, *m.tok, "prompt", ids);
+    (void)parse_prompt(*it, *m.tok, "prompt", /*n_ctx_slot=*/4096, ids);
   }
   auto messages = body.find("messages");
   if (messages == body.end()) return;
