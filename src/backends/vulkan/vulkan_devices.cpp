@@ -1,21 +1,11 @@
 #include "backends/vulkan/vulkan_devices.h"
 
-#include <cstdlib>
-#include <cstring>
-
+#include "backends/vulkan/env_flag.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_device.h"
 #include "backends/vulkan/vulkan_instance.h"
 
 namespace kiln {
-namespace {
-
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
-
-}  // namespace
 
 FoundVulkanDevices find_vulkan_devices() {
   FoundVulkanDevices found;
@@ -32,8 +22,8 @@ FoundVulkanDevices find_vulkan_devices() {
     }
     VulkanDeviceOptions o;
     o.name = "vulkan" + std::to_string(found.devices.size());
-    o.force_staging = env_on("KILN_VULKAN_FORCE_STAGING");
-    o.poison = env_on("KILN_VULKAN_POISON");
+    o.force_staging = env_flag("KILN_VULKAN_FORCE_STAGING");
+    o.poison = env_flag("KILN_VULKAN_POISON");
     auto dev = VulkanDevice::create(*instance, pd, o);
     if (!dev.ok()) {
       found.notes.push_back("Vulkan device " + std::to_string(pd.loader_index) + " '" + pd.name +

@@ -7,15 +7,12 @@
 #include <mutex>
 #include <sstream>
 
+#include "backends/vulkan/env_flag.h"
 #include "backends/vulkan/vk_status.h"
 
 namespace kiln {
 namespace {
 
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, "0") != 0 && *v != '\0';
-}
 
 // KILN_VULKAN_DEVICES as loader indices; empty: every device. An Error for a malformed list.
 Result<std::vector<uint32_t>> visible_devices() {
@@ -97,7 +94,7 @@ Result<std::shared_ptr<VulkanInstance>> VulkanInstance::create() {
   app.apiVersion = VK_API_VERSION_1_2;
   VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
   ci.pApplicationInfo = &app;
-  const bool validate = env_on("KILN_VULKAN_VALIDATION");
+  const bool validate = env_flag("KILN_VULKAN_VALIDATION");
   const char* layer = "VK_LAYER_KHRONOS_validation";
   const char* ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
   VkDebugUtilsMessengerCreateInfoEXT mi{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
