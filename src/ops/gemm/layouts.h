@@ -5,8 +5,12 @@
 // lane of a vector: a dot product of four weight bytes with four activation bytes broadcast to all
 // lanes adds to eight rows' sums at once, with no horizontal reductions and no per-use transposes.
 // Quants stay unsigned nibbles (the unsigned operand of vpmaddubsw); offsets are applied to the
-// integer sums. Both layouts have exactly the plain tensor's bytes (Q4_0) or 2.8% more (Q4_K: the
-// 6-bit scales and mins stored as bytes).
+// integer sums. The layouts have exactly the plain tensor's bytes (Q4_0, Q8_0) or 2.8% more (Q4_K:
+// the 6-bit scales and mins stored as bytes).
+// A group is a sequence of blocks, each its eight rows' scales and then their quants, so that a
+// kernel reads a group front to back as one stream: with every scale of a group first and its
+// quants after, the hardware prefetchers of a Zen 4 kept a one-token product at half the machine's
+// streaming rate (docs/performance.md, "One stream per group").
 #pragma once
 
 #include <cstddef>
@@ -29,11 +33,12 @@ static_assert(sizeof(ActQ8_0) == 40);
 void convert_act_q8_0(const float* x, void* dst, int64_t k);
 
 // TensorLayout::Q4_0x8: rows 8g .. 8g+7 form group g, stored at g * (nb * 144) bytes (nb = k / 32
-// blocks per row) as
-//   uint16_t d[nb][8]        block b's F16 scale of row i at d[b][i]
-//   uint8_t  q[nb][4][8][4]  q[b][m][i] = bytes 4m .. 4m+3 of row i's block b qs: low nibbles are
-//                            elements 4m .. 4m+3, high nibbles elements 16+4m .. 16+4m+3 (as stored).
+// blocks per row) as nb blocks of 144 bytes, block b at b * 144:
+//   uint16_t d[8]         block b's F16 scale of row i at d[i]
+//   uint8_t  q[4][8][4]   q[m][i] = bytes 4m .. 4m+3 of row i's block b qs: low nibbles are
+//                         elements 4m .. 4m+3, high nibbles elements 16+4m .. 16+4m+3 (as stored).
 inline constexpr size_t kQ4_0x8BlockBytes = 8 * 18;  // per block of a group
+inline constexpr size_t kQ4_0x8ScaleBytes = 16;      // d[8]; q follows
 void prepare_q4_0x8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, uint8_t* dst);
 // Order: vec_dot_q4_0_q8_0_rows8 per output (acc = fma(float(isum), d_w * d_a, acc) per block).
 void gemm_q4_0x8(const Tile& t);       // scalar: the portable kernel and the oracle
@@ -41,16 +46,17 @@ void gemm_q4_0x8_avx2(const Tile& t);  // call only when quant::cpu_has_avx2()
 void gemm_q4_0x8_avx512(const Tile& t);  // call only when quant::cpu_has_avx512_vnni()
 
 // TensorLayout::Q4_Kx8: rows 8g .. 8g+7 form group g, stored at g * (nsb * 1184) bytes (nsb =
-// k / 256 super-blocks per row) as nsb headers, then nsb quant blocks:
+// k / 256 super-blocks per row) as nsb super-blocks of 1184 bytes, super-block s at s * 1184: a
+// header, then the quants.
 struct Q4Kx8Header {
   uint16_t d[8], dmin[8];  // super-block scales of rows 0..7 (F16)
   uint8_t scales[8][8];    // scales[j][i]: sub-block j's 6-bit scale of row i
   uint8_t mins[4][8][2];   // mins[p][i][h]: sub-block 2p+h's 6-bit min of row i
 };
 static_assert(sizeof(Q4Kx8Header) == 160);
-//   uint8_t q[nsb][4][8][8][4]  q[s][p][m][i] = bytes 4m .. 4m+3 of row i's qs[32p .. 32p+31] in
-//                               super-block s: low nibbles are elements 64p+4m .. (sub-block 2p),
-//                               high nibbles 64p+32+4m .. (sub-block 2p+1), as stored.
+//   uint8_t q[4][8][8][4]  q[p][m][i] = bytes 4m .. 4m+3 of row i's qs[32p .. 32p+31] in super-block
+//                          s: low nibbles are elements 64p+4m .. (sub-block 2p), high nibbles
+//                          64p+32+4m .. (sub-block 2p+1), as stored.
 inline constexpr size_t kQ4_Kx8SuperBytes = sizeof(Q4Kx8Header) + 1024;
 void prepare_q4_Kx8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, uint8_t* dst);
 // Order: vec_dot_q4_K_q8_K_rows8_x4 per output for the first Tile::n_gemm_act activation rows
@@ -80,15 +86,16 @@ void gemm_q5_1(const Tile& t);
 void gemm_q5_1_avx2(const Tile& t);
 
 // TensorLayout::Q8_0x8: rows 8g .. 8g+7 form group g, stored at g * (nb * 272) bytes (nb = k / 32
-// blocks per row) as
-//   uint16_t d[nb][8]        block b's F16 scale of row i at d[b][i]
-//   int8_t   q[nb][8][8][4]  q[b][m][i] = qs[4m .. 4m+3] of row i's block b
-// A vector of q[b][m] holds lane m's four values of eight rows, so the eight lane sums of
+// blocks per row) as nb blocks of 272 bytes, block b at b * 272:
+//   uint16_t d[8]         block b's F16 scale of row i at d[i]
+//   int8_t   q[8][8][4]   q[m][i] = qs[4m .. 4m+3] of row i's block b
+// A vector of block b's q[m] holds lane m's four values of eight rows, so the eight lane sums of
 // gemm_q8_0's order are eight vectors (one per lane, rows side by side) and the final hsum becomes
 // vertical adds. The kernels multiply |a| (unsigned) by w with a's sign, which needs -w to fit in a
 // byte: weights holding the level -128 (which ggml's quantization never writes) stay plain
 // (q8_0_has_level_min, checked when choosing the layout).
 inline constexpr size_t kQ8_0x8BlockBytes = 8 * 34;  // per block of a group
+inline constexpr size_t kQ8_0x8ScaleBytes = 16;      // d[8]; q follows
 bool q8_0_has_level_min(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k);
 void prepare_q8_0x8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t k, uint8_t* dst);
 // Activations of the Q8_0x8 family: convert_act_q8_0's levels and scale, and the levels' magnitudes

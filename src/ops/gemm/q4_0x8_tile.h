@@ -23,22 +23,30 @@
 namespace kiln::gemm {
 namespace {  // NOLINT: internal linkage on purpose (see above)
 
+// Block b of a group (layouts.h): its eight scales widened, and its quants unpacked by Isa.
+inline const uint8_t* q4_0x8_block(const uint8_t* group, int64_t b) {
+  return group + static_cast<size_t>(b) * kQ4_0x8BlockBytes;
+}
+inline __m256 q4_0x8_scales(const uint8_t* block) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
+}
 template <class Isa>
-inline void q4_0x8_unpack(const uint8_t* q, int64_t b, __m256i w[8]) {
+inline void q4_0x8_unpack(const uint8_t* block, __m256i w[8]) {
   __m256i raw[4];
-  for (int m = 0; m < 4; ++m) raw[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 128 * b + 32 * m));
+  for (int m = 0; m < 4; ++m)
+    raw[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ4_0x8ScaleBytes + 32 * m));
   Isa::unpack(raw, w);
 }
 
-// Output rows 8g .. 8g+7 of activation rows r0 .. r0 + NR - 1.
+// Output rows 8g .. 8g+7 (`group`) of activation rows r0 .. r0 + NR - 1.
 template <class Isa, int NR>
-inline void q4_0x8_tile(int64_t nb, const uint16_t* d, const uint8_t* q, const ActQ8_0* const a[NR],
-                        __m256 acc[NR]) {
+inline void q4_0x8_tile(int64_t nb, const uint8_t* group, const ActQ8_0* const a[NR], __m256 acc[NR]) {
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + 8 * b)));
+    const uint8_t* block = q4_0x8_block(group, b);
+    const __m256 dw = q4_0x8_scales(block);
     __m256i w[8];
-    q4_0x8_unpack<Isa>(q, b, w);
+    q4_0x8_unpack<Isa>(block, w);
     for (int r = 0; r < NR; ++r) {
       const ActQ8_0& ab = a[r][b];
       const __m256i isum = Isa::row_sum(w, ab);
@@ -48,21 +56,23 @@ inline void q4_0x8_tile(int64_t nb, const uint16_t* d, const uint8_t* q, const A
 }
 
 // One activation row against two groups of eight weight rows at once: two independent chains of
-// loads and FMAs (each output's arithmetic is q4_0x8_tile<1>'s), their quants prefetched ahead.
+// loads and FMAs (each output's arithmetic is q4_0x8_tile<1>'s), their blocks prefetched ahead.
 template <class Isa>
-inline void q4_0x8_two_groups(int64_t nb, const uint16_t* d0, const uint8_t* q0, const uint16_t* d1,
-                              const uint8_t* q1, const ActQ8_0* a, __m256 acc[2]) {
+inline void q4_0x8_two_groups(int64_t nb, const uint8_t* group0, const uint8_t* group1, const ActQ8_0* a,
+                              __m256 acc[2]) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const ActQ8_0& ab = a[b];
     const __m256 da = _mm256_set1_ps(ab.d);
-    quant::prefetch_weight_block<128>(q0 + 128 * b);
-    quant::prefetch_weight_block<128>(q1 + 128 * b);
+    const uint8_t* block0 = q4_0x8_block(group0, b);
+    const uint8_t* block1 = q4_0x8_block(group1, b);
+    quant::prefetch_weight_block<kQ4_0x8BlockBytes>(block0);
+    quant::prefetch_weight_block<kQ4_0x8BlockBytes>(block1);
     __m256i w0[8], w1[8];
-    q4_0x8_unpack<Isa>(q0, b, w0);
-    q4_0x8_unpack<Isa>(q1, b, w1);
-    const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d0 + 8 * b)));
-    const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d1 + 8 * b)));
+    q4_0x8_unpack<Isa>(block0, w0);
+    q4_0x8_unpack<Isa>(block1, w1);
+    const __m256 dw0 = q4_0x8_scales(block0);
+    const __m256 dw1 = q4_0x8_scales(block1);
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Isa::row_sum(w0, ab)), _mm256_mul_ps(dw0, da), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Isa::row_sum(w1, ab)), _mm256_mul_ps(dw1, da), acc1);
   }
@@ -76,22 +86,19 @@ inline void q4_0x8_rows(const Tile& t, int64_t r0) {
   const ActQ8_0* a[NR];
   for (int r = 0; r < NR; ++r)
     a[r] = reinterpret_cast<const ActQ8_0*>(t.act + static_cast<size_t>(r0 + r) * t.act_stride);
-  auto d_of = [&](int64_t g) { return reinterpret_cast<const uint16_t*>(t.w + static_cast<size_t>(g) * t.w_stride); };
-  auto q_of = [&](int64_t g) {
-    return reinterpret_cast<const uint8_t*>(t.w + static_cast<size_t>(g) * t.w_stride) + static_cast<size_t>(nb) * 16;
-  };
+  auto group = [&](int64_t g) { return reinterpret_cast<const uint8_t*>(t.w + static_cast<size_t>(g) * t.w_stride); };
   int64_t g0 = 0;
   if constexpr (NR == 1) {
     for (; g0 + 2 <= t.n_rows / 8; g0 += 2) {
       __m256 acc[2];
-      q4_0x8_two_groups<Isa>(nb, d_of(g0), q_of(g0), d_of(g0 + 1), q_of(g0 + 1), a[0], acc);
+      q4_0x8_two_groups<Isa>(nb, group(g0), group(g0 + 1), a[0], acc);
       store_rows8(t, r0, 8 * g0, acc[0]);
       store_rows8(t, r0, 8 * g0 + 8, acc[1]);
     }
   }
   for (int64_t g = g0; g < t.n_rows / 8; ++g) {
     __m256 acc[NR];
-    q4_0x8_tile<Isa, NR>(nb, d_of(g), q_of(g), a, acc);
+    q4_0x8_tile<Isa, NR>(nb, group(g), a, acc);
     for (int r = 0; r < NR; ++r) store_rows8(t, r0 + r, 8 * g, acc[r]);
   }
 }

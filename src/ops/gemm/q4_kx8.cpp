@@ -13,20 +13,20 @@ void prepare_q4_Kx8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t 
   const int64_t nsb = k / 256;
   for (int64_t g = 0; g < n_rows / 8; ++g) {
     uint8_t* group = dst + static_cast<size_t>(g * nsb) * kQ4_Kx8SuperBytes;
-    auto* headers = reinterpret_cast<Q4Kx8Header*>(group);
-    uint8_t* q = group + static_cast<size_t>(nsb) * sizeof(Q4Kx8Header);
     for (int i = 0; i < 8; ++i) {
       const auto* blocks =
           reinterpret_cast<const quant::BlockQ4_K*>(rows + static_cast<size_t>(8 * g + i) * row_bytes);
       for (int64_t s = 0; s < nsb; ++s) {
-        Q4Kx8Header& h = headers[s];
+        uint8_t* super = group + static_cast<size_t>(s) * kQ4_Kx8SuperBytes;
+        auto& h = *reinterpret_cast<Q4Kx8Header*>(super);
+        uint8_t* q = super + sizeof(Q4Kx8Header);
         std::memcpy(&h.d[i], &blocks[s].d, 2);
         std::memcpy(&h.dmin[i], &blocks[s].dmin, 2);
         for (int j = 0; j < 8; ++j)
           quant::get_scale_min_k4(j, blocks[s].scales, &h.scales[j][i], &h.mins[j / 2][i][j % 2]);
         for (int p = 0; p < 4; ++p)
           for (int m = 0; m < 8; ++m)
-            std::memcpy(q + s * 1024 + p * 256 + m * 32 + i * 4, blocks[s].qs + 32 * p + 4 * m, 4);
+            std::memcpy(q + p * 256 + m * 32 + i * 4, blocks[s].qs + 32 * p + 4 * m, 4);
       }
     }
   }
@@ -36,8 +36,6 @@ void gemm_q4_Kx8(const Tile& t) {
   const int64_t nsb = t.k / 256;
   for (int64_t g = 0; g < t.n_rows / 8; ++g) {
     const char* group = t.w + static_cast<size_t>(g) * t.w_stride;
-    const auto* headers = reinterpret_cast<const Q4Kx8Header*>(group);
-    const auto* q = reinterpret_cast<const uint8_t*>(group) + static_cast<size_t>(nsb) * sizeof(Q4Kx8Header);
     for (int64_t r = 0; r < t.n_act; ++r) {
       const auto* a =
           reinterpret_cast<const quant::BlockQ8_K*>(t.act + static_cast<size_t>(r) * t.act_stride);
@@ -46,7 +44,9 @@ void gemm_q4_Kx8(const Tile& t) {
       for (int i = 0; i < 8; ++i) {
         float acc = 0.0f, acc_min = 0.0f;
         for (int64_t s = 0; s < nsb; ++s) {
-          const Q4Kx8Header& h = headers[s];
+          const char* super = group + static_cast<size_t>(s) * kQ4_Kx8SuperBytes;
+          const auto& h = *reinterpret_cast<const Q4Kx8Header*>(super);
+          const auto* q = reinterpret_cast<const uint8_t*>(super) + sizeof(Q4Kx8Header);
           const float d = f16_to_f32(h.d[i]) * a[s].d;
           const float dmin = f16_to_f32(h.dmin[i]) * a[s].d;
           int isum = 0, imin = 0;
@@ -58,7 +58,7 @@ void gemm_q4_Kx8(const Tile& t) {
               int dot = 0;
               for (int m = 0; m < 8; ++m)
                 for (int e = 0; e < 4; ++e)
-                  dot += ((q[s * 1024 + p * 256 + m * 32 + i * 4 + e] >> shift) & 0x0F) *
+                  dot += ((q[p * 256 + m * 32 + i * 4 + e] >> shift) & 0x0F) *
                          a[s].qs[32 * j + 4 * m + e];
               pair_sum += h.scales[j][i] * dot;
               pair_min += h.mins[p][i][j % 2] * (a[s].bsums[2 * j] + a[s].bsums[2 * j + 1]);

@@ -19,17 +19,19 @@
 namespace kiln::gemm {
 namespace {  // NOLINT: internal linkage on purpose (see above)
 
-// Outputs of activation rows a[0 .. NR-1] x the group's eight weight rows. pair_sums.operator()<NR>
+// Outputs of activation rows a[0 .. NR-1] x the eight weight rows of `group`. pair_sums.operator()<NR>
 // (h, qs, p, a, s, out) stores in out[r], lane i, row i's exact sum over sub-blocks j = 2p, 2p + 1 of
 // h.scales[j][i] * sum(level * activation) against a[r][s] (qs: the super-block's 1024 quant bytes).
 template <int NR, bool PromptOrder, class PairSums>
-inline void q4_Kx8_tile(int64_t nsb, const Q4Kx8Header* headers, const uint8_t* q,
-                        const quant::BlockQ8_K* const a[NR], __m256 out[NR], PairSums pair_sums) {
+inline void q4_Kx8_tile(int64_t nsb, const uint8_t* group, const quant::BlockQ8_K* const a[NR], __m256 out[NR],
+                        PairSums pair_sums) {
   __m256 acc[NR], acc_min[NR];
   for (int r = 0; r < NR; ++r) acc[r] = acc_min[r] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
-    const Q4Kx8Header& h = headers[s];
-    const uint8_t* qs = q + 1024 * s;
+    const uint8_t* super = group + static_cast<size_t>(s) * kQ4_Kx8SuperBytes;
+    quant::prefetch_weight_block<kQ4_Kx8SuperBytes>(super);
+    const auto& h = *reinterpret_cast<const Q4Kx8Header*>(super);
+    const uint8_t* qs = super + sizeof(Q4Kx8Header);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h.d)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h.dmin)));
     // Per row, the activation sums of the sub-block pairs: pair_bsums[r][p] holds the int16 sums
@@ -44,7 +46,6 @@ inline void q4_Kx8_tile(int64_t nsb, const Q4Kx8Header* headers, const uint8_t* 
     __m256i isum[NR], imin[NR];
     for (int r = 0; r < NR; ++r) isum[r] = imin[r] = _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {
-      for (int l = 0; l < 4; ++l) quant::prefetch_weights(qs + 256 * p + 64 * l);
       __m256i pair_sum[NR];
       pair_sums.template operator()<NR>(h, qs, p, a, s, pair_sum);
       // Lane i: (min of sub-block 2p, min of 2p + 1) of row i, as int16.
@@ -84,10 +85,7 @@ inline void q4_Kx8_gemm(const Tile& t, PairSums pair_sums) {
     for (int64_t g = 0; g < t.n_rows / 8; ++g) {
       const char* group = t.w + static_cast<size_t>(g) * t.w_stride;
       __m256 out[NR];
-      q4_Kx8_tile<NR, PromptOrder>(
-          nsb, reinterpret_cast<const Q4Kx8Header*>(group),
-          reinterpret_cast<const uint8_t*>(group) + static_cast<size_t>(nsb) * sizeof(Q4Kx8Header), a, out,
-          pair_sums);
+      q4_Kx8_tile<NR, PromptOrder>(nsb, reinterpret_cast<const uint8_t*>(group), a, out, pair_sums);
       for (int r = 0; r < NR; ++r) store_rows8(t, r0 + r, 8 * g, out[r]);
     }
   };

@@ -35,14 +35,14 @@ void prepare_q8_0x8(const char* rows, size_t row_bytes, int64_t n_rows, int64_t 
   const int64_t nb = k / 32;
   for (int64_t g = 0; g < n_rows / 8; ++g) {
     uint8_t* group = dst + static_cast<size_t>(g * nb) * kQ8_0x8BlockBytes;
-    auto* d = reinterpret_cast<uint16_t*>(group);
-    uint8_t* q = group + static_cast<size_t>(nb) * 16;
     for (int i = 0; i < 8; ++i) {
       const auto* blocks =
           reinterpret_cast<const quant::BlockQ8_0*>(rows + static_cast<size_t>(8 * g + i) * row_bytes);
       for (int64_t b = 0; b < nb; ++b) {
-        std::memcpy(&d[b * 8 + i], &blocks[b].d, 2);
-        for (int m = 0; m < 8; ++m) std::memcpy(q + b * 256 + m * 32 + i * 4, blocks[b].qs + 4 * m, 4);
+        uint8_t* block = group + static_cast<size_t>(b) * kQ8_0x8BlockBytes;
+        std::memcpy(block + 2 * i, &blocks[b].d, 2);
+        uint8_t* q = block + kQ8_0x8ScaleBytes;
+        for (int m = 0; m < 8; ++m) std::memcpy(q + m * 32 + i * 4, blocks[b].qs + 4 * m, 4);
       }
     }
   }
@@ -64,18 +64,20 @@ void gemm_q8_0x8(const Tile& t) {
   const int64_t nb = t.k / 32;
   for (int64_t g = 0; g < t.n_rows / 8; ++g) {
     const char* group = t.w + static_cast<size_t>(g) * t.w_stride;
-    const auto* d = reinterpret_cast<const uint16_t*>(group);
-    const auto* q = reinterpret_cast<const int8_t*>(group) + static_cast<size_t>(nb) * 16;
     for (int64_t r = 0; r < t.n_act; ++r) {
       const auto* a = reinterpret_cast<const ActQ8_0Abs*>(t.act + static_cast<size_t>(r) * t.act_stride);
       float out[8];
       for (int i = 0; i < 8; ++i) {
         float lanes[8] = {};
         for (int64_t b = 0; b < nb; ++b) {
-          const float dd = f16_to_f32(d[b * 8 + i]) * a[b].d;
+          const char* block = group + static_cast<size_t>(b) * kQ8_0x8BlockBytes;
+          const auto* q = reinterpret_cast<const int8_t*>(block) + kQ8_0x8ScaleBytes;
+          uint16_t d;
+          std::memcpy(&d, block + 2 * i, 2);
+          const float dd = f16_to_f32(d) * a[b].d;
           for (int l = 0; l < 8; ++l) {
             int sum = 0;
-            for (int e = 0; e < 4; ++e) sum += q[b * 256 + l * 32 + i * 4 + e] * a[b].qs[4 * l + e];
+            for (int e = 0; e < 4; ++e) sum += q[l * 32 + i * 4 + e] * a[b].qs[4 * l + e];
             lanes[l] = std::fma(dd, static_cast<float>(sum), lanes[l]);
           }
         }

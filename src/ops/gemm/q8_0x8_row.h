@@ -17,21 +17,22 @@
 namespace kiln::gemm {
 namespace {  // NOLINT: internal linkage on purpose (see above)
 
-// Outputs of rows 8g .. 8g+7 for one activation row. sum4(abs_y, signed_w) returns, per 32-bit
-// lane, the exact sum of the four products of the unsigned bytes abs_y (|a|, at most 127) and the
-// signed bytes signed_w (w with a's sign; w != -128).
+// Outputs of rows 8g .. 8g+7 (`group`) for one activation row. sum4(abs_y, signed_w) returns, per
+// 32-bit lane, the exact sum of the four products of the unsigned bytes abs_y (|a|, at most 127)
+// and the signed bytes signed_w (w with a's sign; w != -128).
 template <class Sum4>
-inline __m256 q8_0x8_row(int64_t nb, const uint16_t* d, const int8_t* q, const ActQ8_0Abs* a, Sum4 sum4) {
+inline __m256 q8_0x8_row(int64_t nb, const char* group, const ActQ8_0Abs* a, Sum4 sum4) {
   __m256 acc[8];
   for (int m = 0; m < 8; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const ActQ8_0Abs& ab = a[b];
-    const __m256 dd =
-        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + 8 * b))),
-                      _mm256_broadcast_ss(&ab.d));
-    for (int l = 0; l < 4; ++l) quant::prefetch_weights(q + 256 * b + 64 * l);
+    const char* block = group + static_cast<size_t>(b) * kQ8_0x8BlockBytes;
+    quant::prefetch_weight_block<kQ8_0x8BlockBytes>(block);
+    const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block))),
+                                    _mm256_broadcast_ss(&ab.d));
+    const char* q = block + kQ8_0x8ScaleBytes;
     for (int m = 0; m < 8; ++m) {
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 256 * b + 32 * m));
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * m));
       const __m256i sum = sum4(broadcast4(reinterpret_cast<const int8_t*>(ab.abs_qs + 4 * m)),
                                _mm256_sign_epi8(w, broadcast4(ab.qs + 4 * m)));
       acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc[m]);
@@ -49,11 +50,9 @@ inline void q8_0x8_gemm(const Tile& t, Sum4 sum4) {
   const int64_t nb = t.k / 32;
   for (int64_t g = 0; g < t.n_rows / 8; ++g) {
     const char* group = t.w + static_cast<size_t>(g) * t.w_stride;
-    const auto* d = reinterpret_cast<const uint16_t*>(group);
-    const auto* q = reinterpret_cast<const int8_t*>(group) + static_cast<size_t>(nb) * 16;
     for (int64_t r = 0; r < t.n_act; ++r) {
       const auto* a = reinterpret_cast<const ActQ8_0Abs*>(t.act + static_cast<size_t>(r) * t.act_stride);
-      store_rows8(t, r, 8 * g, q8_0x8_row(nb, d, q, a, sum4));
+      store_rows8(t, r, 8 * g, q8_0x8_row(nb, group, a, sum4));
     }
   }
 }

@@ -14,11 +14,6 @@ namespace {  // NOLINT: internal linkage on purpose (see above)
 
 inline constexpr size_t kWeightPrefetchBytes = 1024;
 
-// Prefetches the cache line kWeightPrefetchBytes after p (p: a weight byte about to be read).
-inline void prefetch_weights(const void* p) {
-  __builtin_prefetch(static_cast<const char*>(p) + kWeightPrefetchBytes, 0, 3);
-}
-
 // Prefetches every cache line of the kBytes at p (not line-aligned: its last byte's line too).
 template <size_t kBytes>
 inline void prefetch_block(const void* p) {
@@ -27,8 +22,8 @@ inline void prefetch_block(const void* p) {
   if constexpr (kBytes % 64 != 0) __builtin_prefetch(c + kBytes - 1, 0, 3);
 }
 
-// prefetch_weights for a block of kBytes about to be read from p, for kernels that read a row
-// block by block.
+// For a block of kBytes of weights about to be read from p (kernels that read a row, or a prepared
+// group, block by block): prefetches the lines kWeightPrefetchBytes further on.
 template <size_t kBytes>
 inline void prefetch_weight_block(const void* p) {
   prefetch_block<kBytes>(static_cast<const char*>(p) + kWeightPrefetchBytes);
