@@ -1,9 +1,10 @@
 // The Q4_0x8 kernels (layouts.h), shared by the AVX2 and AVX-512 files and bit-identical to
 // gemm_q4_0x8: lane i of a vector holds weight row i's sum for one block, exactly as the scalar
 // kernel's integer sum, and takes the same FMA per block. Weight nibbles are unpacked once per
-// block for up to four activation rows; one activation row (decode) meets two groups of eight
-// weight rows at once, two independent chains that keep more loads in flight (one-token decode
-// about 1.17x faster on Zen 3). The ISA files supply the integer step:
+// block for up to four activation rows. (One activation row against two groups of eight at once,
+// two chains, was 1.17x faster on Zen 3 while a group's scales and quants were two streams; with
+// one stream per group it was 0.82x on Zen 4, docs/performance.md.) The ISA files supply the
+// integer step:
 //   Isa::unpack(raw, w)    from the block's four 32-byte vectors raw[m] (bytes 4m.. of each row),
 //                          the eight vectors w[] that row_sum reads;
 //   Isa::row_sum(w, a)     lane i: sum(level * activation) of row i for the activation block a,
@@ -18,7 +19,6 @@
 
 #include "ops/gemm/avx2_util.h"
 #include "ops/gemm/layouts.h"
-#include "ops/quant/prefetch.h"
 
 namespace kiln::gemm {
 namespace {  // NOLINT: internal linkage on purpose (see above)
@@ -55,50 +55,15 @@ inline void q4_0x8_tile(int64_t nb, const uint8_t* group, const ActQ8_0* const a
   }
 }
 
-// One activation row against two groups of eight weight rows at once: two independent chains of
-// loads and FMAs (each output's arithmetic is q4_0x8_tile<1>'s), their blocks prefetched ahead.
-template <class Isa>
-inline void q4_0x8_two_groups(int64_t nb, const uint8_t* group0, const uint8_t* group1, const ActQ8_0* a,
-                              __m256 acc[2]) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const ActQ8_0& ab = a[b];
-    const __m256 da = _mm256_set1_ps(ab.d);
-    const uint8_t* block0 = q4_0x8_block(group0, b);
-    const uint8_t* block1 = q4_0x8_block(group1, b);
-    quant::prefetch_weight_block<kQ4_0x8BlockBytes>(block0);
-    quant::prefetch_weight_block<kQ4_0x8BlockBytes>(block1);
-    __m256i w0[8], w1[8];
-    q4_0x8_unpack<Isa>(block0, w0);
-    q4_0x8_unpack<Isa>(block1, w1);
-    const __m256 dw0 = q4_0x8_scales(block0);
-    const __m256 dw1 = q4_0x8_scales(block1);
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Isa::row_sum(w0, ab)), _mm256_mul_ps(dw0, da), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Isa::row_sum(w1, ab)), _mm256_mul_ps(dw1, da), acc1);
-  }
-  acc[0] = acc0;
-  acc[1] = acc1;
-}
-
 template <class Isa, int NR>
 inline void q4_0x8_rows(const Tile& t, int64_t r0) {
   const int64_t nb = t.k / 32;
   const ActQ8_0* a[NR];
   for (int r = 0; r < NR; ++r)
     a[r] = reinterpret_cast<const ActQ8_0*>(t.act + static_cast<size_t>(r0 + r) * t.act_stride);
-  auto group = [&](int64_t g) { return reinterpret_cast<const uint8_t*>(t.w + static_cast<size_t>(g) * t.w_stride); };
-  int64_t g0 = 0;
-  if constexpr (NR == 1) {
-    for (; g0 + 2 <= t.n_rows / 8; g0 += 2) {
-      __m256 acc[2];
-      q4_0x8_two_groups<Isa>(nb, group(g0), group(g0 + 1), a[0], acc);
-      store_rows8(t, r0, 8 * g0, acc[0]);
-      store_rows8(t, r0, 8 * g0 + 8, acc[1]);
-    }
-  }
-  for (int64_t g = g0; g < t.n_rows / 8; ++g) {
+  for (int64_t g = 0; g < t.n_rows / 8; ++g) {
     __m256 acc[NR];
-    q4_0x8_tile<Isa, NR>(nb, group(g), a, acc);
+    q4_0x8_tile<Isa, NR>(nb, reinterpret_cast<const uint8_t*>(t.w + static_cast<size_t>(g) * t.w_stride), a, acc);
     for (int r = 0; r < NR; ++r) store_rows8(t, r0 + r, 8 * g, acc[r]);
   }
 }

@@ -14,7 +14,6 @@
 
 #include "ops/gemm/avx2_util.h"
 #include "ops/gemm/layouts.h"
-#include "ops/quant/prefetch.h"
 
 namespace kiln::gemm {
 namespace {  // NOLINT: internal linkage on purpose (see above)
@@ -29,7 +28,6 @@ inline void q4_Kx8_tile(int64_t nsb, const uint8_t* group, const quant::BlockQ8_
   for (int r = 0; r < NR; ++r) acc[r] = acc_min[r] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* super = group + static_cast<size_t>(s) * kQ4_Kx8SuperBytes;
-    quant::prefetch_weight_block<kQ4_Kx8SuperBytes>(super);
     const auto& h = *reinterpret_cast<const Q4Kx8Header*>(super);
     const uint8_t* qs = super + sizeof(Q4Kx8Header);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h.d)));

@@ -12,7 +12,6 @@
 
 #include "ops/gemm/avx2_util.h"
 #include "ops/gemm/layouts.h"
-#include "ops/quant/prefetch.h"
 
 namespace kiln::gemm {
 namespace {  // NOLINT: internal linkage on purpose (see above)
@@ -27,7 +26,6 @@ inline __m256 q8_0x8_row(int64_t nb, const char* group, const ActQ8_0Abs* a, Sum
   for (int64_t b = 0; b < nb; ++b) {
     const ActQ8_0Abs& ab = a[b];
     const char* block = group + static_cast<size_t>(b) * kQ8_0x8BlockBytes;
-    quant::prefetch_weight_block<kQ8_0x8BlockBytes>(block);
     const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block))),
                                     _mm256_broadcast_ss(&ab.d));
     const char* q = block + kQ8_0x8ScaleBytes;

@@ -3,6 +3,8 @@
 // (AMD EPYC, Zen 4) the hardware prefetchers alone kept these kernels stalled on their weight loads
 // (Q4_K decode at half the streaming rate). Asking for the line kWeightPrefetchBytes ahead of the
 // one being read (1 KiB measured best of 384 B .. 4 KiB) keeps enough of the stream in flight.
+// (That was measured while the prepared eight-row layouts read their scales and quants as two
+// streams; stored as one stream (gemm/layouts.h) they run as fast without it, and take none.)
 // Harmless past a buffer's end (a prefetch never faults). Any ISA; internal linkage, so that no copy
 // compiled for one ISA stands in for another file's.
 #pragma once
