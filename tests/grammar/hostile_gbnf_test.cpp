@@ -57,5 +57,41 @@ TEST(HostileGbnf, SharedPrefixesAreCheckedOnce) {
   EXPECT_LT(seconds_since(start), 1.0);
 }
 
+// What a grammar expands to is bounded: each case is refused before it is built, with an error
+// that names the limit it passed.
+TEST(HostileGbnf, ExpansionsPastKilnsLimitsAreRefusedByName) {
+  const std::string literal(100'000, 'x');
+  std::string many_alternatives = "root ::= \"a\"";
+  for (int i = 0; i < 70'000; ++i) many_alternatives += " | \"a\"";
+  const std::string long_name(2'000, 'n');
+  const std::string groups(10'000, '(');
+  const struct {
+    const char* what;
+    std::string text;
+    const char* limit;
+  } cases[] = {
+      // 2,000 copies of a 100 KB literal: 200 million elements.
+      {"a long literal repeated", "root ::= \"" + literal + "\"{2000}\n", "elements (kiln's limit"},
+      // Optional copies go into generated rules, 2,000 of 10,000 elements each.
+      {"optional copies", "root ::= \"" + literal.substr(0, 10'000) + "\"{0,2000}\n", "elements (kiln's limit"},
+      {"too many rules", rule_chain(270'000, "\"x\""), "rules (kiln's limit)"},
+      {"too many alternatives", many_alternatives + "\n", "alternatives (kiln's limit)"},
+      // Every group makes a rule named after the 2,000-byte name: 20 MB of names.
+      {"long names copied", long_name + " ::= " + groups + "\"a\"" + std::string(groups.size(), ')') + "\nroot ::= " +
+                                long_name + "\n",
+       "names take more than"},
+  };
+  for (const auto& c : cases) {
+    const auto start = Clock::now();
+    auto g = Grammar::parse(c.text);
+    ASSERT_FALSE(g.ok()) << c.what;
+    EXPECT_NE(g.error().message.find(c.limit), std::string::npos) << c.what << ": " << g.error().message;
+    EXPECT_LT(seconds_since(start), 2.0) << c.what;
+  }
+  // Within the limits, the largest repetition llama.cpp takes is built.
+  auto digits = Grammar::parse("root ::= [0-9]{2000}\n");
+  ASSERT_TRUE(digits.ok()) << digits.error().message;
+}
+
 }  // namespace
 }  // namespace kiln::grammar

@@ -16,6 +16,16 @@ namespace {
 // are refused (a maximum above it means "unbounded").
 constexpr uint64_t kMaxRepetition = 2000;
 
+// kiln's limits on what a grammar may expand to (past one, the grammar is refused with an error
+// that names it). The text's length bounds what is written; these bound what it becomes: a
+// repetition copies its item (`"<1 MB literal>"{2000}` would be two billion elements), and every
+// group or repetition generates a rule named after its own (20,000 groups in a rule with a 1 KB
+// name would be 20 MB of names).
+constexpr uint64_t kMaxElements = uint64_t{1} << 22;    // all rules' elements, repetitions expanded
+constexpr uint64_t kMaxRules = uint64_t{1} << 18;       // named and generated rules
+constexpr uint64_t kMaxAlternatives = uint64_t{1} << 16;  // alternatives of one rule
+constexpr uint64_t kMaxNameBytes = uint64_t{16} << 20;  // all rules' names
+
 bool is_digit(char c) { return '0' <= c && c <= '9'; }
 bool is_word_char(char c) { return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || c == '-' || is_digit(c); }
 
@@ -50,21 +60,50 @@ class Parser {
 
   [[noreturn]] void fail(size_t pos, std::string message) const { throw ParseError{pos, std::move(message)}; }
 
-  uint32_t symbol_id(std::string_view name) {
+  // The id of the rule `name`, a new one the first time (at `pos`: where the name is written).
+  uint32_t symbol_id(size_t pos, std::string_view name) {
     auto it = symbol_ids.find(name);
     if (it != symbol_ids.end()) return it->second;
     const auto id = static_cast<uint32_t>(symbol_ids.size());
+    count_rule(pos, name.size());
     symbol_ids.emplace(std::string(name), id);
     return id;
   }
 
-  uint32_t generate_symbol_id(const std::string& base) {
+  // A new rule generated at `pos` for a group or a repetition in rule `base`.
+  uint32_t generate_symbol_id(size_t pos, const std::string& base) {
     const auto id = static_cast<uint32_t>(symbol_ids.size());
-    symbol_ids[base + '_' + std::to_string(id)] = id;
+    std::string name = base + '_' + std::to_string(id);
+    count_rule(pos, name.size());
+    symbol_ids[std::move(name)] = id;
     return id;
   }
 
-  void add_rule(uint32_t id, Rule rule) {
+  void count_rule(size_t pos, size_t name_bytes) {
+    if (symbol_ids.size() >= kMaxRules)
+      fail(pos, "the grammar has more than " + std::to_string(kMaxRules) + " rules (kiln's limit)");
+    name_bytes_ += name_bytes;
+    if (name_bytes_ > kMaxNameBytes)
+      fail(pos, "the grammar's rule names take more than " + std::to_string(kMaxNameBytes) + " bytes (kiln's limit)");
+  }
+
+  // Fails at `pos` unless the rules added so far and `more` elements stay within kMaxElements.
+  void check_elements(size_t pos, uint64_t more) const {
+    if (n_elements_ + more > kMaxElements) {
+      fail(pos, "the grammar expands to more than " + std::to_string(kMaxElements) +
+                    " elements (kiln's limit; repetitions copy what they repeat)");
+    }
+  }
+
+  // Rule `id`, ended at `pos`.
+  void add_rule(size_t pos, uint32_t id, Rule rule) {
+    const auto alternatives = static_cast<uint64_t>(std::count_if(
+        rule.begin(), rule.end(), [](const Element& e) { return is_end_of_sequence(e.type); }));
+    if (alternatives > kMaxAlternatives) {
+      fail(pos, "a rule has more than " + std::to_string(kMaxAlternatives) + " alternatives (kiln's limit)");
+    }
+    check_elements(pos, rule.size());
+    n_elements_ += rule.size();
     if (rules.size() <= id) rules.resize(id + 1);
     rules[id] = std::move(rule);
   }
@@ -188,7 +227,7 @@ class Parser {
       pos = parse_sequence(pos, rule_name, open.back());
       if (at(pos) == '(') {
         const size_t n_rules_before = symbol_ids.size();
-        open.push_back({.rule_id = generate_symbol_id(rule_name), .nested = true, .open = pos,
+        open.push_back({.rule_id = generate_symbol_id(pos, rule_name), .nested = true, .open = pos,
                         .n_rules_before = n_rules_before});
         pos = parse_space(pos + 1, true);
         continue;
@@ -204,7 +243,7 @@ class Parser {
       Open done = std::move(open.back());
       open.pop_back();
       done.rule.push_back({ElementType::End, 0});
-      add_rule(done.rule_id, std::move(done.rule));
+      add_rule(pos, done.rule_id, std::move(done.rule));
       if (open.empty()) return pos;
       // The group is an item of the sequence it opened in.
       Open& o = open.back();
@@ -241,6 +280,7 @@ class Parser {
       if (min_times == 0) {
         rule.resize(last_sym_start);
       } else {
+        check_elements(at_pos, rule.size() + prev.size() * (min_times - 1));
         for (uint64_t i = 1; i < min_times; ++i) rule.insert(rule.end(), prev.begin(), prev.end());
       }
       uint32_t last_rec_rule_id = 0;
@@ -248,11 +288,11 @@ class Parser {
       Rule rec_rule(prev);
       for (uint64_t i = 0; i < n_opt; ++i) {
         rec_rule.resize(prev.size());
-        const uint32_t rec_rule_id = generate_symbol_id(rule_name);
+        const uint32_t rec_rule_id = generate_symbol_id(at_pos, rule_name);
         if (i > 0 || !max_times) rec_rule.push_back({ElementType::RuleRef, max_times ? last_rec_rule_id : rec_rule_id});
         rec_rule.push_back({ElementType::Alt, 0});
         rec_rule.push_back({ElementType::End, 0});
-        add_rule(rec_rule_id, rec_rule);
+        add_rule(at_pos, rec_rule_id, rec_rule);
         last_rec_rule_id = rec_rule_id;
       }
       if (n_opt > 0) rule.push_back({ElementType::RuleRef, last_rec_rule_id});
@@ -307,7 +347,7 @@ class Parser {
         pos = parse_space(end, nested);
       } else if (is_word_char(c)) {  // rule reference
         const size_t name_end = parse_name(pos);
-        const uint32_t ref = symbol_id(text_.substr(pos, name_end - pos));
+        const uint32_t ref = symbol_id(pos, text_.substr(pos, name_end - pos));
         pos = parse_space(name_end, nested);
         last_sym_start = rule.size();
         n_prev_rules = 1;
@@ -359,7 +399,7 @@ class Parser {
   size_t parse_rule(size_t pos) {
     const size_t name_end = parse_name(pos);
     const std::string name(text_.substr(pos, name_end - pos));
-    const uint32_t rule_id = symbol_id(name);
+    const uint32_t rule_id = symbol_id(pos, name);
     pos = parse_space(name_end, false);
     if (!(at(pos) == ':' && at(pos + 1) == ':' && at(pos + 2) == '=')) fail(pos, "expecting ::=");
     pos = parse_space(pos + 3, true);
@@ -391,6 +431,8 @@ class Parser {
  private:
   std::string_view text_;
   const text::Tokenizer* tokenizer_;
+  uint64_t n_elements_ = 0;  // elements of the rules added so far
+  uint64_t name_bytes_ = 0;  // bytes of the rules' names so far
 };
 
 // Whether one of the rule's alternatives is empty.
