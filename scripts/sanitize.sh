@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ASan+UBSan build of kiln running the unit and fault tests, the Vulkan backend's op and server
-# tests with the driver (lavapipe) in the process, then the fuzzers for a bounded time
+# ASan+UBSan build of kiln running the unit, fault and server tests, the Vulkan backend's op and
+# server tests with the driver (lavapipe) in the process, then the fuzzers for a bounded time
 # (KILN_FUZZ_SECONDS in all, split between them): the GGUF reader over the corpus the tests write,
 # the HTTP request parser with the JSON request parsing, the JSON-schema converter and the GBNF
 # parser.
@@ -8,14 +8,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test
 # Only the binaries of the labels run below and the `kiln` they start (it also makes the test
-# data), not the conformance and server tests.
-scripts/build.sh sanitize tests_unit tests_fault tests_vulkan kiln_cli
+# data), not the conformance tests.
+scripts/build.sh sanitize tests_unit tests_fault tests_server tests_vulkan kiln_cli
 /usr/bin/python3 tools/fixtures/make_test_data.py --kiln build/sanitize/kiln
 # AddressSanitizer makes mlock() a no-op, so the two --mlock tests, which read VmLck, run in the
 # release suite only.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j "$(nproc)" -L 'unit|fault' \
   -E '^(WeightOptions\.MlockLocksTheWeightsWhileResident|Cli\.NoMmapAndMlockGiveTheSameTextAndAFailedLockWarnsOnce)$'
+# The server group (HTTP, engine, router, arbiter processes, the OpenAI SDK client): where threads,
+# sockets and untrusted bytes meet. ServeSleep.CommandSleepsWakesAndExits measures the RSS a
+# sleeping server gives back, which ASan's quarantine keeps: it runs in the release suite only.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/sanitize --output-on-failure -j "$(nproc)" -L server \
+  -E '^ServeSleep\.CommandSleepsWakesAndExits$'
 # The Vulkan backend with lavapipe in the process: every op against the CPU and a server of 8
 # streams (no suppression: the process's one Vulkan instance keeps the driver's memory reachable,
 # backends/vulkan/vulkan_instance.h).
