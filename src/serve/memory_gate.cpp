@@ -20,11 +20,16 @@ MemoryGate::Lease::~Lease() {
   if (owner_ != nullptr) owner_->give_back(bytes_);
 }
 
-bool MemoryGate::take(size_t bytes, Lease& lease) {
+bool MemoryGate::take(size_t bytes, Lease& lease, std::chrono::milliseconds wait) {
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    if (max_holds_ != 0 &&
+        !hold_ended_.wait_for(lock, wait, [&] { return holds_ < max_holds_ || bytes > capacity_ - in_use_; })) {
+      return false;
+    }
     if (bytes > capacity_ - in_use_) return false;
     in_use_ += bytes;
+    ++holds_;
   }
   Lease fresh;
   fresh.owner_ = this;
@@ -38,9 +43,18 @@ size_t MemoryGate::in_use() const {
   return in_use_;
 }
 
-void MemoryGate::give_back(size_t bytes) {
+size_t MemoryGate::holds() const {
   std::lock_guard lock(mu_);
-  in_use_ -= bytes;
+  return holds_;
+}
+
+void MemoryGate::give_back(size_t bytes) {
+  {
+    std::lock_guard lock(mu_);
+    in_use_ -= bytes;
+    --holds_;
+  }
+  hold_ended_.notify_all();
 }
 
 }  // namespace kiln::serve

@@ -4,6 +4,7 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <cctype>
 
 #include "llm/media_prompt.h"
@@ -236,15 +237,23 @@ class Server::Lease {
   Arbiter::Use use_;
 };
 
+size_t prequeue_jobs(const ServerOptions& options) {
+  if (options.prequeue_jobs != 0) return options.prequeue_jobs;
+  return std::max<size_t>(4, 2 * static_cast<size_t>(std::thread::hardware_concurrency()));
+}
+
 std::optional<MemoryGate::Lease> RouteContext::admit(const http::Request& req, http::Exchange& ex) const {
   MemoryGate& gate = server.prequeue_memory();
   const size_t need = req.body.size() * kPrequeueBytesPerBodyByte;
   MemoryGate::Lease lease;
-  if (gate.take(need, lease)) return lease;
+  if (gate.take(need, lease, kPrequeueHoldWait)) return lease;
   const std::string mib = std::to_string(gate.capacity() >> 20) + " MiB";
   if (need > gate.capacity()) {
     send_error(ex, {413, "the request body needs " + std::to_string(need >> 20) +
                              " MiB of work before the queue, more than the " + mib + " the server gives it"});
+  } else if (need <= gate.capacity() - gate.in_use()) {
+    send_error(ex, {503, "the server is busy: " + std::to_string(gate.max_holds()) +
+                             " requests are being prepared (parsed, rendered, tokenized) at once, its limit; retry"});
   } else {
     send_error(ex, {503, "the server is busy: other requests hold the " + mib +
                              " it gives work before the queue; retry"});

@@ -147,6 +147,10 @@ struct ServerOptions {
   // default lets two bodies of the largest default size (16 MiB) work at once, and a hundred of
   // 300 KB.
   size_t prequeue_bytes = size_t{2} << 30;
+  // How many requests may work before the queue at once (0: twice the hardware threads, at least
+  // 4): CPU work that many handler threads would otherwise share. One more waits up to
+  // kPrequeueHoldWait for a turn, then is answered 503 (retry).
+  size_t prequeue_jobs = 0;
   // The work one token's grammar may take (grammar::WorkBudget units, about a nanosecond each);
   // past it the request fails with a 400 naming the limit.
   uint64_t grammar_work_limit = grammar::WorkBudget::kDefaultLimit;
@@ -165,6 +169,10 @@ Result<Arbiter::Use> use_device(Arbiter* arbiter, const ServerOptions& options,
 // What a request's work before the queue may take per byte of its body (ServerOptions::
 // prequeue_bytes): measured, a chat body of short words took 58 bytes a byte to tokenize.
 inline constexpr size_t kPrequeueBytesPerBodyByte = 64;
+// How long a request waits for a turn at pre-queue work (ServerOptions::prequeue_jobs).
+inline constexpr std::chrono::milliseconds kPrequeueHoldWait{10'000};
+// ServerOptions::prequeue_jobs, its 0 resolved.
+size_t prequeue_jobs(const ServerOptions& options);
 
 class Server {
  public:
@@ -223,7 +231,7 @@ class Server {
   void log(const std::string& message) const;
 
   ServerOptions opt_;
-  MemoryGate prequeue_memory_{opt_.prequeue_bytes};
+  MemoryGate prequeue_memory_{opt_.prequeue_bytes, prequeue_jobs(opt_)};
   std::unique_ptr<Arbiter> arbiter_;        // with opt_.arbiter_dir, from the first attach()
   std::unique_ptr<ModelRouter> router_;     // from attach_models(); outlives http_'s requests
   // router_ as handler threads see it: published once attach_models() made it (the handlers run
