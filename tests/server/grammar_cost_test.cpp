@@ -34,12 +34,15 @@ std::string optionals_after(const std::string& prefix, int n) {
 // Cheap until the text is "hello", costly from the next token on.
 const std::string kCostlyLater = optionals_after("\"hello\"", 5000);
 
-ServerOptions options(uint64_t grammar_work_limit) {
+// speculative: with n-gram speculation, whose verification samples a grammar's tokens on the
+// engine's thread (not on a thread aside): the per-token budget alone bounds what others wait.
+ServerOptions options(uint64_t grammar_work_limit, bool speculative = false) {
   ServerOptions o;
   o.n_parallel = 2;
   o.n_threads = 2;
   o.context.n_ctx = 512;
   o.grammar_work_limit = grammar_work_limit;
+  if (speculative) o.speculative.sources = {DraftSource::NgramSimple};
   return o;
 }
 
@@ -71,9 +74,12 @@ bool all_idle(int port) {
   return true;
 }
 
-TEST(GrammarCost, OverTheBudgetIs400WhileOthersServe) {
+class GrammarCostWithAndWithoutSpeculation : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GrammarCostWithAndWithoutSpeculation, OverTheBudgetIs400WhileOthersServe) {
   int port = 0;
-  auto server = test::start_server(options(grammar::WorkBudget::kDefaultLimit), test::qwen2_model(), &port);
+  auto server =
+      test::start_server(options(grammar::WorkBudget::kDefaultLimit, GetParam()), test::qwen2_model(), &port);
   ASSERT_NE(server, nullptr);
   // Costly from the first token: refused before it is queued.
   const auto start = Clock::now();
@@ -94,6 +100,11 @@ TEST(GrammarCost, OverTheBudgetIs400WhileOthersServe) {
   EXPECT_NE(later_message.find("units of grammar work"), std::string::npos) << later_message;
   EXPECT_LT(timed_completion(port), 2.0);
 }
+
+INSTANTIATE_TEST_SUITE_P(GrammarCost, GrammarCostWithAndWithoutSpeculation, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Speculative" : "Plain";
+                         });
 
 // With a budget no token reaches, "hello" + 5,000 optionals costs tens of seconds a token: the
 // work in progress must stop at a disconnect and at the server's stop.
