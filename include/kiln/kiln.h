@@ -206,7 +206,9 @@ KILN_API kiln_status kiln_model_apply_chat_template(const kiln_model* model, con
                                                     char* buf, int64_t size, int64_t* length);
 
 /* Evicts the model's memory from its device now: its weights, and its contexts' KV caches
- * (copied to host memory or the swap directory) and compute memory. The next call that computes
+ * (copied to host memory or the swap directory; a KV cache on the CPU stays without a swap
+ * directory) and input buffers; the device's compute arena, shared by every model there, stays
+ * (the budget evicts it when idle). The next call that computes
  * brings everything back, bit-exact; kiln_model_restore does it now. Errors: the model is
  * computing (pinned), a swap file cannot be written. Thread-safe. */
 KILN_API kiln_status kiln_model_evict(kiln_model* model);

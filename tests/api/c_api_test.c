@@ -171,7 +171,7 @@ static void check_four_sequences(kiln_model* model) {
       const float d = fabsf(together[i] - alone[i]);
       if (d > worst) worst = d;
     }
-    CHECK(worst < 1e-3f);
+    CHECK(worst < 1e-4f); /* bit-exact for most weight types; F32, IQ4_XS and Q4_K differ by ~1e-6 */
     free(together);
     free(alone);
     OK(kiln_context_free(one));

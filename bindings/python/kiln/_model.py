@@ -348,4 +348,7 @@ class Model:
         self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the library may be gone already
+            pass

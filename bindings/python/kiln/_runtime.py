@@ -124,8 +124,8 @@ class Runtime:
 
     def __del__(self):
         handle = getattr(self, "_handle", None)
-        if handle is not None and handle.value:
-            lib.kiln_runtime_free(handle)
+        if handle is not None and handle.value and lib is not None:
+            lib.kiln_runtime_free(handle)  # refused (and kept) while models of it live
             self._handle = None
 
 
