@@ -14,6 +14,11 @@ if [[ "${1:-build}" != build ]]; then
   # clang + its runtime: the libFuzzer targets (fuzz/). python3-numpy: the test data
   # generator (tools/fixtures); git: it reads llama.cpp's vocabularies out of a git bundle.
   want+=(clang libclang-rt-14-dev python3-numpy git)
+  # The C API's tests (tests/api): pkg-config finds the installed libkiln (kiln.pc) for the C
+  # test; python3-pip and python3-setuptools install the Python package offline
+  # (--no-build-isolation), python3-pytest runs its tests, python3-jsonschema checks a chat
+  # reply against the JSON schema it was asked to follow.
+  want+=(pkg-config python3-pip python3-setuptools python3-pytest python3-jsonschema)
   # The Khronos validation layer: the Vulkan tests' pass under it (ctest: vulkan_validation).
   want+=(vulkan-validationlayers)
   # node + npm: the OpenAI Node SDK test (tests/server/node). Only when missing: a node installed

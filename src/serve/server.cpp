@@ -12,7 +12,7 @@
 #include "serve/completion_request.h"
 #include "serve/embedder.h"
 #include "serve/http/http_server.h"
-#include "serve/model_chat_template.h"
+#include "llm/model_chat_template.h"
 #include "serve/model_router.h"
 #include "serve/server_state.h"
 

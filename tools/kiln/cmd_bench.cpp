@@ -37,7 +37,7 @@
 #include "bench_report.h"
 #include "bench_sweep.h"
 #include "command.h"
-#include "generation.h"
+#include "llm/generation.h"
 #include "media_flags.h"
 #include "messages.h"
 #include "model_description.h"

@@ -39,23 +39,25 @@
 #include <vector>
 
 #include "command.h"
-#include "generation.h"
 #include "line_input.h"
+#include "llm/generation.h"
 #include "llm/media_prompt.h"
 #include "llm/reasoning_budget.h"
+#include "llm/reverse_prompts.h"
 #include "media_flags.h"
 #include "messages.h"
 #include "model_flags.h"
 #include "reasoning_flags.h"
-#include "reverse_prompt.h"
 #include "sampler_flags.h"
 #include "serve/completion_request.h"
-#include "serve/model_chat_template.h"
+#include "llm/model_chat_template.h"
 #include "speculative_flags.h"
+#include "stopwatch.h"
 #include "text/chat/chat_plan.h"
 #include "text/chat/chat_syntax.h"
 #include "text/chat/text_util.h"
 #include "user_files.h"
+#include "utf8_stream.h"
 
 namespace kiln::cli {
 namespace {
@@ -195,7 +197,11 @@ class ChatSession {
                                     .reverse_prompts = &stops_,
                                     .interrupted = &g_interrupted,
                                     .drafter = options_.drafter},
-                                   out));
+                                   [&out](int32_t, std::string_view piece) {
+                                     out.write(piece);
+                                     return true;
+                                   }));
+    out.finish();
     const double gen_s = seconds_since(t_gen);
     if (options_.drafter != nullptr) {
       n_drafted_ += options_.drafter->n_drafted();

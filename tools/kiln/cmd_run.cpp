@@ -7,16 +7,18 @@
 #include <cstdio>
 
 #include "command.h"
-#include "generation.h"
+#include "llm/generation.h"
 #include "llm/media_prompt.h"
+#include "llm/reverse_prompts.h"
 #include "llm/sampler.h"
 #include "media_flags.h"
 #include "messages.h"
 #include "model_flags.h"
-#include "reverse_prompt.h"
 #include "sampler_flags.h"
 #include "speculative_flags.h"
+#include "stopwatch.h"
 #include "user_files.h"
+#include "utf8_stream.h"
 
 namespace kiln::cli {
 namespace {
@@ -177,7 +179,11 @@ int run_run(int argc, char** argv) {
                        .n_keep = n_keep,
                        .reverse_prompts = &stops,
                        .drafter = drafter.get()},
-                      out);
+                      [&out](int32_t, std::string_view piece) {
+                        out.write(piece);
+                        return true;
+                      });
+  out.finish();
   if (!gen.ok()) {
     std::fputc('\n', stderr);
     return fail("run", gen.error().message);

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "llm/model_sampler.h"
 #include "messages.h"
-#include "text/grammar/grammar_constraint.h"
 #include "text/grammar/json_schema.h"
 #include "user_files.h"
 
@@ -112,24 +112,15 @@ std::optional<Sampler> SamplerFlags::make_sampler(const Model& model, const char
   if (ignore_eos) {
     for (int32_t id : model.tokenizer().vocab().eog_ids()) sp.logit_bias.emplace_back(id, -INFINITY);
   }
-  auto s = Sampler::create(sp, n_vocab);
-  if (!s.ok()) {
-    print_error(command, s.error().message);
-    return std::nullopt;
-  }
   auto gbnf = output.gbnf();
   if (!gbnf.ok()) {
     print_error(command, gbnf.error().message);
     return std::nullopt;
   }
-  if (!gbnf->empty()) {
-    auto constraint = grammar::GrammarConstraint::create({.gbnf = *gbnf, .lazy = false, .triggers = {}},
-                                                         model.grammar_vocab(), &model.tokenizer());
-    if (!constraint.ok()) {
-      print_error(command, constraint.error().message);
-      return std::nullopt;
-    }
-    s->set_grammar(std::move(*constraint));
+  auto s = make_model_sampler(model, sp, *gbnf);
+  if (!s.ok()) {
+    print_error(command, s.error().message);
+    return std::nullopt;
   }
   return std::move(*s);
 }

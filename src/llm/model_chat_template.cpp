@@ -1,4 +1,4 @@
-#include "serve/model_chat_template.h"
+#include "llm/model_chat_template.h"
 
 #include <optional>
 

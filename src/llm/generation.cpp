@@ -1,50 +1,10 @@
-#include "generation.h"
+#include "llm/generation.h"
 
 #include <algorithm>
 
 #include "core/check.h"
 
-namespace kiln::cli {
-namespace {
-
-// The length of the UTF-8 sequence a lead byte starts; 0 for a continuation or invalid byte.
-size_t utf8_sequence_length(unsigned char lead) {
-  if (lead < 0x80) return 1;
-  if ((lead & 0xE0) == 0xC0) return 2;
-  if ((lead & 0xF0) == 0xE0) return 3;
-  if ((lead & 0xF8) == 0xF0) return 4;
-  return 0;
-}
-
-// How many bytes at the end of `s` begin a sequence that is not complete yet (0..3).
-size_t incomplete_tail(std::string_view s) {
-  const size_t look = std::min<size_t>(3, s.size());
-  for (size_t back = 1; back <= look; ++back) {
-    const auto c = static_cast<unsigned char>(s[s.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back for its lead
-    const size_t need = utf8_sequence_length(c);
-    return need > back ? back : 0;
-  }
-  return 0;
-}
-
-}  // namespace
-
-void Utf8Stream::write(std::string_view text) {
-  pending_.append(text);
-  const size_t ready = pending_.size() - incomplete_tail(pending_);
-  if (ready == 0) return;
-  std::fwrite(pending_.data(), 1, ready, out_);
-  std::fflush(out_);
-  pending_.erase(0, ready);
-}
-
-void Utf8Stream::finish() {
-  if (pending_.empty()) return;
-  std::fwrite(pending_.data(), 1, pending_.size(), out_);
-  std::fflush(out_);
-  pending_.clear();
-}
+namespace kiln {
 
 Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, SequenceState& cached,
                              int64_t n_batch) {
@@ -65,13 +25,12 @@ Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, Sequ
 }
 
 Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const float> logits,
-                                SequenceState& cached, const GenerateOptions& options, Utf8Stream& out) {
+                                SequenceState& cached, const GenerateOptions& options, OnPiece on_piece) {
   const auto& tok = ctx.model().tokenizer();
   const int64_t n_ctx = ctx.n_ctx();
   GenerateResult r;
   auto done = [&](StopReason why) {
     r.stop = why;
-    out.finish();
     return r;
   };
   if (options.n_predict == 0) return done(StopReason::Length);
@@ -83,12 +42,12 @@ Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const 
       const int32_t id = next[i];
       if (options.interrupted != nullptr && *options.interrupted != 0) return done(StopReason::Interrupted);
       if (tok.is_eog(id)) return done(StopReason::EndOfGeneration);
-      if (auto piece = tok.token_to_piece(id, options.show_special); piece.ok()) {
-        out.write(*piece);
-        r.text += *piece;
-      }
+      const auto piece = tok.token_to_piece(id, options.show_special);
+      const std::string_view text = piece.ok() ? std::string_view(*piece) : std::string_view();
+      r.text += text;
       ++r.n_generated;
       r.tokens.push_back(id);
+      if (!on_piece(id, text)) return done(StopReason::Stopped);
       if (options.n_predict >= 0 && r.n_generated >= options.n_predict) return done(StopReason::Length);
       // The sequence before `id`: the cells hold the accepted draft tokens after it already.
       const std::span<const int32_t> earlier =
@@ -114,4 +73,4 @@ Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const 
   }
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln

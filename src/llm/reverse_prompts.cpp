@@ -1,8 +1,8 @@
-#include "reverse_prompt.h"
+#include "llm/reverse_prompts.h"
 
 #include <algorithm>
 
-namespace kiln::cli {
+namespace kiln {
 namespace {
 
 constexpr size_t kTailTokens = 32;  // llama.cpp's n_prev for the reverse-prompt check
@@ -34,4 +34,4 @@ bool ReversePrompts::found(std::span<const int32_t> earlier, int32_t last) const
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln

@@ -1,13 +1,12 @@
-// The decode → sample → stream loop that `kiln run` and `kiln chat` share: prompt tokens decoded
-// in batches after what a sequence already holds, then tokens sampled one at a time, their text
-// streamed UTF-8-safely, until an end-of-generation token, the length limit, a reverse prompt, a
-// full context or an interrupt.
+// The decode → sample → stream loop that `kiln run`, `kiln chat` and the C API (kiln_generate)
+// share: prompt tokens decoded in batches after what a sequence already holds, then tokens sampled
+// one at a time, each token's text handed to a callback, until an end-of-generation token, the
+// length limit, a reverse prompt, a full context, an interrupt or the callback says stop.
+// Thread-safety: as the Context and Sampler given (one generation per context at a time).
 #pragma once
 
-#include <chrono>
 #include <csignal>
 #include <cstdint>
-#include <cstdio>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,32 +15,11 @@
 #include "core/result.h"
 #include "llm/context.h"
 #include "llm/sampler.h"
+#include "llm/reverse_prompts.h"
 #include "llm/speculative/step.h"
-#include "reverse_prompt.h"
+#include "runtime/function_ref.h"
 
-namespace kiln::cli {
-
-using Clock = std::chrono::steady_clock;
-
-inline double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Writes text to a stream as it grows, holding back a UTF-8 sequence that is not complete yet, so
-// a terminal never shows half a character. Bytes that are not UTF-8 pass through unchanged.
-// Not thread-safe.
-class Utf8Stream {
- public:
-  explicit Utf8Stream(FILE* out) : out_(out) {}
-  ~Utf8Stream() { finish(); }
-  void write(std::string_view text);
-  // Writes what is held back (an incomplete sequence at the very end of the text).
-  void finish();
-
- private:
-  FILE* out_;
-  std::string pending_;
-};
+namespace kiln {
 
 // Decodes `tokens` into `cached.seq` at the positions after cached.tokens, in batches of at most
 // `n_batch`, with logits for the last token only (read them with ctx.logits(last_batch_index)).
@@ -50,7 +28,8 @@ class Utf8Stream {
 Result<size_t> decode_tokens(Context& ctx, std::span<const int32_t> tokens, SequenceState& cached,
                              int64_t n_batch);
 
-enum class StopReason { EndOfGeneration, Length, ReversePrompt, ContextFull, Interrupted };
+// Stopped: the caller's on_piece returned false.
+enum class StopReason { EndOfGeneration, Length, ReversePrompt, ContextFull, Interrupted, Stopped };
 
 struct GenerateOptions {
   int64_t n_predict = -1;      // most tokens to generate; -1: no limit
@@ -68,17 +47,21 @@ struct GenerateOptions {
 
 struct GenerateResult {
   StopReason stop = StopReason::EndOfGeneration;
-  int64_t n_generated = 0;      // tokens whose text was streamed (end-of-generation tokens excluded)
+  int64_t n_generated = 0;      // tokens handed to on_piece (end-of-generation tokens excluded)
   std::vector<int32_t> tokens;  // those tokens (the last one is not decoded into the cache)
   std::string text;             // their text, concatenated
 };
 
-// Samples from `logits` (of the last token of `cached`), streams each token's text to `out`,
+// Called with each generated token and its text (control tokens' text only with show_special);
+// returns false to stop the generation after that token (StopReason::Stopped).
+using OnPiece = FunctionRef<bool(int32_t token, std::string_view piece)>;
+
+// Samples from `logits` (of the last token of `cached`), hands each token's text to `on_piece`,
 // accepts it into `sampler` and decodes it into `cached` (all but the last sampled token, whose
 // logits nobody reads; with speculation, accepted draft tokens past the end of the reply too;
 // after an interrupt every streamed token is decoded). End-of-generation tokens stop the loop and
 // are neither streamed nor decoded.
 Result<GenerateResult> generate(Context& ctx, Sampler& sampler, std::span<const float> logits,
-                                SequenceState& cached, const GenerateOptions& options, Utf8Stream& out);
+                                SequenceState& cached, const GenerateOptions& options, OnPiece on_piece);
 
-}  // namespace kiln::cli
+}  // namespace kiln

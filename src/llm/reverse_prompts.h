@@ -2,7 +2,7 @@
 // with one of them. As llama.cpp does it: the text of the sequence's last 32 tokens (the prompt's
 // included, control tokens written out) is searched for each reverse prompt in its last
 // (length + slack) bytes, and a reverse prompt that is a single token (a control token such as
-// <|im_end|>) also matches that token's id. `kiln run` allows a slack of 2 bytes (the prompt may
+// <|im_end|>) also matches that token's id. `kiln run` (and the C API's generate) allow a slack of 2 bytes (the prompt may
 // have been tokenized together with a following character or two); `kiln chat` none.
 // Not thread-safe; the tokenizer must outlive it.
 #pragma once
@@ -14,7 +14,7 @@
 
 #include "text/tokenizer.h"
 
-namespace kiln::cli {
+namespace kiln {
 
 class ReversePrompts {
  public:
@@ -31,4 +31,4 @@ class ReversePrompts {
   size_t slack_;
 };
 
-}  // namespace kiln::cli
+}  // namespace kiln

@@ -1,0 +1,86 @@
+// The objects behind the C API's opaque handles, and the registry of live handles that lets every
+// function refuse a null or freed handle with an error instead of touching freed memory.
+//
+// Ownership: kiln_runtime owns the DeviceRegistry; kiln_model shares the Model and owns its
+// placement on one device (DeviceWeights); kiln_context owns its Context and the Backend it
+// computes with; kiln_sampler owns its Sampler. Each counts the handles made from it (`users`),
+// and refuses to be freed while any is alive.
+// Thread-safety: the registry is guarded by a mutex; a handle's `users` is atomic; the objects
+// are as thread-safe as the C++ classes they hold (Context, Sampler: one thread at a time).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "api/api_status.h"
+#include "backends/device_registry.h"
+#include "llm/context.h"
+#include "llm/device_weights.h"
+#include "llm/model.h"
+#include "llm/model_chat_template.h"
+#include "llm/sampler.h"
+
+struct kiln_runtime {
+  std::unique_ptr<kiln::DeviceRegistry> devices;
+  std::atomic<int64_t> users{0};  // live models
+};
+
+struct kiln_model {
+  kiln_runtime* runtime = nullptr;
+  std::shared_ptr<const kiln::Model> model;
+  std::shared_ptr<kiln::DeviceWeights> weights;
+  std::optional<kiln::ModelChatTemplate> chat_template;  // set by kiln_model_load
+  std::atomic<int64_t> users{0};                         // live contexts and samplers
+};
+
+struct kiln_context {
+  kiln_model* model = nullptr;
+  std::unique_ptr<kiln::Backend> backend;  // before `context`: outlives it
+  std::unique_ptr<kiln::Context> context;
+};
+
+struct kiln_sampler {
+  kiln_model* model = nullptr;
+  kiln::Sampler sampler;
+};
+
+namespace kiln::api {
+
+// Records `handle` as live (after creation) / not live (before it is deleted).
+void register_handle(const void* handle);
+void unregister_handle(const void* handle);
+bool is_live(const void* handle);
+
+// KILN_OK when `handle` is a live handle, else KILN_ERROR_ARGUMENT naming `function` and `what`
+// ("kiln_decode: context is NULL" / "... is not a live handle (freed?)").
+kiln_status check_handle(std::string_view function, std::string_view what, const void* handle);
+// KILN_OK when `pointer` is not null, else KILN_ERROR_ARGUMENT ("FUNCTION: WHAT is NULL").
+kiln_status check_pointer(std::string_view function, std::string_view what, const void* pointer);
+// KILN_OK when `value` >= 0, else KILN_ERROR_ARGUMENT ("FUNCTION: WHAT is negative (-1)").
+kiln_status check_size(std::string_view function, std::string_view what, int64_t value);
+// KILN_OK when `token` is in [0, n_vocab), else KILN_ERROR_ARGUMENT naming it and the range.
+kiln_status check_token(std::string_view function, const kiln_model& model, int32_t token);
+// KILN_OK when `seq` is in [0, KILN_MAX_SEQUENCES), else KILN_ERROR_ARGUMENT.
+kiln_status check_sequence(std::string_view function, std::string_view what, int32_t seq);
+
+// The logits (embeddings = false) or hidden state of batch token `index` of the context's last
+// decode into *data (pointing into the context) and *n; an error naming `fn` and why there is no
+// such output (a bad handle or index, a token not marked, the other kind of context).
+kiln_status context_output(std::string_view fn, const kiln_context* context, int64_t index, bool embeddings,
+                           const float** data, int64_t* n);
+
+// Writes `text` to a string output (kiln.h: truncated to size - 1 bytes and NUL-terminated,
+// *length the whole length); `buf` may be null only when size is 0.
+kiln_status write_text(std::string_view function, std::string_view text, char* buf, int64_t size,
+                       int64_t* length);
+
+}  // namespace kiln::api
+
+// Returns the status of `expr` when it is not KILN_OK.
+#define KILN_API_TRY(expr)                                                      \
+  do {                                                                          \
+    if (const kiln_status kiln_s_ = (expr); kiln_s_ != KILN_OK) return kiln_s_; \
+  } while (0)

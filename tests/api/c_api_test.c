@@ -1,0 +1,404 @@
+/* The C API from C99 against the installed header (tests/api/c_api_test.sh compiles it with
+ * `gcc -std=c99 -Wall -Wextra -Werror $(pkg-config --cflags --libs kiln)`).
+ *   c_api_test generate MODEL PROMPT N TEMP SEED   prints the continuation as `kiln run
+ *                                                  --no-display-prompt` does (greedy for TEMP 0)
+ *   c_api_test checks MODEL                        evict/restore, 4 sequences in one batch, state
+ *                                                  files, chat template, and every function's
+ *                                                  errors; prints "ok" and exits 0, else names
+ *                                                  the failed check and exits 1
+ */
+#include <kiln/kiln.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_failures = 0;
+
+#define CHECK(cond)                                                         \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, \
+              __LINE__, #cond, kiln_last_error());                          \
+      ++g_failures;                                                         \
+    }                                                                       \
+  } while (0)
+#define OK(call) CHECK((call) == KILN_OK)
+/* An error status, and a message that names the function. */
+#define FAILS(fn, call)                                                          \
+  do {                                                                           \
+    kiln_status s_ = (call);                                                     \
+    if (s_ == KILN_OK || strstr(kiln_last_error(), fn) == NULL) {                \
+      fprintf(stderr, "%s:%d: expected an error from %s (status %d, message '%s')\n", \
+              __FILE__, __LINE__, #call, (int)s_, kiln_last_error());            \
+      ++g_failures;                                                              \
+    }                                                                            \
+  } while (0)
+
+static int32_t print_piece(void* user_data, int32_t token, const char* piece, int64_t len) {
+  (void)user_data;
+  (void)token;
+  fwrite(piece, 1, (size_t)len, stdout);
+  return 0;
+}
+
+static int generate(const char* path, const char* prompt, long n, float temp, unsigned long seed) {
+  kiln_runtime* rt = NULL;
+  kiln_model* model = NULL;
+  kiln_context* ctx = NULL;
+  kiln_sampler* sampler = NULL;
+  kiln_sampler_params sp;
+  kiln_generate_options go;
+  if (kiln_runtime_create(NULL, &rt) != KILN_OK || kiln_model_load(rt, path, NULL, &model) != KILN_OK ||
+      kiln_context_create(model, NULL, &ctx) != KILN_OK) {
+    fprintf(stderr, "%s\n", kiln_last_error());
+    return 1;
+  }
+  kiln_sampler_default_params(&sp);
+  sp.temperature = temp;
+  sp.seed = seed;
+  kiln_generate_default_options(&go);
+  go.max_tokens = n;
+  if (kiln_sampler_create(model, &sp, &sampler) != KILN_OK ||
+      kiln_generate(ctx, sampler, prompt, &go, print_piece, NULL, NULL) != KILN_OK) {
+    fprintf(stderr, "%s\n", kiln_last_error());
+    return 1;
+  }
+  printf("\n");
+  kiln_sampler_free(sampler);
+  kiln_context_free(ctx);
+  kiln_model_free(model);
+  kiln_runtime_free(rt);
+  return 0;
+}
+
+/* Decodes `tokens` into `seq` from position `pos0`, with logits for the last one only. */
+static kiln_status decode_seq(kiln_context* ctx, const int32_t* tokens, int64_t n, int32_t seq, int32_t pos0) {
+  kiln_batch_token batch[64];
+  int64_t i;
+  for (i = 0; i < n; ++i) {
+    batch[i].token = tokens[i];
+    batch[i].pos = pos0 + (int32_t)i;
+    batch[i].seq = seq;
+    batch[i].logits = i == n - 1;
+  }
+  return kiln_decode(ctx, batch, n);
+}
+
+static float* copy_logits(const kiln_context* ctx, int64_t index, int64_t* n) {
+  const float* l = NULL;
+  float* out;
+  if (kiln_get_logits(ctx, index, &l, n) != KILN_OK) return NULL;
+  out = malloc((size_t)*n * sizeof(float));
+  memcpy(out, l, (size_t)*n * sizeof(float));
+  return out;
+}
+
+/* Evicting the model between two decodes leaves the next logits bit-identical; a state file
+ * restores a sequence bit-exactly. */
+static void check_evict_restore_and_state(kiln_model* model) {
+  kiln_context* ctx = NULL;
+  int32_t tokens[64];
+  int64_t n = 0, n_ref = 0, n_after = 0, n_loaded = 0, n_state = 0;
+  int32_t next = 0, resident = -1, loaded[64];
+  float *ref, *after, *state;
+  OK(kiln_context_create(model, NULL, &ctx));
+  OK(kiln_tokenize(model, "In the beginning", 16, 1, 0, tokens, 64, &n));
+  CHECK(n > 1 && n < 60);
+  next = tokens[n - 1];
+  OK(decode_seq(ctx, tokens, n, 0, 0));
+  OK(decode_seq(ctx, &next, 1, 0, (int32_t)n));
+  ref = copy_logits(ctx, 0, &n_ref);
+
+  OK(kiln_seq_rm(ctx, -1, -1, -1));
+  OK(decode_seq(ctx, tokens, n, 0, 0));
+  OK(kiln_model_evict(model));
+  OK(kiln_model_is_resident(model, &resident));
+  CHECK(resident == 0);
+  OK(kiln_model_restore(model));
+  OK(kiln_model_is_resident(model, &resident));
+  CHECK(resident == 1);
+  OK(kiln_model_evict(model));
+  OK(decode_seq(ctx, &next, 1, 0, (int32_t)n)); /* restores on its own */
+  after = copy_logits(ctx, 0, &n_after);
+  CHECK(ref != NULL && after != NULL && n_ref == n_after && memcmp(ref, after, (size_t)n_ref * sizeof(float)) == 0);
+
+  OK(kiln_seq_rm(ctx, -1, -1, -1));
+  OK(decode_seq(ctx, tokens, n, 0, 0));
+  OK(kiln_state_save(ctx, 0, tokens, n, "c_api_test.state"));
+  OK(kiln_state_load(ctx, 3, "c_api_test.state", loaded, 64, &n_loaded));
+  CHECK(n_loaded == n && memcmp(loaded, tokens, (size_t)n * sizeof(int32_t)) == 0);
+  OK(decode_seq(ctx, &next, 1, 3, (int32_t)n));
+  state = copy_logits(ctx, 0, &n_state);
+  CHECK(state != NULL && n_state == n_ref && memcmp(ref, state, (size_t)n_ref * sizeof(float)) == 0);
+  remove("c_api_test.state");
+  free(ref);
+  free(after);
+  free(state);
+  OK(kiln_context_free(ctx));
+}
+
+/* Four sequences in one batch give each the logits it has decoded alone. */
+static void check_four_sequences(kiln_model* model) {
+  static const char* prompts[4] = {"And God said", "Let there be light", "In the beginning God", "The earth"};
+  kiln_context* ctx = NULL;
+  kiln_batch_token batch[256];
+  int32_t tokens[4][64];
+  int64_t n[4], last[4], total = 0, s, i, n_vocab = 0, n_alone = 0;
+  OK(kiln_context_create(model, NULL, &ctx));
+  for (s = 0; s < 4; ++s) {
+    OK(kiln_tokenize(model, prompts[s], (int64_t)strlen(prompts[s]), 1, 0, tokens[s], 64, &n[s]));
+    for (i = 0; i < n[s]; ++i) {
+      batch[total].token = tokens[s][i];
+      batch[total].pos = (int32_t)i;
+      batch[total].seq = (int32_t)s;
+      batch[total].logits = i == n[s] - 1;
+      ++total;
+    }
+    last[s] = total - 1;
+  }
+  OK(kiln_decode(ctx, batch, total));
+  for (s = 0; s < 4; ++s) {
+    float* together = copy_logits(ctx, last[s], &n_vocab);
+    float* alone;
+    float worst = 0;
+    kiln_context* one = NULL;
+    OK(kiln_context_create(model, NULL, &one));
+    OK(decode_seq(one, tokens[s], n[s], 0, 0));
+    alone = copy_logits(one, n[s] - 1, &n_alone);
+    CHECK(together != NULL && alone != NULL && n_alone == n_vocab);
+    for (i = 0; together != NULL && alone != NULL && i < n_vocab; ++i) {
+      const float d = fabsf(together[i] - alone[i]);
+      if (d > worst) worst = d;
+    }
+    CHECK(worst < 1e-4f); /* bit-exact for most weight types; F32, IQ4_XS and Q4_K differ by ~1e-6 */
+    free(together);
+    free(alone);
+    OK(kiln_context_free(one));
+  }
+  OK(kiln_context_free(ctx));
+}
+
+static void check_text(kiln_model* model) {
+  char buf[4096];
+  int64_t len = 0, n = 0;
+  int32_t tokens[64];
+  OK(kiln_tokenize(model, "In the beginning", 16, 0, 0, tokens, 64, &n));
+  OK(kiln_detokenize(model, tokens, n, 0, buf, sizeof buf, &len));
+  CHECK(strcmp(buf, "In the beginning") == 0 || strcmp(buf, " In the beginning") == 0);
+  OK(kiln_detokenize(model, tokens, n, 0, buf, 4, &len)); /* truncated, NUL-terminated */
+  CHECK(strlen(buf) == 3 && len >= 16);
+  OK(kiln_model_apply_chat_template(model, "[{\"role\": \"user\", \"content\": \"Hello there\"}]", NULL, 1, buf,
+                                    sizeof buf, &len));
+  CHECK(strstr(buf, "Hello there") != NULL && len < (int64_t)sizeof buf);
+  OK(kiln_model_meta_string(model, "general.architecture", buf, sizeof buf, &len));
+  CHECK(len > 0);
+}
+
+/* Every function refuses a null handle, a freed one, negative sizes and out-of-range tokens. */
+static void check_errors(kiln_runtime* rt, kiln_model* model) {
+  kiln_runtime* no_runtime = NULL;
+  kiln_model* no_model = NULL;
+  kiln_context* ctx = NULL;
+  kiln_context* freed_ctx = NULL;
+  kiln_sampler* sampler = NULL;
+  kiln_sampler* freed = NULL;
+  kiln_batch_token bad = {999999, 0, 0, 1}, good = {1, 0, 0, 1};
+  kiln_device_info info;
+  kiln_memory_row rows[4];
+  kiln_runtime_options ro;
+  kiln_sim_device bad_sim = {"gpu7", 1024};
+  const float* f = NULL;
+  float emb[4];
+  char buf[64];
+  int32_t t = 0, tokens[4] = {1, 2, 3, 999999};
+  int64_t len = 0, i64 = 0;
+  int32_t i32 = 0;
+  OK(kiln_context_create(model, NULL, &ctx));
+  OK(kiln_sampler_create(model, NULL, &sampler));
+  OK(kiln_sampler_create(model, NULL, &freed));
+  OK(kiln_sampler_free(freed));
+  OK(kiln_context_create(model, NULL, &freed_ctx));
+  OK(kiln_context_free(freed_ctx));
+
+  FAILS("kiln_runtime_default_options", kiln_runtime_default_options(NULL));
+  FAILS("kiln_runtime_create", kiln_runtime_create(NULL, NULL));
+  OK(kiln_runtime_default_options(&ro));
+  ro.sim_devices = &bad_sim;
+  ro.n_sim_devices = 1;
+  FAILS("kiln_runtime_create", kiln_runtime_create(&ro, &no_runtime));
+  ro.n_sim_devices = -1;
+  FAILS("kiln_runtime_create", kiln_runtime_create(&ro, &no_runtime));
+  FAILS("kiln_runtime_free", kiln_runtime_free(NULL));
+  FAILS("kiln_runtime_free", kiln_runtime_free(rt)); /* a model is alive */
+  FAILS("kiln_runtime_device_count", kiln_runtime_device_count(NULL, &i64));
+  FAILS("kiln_runtime_device_info", kiln_runtime_device_info(NULL, 0, &info));
+  FAILS("kiln_runtime_device_info", kiln_runtime_device_info(rt, -1, &info));
+  FAILS("kiln_runtime_device_info", kiln_runtime_device_info(rt, 99, &info));
+  FAILS("kiln_runtime_memory", kiln_runtime_memory(NULL, rows, 4, &i64));
+  FAILS("kiln_runtime_memory", kiln_runtime_memory(rt, rows, -1, &i64));
+  FAILS("kiln_model_default_options", kiln_model_default_options(NULL));
+  FAILS("kiln_model_load", kiln_model_load(NULL, "x.gguf", NULL, &no_model));
+  FAILS("kiln_model_load", kiln_model_load(rt, "/nonexistent.gguf", NULL, &no_model));
+  FAILS("kiln_model_load", kiln_model_load(rt, NULL, NULL, &no_model));
+  FAILS("kiln_model_free", kiln_model_free(NULL));
+  FAILS("kiln_model_free", kiln_model_free(model)); /* a context is alive */
+  FAILS("kiln_model_n_vocab", kiln_model_n_vocab(NULL, &i32));
+  FAILS("kiln_model_n_embd", kiln_model_n_embd(NULL, &i32));
+  FAILS("kiln_model_n_ctx_train", kiln_model_n_ctx_train(NULL, &i64));
+  FAILS("kiln_model_name", kiln_model_name(NULL, buf, sizeof buf, &len));
+  FAILS("kiln_model_name", kiln_model_name(model, buf, -1, &len));
+  FAILS("kiln_model_meta_string", kiln_model_meta_string(NULL, "general.name", buf, sizeof buf, &len));
+  FAILS("kiln_model_meta_string", kiln_model_meta_string(model, "no.such.key", buf, sizeof buf, &len));
+  FAILS("kiln_model_meta_int", kiln_model_meta_int(NULL, "x", &i64));
+  FAILS("kiln_model_token_text", kiln_model_token_text(NULL, 0, buf, sizeof buf, &len));
+  FAILS("kiln_model_token_text", kiln_model_token_text(model, -1, buf, sizeof buf, &len));
+  FAILS("kiln_model_token_text", kiln_model_token_text(model, 999999, buf, sizeof buf, &len));
+  FAILS("kiln_model_token_is_eog", kiln_model_token_is_eog(NULL, 0, &i32));
+  FAILS("kiln_model_token_is_eog", kiln_model_token_is_eog(model, 999999, &i32));
+  FAILS("kiln_model_apply_chat_template", kiln_model_apply_chat_template(NULL, "[]", NULL, 1, buf, sizeof buf, &len));
+  FAILS("kiln_model_apply_chat_template", kiln_model_apply_chat_template(model, "[{", NULL, 1, buf, sizeof buf, &len));
+  FAILS("kiln_model_apply_chat_template", kiln_model_apply_chat_template(model, "[]", "[1]", 1, buf, sizeof buf, &len));
+  FAILS("kiln_model_evict", kiln_model_evict(NULL));
+  FAILS("kiln_model_restore", kiln_model_restore(NULL));
+  FAILS("kiln_model_is_resident", kiln_model_is_resident(NULL, &i32));
+  FAILS("kiln_tokenize", kiln_tokenize(NULL, "a", 1, 1, 0, tokens, 4, &i64));
+  FAILS("kiln_tokenize", kiln_tokenize(model, "a", -1, 1, 0, tokens, 4, &i64));
+  FAILS("kiln_tokenize", kiln_tokenize(model, "a", 1, 1, 0, tokens, -4, &i64));
+  FAILS("kiln_detokenize", kiln_detokenize(NULL, tokens, 1, 0, buf, sizeof buf, &len));
+  FAILS("kiln_detokenize", kiln_detokenize(model, tokens, -1, 0, buf, sizeof buf, &len));
+  FAILS("kiln_detokenize", kiln_detokenize(model, tokens, 4, 0, buf, sizeof buf, &len));
+  FAILS("kiln_context_default_options", kiln_context_default_options(NULL));
+  FAILS("kiln_context_create", kiln_context_create(NULL, NULL, &freed_ctx));
+  FAILS("kiln_context_free", kiln_context_free(NULL));
+  FAILS("kiln_context_free", kiln_context_free(freed_ctx));
+  FAILS("kiln_context_n_ctx", kiln_context_n_ctx(NULL, &i64));
+  FAILS("kiln_decode", kiln_decode(NULL, &good, 1));
+  FAILS("kiln_decode", kiln_decode(freed_ctx, &good, 1));
+  FAILS("kiln_decode", kiln_decode(ctx, &good, -1));
+  FAILS("kiln_decode", kiln_decode(ctx, &bad, 1));
+  good.seq = KILN_MAX_SEQUENCES;
+  FAILS("kiln_decode", kiln_decode(ctx, &good, 1));
+  good.seq = 0;
+  good.pos = -5;
+  FAILS("kiln_decode", kiln_decode(ctx, &good, 1));
+  FAILS("kiln_get_logits", kiln_get_logits(NULL, 0, &f, &i64));
+  FAILS("kiln_get_logits", kiln_get_logits(ctx, -1, &f, &i64));
+  FAILS("kiln_get_logits", kiln_get_logits(ctx, 7, &f, &i64));
+  FAILS("kiln_get_embeddings", kiln_get_embeddings(NULL, 0, &f, &i64));
+  FAILS("kiln_get_embeddings", kiln_get_embeddings(ctx, 0, &f, &i64)); /* a logits context */
+  FAILS("kiln_embed", kiln_embed(NULL, tokens, 1, 1, emb, 4, &i64));
+  FAILS("kiln_embed", kiln_embed(ctx, tokens, -1, 1, emb, 4, &i64));
+  FAILS("kiln_embed", kiln_embed(ctx, tokens, 1, 1, emb, -4, &i64));
+  FAILS("kiln_seq_rm", kiln_seq_rm(NULL, 0, 0, -1));
+  FAILS("kiln_seq_rm", kiln_seq_rm(ctx, KILN_MAX_SEQUENCES, 0, -1));
+  FAILS("kiln_seq_cp", kiln_seq_cp(NULL, 0, 1, 0, -1));
+  FAILS("kiln_seq_cp", kiln_seq_cp(ctx, 0, -1, 0, -1));
+  FAILS("kiln_seq_keep", kiln_seq_keep(NULL, 0));
+  FAILS("kiln_seq_keep", kiln_seq_keep(ctx, 100));
+  FAILS("kiln_seq_pos_max", kiln_seq_pos_max(NULL, 0, &i32));
+  FAILS("kiln_seq_pos_max", kiln_seq_pos_max(ctx, -2, &i32));
+  FAILS("kiln_state_save", kiln_state_save(NULL, 0, tokens, 1, "x.state"));
+  FAILS("kiln_state_save", kiln_state_save(ctx, 0, tokens, -1, "x.state"));
+  FAILS("kiln_state_load", kiln_state_load(NULL, 0, "x.state", tokens, 4, &i64));
+  FAILS("kiln_state_load", kiln_state_load(ctx, 0, "/nonexistent.state", tokens, 4, &i64));
+  FAILS("kiln_state_load", kiln_state_load(ctx, 0, "x.state", tokens, -4, &i64));
+  FAILS("kiln_sampler_default_params", kiln_sampler_default_params(NULL));
+  FAILS("kiln_sampler_create", kiln_sampler_create(NULL, NULL, &freed));
+  {
+    kiln_sampler_params sp;
+    kiln_sampler* s = NULL;
+    OK(kiln_sampler_default_params(&sp));
+    sp.json_schema = "{\"type\": ";
+    FAILS("kiln_sampler_create", kiln_sampler_create(model, &sp, &s));
+    sp.json_schema = NULL;
+    sp.grammar = "root ::= (";
+    FAILS("kiln_sampler_create", kiln_sampler_create(model, &sp, &s));
+    sp.grammar = NULL;
+    sp.top_p = -3;
+    FAILS("kiln_sampler_create", kiln_sampler_create(model, &sp, &s));
+  }
+  FAILS("kiln_sampler_free", kiln_sampler_free(NULL));
+  FAILS("kiln_sampler_free", kiln_sampler_free(freed));
+  FAILS("kiln_sampler_sample", kiln_sampler_sample(NULL, ctx, 0, &t));
+  FAILS("kiln_sampler_sample", kiln_sampler_sample(freed, ctx, 0, &t));
+  FAILS("kiln_sampler_sample", kiln_sampler_sample(sampler, NULL, 0, &t));
+  FAILS("kiln_sampler_sample", kiln_sampler_sample(sampler, ctx, -1, &t));
+  FAILS("kiln_sampler_accept", kiln_sampler_accept(NULL, 0));
+  FAILS("kiln_sampler_accept", kiln_sampler_accept(sampler, 999999));
+  FAILS("kiln_sampler_accept", kiln_sampler_accept(sampler, -1));
+  FAILS("kiln_sampler_reset", kiln_sampler_reset(NULL));
+  FAILS("kiln_generate_default_options", kiln_generate_default_options(NULL));
+  FAILS("kiln_generate", kiln_generate(NULL, sampler, "x", NULL, NULL, NULL, NULL));
+  FAILS("kiln_generate", kiln_generate(ctx, NULL, "x", NULL, NULL, NULL, NULL));
+  FAILS("kiln_generate", kiln_generate(ctx, freed, "x", NULL, NULL, NULL, NULL));
+  FAILS("kiln_generate", kiln_generate(ctx, sampler, NULL, NULL, NULL, NULL, NULL));
+  {
+    kiln_generate_options go;
+    OK(kiln_generate_default_options(&go));
+    go.n_stop = -1;
+    FAILS("kiln_generate", kiln_generate(ctx, sampler, "x", &go, NULL, NULL, NULL));
+    go.n_stop = 0;
+    go.seq = -1;
+    FAILS("kiln_generate", kiln_generate(ctx, sampler, "x", &go, NULL, NULL, NULL));
+  }
+  OK(kiln_sampler_free(sampler));
+  OK(kiln_context_free(ctx));
+}
+
+static int32_t stop_after_three(void* user_data, int32_t token, const char* piece, int64_t len) {
+  int* count = (int*)user_data;
+  (void)token;
+  (void)piece;
+  (void)len;
+  return ++*count >= 3;
+}
+
+static int checks(const char* path) {
+  kiln_runtime_options ro;
+  kiln_sim_device sim = {"sim0", 1024u * 1024u * 1024u};
+  kiln_model_options mo;
+  kiln_runtime* rt = NULL;
+  kiln_model* model = NULL;
+  kiln_context* ctx = NULL;
+  kiln_sampler* sampler = NULL;
+  kiln_generate_result gr;
+  kiln_memory_row rows[16];
+  int64_t n_devices = 0, n_rows = 0;
+  int count = 0;
+  OK(kiln_runtime_default_options(&ro));
+  ro.sim_devices = &sim;
+  ro.n_sim_devices = 1;
+  OK(kiln_runtime_create(&ro, &rt));
+  OK(kiln_runtime_device_count(rt, &n_devices));
+  CHECK(n_devices >= 2);
+  OK(kiln_model_default_options(&mo));
+  mo.device = "sim0"; /* not host-visible: eviction moves the weights and the KV cache out */
+  OK(kiln_model_load(rt, path, &mo, &model));
+  if (model == NULL) return 1;
+  OK(kiln_runtime_memory(rt, rows, 16, &n_rows));
+  CHECK(n_rows >= 3);
+  check_text(model);
+  check_evict_restore_and_state(model);
+  check_four_sequences(model);
+  OK(kiln_context_create(model, NULL, &ctx));
+  OK(kiln_sampler_create(model, NULL, &sampler));
+  OK(kiln_generate(ctx, sampler, "In the beginning", NULL, stop_after_three, &count, &gr));
+  CHECK(gr.stop == KILN_STOP_CALLBACK && gr.n_generated == 3 && count == 3);
+  OK(kiln_sampler_free(sampler));
+  OK(kiln_context_free(ctx));
+  check_errors(rt, model);
+  OK(kiln_model_free(model));
+  OK(kiln_runtime_free(rt));
+  CHECK(kiln_api_version() == KILN_API_VERSION && strlen(kiln_version()) > 0);
+  if (g_failures == 0) printf("ok\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 7 && strcmp(argv[1], "generate") == 0)
+    return generate(argv[2], argv[3], atol(argv[4]), (float)atof(argv[5]), strtoul(argv[6], NULL, 10));
+  if (argc == 3 && strcmp(argv[1], "checks") == 0) return checks(argv[2]);
+  fprintf(stderr, "usage: c_api_test generate MODEL PROMPT N TEMP SEED | checks MODEL\n");
+  return 2;
+}

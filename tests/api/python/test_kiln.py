@@ -1,0 +1,151 @@
+"""The Python package over libkiln.so: generation equals `kiln run`, streaming, chat with a JSON
+schema, embeddings equal to `kiln serve`'s, evict/restore, errors as exceptions, two threads."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+
+import jsonschema
+import pytest
+
+import kiln
+from conftest import CHAT_MODEL, DEFAULT_MODEL, FIXTURE_MODELS, KILN_BIN, kiln_run
+
+PROMPT = "In the beginning God created"
+
+
+@pytest.mark.parametrize("path", [DEFAULT_MODEL] + FIXTURE_MODELS, ids=os.path.basename)
+@pytest.mark.parametrize("temp,seed", [(0.0, 0), (0.8, 42)], ids=["greedy", "seeded"])
+def test_generate_equals_kiln_run(path, temp, seed):
+    with kiln.Model(path) as model:
+        got = model.generate(PROMPT, max_tokens=24, temperature=temp, seed=seed)
+    assert got == kiln_run(path, PROMPT, 24, temp, seed)
+
+
+def test_stream_yields_the_same_text_in_pieces(kjv):
+    whole = kjv.generate(PROMPT, max_tokens=20, temperature=0)
+    pieces = list(kjv.generate(PROMPT, max_tokens=20, temperature=0, stream=True))
+    assert len(pieces) > 1
+    assert "".join(pieces) == whole
+
+
+def test_closing_a_stream_stops_the_generation(kjv):
+    stream = kjv.generate(PROMPT, max_tokens=-1, temperature=0, stream=True)
+    first = next(stream)
+    stream.close()  # returns once the generation stopped
+    assert first
+    assert kjv.generate(PROMPT, max_tokens=5, temperature=0)  # the context is free again
+
+
+def test_chat_follows_a_json_schema():
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 10}, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+    with kiln.Model(CHAT_MODEL) as model:
+        reply = model.chat(
+            [{"role": "user", "content": "Who are you? Answer in JSON."}],
+            response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}},
+            max_tokens=200,
+            seed=7,
+        )
+    assert reply["object"] == "chat.completion"
+    choice = reply["choices"][0]
+    assert choice["message"]["role"] == "assistant"
+    assert choice["finish_reason"] == "stop"
+    jsonschema.validate(json.loads(choice["message"]["content"]), schema)
+    assert reply["usage"]["total_tokens"] == reply["usage"]["prompt_tokens"] + reply["usage"]["completion_tokens"]
+
+
+def test_embeddings_equal_the_servers():
+    texts = ["In the beginning", "the earth was without form, and void"]
+    with kiln.Model(CHAT_MODEL) as model:
+        ours = model.embed(texts)
+    server = subprocess.Popen(
+        [KILN_BIN, "serve", "-m", CHAT_MODEL, "--embeddings", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        port = None
+        for line in server.stdout:
+            m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                port = int(m.group(1))
+            if b"ready" in line:
+                break
+        assert port, "kiln serve did not say where it listens"
+        body = json.dumps({"input": texts}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/embeddings", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=60) as r:
+            theirs = [d["embedding"] for d in json.load(r)["data"]]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert len(ours) == len(theirs) == 2
+    for a, b in zip(ours, theirs):
+        assert len(a) == len(b)
+        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-6
+
+
+def test_evict_and_restore_give_the_same_text():
+    runtime = kiln.Runtime(sim_devices={"sim0": 1 << 30})
+    with kiln.Model(DEFAULT_MODEL, device="sim0", runtime=runtime) as model:
+        before = model.generate(PROMPT, max_tokens=16, temperature=0)
+        model.evict()
+        assert not model.resident
+        after_evict = model.generate(PROMPT, max_tokens=16, temperature=0)  # brings it back
+        model.evict()
+        model.restore()
+        assert model.resident
+        after_restore = model.generate(PROMPT, max_tokens=16, temperature=0)
+        owners = [o["owner"] for d in runtime.memory() if d["device"] == "sim0" for o in d["owners"]]
+        assert any(model.name in o for o in owners)
+    assert before == after_evict == after_restore
+
+
+def test_errors_are_exceptions_with_kilns_message(kjv):
+    with pytest.raises(kiln.KilnError, match=r"kiln_model_load: .*/no/such/model\.gguf"):
+        kiln.Model("/no/such/model.gguf")
+    with pytest.raises(kiln.KilnError, match="kiln_sampler_create: json_schema"):
+        kjv.generate(PROMPT, json_schema={"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}})
+    with pytest.raises(kiln.KilnError, match="outside the vocabulary"):
+        kjv.detokenize([10**7])
+    with pytest.raises(kiln.KilnError, match="max_mem"):
+        kiln.Runtime(max_mem="cpu")
+
+
+def test_two_threads_generate_at_once(kjv):
+    prompts = [PROMPT, "And the earth was without form"]
+    expected = [kjv.generate(p, max_tokens=24, temperature=0) for p in prompts]
+    results = [None, None]
+
+    def work(i):
+        results[i] = kjv.generate(prompts[i], max_tokens=24, temperature=0)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == expected
+
+
+def test_devices_and_memory():
+    names = [d["name"] for d in kiln.devices()]
+    assert names[0] == "cpu"
+    assert all(d["total"] > 0 for d in kiln.devices())
+    assert kiln.memory()[0]["device"] == "cpu"
+
+
+def test_chat_example_runs():
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "python", "chat.py")
+    out = subprocess.run([sys.executable, example, CHAT_MODEL, "Hello"], check=True, capture_output=True, timeout=300)
+    assert out.stdout.strip()
