@@ -48,6 +48,24 @@ def wait_ready(port, proc, seconds=120):
     sys.exit("kiln serve did not become ready")
 
 
+def start_serve(command):
+    """(port, process) of `command` (a `kiln serve` command line without --port) started on a free
+    port and ready; its stderr is drained."""
+    proc = subprocess.Popen(command + ["--port", "0"], stderr=subprocess.PIPE, text=True)
+    port = None
+    for line in proc.stderr:
+        m = re.search(r"listening on http://[^:]+:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+            break
+    if port is None:
+        proc.kill()
+        sys.exit("kiln serve did not report its port")
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    wait_ready(port, proc)
+    return port, proc
+
+
 def run_round(port, n_clients, n_tokens, eos, round_index):
     """(round rate, generation rate): aggregate tokens/s of n_clients concurrent streaming requests."""
     counts = [0] * n_clients
@@ -100,19 +118,9 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     ctx = a.streams * (a.tokens + 64)
-    proc = subprocess.Popen([a.kiln, "serve", "-m", a.model, "--port", "0", "--parallel", str(a.streams),
-                             "-c", str(ctx), "-t", str(a.threads)], stderr=subprocess.PIPE, text=True)
+    port, proc = start_serve([a.kiln, "serve", "-m", a.model, "--parallel", str(a.streams), "-c", str(ctx),
+                              "-t", str(a.threads)])
     try:
-        port = None
-        for line in proc.stderr:
-            m = re.search(r"listening on http://[^:]+:(\d+)", line)
-            if m:
-                port = int(m.group(1))
-                break
-        if port is None:
-            sys.exit("kiln serve did not report its port")
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-        wait_ready(port, proc)
         eos_text = get(port, "/props")["eos_token"]
         eos_ids = post(port, "/tokenize", {"content": eos_text, "parse_special": True})["tokens"]
         if len(eos_ids) != 1:

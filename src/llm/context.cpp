@@ -404,20 +404,53 @@ struct SeqHeader {
 
 }  // namespace
 
+Result<SequenceCells> Context::read_sequence_cells(int32_t seq) const {
+  SequenceCells out;
+  out.cell_bytes = kv_->cell_bytes();
+  std::vector<int64_t> cells;
+  for (int64_t c = 0; c < kv_->size(); ++c) {
+    if (kv_->cell(c).has(seq)) {
+      cells.push_back(c);
+      out.positions.push_back(kv_->cell(c).pos);
+    }
+  }
+  KILN_TRY(kv_->read_cells(cells, out.bytes));
+  return out;
+}
+
+Status Context::write_sequence_cells(int32_t seq, const SequenceCells& in) {
+  if (in.cell_bytes != kv_->cell_bytes() || in.bytes.size() != in.positions.size() * in.cell_bytes)
+    return make_error("state: the cells were copied from a context of another shape or cache type");
+  kv_->seq_rm(seq, -1, -1);
+  if (in.positions.empty()) return ok_status();
+  const std::vector<int32_t> seqs(in.positions.size(), seq);
+  KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->place(seqs));
+  std::vector<int64_t> cells(in.positions.size());
+  for (size_t c = 0; c < cells.size(); ++c) cells[c] = head + static_cast<int64_t>(c);
+  KILN_TRY(kv_->write_cells(cells, in.bytes));
+  kv_->commit(head, in.positions, seqs);
+  return ok_status();
+}
+
+Result<SequenceCells> Context::copy_sequence_cells(int32_t seq) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
+  KILN_ASSIGN_OR_RETURN(const MemoryHold hold, hold_memory());
+  return read_sequence_cells(seq);
+}
+
+Status Context::put_sequence_cells(int32_t seq, const SequenceCells& cells) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
+  KILN_ASSIGN_OR_RETURN(const MemoryHold hold, hold_memory());
+  return write_sequence_cells(seq, cells);
+}
+
 Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (seq < 0 || seq >= kMaxSequences) return make_error("state: sequence id ", seq, " out of range");
   KILN_ASSIGN_OR_RETURN(const MemoryHold hold, hold_memory());
-  std::vector<int64_t> cells;
-  std::vector<int32_t> positions;
-  for (int64_t c = 0; c < kv_->size(); ++c) {
-    if (kv_->cell(c).has(seq)) {
-      cells.push_back(c);
-      positions.push_back(kv_->cell(c).pos);
-    }
-  }
-  std::vector<uint8_t> bytes;
-  KILN_TRY(kv_->read_cells(cells, bytes));
+  KILN_ASSIGN_OR_RETURN(const SequenceCells cells, read_sequence_cells(seq));
   const HParams& hp = model().hparams();
   SeqHeader h{};
   std::memcpy(h.magic, kSeqMagic, sizeof kSeqMagic);
@@ -432,8 +465,9 @@ Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, cons
   if (!out) return make_error("state: cannot write '", path, "'");
   out.write(reinterpret_cast<const char*>(&h), sizeof h);
   out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size_bytes()));
-  out.write(reinterpret_cast<const char*>(positions.data()), static_cast<std::streamsize>(positions.size() * 4));
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(cells.positions.data()),
+            static_cast<std::streamsize>(cells.positions.size() * 4));
+  out.write(reinterpret_cast<const char*>(cells.bytes.data()), static_cast<std::streamsize>(cells.bytes.size()));
   if (!out) return make_error("state: write to '", path, "' failed");
   return ok_status();
 }
@@ -454,28 +488,23 @@ Result<std::vector<int32_t>> Context::load_sequence(int32_t seq, const std::stri
     return make_error("state: '", path, "' was saved by a context of another model shape or cache type");
   if (h.n_cells > kv_->size() || h.n_tokens > (1u << 26))
     return make_error("state: '", path, "' holds ", h.n_cells, " cells; this context has ", kv_->size());
-  std::vector<int32_t> tokens(h.n_tokens), positions(h.n_cells);
-  std::vector<uint8_t> bytes(static_cast<size_t>(h.n_cells) * kv_->cell_bytes());
+  std::vector<int32_t> tokens(h.n_tokens);
+  SequenceCells cells;
+  cells.cell_bytes = kv_->cell_bytes();
+  cells.positions.resize(h.n_cells);
+  cells.bytes.resize(static_cast<size_t>(h.n_cells) * cells.cell_bytes);
   in.read(reinterpret_cast<char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 4));
-  in.read(reinterpret_cast<char*>(positions.data()), static_cast<std::streamsize>(positions.size() * 4));
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  in.read(reinterpret_cast<char*>(cells.positions.data()), static_cast<std::streamsize>(cells.positions.size() * 4));
+  in.read(reinterpret_cast<char*>(cells.bytes.data()), static_cast<std::streamsize>(cells.bytes.size()));
   if (!in || in.peek() != std::char_traits<char>::eof())
     return make_error("state: '", path, "' is truncated or has trailing bytes");
   for (int32_t t : tokens) {
     if (t < 0 || t >= hp.n_vocab) return make_error("state: token id ", t, " outside the vocabulary");
   }
-  for (int32_t p : positions) {
+  for (int32_t p : cells.positions) {
     if (p < 0) return make_error("state: negative position ", p, " in '", path, "'");
   }
-  kv_->seq_rm(seq, -1, -1);
-  std::vector<int64_t> cells;
-  if (h.n_cells > 0) {
-    std::vector<int32_t> seqs(h.n_cells, seq);
-    KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->place(seqs));
-    kv_->commit(head, positions, seqs);
-    for (int64_t c = 0; c < static_cast<int64_t>(h.n_cells); ++c) cells.push_back(head + c);
-  }
-  KILN_TRY(kv_->write_cells(cells, bytes));
+  KILN_TRY(write_sequence_cells(seq, cells));
   return tokens;
 }
 

@@ -89,6 +89,15 @@ struct DecodeOptions {
   bool single_row_order = false;
 };
 
+// A sequence's cached cells in host memory (Context::copy_sequence_cells): their positions in cell
+// order and their K/V rows in KvCache::read_cells' layout (cell_bytes per cell).
+struct SequenceCells {
+  std::vector<int32_t> positions;
+  std::vector<uint8_t> bytes;
+  size_t cell_bytes = 0;
+  int64_t size() const { return static_cast<int64_t>(positions.size()); }
+};
+
 // The KV cells a context created with `options` for a model with `hparams` has (n_ctx resolved).
 int64_t context_size(const ContextOptions& options, const HParams& hparams);
 
@@ -146,6 +155,13 @@ class Context final : private Evictable {
   // The compute arena the context plans in (its own or the shared one).
   const ComputeArena& arena() const { return *arena_; }
 
+  // Copies sequence `seq`'s cells (positions and K/V bytes) to host memory; the cache is
+  // unchanged. put_sequence_cells() writes such a copy back into sequence `seq` (cleared first),
+  // in free cells that may lie anywhere: the sequence's attention then gives the bits it gave
+  // before the copy. An Error when the cache has too few free cells (nothing changed then but the
+  // sequence's clearing) or when `cells` comes from a context of another shape or cache type.
+  Result<SequenceCells> copy_sequence_cells(int32_t seq);
+  Status put_sequence_cells(int32_t seq, const SequenceCells& cells);
   // Saves sequence `seq` (its tokens, given by the caller, and its cached K/V) to a file, and
   // restores it into sequence `seq` (which is cleared first); bit-exact. The file records the
   // model's shape and cache types and is refused by a context that differs.
@@ -174,6 +190,9 @@ class Context final : private Evictable {
   // The plan of a micro-batch step of `spec`'s shape: a cached one (plans_) or one built, planned
   // and kept now.
   Result<DecoderPlan*> step_plan(const DecoderGraphSpec& spec);
+  // copy_sequence_cells / put_sequence_cells under mutex_ with the memory held.
+  Result<SequenceCells> read_sequence_cells(int32_t seq) const;
+  Status write_sequence_cells(int32_t seq, const SequenceCells& cells);
   // Floats per output row: n_embd with embeddings on, else n_vocab.
   size_t output_width() const;
   std::span<const float> output_row(size_t i) const;  // under mutex_

@@ -326,18 +326,35 @@ void KvCache::clear() {
   used_end_ = 0;
 }
 
+namespace {
+
+// Calls f(first cell, count, offset of the first cell's row in the copy) for each run of
+// consecutive cells in `cells`, so that a run is one device transfer.
+template <typename F>
+Status for_each_cell_run(std::span<const int64_t> cells, size_t row_bytes, F&& f) {
+  size_t at = 0;
+  for (size_t i = 0; i < cells.size();) {
+    size_t n = 1;
+    while (i + n < cells.size() && cells[i + n] == cells[i] + static_cast<int64_t>(n)) ++n;
+    KILN_TRY(f(cells[i], n, at));
+    at += n * row_bytes;
+    i += n;
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status KvCache::read_cells(std::span<const int64_t> cells, std::vector<uint8_t>& out) const {
   const size_t rk = row_size(type_k_, n_embd_k_), rv = row_size(type_v_, n_embd_v_);
   out.resize(cells.size() * cell_bytes());
   size_t at = 0;
   for (size_t il = 0; il < k_bufs_.size(); ++il) {
-    for (int64_t c : cells) {
-      KILN_TRY(k_bufs_[il]->read(static_cast<size_t>(c) * rk, out.data() + at, rk));
-      at += rk;
-    }
-    for (int64_t c : cells) {
-      KILN_TRY(v_bufs_[il]->read(static_cast<size_t>(c) * rv, out.data() + at, rv));
-      at += rv;
+    for (const auto& [buf, row] : {std::pair{k_bufs_[il].get(), rk}, std::pair{v_bufs_[il].get(), rv}}) {
+      KILN_TRY(for_each_cell_run(cells, row, [&](int64_t c, size_t n, size_t off) {
+        return buf->read(static_cast<size_t>(c) * row, out.data() + at + off, n * row);
+      }));
+      at += cells.size() * row;
     }
   }
   return ok_status();
@@ -350,13 +367,11 @@ Status KvCache::write_cells(std::span<const int64_t> cells, std::span<const uint
   const size_t rk = row_size(type_k_, n_embd_k_), rv = row_size(type_v_, n_embd_v_);
   size_t at = 0;
   for (size_t il = 0; il < k_bufs_.size(); ++il) {
-    for (int64_t c : cells) {
-      KILN_TRY(k_bufs_[il]->write(static_cast<size_t>(c) * rk, bytes.data() + at, rk));
-      at += rk;
-    }
-    for (int64_t c : cells) {
-      KILN_TRY(v_bufs_[il]->write(static_cast<size_t>(c) * rv, bytes.data() + at, rv));
-      at += rv;
+    for (const auto& [buf, row] : {std::pair{k_bufs_[il].get(), rk}, std::pair{v_bufs_[il].get(), rv}}) {
+      KILN_TRY(for_each_cell_run(cells, row, [&](int64_t c, size_t n, size_t off) {
+        return buf->write(static_cast<size_t>(c) * row, bytes.data() + at + off, n * row);
+      }));
+      at += cells.size() * row;
     }
   }
   return ok_status();

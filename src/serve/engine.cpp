@@ -196,12 +196,21 @@ void Generation::finish(StopType type, std::string error) {
   notifier_->notify();
 }
 
-Engine::Engine(Context& ctx, int32_t n_slots, int32_t queue_limit, Speculator* speculator)
+int32_t n_ctx_per_slot(int64_t n_ctx, const EngineOptions& o) {
+  int64_t n = o.kv_unified ? n_ctx : n_ctx / o.n_slots;
+  if (o.kv_unified_per_slot > 0) n = std::min<int64_t>(n, o.kv_unified_per_slot);
+  return static_cast<int32_t>(n);
+}
+
+Engine::Engine(Context& ctx, const EngineOptions& options, Speculator* speculator)
     : ctx_(ctx),
       speculator_(speculator),
-      n_ctx_slot_(static_cast<int32_t>(ctx.n_ctx() / n_slots)),
-      queue_limit_(queue_limit) {
+      kv_unified_(options.kv_unified),
+      n_ctx_slot_(n_ctx_per_slot(ctx.n_ctx(), options)),
+      queue_limit_(options.queue_limit) {
+  const int32_t n_slots = options.n_slots;
   KILN_ASSERT(n_slots >= 1 && n_slots <= kMaxSequences, "Engine: slot count out of range");
+  KILN_ASSERT(options.queue_limit >= 0, "Engine: negative queue limit");
   slots_.resize(static_cast<size_t>(n_slots));
   for (int32_t i = 0; i < n_slots; ++i) {
     Slot& s = slots_[static_cast<size_t>(i)];
@@ -271,7 +280,7 @@ EngineMetrics Engine::metrics() const {
 void Engine::publish() {
   info_.clear();
   for (const Slot& s : slots_) {
-    SlotInfo i{s.id, s.gen != nullptr, static_cast<int32_t>(s.cache.size()), 0, -1, 0};
+    SlotInfo i{s.id, s.gen != nullptr, s.parked.has_value(), static_cast<int32_t>(s.cache.size()), 0, -1, 0};
     if (s.gen) {
       i.n_prompt = s.gen->n_prompt();
       i.n_predict = s.gen->request_.max_tokens;
@@ -323,10 +332,13 @@ bool Engine::has_work() const {
       std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.gen == nullptr; });
   for (const auto& g : queue_)
     if (free_slot || g->cancelled()) return true;
-  // A slot works unless its generation is paused for its client (and not cancelled), or its
-  // token is being sampled aside.
+  // The earliest parked generation resumes when the pool has room for it (make_room()).
+  if (const int i = earliest_parked(); i >= 0 && can_resume(slots_[static_cast<size_t>(i)])) return true;
+  // A slot works unless its generation is paused for its client (and not cancelled), its token
+  // is being sampled aside, or it is parked (until cancelled).
   return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) {
     if (s.aside.result.valid()) return s.aside.ready() || s.gen->cancelled();
+    if (s.parked) return s.gen->cancelled();
     return s.gen && (s.pending < 0 || s.gen->cancelled() || !s.gen->backlogged());
   });
 }
@@ -361,6 +373,7 @@ void Engine::assign(std::shared_ptr<Generation> gen) {
   best->n_prompt_done = best_common;
   best->pending = -1;
   best->drafter_begun = false;
+  best->admitted = ++n_admitted_;
   // The draft model and the n-gram sources read token ids: a prompt with images does not draft.
   gen->speculative_ = speculator_ != nullptr && images.empty();
   gen->n_cached_ = static_cast<int32_t>(best_common);
@@ -379,6 +392,146 @@ void Engine::release(Slot& s, StopType type, std::string error) {
   s.gen.reset();
   s.pending = -1;
   s.batch_index = -1;
+  s.last_used = ++n_released_;
+  if (s.parked) {  // its cells were out of the cache: nothing of it stays cached
+    s.parked.reset();
+    s.cache.clear();
+    s.images.clear();
+  }
+}
+
+int64_t Engine::free_cells() const { return ctx_.n_ctx() - ctx_.kv().n_used(); }
+
+int64_t Engine::idle_cells() const {
+  int64_t n = 0;
+  for (const Slot& s : slots_)
+    if (!s.gen) n += static_cast<int64_t>(s.cache.size());
+  return n;
+}
+
+int64_t Engine::least_demand(const Slot* also) const {
+  auto runs = [&](const Slot& s) { return s.gen && (!s.parked || &s == also) && !s.aside.result.valid(); };
+  // A prompt that reached an image decodes it whole, alone in its step (add_image takes the first).
+  for (const Slot& s : slots_) {
+    if (!runs(s) || s.pending >= 0) continue;
+    const auto& prompt = s.gen->request_.prompt;
+    if (s.n_prompt_done < prompt.size() && prompt[s.n_prompt_done] == kMediaToken)
+      return image_at(s.gen->request_.images, s.n_prompt_done)->embd->n_tokens;
+  }
+  // One cell per generating slot, and the first reading slot's next chunk whole (a prompt's chunks
+  // are then cut as they would be with room: the same batches, the same bits).
+  int64_t n = 0;
+  size_t chunk = 0;
+  for (const Slot& s : slots_) {
+    if (!runs(s)) continue;
+    if (s.pending >= 0)
+      n += s.gen->backlogged() ? 0 : 1;
+    else if (chunk == 0)
+      chunk = text_run(s, kPromptChunk);
+  }
+  return n + static_cast<int64_t>(chunk);
+}
+
+size_t Engine::text_run(const Slot& s, size_t limit) const {
+  const auto& prompt = s.gen->request_.prompt;
+  const size_t n = std::min(limit, prompt.size() - s.n_prompt_done);
+  for (size_t j = 0; j < n; ++j)
+    if (prompt[s.n_prompt_done + j] == kMediaToken) return j;
+  return n;
+}
+
+bool Engine::can_resume(const Slot& s) const {
+  const bool others_run =
+      std::any_of(slots_.begin(), slots_.end(), [](const Slot& o) { return o.gen && !o.parked; });
+  const int64_t need = s.parked->size() + least_demand(&s) + (others_run ? kResumeHeadroom : 0);
+  return free_cells() + idle_cells() >= need;
+}
+
+void Engine::forget_draft_cells(Slot& s) {
+  if (!s.drafter) return;
+  s.drafter = speculator_->drafter(s.id);
+  s.drafter_begun = false;
+}
+
+void Engine::clear_idle_cache(Slot& s) {
+  ctx_.seq_rm(s.id, 0, -1);
+  s.cache.clear();
+  s.images.clear();
+  forget_draft_cells(s);
+  std::lock_guard lock(mutex_);
+  ++metrics_.idle_caches_cleared;
+}
+
+void Engine::park(Slot& s) {
+  auto cells = ctx_.copy_sequence_cells(s.id);
+  if (!cells.ok()) {
+    ctx_.seq_rm(s.id, 0, -1);
+    s.cache.clear();
+    s.images.clear();
+    std::lock_guard lock(mutex_);
+    return release(s, StopType::None, "parking the generation for room in the KV cache: " + cells.error().message);
+  }
+  ctx_.seq_rm(s.id, 0, -1);
+  s.parked = std::move(*cells);
+  forget_draft_cells(s);
+  std::lock_guard lock(mutex_);
+  ++metrics_.generations_parked;
+}
+
+void Engine::resume(Slot& s) {
+  const Status st = ctx_.put_sequence_cells(s.id, *s.parked);
+  s.parked.reset();
+  if (st.ok()) return;
+  ctx_.seq_rm(s.id, 0, -1);
+  s.cache.clear();
+  s.images.clear();
+  std::lock_guard lock(mutex_);
+  release(s, StopType::None, "resuming the generation: " + st.error().message);
+}
+
+int Engine::earliest_parked() const {
+  int first = -1;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].parked && (first < 0 || slots_[i].admitted < slots_[static_cast<size_t>(first)].admitted))
+      first = static_cast<int>(i);
+  return first;
+}
+
+void Engine::make_room() {
+  // The slot whose cached prompt was used least recently among the idle ones that hold cells.
+  auto lru_idle = [&]() -> Slot* {
+    Slot* best = nullptr;
+    for (Slot& s : slots_)
+      if (!s.gen && !s.cache.empty() && (!best || s.last_used < best->last_used)) best = &s;
+    return best;
+  };
+  // The earliest parked generation comes back when it fits; one a step, so that prompts resumed
+  // together do not share a batch they would not have shared with room.
+  if (const int i = earliest_parked(); i >= 0 && can_resume(slots_[static_cast<size_t>(i)])) {
+    Slot& next = slots_[static_cast<size_t>(i)];
+    const int64_t need = next.parked->size() + least_demand(&next);
+    for (Slot* idle = lru_idle(); idle && free_cells() < need; idle = lru_idle()) clear_idle_cache(*idle);
+    resume(next);
+  }
+  // The step's least progress must fit: idle caches go first, then the latest admitted
+  // generations are parked, as long as another one runs.
+  while (free_cells() < least_demand(nullptr)) {
+    if (Slot* idle = lru_idle()) {
+      clear_idle_cache(*idle);
+      continue;
+    }
+    Slot* latest = nullptr;
+    int running = 0;
+    for (Slot& s : slots_) {
+      if (!s.gen || s.parked) continue;
+      ++running;
+      if (!s.aside.result.valid() && (!latest || s.admitted > latest->admitted)) latest = &s;
+    }
+    if (!latest || running < 2) break;
+    park(*latest);
+  }
+  std::lock_guard lock(mutex_);
+  publish();
 }
 
 bool Engine::step() {
@@ -396,6 +549,7 @@ bool Engine::step() {
       if (s.gen && s.gen->cancelled()) release(s, StopType::None, "cancelled");
     publish();
   }
+  make_room();
 
   for (Slot& s : slots_) {
     s.batch_index = -1;
@@ -412,9 +566,9 @@ bool Engine::step() {
   }
   std::vector<Slot*> generating;
   for (Slot& s : slots_)
-    if (s.gen && s.pending >= 0 && !s.gen->backlogged()) generating.push_back(&s);  // else paused
+    if (s.gen && !s.parked && s.pending >= 0 && !s.gen->backlogged()) generating.push_back(&s);  // else waits
   std::vector<std::pair<Slot*, std::string>> failed;
-  draft(generating, failed);
+  draft(generating, free_cells() - static_cast<int64_t>(generating.size()), failed);
   if (!failed.empty()) {
     std::lock_guard lock(mutex_);
     for (auto& [s, message] : failed) {
@@ -437,26 +591,21 @@ bool Engine::step() {
     batch.clear();
     worked = true;
   }
-  add_prompt_chunks(batch, chunks);
+  add_prompt_chunks(batch, chunks,
+                    std::min<int64_t>(kPromptChunk, free_cells() - static_cast<int64_t>(batch.size())));
   if (batch.size() == 0) return worked;
   decode_rows(batch, chunks, false);
   return true;
 }
 
-void Engine::add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t>>& chunks) {
-  // Prompt chunks: at most kPromptChunk prompt tokens a step, so streams keep flowing. A chunk
-  // stops before an image (decoded by a later step).
-  size_t budget = kPromptChunk;
+void Engine::add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t>>& chunks, int64_t cells) {
+  // Prompt chunks: at most kPromptChunk prompt tokens a step, so streams keep flowing (and no more
+  // than the free cells). A chunk stops before an image (decoded by a later step).
+  size_t budget = static_cast<size_t>(std::max<int64_t>(cells, 0));
   for (Slot& s : slots_) {
-    if (!s.gen || s.pending >= 0 || s.aside.result.valid() || budget == 0) continue;
+    if (!s.gen || s.parked || s.pending >= 0 || s.aside.result.valid() || budget == 0) continue;
     const auto& prompt = s.gen->request_.prompt;
-    size_t n = std::min(budget, prompt.size() - s.n_prompt_done);
-    for (size_t j = 0; j < n; ++j) {
-      if (prompt[s.n_prompt_done + j] == kMediaToken) {
-        n = j;
-        break;
-      }
-    }
+    const size_t n = text_run(s, budget);
     for (size_t j = 0; j < n; ++j) {
       const size_t i = s.n_prompt_done + j;
       const bool last = i + 1 == prompt.size();
@@ -624,12 +773,13 @@ void Engine::hand_over(Sampled& x, Generation::Clock::time_point now) {
 
 Engine::Slot* Engine::add_image(Batch& batch) {
   for (Slot& s : slots_) {
-    if (!s.gen || s.pending >= 0 || s.aside.result.valid()) continue;
+    if (!s.gen || s.parked || s.pending >= 0 || s.aside.result.valid()) continue;
     const auto& prompt = s.gen->request_.prompt;
     if (s.n_prompt_done >= prompt.size() || prompt[s.n_prompt_done] != kMediaToken) continue;
     const PromptImage* im = image_at(s.gen->request_.images, s.n_prompt_done);
     KILN_ASSERT(im != nullptr, "Engine: a media position without its image");
     const ImageEmbeddings& e = *im->embd;
+    if (e.n_tokens > free_cells()) return nullptr;  // make_room() could not fit it this step
     batch.causal = !e.non_causal;
     for (int64_t t = 0; t < e.n_tokens; ++t) {
       const size_t i = s.n_prompt_done + static_cast<size_t>(t);
@@ -642,7 +792,8 @@ Engine::Slot* Engine::add_image(Batch& batch) {
   return nullptr;
 }
 
-void Engine::draft(const std::vector<Slot*>& generating, std::vector<std::pair<Slot*, std::string>>& failed) {
+void Engine::draft(const std::vector<Slot*>& generating, int64_t spare,
+                   std::vector<std::pair<Slot*, std::string>>& failed) {
   if (!speculator_ || generating.empty()) return;
   // Every generating slot's rows fit one decode() call.
   const int64_t rows_per_slot = ctx_.n_batch() / static_cast<int64_t>(generating.size());
@@ -665,8 +816,8 @@ void Engine::draft(const std::vector<Slot*>& generating, std::vector<std::pair<S
       }
     }
     const int64_t budget = std::min<int64_t>(
-        n_draft_budget(n_ctx_slot_, static_cast<int64_t>(s->cache.size()), g.request_.max_tokens, g.n_generated_),
-        rows_per_slot - 1);
+        {n_draft_budget(n_ctx_slot_, static_cast<int64_t>(s->cache.size()), g.request_.max_tokens, g.n_generated_),
+         rows_per_slot - 1, spare});
     auto d = s->drafter->propose(s->cache, s->pending, static_cast<int32_t>(budget));
     if (!d.ok()) {
       s->drafter = speculator_->drafter(s->id);
@@ -674,6 +825,7 @@ void Engine::draft(const std::vector<Slot*>& generating, std::vector<std::pair<S
       continue;
     }
     s->draft = std::move(*d);
+    spare -= static_cast<int64_t>(s->draft.size());
   }
 }
 

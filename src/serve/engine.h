@@ -24,6 +24,22 @@
 // gives, whatever else the step holds), and prompt chunks in a second batch of the step, in the
 // batch kernels' order. A generation with images never drafts.
 //
+// One KV pool (EngineOptions::kv_unified, llama-server's -kvu): every slot may grow to
+// n_ctx_slot() cells of the shared cache, so the slots together may ask for more cells than it
+// has. Before each step the engine makes room for the step's least progress (one cell per
+// generating slot and the next prompt chunk whole, or the whole image a prompt has reached): first it
+// clears idle slots' cached prompts, least recently used first; then it parks the most recently
+// admitted running generation (often a request that just arrived, before its prompt took any
+// cells): its cells are copied to host memory (Context::copy_sequence_cells:
+// a few milliseconds, where recomputing them would take a prompt's time) and dropped from the
+// cache, and it waits, keeping its slot, its sampler and its pending token. A parked generation
+// resumes, earliest admitted first and one per step, when the pool has room for its cells, the step's needs and
+// kResumeHeadroom more (no headroom when nothing else runs); its cells come back bit for bit, in
+// whatever free cells there are, so its tokens are those of a run that was never parked.
+// Drafts and prompt chunks take only the cells left after the generating slots' tokens. A
+// request never fails for want of room: one running generation always fits (a slot stops at
+// n_ctx_slot() <= the pool's size).
+//
 // Backpressure: a generation whose client has not taken kMaxUntakenTokens of its tokens is
 // paused (its slot keeps its place; the others go on) until the client takes them or cancels it.
 // A client that stops reading thus holds a bounded amount of output, never a whole stream.
@@ -72,6 +88,9 @@ namespace kiln::serve {
 inline constexpr size_t kPromptChunk = 512;
 // Tokens a generation may hold for its client before the engine pauses it (see above).
 inline constexpr size_t kMaxUntakenTokens = 64;
+// Free cells beyond its own cells and the step's needs that a parked generation waits for while
+// others run, so that it is not parked again a few steps later.
+inline constexpr int64_t kResumeHeadroom = 64;
 // How long a step waits for the tokens sampled aside (grammars) before it goes on without them.
 inline constexpr std::chrono::milliseconds kAsideWait{20};
 
@@ -236,6 +255,7 @@ class Generation {
 struct SlotInfo {
   int32_t id = 0;
   bool processing = false;
+  bool parked = false;     // its generation waits for room in the pool (its cells in host memory)
   int32_t n_cached = 0;    // tokens of this slot in the KV cache
   int32_t n_prompt = 0;    // the running request's prompt tokens (0 when idle)
   int32_t n_predict = -1;  // its max_tokens (-1: no limit)
@@ -259,19 +279,37 @@ struct EngineMetrics {
   uint64_t draft_tokens = 0;        // speculative decoding: tokens drafted
   uint64_t draft_accepted = 0;      // draft tokens the target accepted
   uint64_t drafts = 0;              // verifications of a non-empty draft
+  uint64_t generations_parked = 0;  // one KV pool: generations parked for want of room
+  uint64_t idle_caches_cleared = 0; // one KV pool: idle slots' cached prompts dropped for room
 };
+
+// How the engine's slots share the context's KV cache (llama-server's -np, -kvu/-no-kvu,
+// --kv-unified-per-slot).
+struct EngineOptions {
+  int32_t n_slots = 1;      // [1, kMaxSequences]
+  int32_t queue_limit = 0;  // requests that may wait for a slot (>= 0)
+  // true: one pool, each slot may use up to the whole cache; false: each slot gets n_ctx / n_slots.
+  bool kv_unified = false;
+  int32_t kv_unified_per_slot = 0;  // > 0: a slot's context is at most this many tokens
+};
+
+// Tokens one slot of an engine with `options` may hold in a cache of n_ctx cells: the whole
+// cache when unified, else its share; at most kv_unified_per_slot when set.
+int32_t n_ctx_per_slot(int64_t n_ctx, const EngineOptions& options);
 
 class Engine {
  public:
-  // `ctx` (and `speculator`, null: no speculative decoding) must outlive the Engine; n_slots in
-  // [1, kMaxSequences]; queue_limit >= 0. The speculator must belong to ctx's model.
-  Engine(Context& ctx, int32_t n_slots, int32_t queue_limit, Speculator* speculator = nullptr);
+  // `ctx` (and `speculator`, null: no speculative decoding) must outlive the Engine. The
+  // speculator must belong to ctx's model.
+  Engine(Context& ctx, const EngineOptions& options, Speculator* speculator = nullptr);
   ~Engine();  // stops the thread, ending every generation with an error
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   // Tokens one slot may hold (prompt + generated).
   int32_t n_ctx_slot() const { return n_ctx_slot_; }
+  int32_t n_slots() const { return static_cast<int32_t>(slots_.size()); }
+  bool kv_unified() const { return kv_unified_; }
   const Model& model() const { return ctx_.model(); }
   int32_t n_vocab() const { return static_cast<int32_t>(ctx_.n_vocab()); }
   // Queues a request; an Error when the queue is full or the engine stopped. `notifier`: shared
@@ -315,8 +353,29 @@ class Engine {
     std::vector<int32_t> draft;                // drafted this step, verified after `pending`
     bool drafter_begun = false;                // drafter->begin() ran for the generation
     Aside aside;                               // its token sampled aside (result valid: in progress or ready)
+    uint64_t admitted = 0;   // order in which generations took their slots (assign())
+    uint64_t last_used = 0;  // order in which slots last ended a generation (release())
+    // Parked for want of room (make_room()): its cells, out of the cache. `cache` still lists
+    // their tokens.
+    std::optional<SequenceCells> parked;
   };
   void loop();
+  // One KV pool: makes room for the step's least progress, resuming, clearing and parking as the
+  // header says. Engine thread.
+  void make_room();
+  // Cells the next step needs at least (see above) with the running slots and `also`, when given.
+  int64_t least_demand(const Slot* also) const;
+  // Prompt tokens of `s` up to its next image or its end, at most `limit`.
+  size_t text_run(const Slot& s, size_t limit) const;
+  int64_t free_cells() const;
+  int64_t idle_cells() const;  // held by idle slots' cached prompts
+  int earliest_parked() const;  // the index of the parked slot admitted first, or -1
+  // Whether the parked slot `s` fits the pool now (clearing idle caches if need be).
+  bool can_resume(const Slot& s) const;
+  void clear_idle_cache(Slot& s);   // drops an idle slot's cached prompt from the cache
+  void park(Slot& s);
+  void resume(Slot& s);
+  void forget_draft_cells(Slot& s);  // the draft model's cells of the slot (rebuilt by begin())
   void assign(std::shared_ptr<Generation> gen);                          // under mutex_
   bool step();                                                           // false: nothing to do
   // Adds to `batch` (empty) the next image of the first slot whose prompt continues with one
@@ -328,10 +387,12 @@ class Engine {
   void on_token(Slot& s, int32_t token, std::span<const float> logits, size_t n_before);
   // Drafts (Slot::draft) for each of `generating`, the slots that decode their sampled token this
   // step. A slot whose draft model failed goes to `failed` with the message.
-  void draft(const std::vector<Slot*>& generating, std::vector<std::pair<Slot*, std::string>>& failed);
-  // Prompt tokens of the slots still reading their prompt, at most kPromptChunk, into `batch`
+  // The drafts take at most `spare` cells together.
+  void draft(const std::vector<Slot*>& generating, int64_t spare,
+             std::vector<std::pair<Slot*, std::string>>& failed);
+  // Prompt tokens of the slots still reading their prompt, at most `budget`, into `batch`
   // (setting batch_index where a prompt ends); `chunks` gets each slot and its count.
-  void add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t>>& chunks);
+  void add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t>>& chunks, int64_t budget);
   // Decodes `batch` and hands over its results: the cache grows by `chunks` and the decoded
   // sampled tokens, every slot with a batch_index samples (or verifies its draft) from its rows
   // and its batch_index is reset. A failed decode ends every generation.
@@ -354,7 +415,9 @@ class Engine {
 
   Context& ctx_;
   Speculator* speculator_;  // null: no speculative decoding
+  bool kv_unified_;
   int32_t n_ctx_slot_;
+  uint64_t n_admitted_ = 0, n_released_ = 0;  // engine thread: counters behind admitted, last_used
   int32_t queue_limit_;
   std::vector<Slot> slots_;  // engine thread (and assign() under mutex_)
   std::shared_ptr<EngineSignal> signal_ = std::make_shared<EngineSignal>();

@@ -24,7 +24,8 @@ struct PresetValue {
 using Section = std::vector<std::pair<std::string, PresetValue>>;  // key, value in file order
 
 const char* const kHonoured =
-    "model (m), ctx-size (c), parallel (np), load-on-startup, sleep-idle-seconds, pin";
+    "model (m), ctx-size (c), parallel (np), kv-unified (kvu), kv-unified-per-slot, load-on-startup, "
+    "sleep-idle-seconds, pin";
 
 // The preset key's canonical name; empty for a key kiln does not honour.
 std::string canonical_key(const std::string& key) {
@@ -32,6 +33,8 @@ std::string canonical_key(const std::string& key) {
       {"model", "model"},         {"m", "model"},           {"LLAMA_ARG_MODEL", "model"},
       {"ctx-size", "ctx-size"},   {"c", "ctx-size"},        {"LLAMA_ARG_CTX_SIZE", "ctx-size"},
       {"parallel", "parallel"},   {"np", "parallel"},       {"LLAMA_ARG_N_PARALLEL", "parallel"},
+      {"kv-unified", "kv-unified"}, {"kvu", "kv-unified"},  {"LLAMA_ARG_KV_UNIFIED", "kv-unified"},
+      {"kv-unified-per-slot", "kv-unified-per-slot"},       {"LLAMA_ARG_KV_UNIFIED_PER_SLOT", "kv-unified-per-slot"},
       {"load-on-startup", "load-on-startup"},               {"sleep-idle-seconds", "sleep-idle-seconds"},
       {"pin", "pin"}};
   auto it = names.find(key);
@@ -60,8 +63,14 @@ Status apply_key(const std::string& key, const std::string& value, ModelSpec& sp
     KILN_ASSIGN_OR_RETURN(int64_t n, to_integer(value, 0, int64_t{1} << 31));
     spec.n_ctx = n == 0 ? ContextOptions::kTrainingContext : n;  // llama.cpp's -c 0
   } else if (key == "parallel") {
-    KILN_ASSIGN_OR_RETURN(int64_t n, to_integer(value, 1, kMaxSequences));
-    spec.n_parallel = static_cast<int32_t>(n);
+    KILN_ASSIGN_OR_RETURN(int64_t n, to_integer(value, -1, kMaxSequences));
+    if (n == 0) return make_error("0 is not a slot count (-1: auto)");
+    spec.n_parallel = static_cast<int32_t>(n);  // -1: ServerOptions::kParallelAuto
+  } else if (key == "kv-unified") {
+    KILN_ASSIGN_OR_RETURN(spec.kv_unified, to_bool(value));
+  } else if (key == "kv-unified-per-slot") {
+    KILN_ASSIGN_OR_RETURN(int64_t n, to_integer(value, 1, int64_t{1} << 31));
+    spec.kv_unified_per_slot = static_cast<int32_t>(n);
   } else if (key == "load-on-startup") {
     KILN_ASSIGN_OR_RETURN(spec.load_on_startup, to_bool(value));
   } else if (key == "sleep-idle-seconds") {

@@ -46,6 +46,8 @@ ServerOptions model_options(const ServerOptions& base, const ModelSpec& spec) {
   o.models.clear();
   if (spec.n_ctx) o.context.n_ctx = *spec.n_ctx;
   if (spec.n_parallel) o.n_parallel = *spec.n_parallel;
+  if (spec.kv_unified) o.kv_unified = *spec.kv_unified;
+  if (spec.kv_unified_per_slot) o.kv_unified_per_slot = *spec.kv_unified_per_slot;
   return o;
 }
 
@@ -222,7 +224,7 @@ std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& 
       built = pin.error();
   }
   std::shared_ptr<const ModelInfo> info;
-  if (built.ok()) info = describe(**built, e.options.n_parallel);
+  if (built.ok()) info = describe(**built);
   lock.lock();
   if (built.ok() && !stopping_) {
     e.st = std::move(*built);

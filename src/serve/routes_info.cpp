@@ -9,7 +9,8 @@
 // engine started; llama-server resets its throughput buckets at each scrape), kv_cache_usage_ratio,
 // kv_cache_tokens, requests_processing, requests_deferred (gauges); spec_decode_num_draft_tokens_total,
 // spec_decode_num_accepted_tokens_total, spec_decode_num_drafts_total (speculative decoding); plus
-// kiln:requests_total and kiln:requests_rejected_total (503 because the queue was full), and the
+// kiln:requests_total, kiln:requests_rejected_total (503 because the queue was full),
+// kiln:generations_parked_total and kiln:idle_caches_cleared_total (a full KV pool), and the
 // memory breakdown as gauges (kiln:memory_device_bytes{device,what} and
 // kiln:memory_owner_bytes{device,owner,kind}, the figures of /v1/memory); with --arbiter,
 // kiln:arbiter_holding (gauge) and kiln:arbiter_yields_total. The counters belong to
@@ -97,6 +98,11 @@ std::string metrics_text(const EngineMetrics& m) {
         static_cast<double>(m.requests_total));
   e.add("kiln:requests_rejected_total", "counter", "Generation requests refused with 503 (queue full).",
         static_cast<double>(m.requests_rejected));
+  e.add("kiln:generations_parked_total", "counter",
+        "Generations parked (cells copied to host memory) for want of room in the KV pool.",
+        static_cast<double>(m.generations_parked));
+  e.add("kiln:idle_caches_cleared_total", "counter",
+        "Idle slots' cached prompts dropped for room in the KV pool.", static_cast<double>(m.idle_caches_cleared));
   return e.str();
 }
 
@@ -186,6 +192,7 @@ void add_info_routes(http::Router& r, const RouteContext& rc) {
                    {"n_ctx", look->info->n_ctx_slot},
                    {"n_cached", s.n_cached}};
       if (s.processing) {
+        slot["parked"] = s.parked;  // kiln: waiting for room in the KV pool
         slot["n_prompt_tokens"] = s.n_prompt;
         slot["params"] = {{"n_predict", s.n_predict}};
         slot["next_token"] = {{"n_decoded", s.n_decoded}};

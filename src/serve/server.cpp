@@ -72,11 +72,32 @@ std::optional<std::string> query_value(std::string_view query, std::string_view 
   return std::nullopt;
 }
 
+// ContextOptions for `opt`: --kv-unified-per-slot sizes an unset context to slots x N.
+ContextOptions server_context_options(const ServerOptions& opt) {
+  ContextOptions co = opt.context;
+  if (opt.kv_unified_per_slot > 0 && co.n_ctx == 0)
+    co.n_ctx = static_cast<int64_t>(engine_options(opt).n_slots) * opt.kv_unified_per_slot;
+  return co;
+}
+
 }  // namespace
+
+EngineOptions engine_options(const ServerOptions& opt) {
+  const bool auto_slots = opt.n_parallel == ServerOptions::kParallelAuto;
+  return {.n_slots = auto_slots ? 4 : opt.n_parallel,
+          .queue_limit = opt.queue_limit,
+          .kv_unified = opt.kv_unified.value_or(auto_slots),
+          .kv_unified_per_slot = opt.kv_unified_per_slot};
+}
+
+int64_t server_context_size(const ServerOptions& opt, const HParams& hparams) {
+  return context_size(server_context_options(opt), hparams);
+}
 
 Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::shared_ptr<const Model> model,
                                                  std::shared_ptr<DeviceRegistry> devices) {
-  if (opt.n_parallel < 1 || opt.n_parallel > kMaxSequences)
+  const EngineOptions slots = engine_options(opt);
+  if (slots.n_slots < 1 || slots.n_slots > kMaxSequences)
     return make_error("serve: --parallel ", opt.n_parallel, " is outside 1..", kMaxSequences);
   auto st = std::make_shared<ServerState>();
   st->model = model;
@@ -99,7 +120,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device, weights));
   if (shared) st->backend = st->devices->new_backend(*device);
   Backend& backend = st->backend ? *st->backend : st->devices->backend(*device);
-  ContextOptions co = opt.context;
+  ContextOptions co = server_context_options(opt);
   co.arena = &st->devices->arena(*device);  // every model of the device takes turns in it
   st->media_path = opt.media_path;
   st->max_media_bytes = opt.max_body;
@@ -115,8 +136,8 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
                          st->vision, backend,
                          {.flash_attention = co.flash_attention, .arena = co.arena, .weights = weights}));
   }
-  if (st->ctx->n_ctx() / opt.n_parallel < 2)
-    return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", opt.n_parallel,
+  if (n_ctx_per_slot(st->ctx->n_ctx(), slots) < 2)
+    return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", slots.n_slots,
                       " slots");
   if (opt.speculative.enabled() || !opt.draft_model.empty()) {  // Speculator::create checks the pair
     std::shared_ptr<const Model> draft;
@@ -131,7 +152,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
     if (!spec.ok()) return make_error("serve: ", spec.error().message);
     st->speculator = std::move(*spec);
   }
-  st->engine = std::make_unique<Engine>(*st->ctx, opt.n_parallel, opt.queue_limit, st->speculator.get());
+  st->engine = std::make_unique<Engine>(*st->ctx, slots, st->speculator.get());
   return st;
 }
 
@@ -157,7 +178,7 @@ Status evict_memory(ServerState& st) {
   return ok_status();
 }
 
-std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots) {
+std::shared_ptr<const ModelInfo> describe(const ServerState& st) {
   auto info = std::make_shared<ModelInfo>();
   info->name = st.name;
   info->path = st.model->path();
@@ -165,7 +186,7 @@ std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots
   info->bos_text = st.bos_text;
   info->eos_text = st.eos_text;
   info->n_ctx = st.ctx->n_ctx();
-  info->n_slots = n_slots;
+  info->n_slots = st.engine->n_slots();
   info->n_ctx_slot = st.engine->n_ctx_slot();
   info->vision = st.vision != nullptr;
   // The defaults are what the completion routes make of a request that sets nothing.
@@ -358,7 +379,8 @@ Result<int> Server::listen(const std::string& host, int port) {
   // and a few for the other routes.
   // With many models, every model's slots.
   const size_t n_models = std::max<size_t>(1, opt_.models.size());
-  o.max_workers = static_cast<size_t>(opt_.n_parallel) * n_models + static_cast<size_t>(opt_.queue_limit + 8);
+  o.max_workers =
+      static_cast<size_t>(engine_options(opt_).n_slots) * n_models + static_cast<size_t>(opt_.queue_limit + 8);
   o.error_response = [](int status, std::string_view message) {
     return error_response({status, std::string(message)});
   };
@@ -404,7 +426,7 @@ Status Server::attach(std::shared_ptr<const Model> model) {
   KILN_TRY(open_arbiter([this] { return yield_device(); }));
   KILN_ASSIGN_OR_RETURN(Arbiter::Use use, use_device());  // the model loads while this process holds the device
   KILN_ASSIGN_OR_RETURN(auto st, build_state(opt_, std::move(model), nullptr));
-  auto info = describe(*st, opt_.n_parallel);
+  auto info = describe(*st);
   {
     std::lock_guard lock(mutex_);
     state_ = std::move(st);

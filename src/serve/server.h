@@ -62,6 +62,7 @@
 #include "llm/model.h"
 #include "llm/speculative/options.h"
 #include "runtime/arbiter.h"
+#include "serve/engine.h"
 #include "serve/memory_gate.h"
 #include "text/grammar/work_budget.h"
 
@@ -82,13 +83,23 @@ struct ModelSpec {
   std::string path;                 // its GGUF file
   std::optional<int64_t> n_ctx;     // KV cells (ContextOptions::n_ctx); none: the server's
   std::optional<int32_t> n_parallel;  // slots; none: the server's (--parallel)
+  std::optional<bool> kv_unified;     // none: the server's (-kvu / -no-kvu)
+  std::optional<int32_t> kv_unified_per_slot;  // none: the server's (--kv-unified-per-slot)
   bool pin = false;                 // never evicted while loaded (nor the device's compute arena)
   bool load_on_startup = false;     // loaded when the server starts
   int32_t sleep_idle_seconds = 0;   // > 0: evicted (sleeping) after this many idle seconds
 };
 
 struct ServerOptions {
-  int32_t n_parallel = 4;            // slots
+  // Slots (-np); kParallelAuto: 4 slots over one unified KV pool, llama-server's default.
+  static constexpr int32_t kParallelAuto = -1;
+  int32_t n_parallel = 4;
+  // -kvu / -no-kvu: one KV pool every slot may fill (EngineOptions::kv_unified); unset: unified
+  // exactly when n_parallel is kParallelAuto.
+  std::optional<bool> kv_unified;
+  // --kv-unified-per-slot N: a slot's context is at most N tokens; with context.n_ctx unset (0),
+  // the cache has slots x N cells.
+  int32_t kv_unified_per_slot = 0;
   int32_t queue_limit = 64;          // requests waiting for a slot before 503
   std::string api_key;               // empty: no authentication
   std::string chat_template_source;  // empty: the model's tokenizer.chat_template, else ChatML
@@ -160,6 +171,13 @@ struct ServerOptions {
   // quiet.
   std::function<void(const std::string&)> log;
 };
+
+// The engine's slots and pool for `opt`, resolved as llama-server resolves -np, -kvu/-no-kvu
+// and --kv-unified-per-slot.
+EngineOptions engine_options(const ServerOptions& opt);
+// The KV cells of a server's context for `opt` and a model of `hparams` (ContextOptions::n_ctx
+// resolved, --kv-unified-per-slot's pool included).
+int64_t server_context_size(const ServerOptions& opt, const HParams& hparams);
 
 // A use of `arbiter`'s token for a request that may wait for it until `deadline`; an empty use
 // without an arbiter; an Error naming the device and --residency-timeout when the deadline passes.

@@ -82,7 +82,7 @@ struct ModelInfo {
 Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::shared_ptr<const Model> model,
                                                  std::shared_ptr<DeviceRegistry> devices);
 // What the routes keep of a built state (ModelInfo), for a server of `n_slots` slots.
-std::shared_ptr<const ModelInfo> describe(const ServerState& st, int32_t n_slots);
+std::shared_ptr<const ModelInfo> describe(const ServerState& st);
 
 // No generation holds a slot of `st`'s engine or waits for one (a stream keeps generating after
 // its handler returned). Any thread.

@@ -215,6 +215,38 @@ TEST_F(ContextTest, SavedSequenceRestoresBitExact) {
   }
 }
 
+// A sequence parked in host memory (the server's full KV pool) and put back into cells elsewhere,
+// around another sequence's, continues with the logits it would have had; a cache without room
+// for it says so and keeps serving.
+TEST_F(ContextTest, SequenceCellsCopiedOutAndBackAreBitExact) {
+  for (DType kv : {DType::F32, DType::F16}) {
+    auto c = make(32, kv);
+    ASSERT_TRUE(c);
+    auto toks = prompt();
+    const int32_t tail = toks.back();
+    toks.pop_back();
+    const auto n = static_cast<int32_t>(toks.size());
+    decode_seq(*c, toks, 0, 1);
+    auto cells = c->copy_sequence_cells(1);
+    ASSERT_TRUE(cells.ok()) << cells.error().message;
+    ASSERT_EQ(cells->size(), n);
+    const auto expect = decode_seq(*c, {tail}, n, 1);
+    c->seq_rm(1, -1, -1);
+
+    decode_seq(*c, {5, 6, 7}, 0, 4);  // another sequence takes the front cells
+    ASSERT_TRUE(c->put_sequence_cells(1, *cells).ok());
+    EXPECT_EQ(c->seq_pos_max(1), n - 1);
+    EXPECT_EQ(decode_seq(*c, {tail}, n, 1), expect) << "kv " << dtype_name(kv);
+
+    // No room: an error that says so; the other sequence is untouched.
+    decode_seq(*c, std::vector<int32_t>(static_cast<size_t>(32 - 3 - n - 1), 9), 3, 4);
+    const Status full = c->put_sequence_cells(2, *cells);
+    ASSERT_FALSE(full.ok());
+    EXPECT_NE(full.error().message.find("full"), std::string::npos) << full.error().message;
+    EXPECT_EQ(c->seq_pos_max(4), 32 - n - 2);
+  }
+}
+
 // A stream decoding token after token builds one graph per KvCache::kPadCells cells and reuses
 // its plan in between; every step's logits are those of a context that builds every step.
 TEST_F(ContextTest, StepsOfOneShapeReuseOnePlanWithTheSameLogits) {

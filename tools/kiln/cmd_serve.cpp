@@ -90,7 +90,9 @@ int run_serve(int argc, char** argv) {
   ModelFlags mf;
   SpeculativeFlags spf;
   std::string host = "127.0.0.1", api_key, template_file, pooling, mmproj, media_path;
-  int32_t port = 8080, parallel = 4, queue = 64, sleep_idle = 0, timeout = 3600;
+  int32_t port = 8080, parallel = serve::ServerOptions::kParallelAuto, queue = 64, sleep_idle = 0, timeout = 3600;
+  int32_t kv_unified_per_slot = 0;
+  bool kv_unified = false, no_kv_unified = false;
   std::string arbiter_dir;
   size_t max_body = size_t{16} << 20;
   bool embeddings = false, reuse_port = false;
@@ -117,8 +119,16 @@ int run_serve(int argc, char** argv) {
   p.value({"--port"}, &port, "PORT", "port to listen on, 1..65535 (default 8080; 0: any free port)",
           IntRange::between(0, 65535));
   p.value({"-np", "--parallel"}, &parallel, "N",
-          "slots: requests generated at once (default 4); they share the context",
-          IntRange::between(1, kMaxSequences));
+          "slots: requests generated at once (default -1, auto: 4 slots over one unified KV pool); an explicit N "
+          "splits the context between them unless -kvu",
+          IntRange::between(1, kMaxSequences).or_also(serve::ServerOptions::kParallelAuto));
+  p.flag({"-kvu", "--kv-unified"}, &kv_unified,
+         "one KV pool: any slot may use the whole context (default with -np auto); when the pool fills, idle "
+         "caches are dropped and the latest requests wait, their cells in host memory");
+  p.flag({"-no-kvu", "--no-kv-unified"}, &no_kv_unified, "each slot gets a fixed 1/N of the context");
+  p.value({"--kv-unified-per-slot"}, &kv_unified_per_slot, "N",
+          "a slot's context is at most N tokens; without -c the pool is sized to slots x N",
+          IntRange::at_least(1));
   p.value({"--queue"}, &queue, "N", "requests that may wait for a slot before 503 (default 64)",
           IntRange::at_least(0));
   p.value({"--api-key"}, &api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
@@ -207,6 +217,9 @@ int run_serve(int argc, char** argv) {
 
   serve::ServerOptions opt;
   opt.n_parallel = parallel;
+  if (kv_unified && no_kv_unified) return fail("serve", "-kvu and -no-kvu contradict each other", 2);
+  if (kv_unified || no_kv_unified) opt.kv_unified = kv_unified;
+  opt.kv_unified_per_slot = kv_unified_per_slot;
   opt.queue_limit = queue;
   opt.api_key = api_key;
   opt.n_threads = mf.threads;
@@ -272,12 +285,16 @@ int run_serve(int argc, char** argv) {
     // training context.
     auto model = mf.model_path.empty() ? load_default_model() : Model::load(mf.model_path);
     if (!model.ok()) return fail("serve", model.error().message);
-    warn_beyond_training_context("serve", context_size(opt.context, (*model)->hparams()) / opt.n_parallel, **model);
+    warn_beyond_training_context(
+        "serve", serve::n_ctx_per_slot(serve::server_context_size(opt, (*model)->hparams()), serve::engine_options(opt)),
+        **model);
     if (const Status st = server.attach(std::move(*model)); !st.ok()) return fail("serve", st.error().message);
     const std::string sleeps =
         sleep_idle > 0 ? ", sleeping after " + std::to_string(sleep_idle) + " s idle" : "";
     const std::string spec = opt.speculative.enabled() ? ", speculative decoding" : "";
-    std::fprintf(stderr, "kiln serve: ready: %s, %d slots%s%s%s\n", server.info()->name.c_str(), parallel,
+    const serve::EngineOptions slots = serve::engine_options(opt);
+    std::fprintf(stderr, "kiln serve: ready: %s, %d slots (%s, %d tokens each)%s%s%s\n", server.info()->name.c_str(),
+                 slots.n_slots, slots.kv_unified ? "one KV pool" : "split KV", server.info()->n_ctx_slot,
                  server.info()->vision ? ", vision (--mmproj)" : "", spec.c_str(), sleeps.c_str());
   }
   int sig = 0;
