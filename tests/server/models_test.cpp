@@ -409,20 +409,27 @@ TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
       "c = 512\n"
       "[a]\n"
       "np = 2\n"
+      "kvu = true\n"
       "pin = true\n"
       "[b]\n"
       "model = /m/b.gguf\n"
       "ctx-size = 1024\n"
+      "parallel = -1\n"
+      "LLAMA_ARG_KV_UNIFIED_PER_SLOT = 256\n"
       "load-on-startup = true\n"
       "sleep-idle-seconds = 30\n";
   ASSERT_TRUE(apply_models_preset(preset, "p.ini", models).ok());
   ASSERT_EQ(models.size(), 2u);
   EXPECT_EQ(models[0].n_ctx, 512);
   EXPECT_EQ(models[0].n_parallel, 2);
+  EXPECT_EQ(models[0].kv_unified, true);
   EXPECT_TRUE(models[0].pin);
   EXPECT_EQ(models[1].name, "b");
   EXPECT_EQ(models[1].path, "/m/b.gguf");
   EXPECT_EQ(models[1].n_ctx, 1024);
+  EXPECT_EQ(models[1].n_parallel, ServerOptions::kParallelAuto);
+  EXPECT_EQ(models[1].kv_unified, std::nullopt);
+  EXPECT_EQ(models[1].kv_unified_per_slot, 256);
   EXPECT_TRUE(models[1].load_on_startup);
   EXPECT_EQ(models[1].sleep_idle_seconds, 30);
 
