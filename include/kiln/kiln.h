@@ -15,9 +15,12 @@
  *                 device's budget; they may be evicted and restored, bit-exact);
  *   kiln_context  a KV cache of up to KILN_MAX_SEQUENCES sequences over a model, and the last
  *                 batch's logits (or embeddings);
- *   kiln_sampler  a token sampler (temperature, top-k/p, min-p, penalties, grammar, seed).
+ *   kiln_sampler  a token sampler (temperature, top-k/p, min-p, penalties, grammar, seed);
+ *   kiln_mmproj   a model's vision encoder and projector (llama.cpp's mmproj GGUF): contexts
+ *                 created with it take images in their prompts.
  * A handle must be freed after every handle made from it (contexts and samplers before their
- * model, models before their runtime); freeing in the wrong order is refused with an error.
+ * model, contexts before their mmproj, mmprojs before their model, models before their runtime);
+ * freeing in the wrong order is refused with an error.
  *
  * Strings: inputs are NUL-terminated UTF-8 unless a length is given. Outputs go to a caller's
  * buffer `buf` of `size` bytes: the text is written truncated to size - 1 bytes and NUL-terminated
@@ -48,7 +51,7 @@ extern "C" {
 
 /* The version of this header's API and ABI. kiln_api_version() returns the library's: a program
  * built against another value should refuse to run. Raised at every incompatible change. */
-#define KILN_API_VERSION 1
+#define KILN_API_VERSION 2
 
 /* Sequence ids of a context are in [0, KILN_MAX_SEQUENCES). */
 #define KILN_MAX_SEQUENCES 64
@@ -64,6 +67,7 @@ typedef struct kiln_runtime kiln_runtime;
 typedef struct kiln_model kiln_model;
 typedef struct kiln_context kiln_context;
 typedef struct kiln_sampler kiln_sampler;
+typedef struct kiln_mmproj kiln_mmproj;
 
 /* ---- errors and versions ---- */
 
@@ -245,6 +249,9 @@ typedef struct kiln_context_options {
   int64_t n_ubatch;   /* most tokens one micro-batch computes (default 512) */
   int32_t embeddings; /* non-zero: outputs are hidden states [n_embd] (kiln_get_embeddings,
                          kiln_embed), not logits */
+  kiln_mmproj* mmproj; /* NULL: text only; else the context takes images in its prompts
+                          (kiln_decode_media_prompt, kiln_generate_options.images), encoded by
+                          this mmproj, which must be the model's and outlive the context */
 } kiln_context_options;
 
 /* Fills *options with the defaults. Thread-safe. */
@@ -358,6 +365,38 @@ KILN_API kiln_status kiln_sampler_accept(kiln_sampler* sampler, int32_t token);
  * goes on. */
 KILN_API kiln_status kiln_sampler_reset(kiln_sampler* sampler);
 
+/* ---- images ---- */
+
+/* Loads llama.cpp's mmproj GGUF (a vision encoder and its projector, the types kiln runs: see
+ * the README) made for `model` into *out, which the caller owns and frees with kiln_mmproj_free;
+ * the model must outlive it. Each context created with it places the mmproj's weights on the
+ * model's device (an owner of its own there, evicted and restored as the model's). Errors: the
+ * file, a projector of another type or for a text model of another width. Thread-safe. */
+KILN_API kiln_status kiln_mmproj_load(kiln_model* model, const char* path, kiln_mmproj** out);
+
+/* Frees an mmproj. NULL is an error; so is an mmproj whose contexts are alive. */
+KILN_API kiln_status kiln_mmproj_free(kiln_mmproj* mmproj);
+
+/* An image file's bytes (PNG or JPEG, as `kiln run --image` reads), `size` bytes at `data`. */
+typedef struct kiln_image {
+  const uint8_t* data;
+  int64_t size;
+} kiln_image;
+
+/* Decodes `prompt` with `n_images` images into sequence `seq` (cleared first), as `kiln run
+ * --image` and llama-mtmd-cli do: each marker "<__media__>" in the prompt stands for the next
+ * image (a prompt without markers gets the images in front of its text); text is tokenized with
+ * BOS as the model asks (control tokens parsed when `parse_special` is non-zero); each image is
+ * encoded by the context's mmproj and fills its tokens' positions. *n_positions (may be NULL)
+ * receives the positions filled (the next token's position); *logits_index (may be NULL) the batch
+ * index of the last position's logits (kiln_get_logits, kiln_sampler_sample). The sampler's
+ * penalties do not see the prompt (kiln_generate's do). Errors: a context without an mmproj (with
+ * images), markers and images of different counts, an image that does not decode (the message
+ * says why), a prompt that fills the context. One thread at a time per context. */
+KILN_API kiln_status kiln_decode_media_prompt(kiln_context* context, const char* prompt, const kiln_image* images,
+                                              int64_t n_images, int32_t parse_special, int32_t seq,
+                                              int64_t* n_positions, int64_t* logits_index);
+
 /* ---- generation ---- */
 
 /* Called with each generated token and its text (`piece`, `piece_len` bytes, not NUL-terminated,
@@ -379,6 +418,9 @@ typedef struct kiln_generate_options {
   int32_t parse_special;    /* non-zero: control tokens written in the prompt become their ids */
   const char* const* stop;  /* n_stop texts that end the reply when the output ends with one */
   int64_t n_stop;
+  const kiln_image* images; /* n_images images for the prompt's "<__media__>" markers (see
+                               kiln_decode_media_prompt); needs a context created with an mmproj */
+  int64_t n_images;
 } kiln_generate_options;
 
 typedef struct kiln_generate_result {
@@ -387,11 +429,11 @@ typedef struct kiln_generate_result {
   kiln_stop_reason stop;
 } kiln_generate_result;
 
-/* Fills *options with the defaults (no limit, sequence 0, no stop texts). Thread-safe. */
+/* Fills *options with the defaults (no limit, sequence 0, no stop texts, no images). Thread-safe. */
 KILN_API kiln_status kiln_generate_default_options(kiln_generate_options* options);
 
-/* Continues `prompt` as `kiln run -p PROMPT` does: tokenizes it (with BOS as the model asks),
- * decodes it into options->seq (NULL options: the defaults), then samples with `sampler` and
+/* Continues `prompt` as `kiln run -p PROMPT` (with images, `kiln run --image`) does: tokenizes it
+ * (with BOS as the model asks; images as kiln_decode_media_prompt), decodes it into options->seq (NULL options: the defaults), then samples with `sampler` and
  * decodes token after token, calling `callback` (may be NULL) with each, until the stop reason
  * in *result (may be NULL). The same model, prompt, sampler parameters and seed give the tokens
  * `kiln run` gives. Errors: an empty prompt or one that fills the context, a decode error. The

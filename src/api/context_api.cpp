@@ -40,8 +40,8 @@ extern "C" {
 kiln_status kiln_context_default_options(kiln_context_options* options) {
   KILN_API_TRY(check_pointer("kiln_context_default_options", "options", options));
   const ContextOptions d;
-  *options =
-      kiln_context_options{.n_ctx = d.n_ctx, .n_batch = d.n_batch, .n_ubatch = d.n_ubatch, .embeddings = 0};
+  *options = kiln_context_options{
+      .n_ctx = d.n_ctx, .n_batch = d.n_batch, .n_ubatch = d.n_ubatch, .embeddings = 0, .mmproj = nullptr};
   return KILN_OK;
 }
 
@@ -57,6 +57,12 @@ kiln_status kiln_context_create(kiln_model* model, const kiln_context_options* o
     return bad_argument(fn, "n_batch must be at least 1 (" + std::to_string(o.n_batch) + ")");
   if (o.n_ubatch < 1)
     return bad_argument(fn, "n_ubatch must be at least 1 (" + std::to_string(o.n_ubatch) + ")");
+  kiln_mmproj* mmproj = o.mmproj;  // the context counts as its user
+  if (mmproj != nullptr) {
+    KILN_API_TRY(check_handle(fn, "options->mmproj", mmproj));
+    if (mmproj->model != model) return bad_argument(fn, "options->mmproj was loaded for another model");
+    if (o.embeddings != 0) return bad_argument(fn, "an embeddings context takes no mmproj");
+  }
   return api_call(fn, [&] {
     DeviceRegistry& devices = *model->runtime->devices;
     Device& device = model->weights->device();
@@ -68,9 +74,18 @@ kiln_status kiln_context_create(kiln_model* model, const kiln_context_options* o
                                 .n_batch = o.n_batch,
                                 .n_ubatch = o.n_ubatch,
                                 .embeddings = o.embeddings != 0,
+                                .input_embeddings = mmproj != nullptr,
                                 .arena = &devices.arena(device)});
     if (!ctx.ok()) return from_status(fn, ctx.error());
     c->context = std::move(*ctx);
+    if (mmproj != nullptr) {
+      // The decoder and the encoder take turns in the device's arena, as `kiln run --image`.
+      auto encoder = VisionEncoder::create(mmproj->vision, *c->backend, {.arena = &devices.arena(device)});
+      if (!encoder.ok()) return from_status(fn, encoder.error());
+      c->encoder = std::move(*encoder);
+      c->mmproj = mmproj;
+      ++mmproj->users;
+    }
     ++model->users;
     *out = c.release();
     register_handle(*out);
@@ -82,6 +97,7 @@ kiln_status kiln_context_free(kiln_context* context) {
   KILN_API_TRY(check_handle("kiln_context_free", "context", context));
   unregister_handle(context);
   --context->model->users;
+  if (context->mmproj != nullptr) --context->mmproj->users;
   delete context;
   return KILN_OK;
 }

@@ -1,4 +1,5 @@
-// kiln.h: kiln_generate, `kiln run`'s loop (llm/generation.h) with the caller's token callback.
+// kiln.h: kiln_generate, `kiln run`'s loop (llm/generation.h) with the caller's token callback;
+// the prompt (with its images) decoded as `kiln run` decodes it (llm/media_prompt.h).
 #include "api/handles.h"
 #include "llm/generation.h"
 #include "llm/reverse_prompts.h"
@@ -31,8 +32,13 @@ extern "C" {
 
 kiln_status kiln_generate_default_options(kiln_generate_options* options) {
   KILN_API_TRY(check_pointer("kiln_generate_default_options", "options", options));
-  *options =
-      kiln_generate_options{.max_tokens = -1, .seq = 0, .parse_special = 0, .stop = nullptr, .n_stop = 0};
+  *options = kiln_generate_options{.max_tokens = -1,
+                                   .seq = 0,
+                                   .parse_special = 0,
+                                   .stop = nullptr,
+                                   .n_stop = 0,
+                                   .images = nullptr,
+                                   .n_images = 0};
   return KILN_OK;
 }
 
@@ -61,18 +67,15 @@ kiln_status kiln_generate(kiln_context* context, kiln_sampler* sampler, const ch
       if (o.stop[i] == nullptr) return bad_argument(fn, "stop[" + std::to_string(i) + "] is NULL");
       stops.emplace_back(o.stop[i]);
     }
-    const std::vector<int32_t> tokens = tok.tokenize(prompt, /*add_special=*/true, o.parse_special != 0);
-    if (tokens.empty()) return bad_argument(fn, "the prompt is empty");
-    if (static_cast<int64_t>(tokens.size()) >= ctx.n_ctx())
-      return bad_argument(fn, "the prompt has " + std::to_string(tokens.size()) +
-                                  " tokens, more than the context of " + std::to_string(ctx.n_ctx()) +
-                                  " allows");
+    MediaPrompt mp;
+    KILN_API_TRY(media_prompt(fn, *context, prompt, o.images, o.n_images, o.parse_special != 0, &mp));
     ctx.seq_rm(o.seq, -1, -1);
-    SequenceState cached{.seq = o.seq, .tokens = {}};
-    auto last = decode_tokens(ctx, tokens, cached, ctx.n_batch());
+    auto last = decode_media_prompt(ctx, context->encoder.get(), mp, 0, {.seq = o.seq, .n_batch = ctx.n_batch()});
     if (!last.ok()) return from_status(fn, last.error());
+    SequenceState cached{.seq = o.seq, .tokens = mp.flat_tokens()};  // kMediaToken at image positions
     Sampler& s = sampler->sampler;
-    for (int32_t t : tokens) s.accept_prompt(t);
+    for (int32_t t : cached.tokens)
+      if (t != kMediaToken) s.accept_prompt(t);
     const ReversePrompts stop_texts(tok, std::move(stops), /*slack=*/2);  // as `kiln run -r`
     auto gen = generate(
         ctx, s, ctx.logits(*last), cached, {.n_predict = o.max_tokens, .reverse_prompts = &stop_texts},
@@ -82,7 +85,7 @@ kiln_status kiln_generate(kiln_context* context, kiln_sampler* sampler, const ch
         });
     if (!gen.ok()) return from_status(fn, gen.error());
     if (result != nullptr) {
-      *result = kiln_generate_result{.n_prompt = static_cast<int64_t>(tokens.size()),
+      *result = kiln_generate_result{.n_prompt = mp.n_positions(),
                                      .n_generated = gen->n_generated,
                                      .stop = stop_reason(gen->stop)};
     }

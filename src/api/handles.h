@@ -3,8 +3,9 @@
 //
 // Ownership: kiln_runtime owns the DeviceRegistry; kiln_model shares the Model and owns its
 // placement on one device (DeviceWeights); kiln_context owns its Context and the Backend it
-// computes with; kiln_sampler owns its Sampler. Each counts the handles made from it (`users`),
-// and refuses to be freed while any is alive.
+// computes with, and with an mmproj its VisionEncoder; kiln_sampler owns its Sampler; kiln_mmproj
+// shares the VisionModel. Each counts the handles made from it (`users`), and refuses to be freed
+// while any is alive.
 // Thread-safety: the registry is guarded by a mutex; a handle's `users` is atomic; the objects
 // are as thread-safe as the C++ classes they hold (Context, Sampler: one thread at a time).
 #pragma once
@@ -19,9 +20,12 @@
 #include "backends/device_registry.h"
 #include "llm/context.h"
 #include "llm/device_weights.h"
+#include "llm/media_prompt.h"
 #include "llm/model.h"
 #include "llm/model_chat_template.h"
 #include "llm/sampler.h"
+#include "llm/vision_encoder.h"
+#include "llm/vision_model.h"
 
 struct kiln_runtime {
   std::unique_ptr<kiln::DeviceRegistry> devices;
@@ -33,13 +37,21 @@ struct kiln_model {
   std::shared_ptr<const kiln::Model> model;
   std::shared_ptr<kiln::DeviceWeights> weights;
   std::optional<kiln::ModelChatTemplate> chat_template;  // set by kiln_model_load
-  std::atomic<int64_t> users{0};                         // live contexts and samplers
+  std::atomic<int64_t> users{0};                         // live contexts, samplers and mmprojs
+};
+
+struct kiln_mmproj {
+  kiln_model* model = nullptr;
+  std::shared_ptr<const kiln::VisionModel> vision;
+  std::atomic<int64_t> users{0};  // live contexts created with it
 };
 
 struct kiln_context {
   kiln_model* model = nullptr;
-  std::unique_ptr<kiln::Backend> backend;  // before `context`: outlives it
+  kiln_mmproj* mmproj = nullptr;           // null: text only
+  std::unique_ptr<kiln::Backend> backend;  // before `context` and `encoder`: outlives them
   std::unique_ptr<kiln::Context> context;
+  std::unique_ptr<kiln::VisionEncoder> encoder;  // with an mmproj: computes in the context's arena
 };
 
 struct kiln_sampler {
@@ -71,6 +83,13 @@ kiln_status check_sequence(std::string_view function, std::string_view what, int
 // such output (a bad handle or index, a token not marked, the other kind of context).
 kiln_status context_output(std::string_view fn, const kiln_context* context, int64_t index, bool embeddings,
                            const float** data, int64_t* n);
+
+// The prompt of kiln_decode_media_prompt and kiln_generate: `text` (with BOS as the model asks,
+// control tokens parsed when parse_special) and `n_images` images for its markers, tokenized as
+// `kiln run` does; an error naming `fn` for images without the context's mmproj, an image that
+// does not decode, markers and images of different counts, or a prompt that fills the context.
+kiln_status media_prompt(std::string_view fn, const kiln_context& context, const char* text, const kiln_image* images,
+                         int64_t n_images, bool parse_special, MediaPrompt* out);
 
 // Writes `text` to a string output (kiln.h: truncated to size - 1 bytes and NUL-terminated,
 // *length the whole length); `buf` may be null only when size is 0.

@@ -568,7 +568,8 @@ bool Engine::step() {
   for (Slot& s : slots_)
     if (s.gen && !s.parked && s.pending >= 0 && !s.gen->backlogged()) generating.push_back(&s);  // else waits
   std::vector<std::pair<Slot*, std::string>> failed;
-  draft(generating, free_cells() - static_cast<int64_t>(generating.size()), failed);
+  // Drafts take the cells left after the step's least progress (the prompt chunk keeps its room).
+  draft(generating, free_cells() - least_demand(nullptr), failed);
   if (!failed.empty()) {
     std::lock_guard lock(mutex_);
     for (auto& [s, message] : failed) {

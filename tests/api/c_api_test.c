@@ -1,11 +1,17 @@
 /* The C API from C99 against the installed header (tests/api/c_api_test.sh compiles it with
  * `gcc -std=c99 -Wall -Wextra -Werror $(pkg-config --cflags --libs kiln)`).
- *   c_api_test generate MODEL PROMPT N TEMP SEED   prints the continuation as `kiln run
- *                                                  --no-display-prompt` does (greedy for TEMP 0)
+ *   c_api_test generate MODEL PROMPT N TEMP SEED [MMPROJ IMAGE]
+ *                                                  prints the continuation as `kiln run
+ *                                                  --no-display-prompt [--mmproj MMPROJ --image
+ *                                                  IMAGE]` does (greedy for TEMP 0)
  *   c_api_test checks MODEL                        evict/restore, 4 sequences in one batch, state
  *                                                  files, chat template, and every function's
  *                                                  errors; prints "ok" and exits 0, else names
  *                                                  the failed check and exits 1
+ *   c_api_test image-checks MODEL MMPROJ IMAGE     images: a prompt with an image decoded, and
+ *                                                  the errors of images without an mmproj, bad
+ *                                                  image bytes, markers without images, and
+ *                                                  freeing in the wrong order; "ok" as checks
  */
 #include <kiln/kiln.h>
 #include <math.h>
@@ -42,22 +48,57 @@ static int32_t print_piece(void* user_data, int32_t token, const char* piece, in
   return 0;
 }
 
-static int generate(const char* path, const char* prompt, long n, float temp, unsigned long seed) {
+/* The bytes of file `path` into *data (malloc'd) and *size; 0 on failure. */
+static int read_file(const char* path, uint8_t** data, int64_t* size) {
+  FILE* f = fopen(path, "rb");
+  long n;
+  if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    if (f != NULL) fclose(f);
+    return 0;
+  }
+  *data = (uint8_t*)malloc((size_t)n + 1);
+  *size = (int64_t)fread(*data, 1, (size_t)n, f);
+  fclose(f);
+  return *size == n;
+}
+
+/* `mmproj_path` and `image_path` may be NULL (text only). */
+static int generate(const char* path, const char* prompt, long n, float temp, unsigned long seed,
+                    const char* mmproj_path, const char* image_path) {
   kiln_runtime* rt = NULL;
   kiln_model* model = NULL;
+  kiln_mmproj* mmproj = NULL;
   kiln_context* ctx = NULL;
   kiln_sampler* sampler = NULL;
+  kiln_context_options co;
   kiln_sampler_params sp;
   kiln_generate_options go;
+  kiln_image image = {NULL, 0};
+  uint8_t* bytes = NULL;
+  kiln_context_default_options(&co);
+  kiln_generate_default_options(&go);
   if (kiln_runtime_create(NULL, &rt) != KILN_OK || kiln_model_load(rt, path, NULL, &model) != KILN_OK ||
-      kiln_context_create(model, NULL, &ctx) != KILN_OK) {
+      (mmproj_path != NULL && kiln_mmproj_load(model, mmproj_path, &mmproj) != KILN_OK)) {
+    fprintf(stderr, "%s\n", kiln_last_error());
+    return 1;
+  }
+  if (image_path != NULL) {
+    if (!read_file(image_path, &bytes, &image.size)) {
+      fprintf(stderr, "cannot read %s\n", image_path);
+      return 1;
+    }
+    image.data = bytes;
+    go.images = &image;
+    go.n_images = 1;
+  }
+  co.mmproj = mmproj;
+  if (kiln_context_create(model, &co, &ctx) != KILN_OK) {
     fprintf(stderr, "%s\n", kiln_last_error());
     return 1;
   }
   kiln_sampler_default_params(&sp);
   sp.temperature = temp;
   sp.seed = seed;
-  kiln_generate_default_options(&go);
   go.max_tokens = n;
   if (kiln_sampler_create(model, &sp, &sampler) != KILN_OK ||
       kiln_generate(ctx, sampler, prompt, &go, print_piece, NULL, NULL) != KILN_OK) {
@@ -65,11 +106,65 @@ static int generate(const char* path, const char* prompt, long n, float temp, un
     return 1;
   }
   printf("\n");
+  free(bytes);
   kiln_sampler_free(sampler);
   kiln_context_free(ctx);
+  if (mmproj != NULL) kiln_mmproj_free(mmproj);
   kiln_model_free(model);
   kiln_runtime_free(rt);
   return 0;
+}
+
+static int image_checks(const char* path, const char* mmproj_path, const char* image_path) {
+  kiln_runtime* rt = NULL;
+  kiln_model* model = NULL;
+  kiln_mmproj* mmproj = NULL;
+  kiln_context *ctx = NULL, *text_ctx = NULL;
+  kiln_context_options co;
+  kiln_image image = {NULL, 0}, two[2];
+  const uint8_t junk[16] = {0x89, 'P', 'N', 'G', 1, 2, 3};
+  const kiln_image bad = {junk, 16};
+  uint8_t* bytes = NULL;
+  int64_t n_positions = 0, index = -1, n_logits = 0;
+  const float* logits = NULL;
+  OK(kiln_runtime_create(NULL, &rt));
+  OK(kiln_model_load(rt, path, NULL, &model));
+  OK(kiln_mmproj_load(model, mmproj_path, &mmproj));
+  if (model == NULL || mmproj == NULL || !read_file(image_path, &bytes, &image.size)) return 1;
+  image.data = bytes;
+  FAILS("kiln_mmproj_load", kiln_mmproj_load(model, image_path, &mmproj)); /* not a GGUF */
+  OK(kiln_context_default_options(&co));
+  OK(kiln_context_create(model, &co, &text_ctx));
+  co.mmproj = mmproj;
+  OK(kiln_context_create(model, &co, &ctx));
+  OK(kiln_decode_media_prompt(ctx, "USER: <__media__>Describe the image.\nASSISTANT:", &image, 1, 0, 2,
+                              &n_positions, &index));
+  CHECK(n_positions > 16 && index >= 0);
+  OK(kiln_get_logits(ctx, index, &logits, &n_logits));
+  CHECK(logits != NULL && n_logits > 0 && isfinite(logits[0]));
+  {
+    int32_t pos_max = -1;
+    OK(kiln_seq_pos_max(ctx, 2, &pos_max));
+    CHECK(pos_max == n_positions - 1);
+  }
+  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(text_ctx, "a <__media__>", &image, 1, 0, 0, NULL, NULL));
+  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "a <__media__>", &bad, 1, 0, 0, NULL, NULL));
+  CHECK(strstr(kiln_last_error(), "image") != NULL);
+  two[0] = image;
+  two[1] = image;
+  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "<__media__> only one", two, 2, 0, 0, NULL, NULL));
+  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "a", &image, -1, 0, 0, NULL, NULL));
+  FAILS("kiln_mmproj_free", kiln_mmproj_free(mmproj)); /* its context is alive */
+  FAILS("kiln_model_free", kiln_model_free(model));
+  OK(kiln_context_free(ctx));
+  OK(kiln_context_free(text_ctx));
+  OK(kiln_mmproj_free(mmproj));
+  FAILS("kiln_mmproj_free", kiln_mmproj_free(mmproj)); /* freed */
+  OK(kiln_model_free(model));
+  OK(kiln_runtime_free(rt));
+  free(bytes);
+  if (g_failures == 0) printf("ok\n");
+  return g_failures == 0 ? 0 : 1;
 }
 
 /* Decodes `tokens` into `seq` from position `pos0`, with logits for the last one only. */
@@ -396,9 +491,13 @@ static int checks(const char* path) {
 }
 
 int main(int argc, char** argv) {
-  if (argc == 7 && strcmp(argv[1], "generate") == 0)
-    return generate(argv[2], argv[3], atol(argv[4]), (float)atof(argv[5]), strtoul(argv[6], NULL, 10));
+  if ((argc == 7 || argc == 9) && strcmp(argv[1], "generate") == 0)
+    return generate(argv[2], argv[3], atol(argv[4]), (float)atof(argv[5]), strtoul(argv[6], NULL, 10),
+                    argc == 9 ? argv[7] : NULL, argc == 9 ? argv[8] : NULL);
   if (argc == 3 && strcmp(argv[1], "checks") == 0) return checks(argv[2]);
-  fprintf(stderr, "usage: c_api_test generate MODEL PROMPT N TEMP SEED | checks MODEL\n");
+  if (argc == 5 && strcmp(argv[1], "image-checks") == 0) return image_checks(argv[2], argv[3], argv[4]);
+  fprintf(stderr,
+          "usage: c_api_test generate MODEL PROMPT N TEMP SEED [MMPROJ IMAGE] | checks MODEL | "
+          "image-checks MODEL MMPROJ IMAGE\n");
   return 2;
 }

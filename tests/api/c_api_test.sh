@@ -4,7 +4,9 @@
 # -Werror` against the installed header and `pkg-config --cflags --libs kiln`, then for the
 # embedded default model and every fixture model: the tokens `kiln run` generates (greedy, and
 # sampled with a seed) equal kiln_generate's, and c_api_test's checks pass (evict/restore,
-# 4 sequences in one batch, state files, every function's errors). The example runs once.
+# 4 sequences in one batch, state files, every function's errors); with both fixture mmprojs, the
+# greedy tokens of `kiln run --image` equal kiln_generate's with the image, and the image checks
+# pass. The example runs once.
 # Usage: c_api_test.sh BUILD_DIR SOURCE_DIR KILN_BINARY FIXTURE_MODELS_DIR
 set -euo pipefail
 build=$(realpath "$1") src=$(realpath "$2") kiln=$(realpath "$3") models=$(realpath "$4")
@@ -36,6 +38,24 @@ for model in "$src/models/kjv-llama-q8_0.gguf" "$models"/*.gguf; do
   done
   if ! ./c_api_test checks "$model"; then
     echo "FAIL $name: c_api_test checks" >&2
+    failed=1
+  fi
+done
+# Images: the fixture text model with its random-weight mmproj, as `kiln run --image` decodes them.
+text_model="$models/llama-spm-e128-f32.gguf" image="$src/tests/conformance/data/mtmd/test-224.png"
+image_prompt='USER: <__media__>Describe the image.
+ASSISTANT:'
+for mmproj in "$models/../mtmd/mmproj-gemma3.gguf" "$models/../mtmd/mmproj-mlp.gguf"; do
+  name=$(basename "$mmproj")
+  expected=$("$kiln" run -m "$text_model" --mmproj "$mmproj" --image "$image" -p "$image_prompt" -n 8 --temp 0 \
+    --no-display-prompt 2>/dev/null)
+  got=$(./c_api_test generate "$text_model" "$image_prompt" 8 0 0 "$mmproj" "$image")
+  if [[ -z "$expected" || "$expected" != "$got" ]]; then
+    echo "FAIL $name: kiln run --image gave [$expected], kiln_generate with the image [$got]" >&2
+    failed=1
+  fi
+  if ! ./c_api_test image-checks "$text_model" "$mmproj" "$image"; then
+    echo "FAIL $name: c_api_test image-checks" >&2
     failed=1
   fi
 done

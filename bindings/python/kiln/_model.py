@@ -5,6 +5,8 @@ from __future__ import annotations
 import codecs
 import ctypes
 import json
+import os
+import pathlib
 import queue
 import random
 import threading
@@ -56,10 +58,12 @@ class Model:
         max_mem: MaxMem = None,
         n_ctx: int = 0,
         runtime: Optional[Runtime] = None,
+        mmproj: Optional[Union[str, "os.PathLike[str]"]] = None,
     ):
         """path: a GGUF file; device: "cpu", "sim0", "vulkan0"...; max_mem: budgets of the
         default runtime ("cpu=8" GiB; see kiln.Runtime); n_ctx: KV cells of each context (0: the
-        model's training context, at most 4096); runtime: a kiln.Runtime of your own."""
+        model's training context, at most 4096); runtime: a kiln.Runtime of your own; mmproj: the
+        model's vision projector (llama.cpp's mmproj GGUF), so that generate() takes images."""
         self.runtime = runtime if runtime is not None else default_runtime(max_mem)
         self.n_ctx = n_ctx
         options = _native.ModelOptionsC()
@@ -68,9 +72,12 @@ class Model:
         handle = ctypes.c_void_p()
         call("kiln_model_load", self.runtime._handle, path.encode(), ctypes.byref(options), ctypes.byref(handle))
         self._handle = handle
+        self._mmproj = ctypes.c_void_p()
         self._lock = threading.Lock()
         self._free_contexts: List[ctypes.c_void_p] = []
         self._all_contexts: List[ctypes.c_void_p] = []
+        if mmproj is not None:
+            call("kiln_mmproj_load", handle, os.fsencode(mmproj), ctypes.byref(self._mmproj))
         self.name = read_text("kiln_model_name", handle)
 
     # ---- properties and text ----
@@ -138,6 +145,7 @@ class Model:
         opts = _native.ContextOptionsC()
         call("kiln_context_default_options", ctypes.byref(opts))
         opts.n_ctx = self.n_ctx
+        opts.mmproj = self._mmproj
         for k, v in overrides.items():
             setattr(opts, k, v)
         handle = ctypes.c_void_p()
@@ -159,7 +167,8 @@ class Model:
 
     # ---- generation ----
 
-    def _run(self, prompt: str, on_piece, sampling: _Sampling, max_tokens: int, stop, parse_special: bool) -> dict:
+    def _run(self, prompt: str, on_piece, sampling: _Sampling, max_tokens: int, stop, parse_special: bool,
+             images: Sequence[bytes] = ()) -> dict:
         """kiln_generate on a context of the model; on_piece(bytes) -> bool (False stops)."""
         sampler = ctypes.c_void_p()
         call("kiln_sampler_create", self._handle, ctypes.byref(sampling.params), ctypes.byref(sampler))
@@ -170,6 +179,11 @@ class Model:
         opts.max_tokens = max_tokens
         opts.parse_special = int(parse_special)
         opts.stop, opts.n_stop = stop_array, len(stops)
+        buffers = [ctypes.create_string_buffer(bytes(b), len(b)) for b in images]
+        image_array = (_native.ImageC * max(1, len(buffers)))(
+            *[_native.ImageC(ctypes.cast(b, ctypes.POINTER(ctypes.c_uint8)), len(b)) for b in buffers]
+        )
+        opts.images, opts.n_images = image_array, len(buffers)
         failure: List[BaseException] = []
 
         def callback(_user, _token, piece, length):
@@ -210,27 +224,32 @@ class Model:
         json_schema: Optional[Mapping] = None,
         parse_special: bool = False,
         stream: bool = False,
+        images: Sequence[Union[bytes, str, "os.PathLike[str]"]] = (),
     ) -> Union[str, Iterator[str]]:
         """Continues `prompt` as `kiln run -p PROMPT` does (same tokens for the same sampling
-        and seed). Returns the text, or with stream=True an iterator of text pieces (whole UTF-8
+        and seed); with images (PNG or JPEG, as bytes or file paths; the model needs its
+        mmproj), as `kiln run --image`: each "<__media__>" in the prompt stands for the next
+        image, and a prompt without markers gets them in front. Returns the text, or with stream=True an iterator of text pieces (whole UTF-8
         characters) as they are generated; closing the iterator early stops the generation.
         Unset sampling parameters take kiln's defaults (temperature 0.8, top-k 40, top-p 0.95,
         min-p 0.05); temperature 0 is greedy; seed None draws one. max_tokens -1: no limit."""
         sampling = _Sampling(temperature, top_k, top_p, min_p, seed, grammar, json_schema)
+        blobs = [i if isinstance(i, (bytes, bytearray)) else pathlib.Path(i).read_bytes() for i in images]
         if not stream:
             pieces: List[bytes] = []
-            self._run(prompt, lambda b: pieces.append(b) or True, sampling, max_tokens, stop, parse_special)
+            self._run(prompt, lambda b: pieces.append(b) or True, sampling, max_tokens, stop, parse_special, blobs)
             return b"".join(pieces).decode("utf-8", "replace")
-        return self._stream(prompt, sampling, max_tokens, stop, parse_special)
+        return self._stream(prompt, sampling, max_tokens, stop, parse_special, blobs)
 
-    def _stream(self, prompt, sampling, max_tokens, stop, parse_special) -> Iterator[str]:
+    def _stream(self, prompt, sampling, max_tokens, stop, parse_special, images=()) -> Iterator[str]:
         pieces: "queue.Queue" = queue.Queue()
         done = object()
         stopped = threading.Event()
 
         def produce():
             try:
-                self._run(prompt, lambda b: pieces.put(b) or not stopped.is_set(), sampling, max_tokens, stop, parse_special)
+                self._run(prompt, lambda b: pieces.put(b) or not stopped.is_set(), sampling, max_tokens, stop,
+                          parse_special, images)
                 pieces.put(done)
             except BaseException as e:  # noqa: BLE001 - raised in the consumer
                 pieces.put(e)
@@ -338,6 +357,8 @@ class Model:
         for ctx in self._all_contexts:
             lib.kiln_context_free(ctx)
         self._all_contexts, self._free_contexts = [], []
+        if self._mmproj:
+            lib.kiln_mmproj_free(self._mmproj)
         lib.kiln_model_free(handle)
         self._handle = None
 

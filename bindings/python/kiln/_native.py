@@ -12,7 +12,7 @@ import ctypes.util
 import os
 from ctypes import POINTER, c_char, c_char_p, c_double, c_float, c_int32, c_int64, c_uint64, c_void_p
 
-API_VERSION = 1  # the KILN_API_VERSION these bindings are written for
+API_VERSION = 2  # the KILN_API_VERSION these bindings are written for
 MAX_SEQUENCES = 64
 OK = 0
 
@@ -92,7 +92,17 @@ class ModelOptionsC(ctypes.Structure):
 
 
 class ContextOptionsC(ctypes.Structure):
-    _fields_ = [("n_ctx", c_int64), ("n_batch", c_int64), ("n_ubatch", c_int64), ("embeddings", c_int32)]
+    _fields_ = [
+        ("n_ctx", c_int64),
+        ("n_batch", c_int64),
+        ("n_ubatch", c_int64),
+        ("embeddings", c_int32),
+        ("mmproj", c_void_p),
+    ]
+
+
+class ImageC(ctypes.Structure):
+    _fields_ = [("data", POINTER(ctypes.c_uint8)), ("size", c_int64)]
 
 
 class SamplerParamsC(ctypes.Structure):
@@ -119,6 +129,8 @@ class GenerateOptionsC(ctypes.Structure):
         ("parse_special", c_int32),
         ("stop", POINTER(c_char_p)),
         ("n_stop", c_int64),
+        ("images", POINTER(ImageC)),
+        ("n_images", c_int64),
     ]
 
 
@@ -154,6 +166,8 @@ _PROTOTYPES = {
     "kiln_model_is_resident": (c_int32, [_p, POINTER(c_int32)]),
     "kiln_tokenize": (c_int32, [_p, c_char_p, c_int64, c_int32, c_int32, POINTER(c_int32), c_int64, POINTER(c_int64)]),
     "kiln_detokenize": (c_int32, [_p, POINTER(c_int32), c_int64, c_int32, c_char_p, c_int64, POINTER(c_int64)]),
+    "kiln_mmproj_load": (c_int32, [_p, c_char_p, POINTER(_p)]),
+    "kiln_mmproj_free": (c_int32, [_p]),
     "kiln_context_default_options": (c_int32, [POINTER(ContextOptionsC)]),
     "kiln_context_create": (c_int32, [_p, POINTER(ContextOptionsC), POINTER(_p)]),
     "kiln_context_free": (c_int32, [_p]),

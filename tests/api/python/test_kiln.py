@@ -1,5 +1,5 @@
-"""The Python package over libkiln.so: generation equals `kiln run`, streaming, chat with a JSON
-schema, embeddings equal to `kiln serve`'s, evict/restore, errors as exceptions, two threads."""
+"""The Python package over libkiln.so: generation equals `kiln run` (with an image too), streaming,
+chat with a JSON schema, embeddings equal to `kiln serve`'s, evict/restore, errors as exceptions, two threads."""
 
 import json
 import os
@@ -24,6 +24,30 @@ def test_generate_equals_kiln_run(path, temp, seed):
     with kiln.Model(path) as model:
         got = model.generate(PROMPT, max_tokens=24, temperature=temp, seed=seed)
     assert got == kiln_run(path, PROMPT, 24, temp, seed)
+
+
+def test_generate_with_an_image_equals_kiln_run_with_it():
+    models = os.environ["KILN_TEST_MODELS"]
+    text_model = os.path.join(models, "llama-spm-e128-f32.gguf")
+    mmproj = os.path.join(models, "..", "mtmd", "mmproj-gemma3.gguf")
+    image = os.path.join(os.path.dirname(__file__), "..", "..", "conformance", "data", "mtmd", "test-224.png")
+    prompt = "USER: <__media__>Describe the image.\nASSISTANT:"
+    expected = subprocess.run(
+        [KILN_BIN, "run", "-m", text_model, "--mmproj", mmproj, "--image", image, "-p", prompt, "-n", "8",
+         "--temp", "0", "--no-display-prompt"],
+        check=True, capture_output=True,
+    ).stdout.decode("utf-8", "replace")[:-1]
+    with kiln.Model(text_model, mmproj=mmproj) as model:
+        with open(image, "rb") as f:
+            from_bytes = model.generate(prompt, max_tokens=8, temperature=0, images=[f.read()])
+        from_path = model.generate(prompt, max_tokens=8, temperature=0, images=[image])
+        text_only = model.generate("USER: Describe the image.\nASSISTANT:", max_tokens=8, temperature=0)
+        with pytest.raises(kiln.KilnError, match="image"):
+            model.generate(prompt, max_tokens=2, images=[b"\x89PNG not really"])
+    assert expected and from_bytes == expected and from_path == expected
+    assert text_only != expected
+    with kiln.Model(text_model) as model, pytest.raises(kiln.KilnError, match="mmproj"):
+        model.generate(prompt, max_tokens=2, images=[image])
 
 
 def test_stream_yields_the_same_text_in_pieces(kjv):
