@@ -1,6 +1,7 @@
 // A server with an mmproj (ServerOptions::mmproj, `kiln serve --mmproj`): llama-server's
 // /completion multimodal_data reproduces llama.cpp's greedy tokens for both projectors, an OpenAI
-// image_url part answers as the same prompt on /completion does, a repeated image is reused from
+// image_url part answers as the same prompt on /completion does (also after waiting for room in a
+// full KV pool), a repeated image is reused from
 // the slot's cache, bad images get a 400 naming the problem while the server keeps serving, and
 // file:// URLs read the --media-path folder and nothing outside it.
 #include <gtest/gtest.h>
@@ -8,8 +9,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "image/data_uri.h"
 #include "image/png_header.h"
@@ -45,9 +48,10 @@ struct TestServer {
   std::unique_ptr<Server> server;
   int port = 0;
   explicit TestServer(const std::string& mmproj, int32_t n_parallel = 1, const std::string& media_path = "",
-                      size_t image_decode_bytes = ServerOptions().image_decode_bytes) {
+                      size_t image_decode_bytes = ServerOptions().image_decode_bytes, bool kv_unified = false) {
     ServerOptions o;
     o.n_parallel = n_parallel;
+    o.kv_unified = kv_unified;
     o.n_threads = 2;
     o.context.n_ctx = 512;
     o.context.type_k = DType::F32;
@@ -96,6 +100,54 @@ TEST(ServerImages, CompletionMultimodalDataReproducesLlamaCppGreedyTokens) {
     EXPECT_EQ(out["tokens"], ref["greedy_tokens"]) << proj;
     EXPECT_EQ(out["tokens_evaluated"], ref["n_past"]) << proj;  // text and image positions
   }
+}
+
+// In one KV pool that a text stream fills, an image request arriving after it is parked until
+// the stream ends, then decodes its image and gives llama.cpp's tokens all the same.
+TEST(ServerImages, AnImageWaitsForRoomInAFullPoolAndGivesTheSameTokens) {
+  const std::string png = file_bytes(kMtmd + "test-224.png");
+  TestServer s(kMtmd + "mmproj-gemma3.gguf", 2, "", ServerOptions().image_decode_bytes, /*kv_unified=*/true);
+  std::ifstream in(kMtmd + "gemma3-test-224.ref.json");
+  const json ref = json::parse(in);
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "one two three four five six ";
+  const auto [t_status, tokenized] = s.post("/tokenize", {{"content", text}});
+  ASSERT_EQ(t_status, 200);
+  std::vector<int32_t> prompt = tokenized["tokens"].get<std::vector<int32_t>>();
+  ASSERT_GT(prompt.size(), 470u);
+  prompt.resize(470);
+  httplib::Client c("127.0.0.1", s.port);
+  c.set_read_timeout(60);
+  httplib::Request req;  // a stream that holds 470 of the pool's 512 cells and grows to 500
+  req.method = "POST";
+  req.path = "/completion";
+  req.body = json{{"prompt", prompt}, {"n_predict", 30}, {"ignore_eos", true}, {"stream", true}}.dump();
+  req.set_header("Content-Type", "application/json");
+  std::promise<void> first;
+  bool signalled = false;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    if (!signalled) first.set_value();
+    signalled = true;
+    return true;
+  };
+  std::thread stream([&] {
+    auto r = c.send(req);
+    EXPECT_TRUE(r && r->status == 200);
+    if (!signalled) first.set_value();
+  });
+  first.get_future().wait();
+  const json body = {{"prompt", {{"prompt_string", ref["prompt"]}, {"multimodal_data", {base64(png)}}}},
+                     {"n_predict", 8},
+                     {"temperature", 0},
+                     {"return_tokens", true}};
+  const auto [status, out] = s.post("/completion", body);
+  stream.join();
+  ASSERT_EQ(status, 200) << out.dump();
+  EXPECT_EQ(out["tokens"], ref["greedy_tokens"]);
+  httplib::Client m("127.0.0.1", s.port);
+  auto metrics = m.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->body.find("kiln:generations_parked_total 0\n"), std::string::npos) << "nothing was parked";
 }
 
 TEST(ServerImages, ChatImageUrlAnswersAsCompletionAndReusesTheCachedImage) {
