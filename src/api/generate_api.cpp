@@ -70,7 +70,8 @@ kiln_status kiln_generate(kiln_context* context, kiln_sampler* sampler, const ch
     MediaPrompt mp;
     KILN_API_TRY(media_prompt(fn, *context, prompt, o.images, o.n_images, o.parse_special != 0, &mp));
     ctx.seq_rm(o.seq, -1, -1);
-    auto last = decode_media_prompt(ctx, context->encoder.get(), mp, 0, {.seq = o.seq, .n_batch = ctx.n_batch()});
+    auto last =
+        decode_media_prompt(ctx, context->encoder.get(), mp, 0, {.seq = o.seq, .n_batch = ctx.n_batch()});
     if (!last.ok()) return from_status(fn, last.error());
     SequenceState cached{.seq = o.seq, .tokens = mp.flat_tokens()};  // kMediaToken at image positions
     Sampler& s = sampler->sampler;
@@ -85,9 +86,8 @@ kiln_status kiln_generate(kiln_context* context, kiln_sampler* sampler, const ch
         });
     if (!gen.ok()) return from_status(fn, gen.error());
     if (result != nullptr) {
-      *result = kiln_generate_result{.n_prompt = mp.n_positions(),
-                                     .n_generated = gen->n_generated,
-                                     .stop = stop_reason(gen->stop)};
+      *result = kiln_generate_result{
+          .n_prompt = mp.n_positions(), .n_generated = gen->n_generated, .stop = stop_reason(gen->stop)};
     }
     return KILN_OK;
   });

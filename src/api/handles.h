@@ -88,8 +88,8 @@ kiln_status context_output(std::string_view fn, const kiln_context* context, int
 // control tokens parsed when parse_special) and `n_images` images for its markers, tokenized as
 // `kiln run` does; an error naming `fn` for images without the context's mmproj, an image that
 // does not decode, markers and images of different counts, or a prompt that fills the context.
-kiln_status media_prompt(std::string_view fn, const kiln_context& context, const char* text, const kiln_image* images,
-                         int64_t n_images, bool parse_special, MediaPrompt* out);
+kiln_status media_prompt(std::string_view fn, const kiln_context& context, const char* text,
+                         const kiln_image* images, int64_t n_images, bool parse_special, MediaPrompt* out);
 
 // Writes `text` to a string output (kiln.h: truncated to size - 1 bytes and NUL-terminated,
 // *length the whole length); `buf` may be null only when size is 0.

@@ -67,8 +67,8 @@ kiln_status kiln_model_free(kiln_model* model) {
   constexpr std::string_view fn = "kiln_model_free";
   KILN_API_TRY(check_handle(fn, "model", model));
   if (model->users > 0)
-    return bad_argument(
-        fn, std::to_string(model->users.load()) + " context(s), sampler(s) or mmproj(s) of the model are still alive");
+    return bad_argument(fn, std::to_string(model->users.load()) +
+                                " context(s), sampler(s) or mmproj(s) of the model are still alive");
   unregister_handle(model);
   --model->runtime->users;
   delete model;

@@ -467,7 +467,8 @@ Status Context::save_sequence(int32_t seq, std::span<const int32_t> tokens, cons
   out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size_bytes()));
   out.write(reinterpret_cast<const char*>(cells.positions.data()),
             static_cast<std::streamsize>(cells.positions.size() * 4));
-  out.write(reinterpret_cast<const char*>(cells.bytes.data()), static_cast<std::streamsize>(cells.bytes.size()));
+  out.write(reinterpret_cast<const char*>(cells.bytes.data()),
+            static_cast<std::streamsize>(cells.bytes.size()));
   if (!out) return make_error("state: write to '", path, "' failed");
   return ok_status();
 }
@@ -494,7 +495,8 @@ Result<std::vector<int32_t>> Context::load_sequence(int32_t seq, const std::stri
   cells.positions.resize(h.n_cells);
   cells.bytes.resize(static_cast<size_t>(h.n_cells) * cells.cell_bytes);
   in.read(reinterpret_cast<char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 4));
-  in.read(reinterpret_cast<char*>(cells.positions.data()), static_cast<std::streamsize>(cells.positions.size() * 4));
+  in.read(reinterpret_cast<char*>(cells.positions.data()),
+          static_cast<std::streamsize>(cells.positions.size() * 4));
   in.read(reinterpret_cast<char*>(cells.bytes.data()), static_cast<std::streamsize>(cells.bytes.size()));
   if (!in || in.peek() != std::char_traits<char>::eof())
     return make_error("state: '", path, "' is truncated or has trailing bytes");

@@ -205,7 +205,6 @@ int32_t n_ctx_per_slot(int64_t n_ctx, const EngineOptions& o) {
 Engine::Engine(Context& ctx, const EngineOptions& options, Speculator* speculator)
     : ctx_(ctx),
       speculator_(speculator),
-      kv_unified_(options.kv_unified),
       n_ctx_slot_(n_ctx_per_slot(ctx.n_ctx(), options)),
       queue_limit_(options.queue_limit) {
   const int32_t n_slots = options.n_slots;
@@ -469,7 +468,8 @@ void Engine::park(Slot& s) {
     s.cache.clear();
     s.images.clear();
     std::lock_guard lock(mutex_);
-    return release(s, StopType::None, "parking the generation for room in the KV cache: " + cells.error().message);
+    return release(s, StopType::None,
+                   "parking the generation for room in the KV cache: " + cells.error().message);
   }
   ctx_.seq_rm(s.id, 0, -1);
   s.parked = std::move(*cells);
@@ -816,9 +816,10 @@ void Engine::draft(const std::vector<Slot*>& generating, int64_t spare,
         continue;
       }
     }
-    const int64_t budget = std::min<int64_t>(
-        {n_draft_budget(n_ctx_slot_, static_cast<int64_t>(s->cache.size()), g.request_.max_tokens, g.n_generated_),
-         rows_per_slot - 1, spare});
+    const int64_t budget =
+        std::min<int64_t>({n_draft_budget(n_ctx_slot_, static_cast<int64_t>(s->cache.size()),
+                                          g.request_.max_tokens, g.n_generated_),
+                           rows_per_slot - 1, spare});
     auto d = s->drafter->propose(s->cache, s->pending, static_cast<int32_t>(budget));
     if (!d.ok()) {
       s->drafter = speculator_->drafter(s->id);

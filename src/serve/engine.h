@@ -27,18 +27,20 @@
 // One KV pool (EngineOptions::kv_unified, llama-server's -kvu): every slot may grow to
 // n_ctx_slot() cells of the shared cache, so the slots together may ask for more cells than it
 // has. Before each step the engine makes room for the step's least progress (one cell per
-// generating slot and the next prompt chunk whole, or the whole image a prompt has reached): first it
-// clears idle slots' cached prompts, least recently used first; then it parks the most recently
-// admitted running generation (often a request that just arrived, before its prompt took any
-// cells): its cells are copied to host memory (Context::copy_sequence_cells:
-// a few milliseconds, where recomputing them would take a prompt's time) and dropped from the
-// cache, and it waits, keeping its slot, its sampler and its pending token. A parked generation
-// resumes, earliest admitted first and one per step, when the pool has room for its cells, the step's needs and
-// kResumeHeadroom more (no headroom when nothing else runs); its cells come back bit for bit, in
-// whatever free cells there are, so its tokens are those of a run that was never parked.
-// Drafts and prompt chunks take only the cells left after the generating slots' tokens. A
-// request never fails for want of room: one running generation always fits (a slot stops at
-// n_ctx_slot() <= the pool's size).
+// generating slot and the next prompt chunk whole, or the whole image a prompt has reached).
+// First it clears idle slots' cached prompts, least recently used first. Then it parks the most
+// recently admitted running generation (often a request that just arrived, before its prompt
+// took a cell): its cells are copied to host memory (Context::copy_sequence_cells: milliseconds,
+// where recomputing them would take a prompt's time) and dropped from the cache, and it waits,
+// keeping its slot, its sampler and its pending token. Parked generations resume one per step,
+// earliest admitted first, when the pool has room for their cells, the step's needs and
+// kResumeHeadroom more (no headroom when nothing else runs). The cells come back bit for bit, in
+// whatever free cells there are. Tokens decoded in batches of fewer than 64 read their keys one
+// by one wherever they lie, so such a generation's tokens are those of a run that was never
+// parked; a prompt chunk of 64 tokens or more takes the tiled attention, whose tiles start at
+// cell 0, and there the cells' places can change the last bits (as they can without parking).
+// Drafts take only the cells left after the step's least progress. A request never fails for
+// want of room: one running generation always fits (a slot stops at n_ctx_slot() <= the pool).
 //
 // Backpressure: a generation whose client has not taken kMaxUntakenTokens of its tokens is
 // paused (its slot keeps its place; the others go on) until the client takes them or cancels it.
@@ -280,7 +282,7 @@ struct EngineMetrics {
   uint64_t draft_accepted = 0;      // draft tokens the target accepted
   uint64_t drafts = 0;              // verifications of a non-empty draft
   uint64_t generations_parked = 0;  // one KV pool: generations parked for want of room
-  uint64_t idle_caches_cleared = 0; // one KV pool: idle slots' cached prompts dropped for room
+  uint64_t idle_caches_cleared = 0;  // one KV pool: idle slots' cached prompts dropped for room
 };
 
 // How the engine's slots share the context's KV cache (llama-server's -np, -kvu/-no-kvu,
@@ -309,7 +311,6 @@ class Engine {
   // Tokens one slot may hold (prompt + generated).
   int32_t n_ctx_slot() const { return n_ctx_slot_; }
   int32_t n_slots() const { return static_cast<int32_t>(slots_.size()); }
-  bool kv_unified() const { return kv_unified_; }
   const Model& model() const { return ctx_.model(); }
   int32_t n_vocab() const { return static_cast<int32_t>(ctx_.n_vocab()); }
   // Queues a request; an Error when the queue is full or the engine stopped. `notifier`: shared
@@ -353,8 +354,8 @@ class Engine {
     std::vector<int32_t> draft;                // drafted this step, verified after `pending`
     bool drafter_begun = false;                // drafter->begin() ran for the generation
     Aside aside;                               // its token sampled aside (result valid: in progress or ready)
-    uint64_t admitted = 0;   // order in which generations took their slots (assign())
-    uint64_t last_used = 0;  // order in which slots last ended a generation (release())
+    uint64_t admitted = 0;                     // order in which generations took their slots (assign())
+    uint64_t last_used = 0;                    // order in which slots last ended a generation (release())
     // Parked for want of room (make_room()): its cells, out of the cache. `cache` still lists
     // their tokens.
     std::optional<SequenceCells> parked;
@@ -368,11 +369,11 @@ class Engine {
   // Prompt tokens of `s` up to its next image or its end, at most `limit`.
   size_t text_run(const Slot& s, size_t limit) const;
   int64_t free_cells() const;
-  int64_t idle_cells() const;  // held by idle slots' cached prompts
+  int64_t idle_cells() const;   // held by idle slots' cached prompts
   int earliest_parked() const;  // the index of the parked slot admitted first, or -1
   // Whether the parked slot `s` fits the pool now (clearing idle caches if need be).
   bool can_resume(const Slot& s) const;
-  void clear_idle_cache(Slot& s);   // drops an idle slot's cached prompt from the cache
+  void clear_idle_cache(Slot& s);  // drops an idle slot's cached prompt from the cache
   void park(Slot& s);
   void resume(Slot& s);
   void forget_draft_cells(Slot& s);  // the draft model's cells of the slot (rebuilt by begin())
@@ -415,7 +416,6 @@ class Engine {
 
   Context& ctx_;
   Speculator* speculator_;  // null: no speculative decoding
-  bool kv_unified_;
   int32_t n_ctx_slot_;
   uint64_t n_admitted_ = 0, n_released_ = 0;  // engine thread: counters behind admitted, last_used
   int32_t queue_limit_;

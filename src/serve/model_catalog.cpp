@@ -30,12 +30,22 @@ const char* const kHonoured =
 // The preset key's canonical name; empty for a key kiln does not honour.
 std::string canonical_key(const std::string& key) {
   static const std::map<std::string, std::string> names = {
-      {"model", "model"},         {"m", "model"},           {"LLAMA_ARG_MODEL", "model"},
-      {"ctx-size", "ctx-size"},   {"c", "ctx-size"},        {"LLAMA_ARG_CTX_SIZE", "ctx-size"},
-      {"parallel", "parallel"},   {"np", "parallel"},       {"LLAMA_ARG_N_PARALLEL", "parallel"},
-      {"kv-unified", "kv-unified"}, {"kvu", "kv-unified"},  {"LLAMA_ARG_KV_UNIFIED", "kv-unified"},
-      {"kv-unified-per-slot", "kv-unified-per-slot"},       {"LLAMA_ARG_KV_UNIFIED_PER_SLOT", "kv-unified-per-slot"},
-      {"load-on-startup", "load-on-startup"},               {"sleep-idle-seconds", "sleep-idle-seconds"},
+      {"model", "model"},
+      {"m", "model"},
+      {"LLAMA_ARG_MODEL", "model"},
+      {"ctx-size", "ctx-size"},
+      {"c", "ctx-size"},
+      {"LLAMA_ARG_CTX_SIZE", "ctx-size"},
+      {"parallel", "parallel"},
+      {"np", "parallel"},
+      {"LLAMA_ARG_N_PARALLEL", "parallel"},
+      {"kv-unified", "kv-unified"},
+      {"kvu", "kv-unified"},
+      {"LLAMA_ARG_KV_UNIFIED", "kv-unified"},
+      {"kv-unified-per-slot", "kv-unified-per-slot"},
+      {"LLAMA_ARG_KV_UNIFIED_PER_SLOT", "kv-unified-per-slot"},
+      {"load-on-startup", "load-on-startup"},
+      {"sleep-idle-seconds", "sleep-idle-seconds"},
       {"pin", "pin"}};
   auto it = names.find(key);
   return it == names.end() ? std::string() : it->second;

@@ -102,7 +102,8 @@ std::string metrics_text(const EngineMetrics& m) {
         "Generations parked (cells copied to host memory) for want of room in the KV pool.",
         static_cast<double>(m.generations_parked));
   e.add("kiln:idle_caches_cleared_total", "counter",
-        "Idle slots' cached prompts dropped for room in the KV pool.", static_cast<double>(m.idle_caches_cleared));
+        "Idle slots' cached prompts dropped for room in the KV pool.",
+        static_cast<double>(m.idle_caches_cleared));
   return e.str();
 }
 

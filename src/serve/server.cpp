@@ -379,8 +379,8 @@ Result<int> Server::listen(const std::string& host, int port) {
   // and a few for the other routes.
   // With many models, every model's slots.
   const size_t n_models = std::max<size_t>(1, opt_.models.size());
-  o.max_workers =
-      static_cast<size_t>(engine_options(opt_).n_slots) * n_models + static_cast<size_t>(opt_.queue_limit + 8);
+  o.max_workers = static_cast<size_t>(engine_options(opt_).n_slots) * n_models +
+                  static_cast<size_t>(opt_.queue_limit + 8);
   o.error_response = [](int status, std::string_view message) {
     return error_response({status, std::string(message)});
   };

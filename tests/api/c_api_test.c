@@ -147,12 +147,15 @@ static int image_checks(const char* path, const char* mmproj_path, const char* i
     OK(kiln_seq_pos_max(ctx, 2, &pos_max));
     CHECK(pos_max == n_positions - 1);
   }
-  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(text_ctx, "a <__media__>", &image, 1, 0, 0, NULL, NULL));
-  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "a <__media__>", &bad, 1, 0, 0, NULL, NULL));
+  FAILS("kiln_decode_media_prompt",
+        kiln_decode_media_prompt(text_ctx, "a <__media__>", &image, 1, 0, 0, NULL, NULL));
+  FAILS("kiln_decode_media_prompt",
+        kiln_decode_media_prompt(ctx, "a <__media__>", &bad, 1, 0, 0, NULL, NULL));
   CHECK(strstr(kiln_last_error(), "image") != NULL);
   two[0] = image;
   two[1] = image;
-  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "<__media__> only one", two, 2, 0, 0, NULL, NULL));
+  FAILS("kiln_decode_media_prompt",
+        kiln_decode_media_prompt(ctx, "<__media__> only one", two, 2, 0, 0, NULL, NULL));
   FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "a", &image, -1, 0, 0, NULL, NULL));
   FAILS("kiln_mmproj_free", kiln_mmproj_free(mmproj)); /* its context is alive */
   FAILS("kiln_model_free", kiln_model_free(model));

@@ -38,9 +38,10 @@ TEST(ServeCommand, SlotFlagsResolveAsLlamaServers) {
     std::vector<std::string> args;
     int slots, slot_ctx;
   };
-  for (const Case& k : {Case{{"-c", "512", "-t", "1"}, 4, 512},
-                        Case{{"-c", "512", "-t", "1", "-np", "2", "-kvu", "--kv-unified-per-slot", "128"}, 2, 128},
-                        Case{{"-c", "512", "-t", "1", "-no-kvu"}, 4, 128}}) {
+  for (const Case& k :
+       {Case{{"-c", "512", "-t", "1"}, 4, 512},
+        Case{{"-c", "512", "-t", "1", "-np", "2", "-kvu", "--kv-unified-per-slot", "128"}, 2, 128},
+        Case{{"-c", "512", "-t", "1", "-no-kvu"}, 4, 128}}) {
     std::string error;
     auto server = kiln::test::ServeProcess::start(k.args, &error);
     ASSERT_NE(server, nullptr) << error;

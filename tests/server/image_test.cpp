@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "http_client.h"
 #include "image/data_uri.h"
 #include "image/png_header.h"
-#include "http_client.h"
 #include "serve/server.h"
 #include "test_data.h"
 
@@ -48,7 +48,8 @@ struct TestServer {
   std::unique_ptr<Server> server;
   int port = 0;
   explicit TestServer(const std::string& mmproj, int32_t n_parallel = 1, const std::string& media_path = "",
-                      size_t image_decode_bytes = ServerOptions().image_decode_bytes, bool kv_unified = false) {
+                      size_t image_decode_bytes = ServerOptions().image_decode_bytes,
+                      bool kv_unified = false) {
     ServerOptions o;
     o.n_parallel = n_parallel;
     o.kv_unified = kv_unified;
@@ -147,7 +148,8 @@ TEST(ServerImages, AnImageWaitsForRoomInAFullPoolAndGivesTheSameTokens) {
   httplib::Client m("127.0.0.1", s.port);
   auto metrics = m.Get("/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_EQ(metrics->body.find("kiln:generations_parked_total 0\n"), std::string::npos) << "nothing was parked";
+  EXPECT_EQ(metrics->body.find("kiln:generations_parked_total 0\n"), std::string::npos)
+      << "nothing was parked";
 }
 
 TEST(ServerImages, ChatImageUrlAnswersAsCompletionAndReusesTheCachedImage) {

@@ -36,12 +36,13 @@ ServerOptions options(int32_t n_parallel, int64_t n_ctx) {
 
 // `n` prompt tokens of a verse-like text (different for each `seed`).
 std::vector<int32_t> prompt_tokens(int seed, size_t n) {
-  static const char* const kOpenings[] = {"In the beginning God created", "And the LORD spake unto Moses",
+  static const char* const kOpenings[] = {"In the beginning God created",    "And the LORD spake unto Moses",
                                           "Blessed is the man that walketh", "The LORD is my shepherd",
                                           "Now the serpent was more subtil", "And it came to pass",
-                                          "Then said Jesus unto them", "For God so loved the world"};
+                                          "Then said Jesus unto them",       "For God so loved the world"};
   std::string text;
-  while (text.size() < n * 8) text += std::string(kOpenings[seed % 8]) + " and the earth " + std::to_string(seed) + " ";
+  while (text.size() < n * 8)
+    text += std::string(kOpenings[seed % 8]) + " and the earth " + std::to_string(seed) + " ";
   auto ids = kjv()->tokenizer().tokenize(text, true, false);
   ids.resize(n);
   return ids;
@@ -71,8 +72,10 @@ std::vector<json> post_all(int port, const std::vector<json>& bodies) {
   for (size_t i = 0; i < bodies.size(); ++i)
     threads.emplace_back([&, i] {
       auto r = post_json(port, "/completion", bodies[i]);
-      if (r && r->status == 200) out[i] = json::parse(r->body);
-      else ADD_FAILURE() << "request " << i << ": " << (r ? r->body : "no answer");
+      if (r && r->status == 200)
+        out[i] = json::parse(r->body);
+      else
+        ADD_FAILURE() << "request " << i << ": " << (r ? r->body : "no answer");
     });
   for (auto& t : threads) t.join();
   return out;
@@ -130,7 +133,8 @@ TEST(KvPool, AutoParallelIsFourSlotsOverOnePool) {
   EXPECT_EQ(p["n_ctx"], 4096);
   EXPECT_EQ(p["default_generation_settings"]["n_ctx"], 4096);
   auto body = [](int seed, size_t n) {
-    return json{{"prompt", prompt_tokens(seed, n)}, {"n_predict", 4}, {"temperature", 0}, {"ignore_eos", true}};
+    return json{
+        {"prompt", prompt_tokens(seed, n)}, {"n_predict", 4}, {"temperature", 0}, {"ignore_eos", true}};
   };
   std::vector<json> bodies = {body(0, 3500)};
   for (int i = 1; i <= 3; ++i) bodies.push_back(body(i, 20));
@@ -191,8 +195,10 @@ TEST(KvPool, OverflowParksTheLatestAndResumesThemExactly) {
   constexpr int kPrompt = 48, kGenerated = 208;
   std::vector<json> bodies;
   for (int i = 0; i < 8; ++i)
-    bodies.push_back(
-        {{"prompt", prompt_tokens(i, kPrompt)}, {"n_predict", kGenerated}, {"temperature", 0}, {"ignore_eos", true}});
+    bodies.push_back({{"prompt", prompt_tokens(i, kPrompt)},
+                      {"n_predict", kGenerated},
+                      {"temperature", 0},
+                      {"ignore_eos", true}});
   struct Run {
     std::vector<std::string> texts;
     double parked = -1, cleared = -1;

@@ -90,7 +90,8 @@ int run_serve(int argc, char** argv) {
   ModelFlags mf;
   SpeculativeFlags spf;
   std::string host = "127.0.0.1", api_key, template_file, pooling, mmproj, media_path;
-  int32_t port = 8080, parallel = serve::ServerOptions::kParallelAuto, queue = 64, sleep_idle = 0, timeout = 3600;
+  int32_t port = 8080, parallel = serve::ServerOptions::kParallelAuto, queue = 64, sleep_idle = 0,
+          timeout = 3600;
   int32_t kv_unified_per_slot = 0;
   bool kv_unified = false, no_kv_unified = false;
   std::string arbiter_dir;
@@ -118,10 +119,11 @@ int run_serve(int argc, char** argv) {
   p.value({"--host"}, &host, "HOST", "address to listen on (default 127.0.0.1)");
   p.value({"--port"}, &port, "PORT", "port to listen on, 1..65535 (default 8080; 0: any free port)",
           IntRange::between(0, 65535));
-  p.value({"-np", "--parallel"}, &parallel, "N",
-          "slots: requests generated at once (default -1, auto: 4 slots over one unified KV pool); an explicit N "
-          "splits the context between them unless -kvu",
-          IntRange::between(1, kMaxSequences).or_also(serve::ServerOptions::kParallelAuto));
+  p.value(
+      {"-np", "--parallel"}, &parallel, "N",
+      "slots: requests generated at once (default -1, auto: 4 slots over one unified KV pool); an explicit N "
+      "splits the context between them unless -kvu",
+      IntRange::between(1, kMaxSequences).or_also(serve::ServerOptions::kParallelAuto));
   p.flag({"-kvu", "--kv-unified"}, &kv_unified,
          "one KV pool: any slot may use the whole context (default with -np auto); when the pool fills, idle "
          "caches are dropped and the latest requests wait, their cells in host memory");
@@ -285,17 +287,19 @@ int run_serve(int argc, char** argv) {
     // training context.
     auto model = mf.model_path.empty() ? load_default_model() : Model::load(mf.model_path);
     if (!model.ok()) return fail("serve", model.error().message);
-    warn_beyond_training_context(
-        "serve", serve::n_ctx_per_slot(serve::server_context_size(opt, (*model)->hparams()), serve::engine_options(opt)),
-        **model);
+    warn_beyond_training_context("serve",
+                                 serve::n_ctx_per_slot(serve::server_context_size(opt, (*model)->hparams()),
+                                                       serve::engine_options(opt)),
+                                 **model);
     if (const Status st = server.attach(std::move(*model)); !st.ok()) return fail("serve", st.error().message);
     const std::string sleeps =
         sleep_idle > 0 ? ", sleeping after " + std::to_string(sleep_idle) + " s idle" : "";
     const std::string spec = opt.speculative.enabled() ? ", speculative decoding" : "";
     const serve::EngineOptions slots = serve::engine_options(opt);
-    std::fprintf(stderr, "kiln serve: ready: %s, %d slots (%s, %d tokens each)%s%s%s\n", server.info()->name.c_str(),
-                 slots.n_slots, slots.kv_unified ? "one KV pool" : "split KV", server.info()->n_ctx_slot,
-                 server.info()->vision ? ", vision (--mmproj)" : "", spec.c_str(), sleeps.c_str());
+    std::fprintf(stderr, "kiln serve: ready: %s, %d slots (%s, %d tokens each)%s%s%s\n",
+                 server.info()->name.c_str(), slots.n_slots, slots.kv_unified ? "one KV pool" : "split KV",
+                 server.info()->n_ctx_slot, server.info()->vision ? ", vision (--mmproj)" : "", spec.c_str(),
+                 sleeps.c_str());
   }
   int sig = 0;
   sigwait(&signals, &sig);
