@@ -27,7 +27,7 @@ class KilnError(RuntimeError):
 
 
 def _load() -> ctypes.CDLL:
-    path = os.environ.get("KILN_LIBRARY") or ctypes.util.find_library("kiln") or "libkiln.so.1"
+    path = os.environ.get("KILN_LIBRARY") or ctypes.util.find_library("kiln") or f"libkiln.so.{API_VERSION}"
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
