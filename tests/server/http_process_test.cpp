@@ -23,6 +23,7 @@
 
 #include "serve_process.h"
 #include "test_data.h"
+#include "time_scale.h"
 
 namespace {
 
@@ -189,7 +190,7 @@ TEST(ServeHttp, SecondSignalExitsAtOnce) {
   server->signal(SIGINT);
   const int status = server->wait_exit(5s);
   ASSERT_NE(status, -1) << server->log();
-  EXPECT_LT(seconds_since(t0), 1.0) << server->log();
+  EXPECT_LT(seconds_since(t0), 1.0 * kiln::test::time_scale()) << server->log();
   EXPECT_TRUE(WIFEXITED(status)) << status;
   // Either the second signal ended it (exit 1), or the shutdown had already finished (exit 0).
   const std::string log = server->log();
@@ -298,7 +299,8 @@ TEST(ServeHttp, IdleAndSlowConnectionsDoNotDelayRequests) {
 TEST(ServeHttp, UnreadStreamsArePausedThenDropped) {
   std::string error;
   auto server =
-      ServeProcess::start({"-m", kModel, "-c", "4096", "-t", "2", "--parallel", "4", "--timeout", "10"},
+      ServeProcess::start({"-m", kModel, "-c", "4096", "-t", "2", "--parallel", "4", "--timeout",
+                           std::to_string(kiln::test::scaled_seconds(10))},
                           &error, {"MALLOC_ARENA_MAX=2"});
   ASSERT_NE(server, nullptr) << error;
   const int port = server->port();
@@ -326,7 +328,7 @@ TEST(ServeHttp, UnreadStreamsArePausedThenDropped) {
     return n;
   };
   int64_t before = -1, now = decoded();
-  const auto deadline = Clock::now() + 30s;
+  const auto deadline = Clock::now() + kiln::test::scaled(30s);
   while ((now != before || now == 0) && Clock::now() < deadline) {
     before = now;
     std::this_thread::sleep_for(1s);
@@ -339,7 +341,7 @@ TEST(ServeHttp, UnreadStreamsArePausedThenDropped) {
   // Dropped after --timeout 10 without progress (long enough for a loaded machine to reach the
   // pause first): slots free, connections closed (once what the kernel still holds for them is
   // read), memory back.
-  EXPECT_TRUE(kiln::test::wait_slots_idle(port, 20s)) << server->log();
+  EXPECT_TRUE(kiln::test::wait_slots_idle(port, kiln::test::scaled(20s))) << server->log();
   for (auto& s : unread) {
     (void)s->read_all(5s);
     EXPECT_TRUE(s->closed_by_peer(0ms));

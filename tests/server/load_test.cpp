@@ -200,10 +200,11 @@ void run_clients(kiln::test::ServeProcess& server, std::chrono::seconds duration
   std::atomic<int> running{kClients};
   for (int i = 0; i < kClients; ++i) {
     connections.push_back(std::make_unique<httplib::Client>("127.0.0.1", server.port()));
-    connections.back()->set_read_timeout(120);
-    connections.back()->set_connection_timeout(30);
-    clients.emplace_back([&, i] {
-      client_loop(*connections[static_cast<size_t>(i)], i, until, tally);
+    httplib::Client* connection = connections.back().get();  // the vector may move its elements
+    connection->set_read_timeout(120);
+    connection->set_connection_timeout(30);
+    clients.emplace_back([&, connection, i] {
+      client_loop(*connection, i, until, tally);
       --running;
     });
   }
