@@ -14,6 +14,7 @@
 
 #include "in_process_server.h"
 #include "serve/server.h"
+#include "time_scale.h"
 
 namespace kiln::serve {
 namespace {
@@ -87,18 +88,18 @@ TEST_P(GrammarCostWithAndWithoutSpeculation, OverTheBudgetIs400WhileOthersServe)
       status_and_message(test::post_json(port, "/completion", completion(optionals_after("", 5000))));
   EXPECT_EQ(status, 400) << message;
   EXPECT_NE(message.find("units of grammar work"), std::string::npos) << message;
-  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_LT(seconds_since(start), 5.0 * test::time_scale());
   // Costly after "hello": the generation fails in the engine, with the same 400, while a normal
   // request beside it completes within 2 s.
   auto costly = std::async(std::launch::async, [&] {
     return status_and_message(test::post_json(port, "/completion", completion(kCostlyLater)));
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_LT(timed_completion(port), 2.0);
+  EXPECT_LT(timed_completion(port), 2.0 * test::time_scale());
   const auto [later_status, later_message] = costly.get();
   EXPECT_EQ(later_status, 400) << later_message;
   EXPECT_NE(later_message.find("units of grammar work"), std::string::npos) << later_message;
-  EXPECT_LT(timed_completion(port), 2.0);
+  EXPECT_LT(timed_completion(port), 2.0 * test::time_scale());
 }
 
 INSTANTIATE_TEST_SUITE_P(GrammarCost, GrammarCostWithAndWithoutSpeculation, ::testing::Bool(),
@@ -120,10 +121,10 @@ TEST(GrammarCost, DisconnectAndStopInterruptACostlyToken) {
   }
   const auto gone = Clock::now();
   bool idle = false;
-  while (!(idle = all_idle(port)) && seconds_since(gone) < 3.0)
+  while (!(idle = all_idle(port)) && seconds_since(gone) < 3.0 * test::time_scale())
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   EXPECT_TRUE(idle) << "the disconnected request still holds its slot";
-  EXPECT_LT(timed_completion(port), 2.0);
+  EXPECT_LT(timed_completion(port), 2.0 * test::time_scale());
 
   auto costly = std::async(std::launch::async, [&] {
     return status_and_message(test::post_json(port, "/completion", completion(kCostlyLater)));
@@ -131,7 +132,7 @@ TEST(GrammarCost, DisconnectAndStopInterruptACostlyToken) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // well inside its costly token
   const auto stop = Clock::now();
   server->stop();
-  EXPECT_LT(seconds_since(stop), 5.0);  // `kiln serve` exits 0 within 5 s of SIGTERM
+  EXPECT_LT(seconds_since(stop), 5.0 * test::time_scale());  // `kiln serve` exits 0 within 5 s of SIGTERM
   const auto [status, message] = costly.get();
   EXPECT_EQ(status, 503) << message;
 }

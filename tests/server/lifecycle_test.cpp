@@ -169,6 +169,8 @@ TEST_P(IdleSleep, EvictsTheModelAndARepeatTurnReusesItsPromptCache) {
   ASSERT_TRUE(wait_for([&] { return s.sleeping(); }, 10));
   EXPECT_GE(std::chrono::duration<double>(Clock::now() - answered).count(), o.sleep_idle_seconds - 0.1)
       << "slept before " << o.sleep_idle_seconds << " s of idleness";
+  // sleeping() turns true as the eviction starts; the device's arena goes last.
+  wait_for([&] { return memory_of(*port, device, arena)["compute"] == 0; }, 5);
   const json asleep = memory_of(*port, device, name);
   EXPECT_EQ(asleep["weights"], 0) << asleep;
   EXPECT_EQ(asleep["compute"], 0) << asleep;
