@@ -132,7 +132,8 @@ Result<std::vector<float>> decode_mono(std::span<const uint8_t> bytes, std::stri
   }
 
   std::vector<float> mono;
-  if (length_known) mono.reserve(static_cast<size_t>(info.frames));
+  // A header can lie about the length: reserve no more than the file's bytes could hold as PCM.
+  if (length_known) mono.reserve(static_cast<size_t>(std::min<sf_count_t>(info.frames, mem.bytes.size())));
   std::vector<float> block(static_cast<size_t>(kBlockFrames) * info.channels);
   for (;;) {
     const sf_count_t got = sf_readf_float(file.get(), block.data(), kBlockFrames);
@@ -180,15 +181,23 @@ Result<std::vector<float>> decode_audio(std::span<const uint8_t> bytes, const De
   const std::string_view format = sniff_audio_format(bytes);
   if (format.empty()) {
     return make_error("audio: unrecognised format (first bytes ", leading_bytes(bytes),
-                      "); kiln reads WAV, FLAC, Ogg and MP3");
+                      "); kiln reads WAV, FLAC and MP3");
   }
+  // libsndfile 1.2.0's Ogg Vorbis reader leaks its codec state on malformed streams (found by
+  // fuzz/audio_decode_fuzz.cpp): untrusted Ogg is not handed to it.
+  if (format == "ogg") return make_error("audio: Ogg files are not supported (kiln reads WAV, FLAC and MP3)");
   if (format == "wav") {
     if (Status s = check_wav_data_chunk(bytes); !s.ok()) return s.error();
   }
   int32_t rate = 0;
   auto mono = decode_mono(bytes, format, options.max_seconds, rate);
   if (!mono.ok() || rate == options.sample_rate) return mono;
-  return resample(*mono, rate, options.sample_rate);
+  auto out = resample(*mono, rate, options.sample_rate);
+  if (out.ok() && out->empty()) {
+    return make_error("audio: the ", display_name(format), " file's ", mono->size(), " samples at ", rate,
+                      " Hz make no sample at ", options.sample_rate, " Hz");
+  }
+  return out;
 }
 
 }  // namespace kiln::audio

@@ -1,13 +1,15 @@
 // Decoding audio files from untrusted bytes into mono float samples at the rate a model takes.
 //
-// Formats: WAV (PCM 8/16/24/32-bit, IEEE float; RIFF, RF64), FLAC, Ogg Vorbis/Opus and MP3, through
-// Debian's libsndfile (which decodes MP3 with libmpg123); integer samples become floats in
+// Formats: WAV (PCM 8/16/24/32-bit, IEEE float; RIFF, RF64), FLAC and MP3, through Debian's
+// libsndfile (which decodes MP3 with libmpg123); Ogg is recognised and refused (libsndfile 1.2.0
+// leaks memory on malformed Ogg Vorbis); integer samples become floats in
 // [-1, 1) as llama.cpp's miniaudio makes them (x / 2^(bits-1)). Channels are averaged into one;
 // another sample rate is converted by libsoxr (audio/resample.h).
 //
 // Untrusted input: the duration the header declares is checked against `max_seconds` before any
 // sample memory is allocated, and decoding stops (with an error) once it passes it, whatever the
-// header said; a WAV whose data chunk declares more bytes than the file holds is refused as
+// header said (and sample memory is reserved by the file's size, not its header's claim); a WAV
+// whose data chunk declares more bytes than the file holds is refused as
 // truncated (libsndfile would quietly read what is there); so is a file with no samples, a rate or
 // channel count out of range, and anything libsndfile calls malformed.
 // Errors read "audio: what went wrong", naming the format and the numbers.

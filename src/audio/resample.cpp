@@ -12,6 +12,7 @@ Result<std::vector<float>> resample(std::span<const float> samples, int32_t from
   KILN_ASSERT(from > 0 && to > 0, "resample: rates must be positive");
   if (from == to) return std::vector<float>(samples.begin(), samples.end());
   const auto n_out = static_cast<size_t>(std::llround(static_cast<double>(samples.size()) * to / from));
+  if (n_out == 0) return std::vector<float>();  // libsoxr must not be given an empty output
   std::vector<float> out(n_out);
   const soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
   const soxr_quality_spec_t quality = soxr_quality_spec(SOXR_HQ, 0);

@@ -34,7 +34,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
 }
 
 void set_le32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
-  for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (8 * i));
+  for (int i = 0; i < 4; ++i) b.at(at + i) = static_cast<uint8_t>(v >> (8 * i));
 }
 
 TEST(AudioDecode, WavEverySampleFormatExactly) {
@@ -125,13 +125,15 @@ TEST(AudioDecode, Mp3AsLlamaCppDecodesIt) {
             0.03);
 }
 
-TEST(AudioDecode, RefusesEmptyAndUnknownBytes) {
+TEST(AudioDecode, RefusesEmptyUnknownAndOggBytes) {
   expect_error(decode_audio({}), "no data (0 bytes)");
   const std::string text = "hello, this is not audio";
   expect_error(decode_audio({reinterpret_cast<const uint8_t*>(text.data()), text.size()}),
                "unrecognised format");
   const std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   expect_error(decode_audio(png), "first bytes 89 50 4e 47");
+  expect_error(decode_audio(test::write_with_sndfile(SF_FORMAT_OGG | SF_FORMAT_VORBIS, 16000, 1, 1024)),
+               "Ogg files are not supported");
 }
 
 TEST(AudioDecode, RefusesTruncatedAndLyingWavs) {
@@ -167,6 +169,15 @@ TEST(AudioDecode, RefusesAudioOverTheLimit) {
   set_le32(streamed, 40, 0xFFFFFFFFu);
   set_le32(streamed, 4, 0xFFFFFFFFu);
   expect_error(decode_audio(streamed, {.max_seconds = 0.5}), "longer than the limit of 0.5 s");
+}
+
+// Found by fuzz/audio_decode_fuzz.cpp: libsoxr crashed when asked for no output.
+TEST(AudioDecode, RefusesAudioTooShortForTheRate) {
+  expect_error(decode_audio(test::write_wav(WavSpec{.rate = 400000, .frames = 1})),
+               "1 samples at 400000 Hz make no sample at 16000 Hz");
+  auto none = resample(std::vector<float>(1, 0.5f), 400000, 16000);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
 }
 
 TEST(AudioDecode, ResampleKeepsLengthRatio) {
