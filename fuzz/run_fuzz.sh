@@ -10,12 +10,14 @@
 #   json_schema   the JSON-schema converter (and the GBNF parser on what it writes); seeds:
 #                 fuzz/seeds/json_schema
 #   gbnf          the GBNF parser and its checks; seeds: fuzz/seeds/gbnf
+#   audio_decode  audio decoding (libsndfile, libsoxr); seeds: fuzz/seeds/audio_decode (small WAV
+#                 and FLAC files) and the audio of tests/data/audio
 # Usage: fuzz/run_fuzz.sh TARGET [SECONDS]
 #   KILN_FUZZ_BUILD_DIR  build folder of the fuzz preset (default: build/fuzz)
 #   KILN_CORPUS_SEED     gguf: folder of seed inputs (default: build/*/fuzz-corpus/gguf)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${1:?usage: fuzz/run_fuzz.sh gguf|http_request|json_schema|gbnf [SECONDS]}
+target=${1:?usage: fuzz/run_fuzz.sh gguf|http_request|json_schema|gbnf|audio_decode [SECONDS]}
 seconds=${2:-60}
 build=${KILN_FUZZ_BUILD_DIR:-build/fuzz}
 
@@ -38,6 +40,9 @@ case "$target" in
     ;;
   http_request | json_schema | gbnf)
     cp -n "fuzz/seeds/$target"/* "$work"/
+    ;;
+  audio_decode)
+    cp -n fuzz/seeds/audio_decode/* tests/data/audio/*.wav tests/data/audio/*.mp3 "$work"/
     ;;
   *)
     echo "run_fuzz: unknown target '$target'" >&2

@@ -4,12 +4,14 @@
 set -euo pipefail
 # libedit-dev: line editing and history in `kiln chat` (BSD licence). libboost-dev: Boost.Asio and
 # Boost.Beast (header-only) for the server's HTTP layer. libpng-dev and libjpeg62-turbo-dev: image
-# inputs; libssl-dev: SHA-256 content ids of images (libcrypto). libcpp-httplib-dev: the server
+# inputs; libssl-dev: SHA-256 content ids of images (libcrypto). libsndfile1-dev: audio inputs (WAV,
+# FLAC, MP3 through libmpg123); libsoxr-dev: their sample-rate conversion. libcpp-httplib-dev: the server
 # tests' HTTP client. libvulkan-dev (headers and the Khronos loader) and glslc (shaderc: GLSL to
 # SPIR-V at build time): the Vulkan backend; mesa-vulkan-drivers: lavapipe, the software Vulkan
 # device the tests run the backend on (and a GPU's driver where the machine has none of its own).
 want=(g++ cmake make libgtest-dev libgmock-dev nlohmann-json3-dev libboost-dev libcpp-httplib-dev
-      libedit-dev libpng-dev libjpeg62-turbo-dev libssl-dev libvulkan-dev glslc mesa-vulkan-drivers)
+      libedit-dev libpng-dev libjpeg62-turbo-dev libssl-dev libsndfile1-dev libsoxr-dev libvulkan-dev glslc
+      mesa-vulkan-drivers)
 if [[ "${1:-build}" != build ]]; then
   # clang + its runtime: the libFuzzer targets (fuzz/). python3-numpy: the test data
   # generator (tools/fixtures); git: it reads llama.cpp's vocabularies out of a git bundle.

@@ -30,7 +30,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 # The fuzzers under libFuzzer (clang, ASan+UBSan); the GGUF reader is seeded with the malformed
 # corpus test_gguf just wrote into build/sanitize.
 fuzz_seconds=${KILN_FUZZ_SECONDS:-60}
-KILN_CORPUS_SEED=build/sanitize/fuzz-corpus/gguf fuzz/run_fuzz.sh gguf $((fuzz_seconds / 4))
-fuzz/run_fuzz.sh http_request $((fuzz_seconds / 4))
-fuzz/run_fuzz.sh json_schema $((fuzz_seconds / 4))
-fuzz/run_fuzz.sh gbnf $((fuzz_seconds - 3 * (fuzz_seconds / 4)))
+KILN_CORPUS_SEED=build/sanitize/fuzz-corpus/gguf fuzz/run_fuzz.sh gguf $((fuzz_seconds / 5))
+fuzz/run_fuzz.sh http_request $((fuzz_seconds / 5))
+fuzz/run_fuzz.sh json_schema $((fuzz_seconds / 5))
+fuzz/run_fuzz.sh audio_decode $((fuzz_seconds / 5))
+fuzz/run_fuzz.sh gbnf $((fuzz_seconds - 4 * (fuzz_seconds / 5)))

@@ -1,5 +1,9 @@
 #include "models/clip/clip_hparams.h"
 
+#include <string_view>
+
+#include "models/clip/audio_hparams.h"
+
 namespace kiln {
 namespace {
 
@@ -42,9 +46,16 @@ Result<ClipHParams> read_clip_hparams(const GgufFile& f) {
   if (arch.ok() && *arch != "clip")
     return make_error("mmproj: general.architecture is '", *arch, "', not 'clip' (is this a text model?)");
   KILN_ASSIGN_OR_RETURN(const bool has_vision, optional_bool(f, "clip.has_vision_encoder"));
-  if (!has_vision)
-    return make_error("mmproj: the file has no vision encoder (clip.has_vision_encoder is absent or false); "
-                      "audio encoders are not supported");
+  if (!has_vision) {
+    // An audio-only file: say what its audio encoder is (or why it would be refused anyway).
+    auto audio = read_audio_hparams(f);
+    if (!audio.ok()) {
+      return make_error("mmproj: the file has no vision encoder (clip.has_vision_encoder is absent or false); ",
+                        audio.error().message.substr(std::string_view("mmproj: ").size()));
+    }
+    return make_error("mmproj: the file has no vision encoder; its audio encoder (projector '",
+                      audio->projector_name, "', ", audio->n_mel, " mel bins) is not run by kiln yet");
+  }
   auto proj = f.get_string("clip.projector_type");
   if (!proj.ok()) proj = f.get_string("clip.vision.projector_type");
   if (!proj.ok()) return make_error("mmproj: clip.projector_type is missing");
