@@ -10,6 +10,7 @@
 #include <string>
 
 #include "audio/resample.h"
+#include "core/leading_bytes.h"
 
 namespace kiln::audio {
 namespace {
@@ -31,16 +32,6 @@ std::string display_name(std::string_view format) {
   if (format == "ogg") return "Ogg";
   std::string s(format);
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string leading_bytes(std::span<const uint8_t> b) {
-  std::string s;
-  char hex[4];
-  for (size_t i = 0; i < std::min<size_t>(b.size(), 8); ++i) {
-    std::snprintf(hex, sizeof hex, "%s%02x", i ? " " : "", b[i]);
-    s += hex;
-  }
   return s;
 }
 

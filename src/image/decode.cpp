@@ -1,10 +1,10 @@
 #include "image/decode.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "core/leading_bytes.h"
 #include "image/decoders.h"
 
 namespace kiln {
@@ -27,16 +27,6 @@ bool looks_like_svg(std::span<const uint8_t> b) {
 std::string format_display_name(std::string_view f) {
   std::string s(f);
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return s;
-}
-
-std::string leading_bytes(std::span<const uint8_t> b) {
-  std::string s;
-  char hex[4];
-  for (size_t i = 0; i < std::min<size_t>(b.size(), 8); ++i) {
-    std::snprintf(hex, sizeof hex, "%s%02x", i ? " " : "", b[i]);
-    s += hex;
-  }
   return s;
 }
 
