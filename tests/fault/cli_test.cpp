@@ -611,7 +611,7 @@ TEST(Cli, NonsenseValuesAreRefusedWithOneLine) {
       {"chat -n -2" + m, "kiln chat: -n: '-2' must be at least -1\n"},
       {"serve --port 99999 -m /nonexistent.gguf", "kiln serve: --port: '99999' must be in 0..65535\n"},
       {"serve --port -1 -m /nonexistent.gguf", "kiln serve: --port: '-1' must be in 0..65535\n"},
-      {"serve -np 0 -m /nonexistent.gguf", "kiln serve: -np: '0' must be in 1..64\n"},
+      {"serve -np 0 -m /nonexistent.gguf", "kiln serve: -np: '0' must be -1 or in 1..64\n"},
       {"serve --media-path /nonexistent/folder -m /nonexistent.gguf",
        "kiln serve: --media-path: '/nonexistent/folder' is not a folder\n"},
       {"perplexity --chunks 0 -m /nonexistent.gguf -f x.txt",
