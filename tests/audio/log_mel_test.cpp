@@ -74,7 +74,8 @@ TEST(AudioLogMel, EqualsMtmdWithinOneInHundredThousand) {
 }
 
 TEST(AudioLogMel, ChunkCountsAsMtmd) {
-  for (const auto& [len, count] : reference()["chunk_counts"].items()) {
+  const nlohmann::json ref = reference();  // items() below refers into it: it must outlive the loop
+  for (const auto& [len, count] : ref["chunk_counts"].items()) {
     EXPECT_EQ(WhisperLogMel::chunk_count(std::stoll(len)), count.get<int64_t>()) << len << " samples";
   }
   auto mel = WhisperLogMel::create(80);
