@@ -18,7 +18,8 @@ size_t align_up(size_t n) { return (n + kInputAlign - 1) / kInputAlign * kInputA
 struct InputLayout {
   size_t ids, pos, rows, cells, mask, embd, total;
   static InputLayout of(const ContextOptions& opt, const HParams& hp) {
-    const int64_t n_ubatch = opt.n_ubatch, n_ctx = opt.n_ctx, n_embd_in = opt.input_embeddings ? hp.n_embd : 0;
+    const int64_t n_ubatch = opt.n_ubatch, n_ctx = KvCache::cells_for(opt.n_ctx);
+    const int64_t n_embd_in = opt.input_embeddings ? hp.n_embd : 0;
     InputLayout l{};
     const size_t col = align_up(static_cast<size_t>(n_ubatch) * 4);
     l.ids = 0;
@@ -109,7 +110,7 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   DecoderGraphSpec spec;
   spec.n_tokens = c->opt_.n_ubatch;
   spec.n_outputs = c->opt_.n_ubatch;
-  spec.n_kv = c->opt_.n_ctx;
+  spec.n_kv = c->kv_->size();
   spec.attention = c->attention_;
   spec.output = options.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
   KILN_TRY(build_decoder_graph(worst, hp, c->weights_->weights(), c->kv_layers_, spec));
@@ -239,8 +240,7 @@ Status Context::decode_ubatch(const Batch& batch, const DecodeOptions& options, 
   const HParams& hp = model().hparams();
   const std::span<const int32_t> pos(batch.pos.data() + begin, end - begin);
   const std::span<const int32_t> seq(batch.seq.data() + begin, end - begin);
-  KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->place(seq));
-  kv_->commit(head, pos, seq);
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> cells, kv_->place(pos, seq));
 
   stage_rows_.clear();
   for (size_t i = begin; i < end; ++i) {
@@ -265,7 +265,7 @@ Status Context::decode_ubatch(const Batch& batch, const DecodeOptions& options, 
 
   stage_pos_.assign(pos.begin(), pos.end());
   stage_cells_.resize(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) stage_cells_[static_cast<size_t>(t)] = static_cast<int32_t>(head + t);
+  for (int64_t t = 0; t < T; ++t) stage_cells_[static_cast<size_t>(t)] = static_cast<int32_t>(cells[static_cast<size_t>(t)]);
   stage_mask_.resize(static_cast<size_t>(spec.n_kv * T));
   kv_->fill_mask(stage_mask_, spec.n_kv, pos, seq, batch.causal);
 
@@ -424,11 +424,11 @@ Status Context::write_sequence_cells(int32_t seq, const SequenceCells& in) {
   kv_->seq_rm(seq, -1, -1);
   if (in.positions.empty()) return ok_status();
   const std::vector<int32_t> seqs(in.positions.size(), seq);
-  KILN_ASSIGN_OR_RETURN(const int64_t head, kv_->place(seqs));
-  std::vector<int64_t> cells(in.positions.size());
-  for (size_t c = 0; c < cells.size(); ++c) cells[c] = head + static_cast<int64_t>(c);
-  KILN_TRY(kv_->write_cells(cells, in.bytes));
-  kv_->commit(head, in.positions, seqs);
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> cells, kv_->place(in.positions, seqs));
+  if (const Status st = kv_->write_cells(cells, in.bytes); !st.ok()) {
+    kv_->seq_rm(seq, -1, -1);
+    return st;
+  }
   return ok_status();
 }
 

@@ -1,8 +1,8 @@
 // Context: decodes batches of a Model on a Backend, with a KV cache shared by many sequences.
 //
 // decode() validates the whole batch first (token ids or embeddings, positions, sequence ids,
-// size), then runs it as micro-batches of at most n_ubatch tokens: each takes a run of free KV
-// cells, takes the decoder graph of its shape (models/decoder_graph.h: tokens, outputs, and the
+// size), then runs it as micro-batches of at most n_ubatch tokens: each takes KV cells
+// (KvCache::place), takes the decoder graph of its shape (models/decoder_graph.h: tokens, outputs, and the
 // cells attention reads, KvCache::n_kv_padded()) planned in the compute arena (reserved for the
 // worst case at creation: decoding allocates no device memory), uploads its inputs (the cells it
 // writes among them) and runs. Graphs and plans are kept for the shapes that repeat
@@ -98,7 +98,8 @@ struct SequenceCells {
   int64_t size() const { return static_cast<int64_t>(positions.size()); }
 };
 
-// The KV cells a context created with `options` for a model with `hparams` has (n_ctx resolved).
+// The context size of a context created with `options` for a model with `hparams` (n_ctx
+// resolved). Its KV cache has that many cells rounded up to whole blocks (KvCache::cells_for).
 int64_t context_size(const ContextOptions& options, const HParams& hparams);
 
 class Context final : private Evictable {
@@ -132,7 +133,9 @@ class Context final : private Evictable {
 
   const Model& model() const { return weights_->model(); }
   const DeviceWeights& weights() const { return *weights_; }
-  int64_t n_ctx() const { return kv_->size(); }
+  // The context size asked for (context_size()): what one sequence may hold. The KV cache has it
+  // rounded up to whole blocks (kv().size()), room that other sequences' blocks may take.
+  int64_t n_ctx() const { return opt_.n_ctx; }
   int64_t n_batch() const { return opt_.n_batch; }
   int64_t n_ubatch() const { return opt_.n_ubatch; }
   int64_t n_vocab() const { return model().hparams().n_vocab; }

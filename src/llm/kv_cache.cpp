@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 namespace kiln {
 
@@ -18,8 +19,10 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& 
   kv->type_v_ = type_v;
   kv->n_embd_k_ = hp.n_embd_k_gqa();
   kv->n_embd_v_ = hp.n_embd_v_gqa();
-  kv->cells_.assign(static_cast<size_t>(n_ctx), KvCell{});
-  kv->shift_.assign(static_cast<size_t>(n_ctx), 0);
+  const int64_t n_cells = cells_for(n_ctx);
+  kv->cells_.assign(static_cast<size_t>(n_cells), KvCell{});
+  kv->shift_.assign(static_cast<size_t>(n_cells), 0);
+  kv->block_used_.assign(static_cast<size_t>(n_cells / kBlockCells), 0);
   kv->owner_name_ = owner_name;
   const bool swapped = device.residency() != nullptr && !device.residency()->swap_dir().empty();
   kv->resident_.attach(device, owner, owner_name, MemoryKind::Kv,
@@ -33,8 +36,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& 
   kv->k_views_.resize(kv->k_bufs_.size());
   kv->v_views_.resize(kv->v_bufs_.size());
   for (size_t il = 0; il < kv->k_bufs_.size(); ++il) {
-    KILN_ASSIGN_OR_RETURN(kv->k_views_[il], kv->k_bufs_[il]->view(type_k, {kv->n_embd_k_, n_ctx, 1, 1}));
-    KILN_ASSIGN_OR_RETURN(kv->v_views_[il], kv->v_bufs_[il]->view(type_v, {kv->n_embd_v_, n_ctx, 1, 1}));
+    KILN_ASSIGN_OR_RETURN(kv->k_views_[il], kv->k_bufs_[il]->view(type_k, {kv->n_embd_k_, n_cells, 1, 1}));
+    KILN_ASSIGN_OR_RETURN(kv->v_views_[il], kv->v_bufs_[il]->view(type_v, {kv->n_embd_v_, n_cells, 1, 1}));
   }
   // Zeroed cells: attention reads masked cells too (n_kv_padded()), and their contents must be
   // finite (a masked key's score must not be NaN).
@@ -49,7 +52,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& 
 }
 
 size_t KvCache::bytes_for(const HParams& hp, int64_t n_ctx, DType type_k, DType type_v) {
-  const size_t cells = static_cast<size_t>(std::max<int64_t>(n_ctx, 0));
+  const size_t cells = static_cast<size_t>(cells_for(std::max<int64_t>(n_ctx, 0)));
   return static_cast<size_t>(hp.n_layer) *
          (layer_bytes(type_k, hp.n_embd_k_gqa(), cells) + layer_bytes(type_v, hp.n_embd_v_gqa(), cells));
 }
@@ -144,36 +147,159 @@ size_t KvCache::cell_bytes() const {
   return k_views_.size() * (row_size(type_k_, n_embd_k_) + row_size(type_v_, n_embd_v_));
 }
 
-Result<int64_t> KvCache::place(std::span<const int32_t> seq) {
+Result<std::vector<int64_t>> KvCache::place(std::span<const int32_t> pos, std::span<const int32_t> seq) {
+  KILN_ASSERT(pos.size() == seq.size(), "kv cache: pos/seq size mismatch");
   const int64_t size = this->size(), n = static_cast<int64_t>(seq.size());
   if (n > size) return make_error("kv cache: a batch of ", n, " tokens does not fit a cache of ", size, " cells");
   if (n_used() + n > size) {
     return make_error("kv cache: no room for ", n, " tokens (", n_used(), " of ", size,
                       " cells in use): the context is full");
   }
-  uint64_t batch_seqs = 0;
-  for (int32_t s : seq) batch_seqs |= uint64_t{1} << s;
-  int64_t floor = 0;  // one past the last cell any of the batch's sequences holds
-  for (int64_t i = 0; i < used_end_; ++i) {
-    if (cells_[static_cast<size_t>(i)].seq_mask & batch_seqs) floor = i + 1;
+  for (int32_t s : seq) KILN_ASSERT(s >= 0 && s < kMaxSequences, "kv cache: sequence id out of range");
+  // Aligned as it is; aligned after packing the blocks; then any free cell after the sequence's
+  // (aligned where it can be); then so after packing the cells.
+  struct Attempt {
+    bool any_cell;
+    Status (KvCache::*pack)();
+  };
+  static constexpr Attempt kAttempts[] = {
+      {false, nullptr}, {false, &KvCache::compact}, {true, nullptr}, {true, &KvCache::pack_cells}};
+  std::vector<int64_t> cells(static_cast<size_t>(n));
+  for (const Attempt& a : kAttempts) {
+    if (a.pack != nullptr) KILN_TRY((this->*a.pack)());
+    size_t placed = 0;
+    for (; placed < cells.size(); ++placed) {
+      cells[placed] = place_one(pos[placed], seq[placed], a.any_cell);
+      if (cells[placed] < 0) break;
+    }
+    if (placed == cells.size()) return cells;
+    for (size_t i = 0; i < placed; ++i) cells_[static_cast<size_t>(cells[i])] = KvCell{};  // undone
+    update_used_end();
   }
-  int64_t run = 0;
-  for (int64_t i = floor; i < size; ++i) {
-    run = cells_[static_cast<size_t>(i)].free() ? run + 1 : 0;
-    if (run == n) return i - n + 1;
-  }
-  KILN_TRY(compact());
-  return used_end_;  // every used cell is now below used_end_ == n_used(), and n_used() + n <= size
+  return make_error("kv cache: no room for ", n, " tokens (", n_used(), " of ", size,
+                    " cells in use): the context is full");
 }
 
-Status KvCache::compact() {
+int64_t KvCache::place_one(int32_t pos, int32_t seq, bool any_cell) {
+  const int64_t last = last_cell(seq);
+  const int64_t offset = pos % kBlockCells;
+  int64_t cell = -1;
+  if (last >= 0 && continues_block(seq, last, pos)) {
+    cell = block_of(last) * kBlockCells + offset;
+  } else {
+    for (int64_t b = last < 0 ? 0 : block_of(last) + 1; b < static_cast<int64_t>(block_used_.size()); ++b) {
+      if (block_used_[static_cast<size_t>(b)] == 0) {
+        cell = b * kBlockCells + offset;
+        break;
+      }
+    }
+  }
+  for (int64_t c = last + 1; cell < 0 && any_cell && c < size(); ++c) {
+    if (cells_[static_cast<size_t>(c)].free()) cell = c;
+  }
+  if (cell >= 0) occupy(cell, pos, seq);
+  return cell;
+}
+
+bool KvCache::continues_block(int32_t seq, int64_t last, int32_t pos) const {
+  const int64_t first = block_of(last) * kBlockCells;
+  const int64_t cell = first + pos % kBlockCells;
+  if (cell <= last || !cells_[static_cast<size_t>(cell)].free()) return false;
+  if (cells_[static_cast<size_t>(last)].pos / kBlockCells != pos / kBlockCells) return false;
+  for (int64_t c = first; c < first + kBlockCells; ++c) {
+    const KvCell& k = cells_[static_cast<size_t>(c)];
+    if (!k.free() && !k.has(seq)) return false;
+  }
+  return true;
+}
+
+void KvCache::occupy(int64_t cell, int32_t pos, int32_t seq) {
+  KvCell& c = cells_[static_cast<size_t>(cell)];
+  KILN_ASSERT(c.free(), "kv cache: commit into a used cell");
+  c.pos = pos;
+  c.seq_mask = uint64_t{1} << seq;
+  ++block_used_[static_cast<size_t>(block_of(cell))];
+  used_end_ = std::max(used_end_, cell + 1);
+}
+
+int64_t KvCache::last_cell(int32_t seq) const {
+  for (int64_t i = used_end_; i > 0; --i) {
+    if (cells_[static_cast<size_t>(i - 1)].has(seq)) return i - 1;
+  }
+  return -1;
+}
+
+int64_t KvCache::free_cells() const {
+  return kBlockCells * std::count(block_used_.begin(), block_used_.end(), 0);
+}
+
+int64_t KvCache::cells_to_grow(int32_t seq, int32_t next_pos, int64_t n) const {
+  if (n <= 0) return 0;
+  int64_t p = next_pos;
+  const int64_t end = next_pos + n;
+  const int64_t last = last_cell(seq);
+  if (last >= 0 && continues_block(seq, last, next_pos)) p = std::min(end, (p / kBlockCells + 1) * kBlockCells);
+  if (p >= end) return 0;
+  return ((end - 1) / kBlockCells - p / kBlockCells + 1) * kBlockCells;
+}
+
+int64_t KvCache::tokens_within(int32_t seq, int32_t next_pos, int64_t cells) const {
+  int64_t p = next_pos;
+  const int64_t last = last_cell(seq);
+  if (last >= 0 && continues_block(seq, last, next_pos)) p = (p / kBlockCells + 1) * kBlockCells;
+  const int64_t blocks = std::max<int64_t>(cells, 0) / kBlockCells;
+  if (blocks > 0) p = (p / kBlockCells + blocks) * kBlockCells;
+  return p - next_pos;
+}
+
+int64_t KvCache::cells_for_positions(std::span<const int32_t> positions) {
+  std::vector<int32_t> runs;
+  runs.reserve(positions.size());
+  for (int32_t p : positions) runs.push_back(p / static_cast<int32_t>(kBlockCells));
+  std::sort(runs.begin(), runs.end());
+  return kBlockCells * (std::unique(runs.begin(), runs.end()) - runs.begin());
+}
+
+int64_t KvCache::cells_held_only_by(uint64_t seqs) const {
+  int64_t n = 0;
+  for (size_t b = 0; b < block_used_.size(); ++b) {
+    if (block_used_[b] == 0) continue;
+    bool only = true;
+    for (size_t c = b * kBlockCells; c < (b + 1) * kBlockCells && only; ++c) only = (cells_[c].seq_mask & ~seqs) == 0;
+    n += only ? kBlockCells : 0;
+  }
+  return n;
+}
+
+Status KvCache::move_cells(int64_t from, int64_t to, int64_t count) {
   const size_t rk = row_size(type_k_, n_embd_k_), rv = row_size(type_v_, n_embd_v_);
   std::vector<uint8_t> rows;
-  auto move_rows = [&rows](Buffer& buf, size_t row_bytes, int64_t from, int64_t to, int64_t count) -> Status {
+  auto move_rows = [&](Buffer& buf, size_t row_bytes) -> Status {
     rows.resize(static_cast<size_t>(count) * row_bytes);
     KILN_TRY(buf.read(static_cast<size_t>(from) * row_bytes, rows.data(), rows.size()));
     return buf.write(static_cast<size_t>(to) * row_bytes, rows.data(), rows.size());
   };
+  for (size_t il = 0; il < k_bufs_.size(); ++il) {
+    KILN_TRY(move_rows(*k_bufs_[il], rk));
+    KILN_TRY(move_rows(*v_bufs_[il], rv));
+  }
+  std::copy_n(cells_.begin() + from, count, cells_.begin() + to);
+  std::copy_n(shift_.begin() + from, count, shift_.begin() + to);
+  return ok_status();
+}
+
+Status KvCache::compact() {
+  int64_t to = 0;  // the next block to fill
+  for (int64_t from = 0; from < static_cast<int64_t>(block_used_.size()); ++from) {
+    if (block_used_[static_cast<size_t>(from)] == 0) continue;
+    // to < from: blocks move down in order, so a block never overwrites one not yet moved.
+    if (to != from) KILN_TRY(move_cells(from * kBlockCells, to * kBlockCells, kBlockCells));
+    ++to;
+  }
+  return clear_from(to * kBlockCells);
+}
+
+Status KvCache::pack_cells() {
   const int64_t size = this->size();
   int64_t to = 0;
   for (int64_t from = 0; from < size;) {
@@ -183,48 +309,29 @@ Status KvCache::compact() {
     }
     int64_t end = from;
     while (end < size && !cells_[static_cast<size_t>(end)].free()) ++end;
-    const int64_t count = end - from;
-    if (to != from) {  // to < from: runs move down in order, so a run never overwrites one not yet moved
-      for (size_t il = 0; il < k_bufs_.size(); ++il) {
-        KILN_TRY(move_rows(*k_bufs_[il], rk, from, to, count));
-        KILN_TRY(move_rows(*v_bufs_[il], rv, from, to, count));
-      }
-      std::copy(cells_.begin() + from, cells_.begin() + end, cells_.begin() + to);
-      std::copy(shift_.begin() + from, shift_.begin() + end, shift_.begin() + to);
-    }
-    to += count;
+    if (to != from) KILN_TRY(move_cells(from, to, end - from));  // runs move down in order
+    to += end - from;
     from = end;
   }
-  std::fill(cells_.begin() + to, cells_.end(), KvCell{});
-  std::fill(shift_.begin() + to, shift_.end(), 0);
+  return clear_from(to);
+}
+
+Status KvCache::clear_from(int64_t cell) {
+  std::fill(cells_.begin() + cell, cells_.end(), KvCell{});
+  std::fill(shift_.begin() + cell, shift_.end(), 0);
   update_used_end();
   return ok_status();
 }
 
-void KvCache::commit(int64_t head, std::span<const int32_t> pos, std::span<const int32_t> seq) {
-  KILN_ASSERT(pos.size() == seq.size(), "kv cache: pos/seq size mismatch");
-  KILN_ASSERT(head >= 0 && head + static_cast<int64_t>(pos.size()) <= size(), "kv cache: slot out of range");
-  for (size_t i = 0; i < pos.size(); ++i) {
-    KvCell& c = cells_[static_cast<size_t>(head) + i];
-    KILN_ASSERT(c.free(), "kv cache: commit into a used cell");
-    KILN_ASSERT(seq[i] >= 0 && seq[i] < kMaxSequences, "kv cache: sequence id out of range");
-    c.pos = pos[i];
-    c.seq_mask = uint64_t{1} << seq[i];
-  }
-  update_used_end();
-}
-
-int64_t KvCache::n_used() const {
-  return std::count_if(cells_.begin(), cells_.end(), [](const KvCell& c) { return !c.free(); });
-}
+int64_t KvCache::n_used() const { return std::accumulate(block_used_.begin(), block_used_.end(), int64_t{0}); }
 
 void KvCache::update_used_end() {
   used_end_ = 0;
-  for (int64_t i = size(); i > 0; --i) {
-    if (!cells_[static_cast<size_t>(i - 1)].free()) {
-      used_end_ = i;
-      break;
-    }
+  std::fill(block_used_.begin(), block_used_.end(), 0);
+  for (int64_t i = 0; i < size(); ++i) {
+    if (cells_[static_cast<size_t>(i)].free()) continue;
+    used_end_ = i + 1;
+    ++block_used_[static_cast<size_t>(block_of(i))];
   }
 }
 
@@ -324,6 +431,7 @@ void KvCache::clear() {
   std::fill(cells_.begin(), cells_.end(), KvCell{});
   clear_shift();
   used_end_ = 0;
+  std::fill(block_used_.begin(), block_used_.end(), 0);
 }
 
 namespace {

@@ -5,11 +5,19 @@
 // seq_cp). Memory per layer, on the cache's device:
 //   K [n_embd_k_gqa, n_ctx]: cell c's keys at row c, head h at columns [h*head_dim_k, (h+1)*head_dim_k)
 //   V [n_embd_v_gqa, n_ctx]: likewise.
-// A micro-batch is written into a contiguous run of free cells placed after every cell its
-// sequences already hold (place()), so each sequence's cells stay in the order they were written:
-// flash attention sums keys in cell order, and the same keys in another order give other bits,
-// which would make a sequence's output depend on what else the cache held. Attention reads cells
-// [0, n_kv()) through a mask that hides cells of other sequences and future positions.
+// Cells come in blocks of kBlockCells (attention's key tile, ops/attention.cpp kFaTileKv): the
+// token at position p of a sequence goes to offset p % kBlockCells of a block that holds only that
+// sequence's positions of one aligned run [p - p % kBlockCells, + kBlockCells) (or of the sequences
+// sharing them after seq_cp), in a block after every cell the sequence already holds (place()).
+// So a sequence's keys sit in cell order and in the tiles they would fill in an empty cache,
+// wherever its blocks are: attention sums keys in cell order, tile by tile, with SIMD lanes by cell
+// index, and the same keys in other cells give other bits, which would make a sequence's output
+// depend on what else the cache held. Masked keys add exact zeros and fully masked tiles are
+// skipped, so the other blocks between change nothing. Attention reads cells [0, n_kv()) through
+// a mask that hides cells of other sequences and future positions.
+// The cache holds n_ctx cells rounded up to whole blocks. Room is counted in blocks: free_cells()
+// is the cells of blocks no sequence holds, and cells_to_grow() what a sequence's next tokens take
+// from them (none while they fit its last block).
 // Residency: on a device with a residency manager the cache is one resident (MemoryKind::Kv) of
 // the context's owner. Evicting copies every layer's K and V to host memory, or to a file in the
 // manager's swap directory when it has one (--swap-dir: runtime/swap_file.h, one file per evicted
@@ -48,10 +56,13 @@ struct KvCell {
 
 class KvCache final : private Evictable {
  public:
-  // Allocates n_layer K and V buffers (MemoryKind::Kv, tagged `owner_name`) on `device`, as a
+  // Allocates n_layer K and V buffers of n_ctx cells rounded up to whole blocks (MemoryKind::Kv,
+  // tagged `owner_name`) on `device`, as a
   // resident of `owner` when the device has a residency manager, and zeroes them.
   static Result<std::unique_ptr<KvCache>> create(Device& device, const HParams& hp, int64_t n_ctx, DType type_k,
                                                  DType type_v, OwnerId owner, const std::string& owner_name);
+  // The cells of a cache created for n_ctx: n_ctx rounded up to whole blocks.
+  static int64_t cells_for(int64_t n_ctx) { return (n_ctx + kBlockCells - 1) / kBlockCells * kBlockCells; }
   // Bytes of the K and V buffers that create() allocates for these arguments.
   static size_t bytes_for(const HParams& hp, int64_t n_ctx, DType type_k, DType type_v);
   // Raised each time the buffers come back from an eviction (the views then point elsewhere).
@@ -65,16 +76,34 @@ class KvCache final : private Evictable {
   const TensorView& v(int64_t il) const { return v_views_[static_cast<size_t>(il)]; }
   size_t bytes() const;
 
-  // The first cell of a run of seq.size() free cells after the last cell of every sequence in
-  // `seq`, for a micro-batch of tokens of those sequences. When the cache has no such run but
-  // enough free cells, the used cells are first packed to the front (compact()); an Error when
-  // it has too few free cells.
-  Result<int64_t> place(std::span<const int32_t> seq);
-  // Moves the used cells (K/V rows of every layer, positions, sequences) to cells [0, n_used())
-  // in their current order; a sequence's attention gives the same bits before and after.
+  // Places and commits a micro-batch (positions `pos` of sequences `seq`, a sequence's tokens in
+  // ascending positions) and returns each token's cell, as the header describes: a token continues
+  // its sequence's last block when it belongs to the same aligned run of positions, else takes the
+  // first free block after the sequence's cells. When that fails for want of a free block after a
+  // sequence's cells, the used blocks are packed to the front (compact()) and the batch placed
+  // again. When the free blocks do not suffice, tokens that cannot be aligned take any free cell
+  // after their sequence's cells (packing the used cells to the front if need be): the order of a
+  // sequence's keys holds, their tiles may not, so only a pool counted in blocks (free_cells(),
+  // as the server's engine counts it) keeps every sequence's bits. An Error (nothing placed) when
+  // the free cells do not suffice.
+  Result<std::vector<int64_t>> place(std::span<const int32_t> pos, std::span<const int32_t> seq);
+  // Moves the used blocks (K/V rows of every layer, positions, sequences) to blocks at the front, in
+  // their current order; every cell keeps its offset in its block, so a sequence's attention gives
+  // the same bits before and after.
   Status compact();
-  // Marks cells [head, head + pos.size()) as holding tokens at `pos` of sequences `seq`.
-  void commit(int64_t head, std::span<const int32_t> pos, std::span<const int32_t> seq);
+  static constexpr int64_t kBlockCells = 64;
+  // Cells of the blocks that hold no token.
+  int64_t free_cells() const;
+  // Cells of free blocks that n more tokens of `seq` at positions [next_pos, next_pos + n) take
+  // (a multiple of kBlockCells; those that fit the sequence's last block take none).
+  int64_t cells_to_grow(int32_t seq, int32_t next_pos, int64_t n) const;
+  // The most tokens of `seq` from next_pos that take at most `cells` cells of free blocks.
+  int64_t tokens_within(int32_t seq, int32_t next_pos, int64_t cells) const;
+  // Cells of free blocks that tokens at `positions` of a sequence with no cells take.
+  static int64_t cells_for_positions(std::span<const int32_t> positions);
+  // Cells of the used blocks whose every token belongs only to sequences in `seqs` (bit s: sequence
+  // s): the room that removing those sequences frees.
+  int64_t cells_held_only_by(uint64_t seqs) const;
   // Cells [0, n_kv) cover every used cell; attention reads only these.
   int64_t n_kv() const { return used_end_; }
   // n_kv() rounded up to a multiple of kPadCells (at least kPadCells), at most size(): the cells a
@@ -119,7 +148,21 @@ class KvCache final : private Evictable {
 
  private:
   KvCache() = default;
-  void update_used_end();
+  void update_used_end();  // and block_used_
+  int64_t last_cell(int32_t seq) const;  // the highest cell `seq` holds, or -1
+  int64_t block_of(int64_t cell) const { return cell / kBlockCells; }
+  // Whether a token of `seq` at `pos` goes into the block of `seq`'s last cell `last`, at offset
+  // pos % kBlockCells: the block holds only `seq`'s tokens (with the sequences sharing them), of
+  // pos's aligned run, and that cell after `last` is free.
+  bool continues_block(int32_t seq, int64_t last, int32_t pos) const;
+  // One token's cell by place()'s rule, committed; -1 when no free block (with any_cell: no free
+  // cell) lies after seq's cells.
+  int64_t place_one(int32_t pos, int32_t seq, bool any_cell);
+  // Moves `count` cells' K/V rows (every layer), metadata and shifts from `from` to `to`.
+  Status move_cells(int64_t from, int64_t to, int64_t count);
+  Status pack_cells();                // the used cells to [0, n_used()), in order
+  Status clear_from(int64_t cell);    // frees cells [cell, size()) (after a packing)
+  void occupy(int64_t cell, int32_t pos, int32_t seq);
   Result<std::unique_ptr<Buffer>> allocate_layer(int kv_i);  // K (0) or V (1) buffer of one layer
   static size_t layer_bytes(DType type, int64_t width, size_t cells);  // of one such buffer
   // Evictable: K/V bytes to host_copy_ (or swap_) and back.
@@ -132,6 +175,7 @@ class KvCache final : private Evictable {
   std::vector<int32_t> shift_;
   bool has_shift_ = false;
   int64_t used_end_ = 0;
+  std::vector<int32_t> block_used_;  // used cells per block
   std::string owner_name_;
   Resident resident_;  // before the buffers: outlives them
   std::vector<std::unique_ptr<Buffer>> k_bufs_, v_bufs_;

@@ -399,13 +399,17 @@ void Engine::release(Slot& s, StopType type, std::string error) {
   }
 }
 
-int64_t Engine::free_cells() const { return ctx_.n_ctx() - ctx_.kv().n_used(); }
+int64_t Engine::free_cells() const { return ctx_.kv().free_cells(); }
 
 int64_t Engine::idle_cells() const {
-  int64_t n = 0;
+  uint64_t idle = 0;
   for (const Slot& s : slots_)
-    if (!s.gen) n += static_cast<int64_t>(s.cache.size());
-  return n;
+    if (!s.gen) idle |= uint64_t{1} << s.id;
+  return ctx_.kv().cells_held_only_by(idle);
+}
+
+int64_t Engine::cells_to_grow(const Slot& s, int32_t next_pos, int64_t n) const {
+  return ctx_.kv().cells_to_grow(s.id, next_pos, n);
 }
 
 int64_t Engine::least_demand(const Slot* also) const {
@@ -415,20 +419,24 @@ int64_t Engine::least_demand(const Slot* also) const {
     if (!runs(s) || s.pending >= 0) continue;
     const auto& prompt = s.gen->request_.prompt;
     if (s.n_prompt_done < prompt.size() && prompt[s.n_prompt_done] == kMediaToken)
-      return image_at(s.gen->request_.images, s.n_prompt_done)->embd->n_tokens;
+      return cells_to_grow(s, static_cast<int32_t>(s.n_prompt_done),
+                           image_at(s.gen->request_.images, s.n_prompt_done)->embd->n_tokens);
   }
-  // One cell per generating slot, and the first reading slot's next chunk whole (a prompt's chunks
-  // are then cut as they would be with room: the same batches, the same bits).
+  // Room for one token per generating slot, and for the first reading slot's next chunk whole (a
+  // prompt's chunks are then cut as they would be with room: the same batches, the same bits),
+  // in the cells of the blocks they take.
   int64_t n = 0;
-  size_t chunk = 0;
+  bool chunk = false;
   for (const Slot& s : slots_) {
     if (!runs(s)) continue;
-    if (s.pending >= 0)
-      n += s.gen->backlogged() ? 0 : 1;
-    else if (chunk == 0)
-      chunk = text_run(s, kPromptChunk);
+    if (s.pending >= 0) {
+      n += s.gen->backlogged() ? 0 : cells_to_grow(s, static_cast<int32_t>(s.cache.size()), 1);
+    } else if (!chunk) {
+      chunk = true;
+      n += cells_to_grow(s, static_cast<int32_t>(s.n_prompt_done), static_cast<int64_t>(text_run(s, kPromptChunk)));
+    }
   }
-  return n + static_cast<int64_t>(chunk);
+  return n;
 }
 
 size_t Engine::text_run(const Slot& s, size_t limit) const {
@@ -442,7 +450,8 @@ size_t Engine::text_run(const Slot& s, size_t limit) const {
 bool Engine::can_resume(const Slot& s) const {
   const bool others_run =
       std::any_of(slots_.begin(), slots_.end(), [](const Slot& o) { return o.gen && !o.parked; });
-  const int64_t need = s.parked->size() + least_demand(&s) + (others_run ? kResumeHeadroom : 0);
+  const int64_t need =
+      KvCache::cells_for_positions(s.parked->positions) + least_demand(&s) + (others_run ? kResumeHeadroom : 0);
   return free_cells() + idle_cells() >= need;
 }
 
@@ -509,7 +518,7 @@ void Engine::make_room() {
   // together do not share a batch they would not have shared with room.
   if (const int i = earliest_parked(); i >= 0 && can_resume(slots_[static_cast<size_t>(i)])) {
     Slot& next = slots_[static_cast<size_t>(i)];
-    const int64_t need = next.parked->size() + least_demand(&next);
+    const int64_t need = KvCache::cells_for_positions(next.parked->positions) + least_demand(&next);
     for (Slot* idle = lru_idle(); idle && free_cells() < need; idle = lru_idle()) clear_idle_cache(*idle);
     resume(next);
   }
@@ -556,12 +565,10 @@ bool Engine::step() {
     s.draft.clear();
   }
   Batch batch;
-  std::vector<std::pair<Slot*, size_t>> chunks;  // slot, prompt positions added this step
   // An image that a slot's prompt has reached is decoded alone (a batch holds token ids or
   // embeddings): the generating slots wait one step, as in llama-server.
   if (Slot* image_slot = add_image(batch)) {
-    chunks.emplace_back(image_slot, batch.size());
-    decode_rows(batch, chunks, false);
+    decode_rows(batch, {{image_slot, batch.size()}}, false);
     return true;
   }
   std::vector<Slot*> generating;
@@ -583,39 +590,36 @@ bool Engine::step() {
     s->batch_index = static_cast<int64_t>(batch.size());
     add_verification_rows(batch, s->id, static_cast<int32_t>(s->cache.size()), s->pending, s->draft);
   }
-  // With a speculator these rows decode in single-row order, each as it would alone, so a slot's
-  // text depends neither on its drafts nor on the other slots; prompt chunks then go in a batch of
-  // their own, in the batch kernels' (faster) order.
+  // These rows decode in single-row order, each as it would alone, so a slot's text depends
+  // neither on its drafts nor on the other slots.
   bool worked = false;
-  if (speculator_ != nullptr && batch.size() > 0) {
+  if (batch.size() > 0) {
     decode_rows(batch, {}, true);
-    batch.clear();
     worked = true;
   }
-  add_prompt_chunks(batch, chunks,
-                    std::min<int64_t>(kPromptChunk, free_cells() - static_cast<int64_t>(batch.size())));
-  if (batch.size() == 0) return worked;
-  decode_rows(batch, chunks, false);
-  return true;
+  return decode_prompt_chunks() || worked;
 }
 
-void Engine::add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t>>& chunks, int64_t cells) {
-  // Prompt chunks: at most kPromptChunk prompt tokens a step, so streams keep flowing (and no more
-  // than the free cells). A chunk stops before an image (decoded by a later step).
-  size_t budget = static_cast<size_t>(std::max<int64_t>(cells, 0));
+bool Engine::decode_prompt_chunks() {
+  size_t rows = 0;
   for (Slot& s : slots_) {
-    if (!s.gen || s.parked || s.pending >= 0 || s.aside.result.valid() || budget == 0) continue;
+    if (!s.gen || s.parked || s.pending >= 0 || s.aside.result.valid()) continue;
+    const size_t n = text_run(s, kPromptChunk);
+    if (n == 0) continue;  // an image comes first: add_image() takes it in a later step
+    if (rows > 0 && rows + n > kPromptChunk) break;
+    if (cells_to_grow(s, static_cast<int32_t>(s.n_prompt_done), static_cast<int64_t>(n)) > free_cells()) break;
     const auto& prompt = s.gen->request_.prompt;
-    const size_t n = text_run(s, budget);
+    Batch batch;
     for (size_t j = 0; j < n; ++j) {
       const size_t i = s.n_prompt_done + j;
       const bool last = i + 1 == prompt.size();
       if (last) s.batch_index = static_cast<int64_t>(batch.size());
       batch.add(prompt[i], static_cast<int32_t>(i), s.id, last);
     }
-    if (n > 0) chunks.emplace_back(&s, n);
-    budget -= n;
+    decode_rows(batch, {{&s, n}}, false);
+    rows += n;
   }
+  return rows > 0;
 }
 
 void Engine::decode_rows(const Batch& batch, const std::vector<std::pair<Slot*, size_t>>& chunks,
@@ -780,7 +784,8 @@ Engine::Slot* Engine::add_image(Batch& batch) {
     const PromptImage* im = image_at(s.gen->request_.images, s.n_prompt_done);
     KILN_ASSERT(im != nullptr, "Engine: a media position without its image");
     const ImageEmbeddings& e = *im->embd;
-    if (e.n_tokens > free_cells()) return nullptr;  // make_room() could not fit it this step
+    if (cells_to_grow(s, static_cast<int32_t>(s.n_prompt_done), e.n_tokens) > free_cells())
+      return nullptr;  // make_room() could not fit it this step
     batch.causal = !e.non_causal;
     for (int64_t t = 0; t < e.n_tokens; ++t) {
       const size_t i = s.n_prompt_done + static_cast<size_t>(t);
@@ -816,10 +821,13 @@ void Engine::draft(const std::vector<Slot*>& generating, int64_t spare,
         continue;
       }
     }
+    // The sampled token goes to cell position `pos`; its draft follows it.
+    const auto pos = static_cast<int32_t>(s->cache.size());
+    const int64_t own = cells_to_grow(*s, pos, 1);  // counted in the step's least demand
     const int64_t budget =
         std::min<int64_t>({n_draft_budget(n_ctx_slot_, static_cast<int64_t>(s->cache.size()),
                                           g.request_.max_tokens, g.n_generated_),
-                           rows_per_slot - 1, spare});
+                           rows_per_slot - 1, ctx_.kv().tokens_within(s->id, pos, own + spare) - 1});
     auto d = s->drafter->propose(s->cache, s->pending, static_cast<int32_t>(budget));
     if (!d.ok()) {
       s->drafter = speculator_->drafter(s->id);
@@ -827,7 +835,7 @@ void Engine::draft(const std::vector<Slot*>& generating, int64_t spare,
       continue;
     }
     s->draft = std::move(*d);
-    spare -= static_cast<int64_t>(s->draft.size());
+    spare -= cells_to_grow(*s, pos, 1 + static_cast<int64_t>(s->draft.size())) - own;
   }
 }
 

@@ -1,7 +1,10 @@
 // Engine: the server's generation loop. One thread owns the Context; it serves N slots (each one
 // sequence id of the shared KV cache) with continuous batching: every step decodes, in one Batch,
-// the last sampled token of each generating slot plus at most kPromptChunk pending prompt
-// tokens, then samples every slot that produced logits. Each slot keeps the tokens it has cached;
+// the last sampled token of each generating slot, in single-row order (DecodeOptions: each row
+// computes as it would alone), then at most kPromptChunk pending prompt tokens, each slot's chunk
+// in a batch of its own and cut as the request alone would cut it; then samples every slot that
+// produced logits. With the KV cache's aligned blocks (llm/kv_cache.h) a request's tokens and
+// logits are thus those of the request alone, whatever else the server runs (batch invariance). Each slot keeps the tokens it has cached;
 // a new request reuses the longest common prefix (unless it asks cache_prompt false). Requests
 // beyond the slots wait in a bounded queue.
 //
@@ -18,11 +21,9 @@
 //
 // Speculative decoding (with a Speculator): every generating slot drafts (its SequenceDrafter,
 // sequence = slot id) and all slots' verification rows (sampled token + draft) go into the step's
-// one batch, decoded in single-row order (DecodeOptions) so that each row's logits are those of
-// plain decoding: the output equals the output without speculation. With a speculator, every
-// step's generation rows decode in that order (each row's text is then what the request alone
-// gives, whatever else the step holds), and prompt chunks in a second batch of the step, in the
-// batch kernels' order. A generation with images never drafts.
+// batch of generation rows, whose single-row order makes each row's logits those of plain
+// decoding: the output equals the output without speculation. A generation with images never
+// drafts.
 //
 // One KV pool (EngineOptions::kv_unified, llama-server's -kvu): every slot may grow to
 // n_ctx_slot() cells of the shared cache, so the slots together may ask for more cells than it
@@ -35,10 +36,8 @@
 // keeping its slot, its sampler and its pending token. Parked generations resume one per step,
 // earliest admitted first, when the pool has room for their cells, the step's needs and
 // kResumeHeadroom more (no headroom when nothing else runs). The cells come back bit for bit, in
-// whatever free cells there are. Tokens decoded in batches of fewer than 64 read their keys one
-// by one wherever they lie, so such a generation's tokens are those of a run that was never
-// parked; a prompt chunk of 64 tokens or more takes the tiled attention, whose tiles start at
-// cell 0, and there the cells' places can change the last bits (as they can without parking).
+// whatever free blocks there are, each at its offset (KvCache::place), so the generation goes on
+// as if it had never been parked. Room is counted in the cache's blocks (free_cells()).
 // Drafts take only the cells left after the step's least progress. A request never fails for
 // want of room: one running generation always fits (a slot stops at n_ctx_slot() <= the pool).
 //
@@ -86,7 +85,8 @@
 namespace kiln::serve {
 
 // Prompt tokens one step decodes at most (over all slots): a long prompt is processed in chunks
-// between the token steps of the streams already running.
+// between the token steps of the streams already running. A prompt's chunks are this long (the
+// last shorter), as `kiln run`'s micro-batches are with the default n_ubatch.
 inline constexpr size_t kPromptChunk = 512;
 // Tokens a generation may hold for its client before the engine pauses it (see above).
 inline constexpr size_t kMaxUntakenTokens = 64;
@@ -364,12 +364,15 @@ class Engine {
   // One KV pool: makes room for the step's least progress, resuming, clearing and parking as the
   // header says. Engine thread.
   void make_room();
-  // Cells the next step needs at least (see above) with the running slots and `also`, when given.
+  // Cells of free blocks the next step needs at least (see above) with the running slots and
+  // `also`, when given.
   int64_t least_demand(const Slot* also) const;
   // Prompt tokens of `s` up to its next image or its end, at most `limit`.
   size_t text_run(const Slot& s, size_t limit) const;
-  int64_t free_cells() const;
-  int64_t idle_cells() const;   // held by idle slots' cached prompts
+  int64_t free_cells() const;   // of the KV blocks no sequence holds (KvCache::free_cells)
+  int64_t idle_cells() const;   // of the blocks held only by idle slots' cached prompts
+  // Cells of free blocks that n more tokens of `s` from position next_pos take.
+  int64_t cells_to_grow(const Slot& s, int32_t next_pos, int64_t n) const;
   int earliest_parked() const;  // the index of the parked slot admitted first, or -1
   // Whether the parked slot `s` fits the pool now (clearing idle caches if need be).
   bool can_resume(const Slot& s) const;
@@ -391,9 +394,12 @@ class Engine {
   // The drafts take at most `spare` cells together.
   void draft(const std::vector<Slot*>& generating, int64_t spare,
              std::vector<std::pair<Slot*, std::string>>& failed);
-  // Prompt tokens of the slots still reading their prompt, at most `budget`, into `batch`
-  // (setting batch_index where a prompt ends); `chunks` gets each slot and its count.
-  void add_prompt_chunks(Batch& batch, std::vector<std::pair<Slot*, size_t>>& chunks, int64_t budget);
+  // Decodes the next chunk of each slot still reading its prompt (kPromptChunk tokens, fewer at
+  // its next image or its end), whole and in a batch of its own, so that its chunks are those of
+  // the request alone (every chunk but a prompt's last is kPromptChunk long, from where the prompt
+  // left the cache) and compute as there. In slot order, at most kPromptChunk tokens a step (the
+  // first chunk always), stopping at a chunk the pool has no room for. False when none was decoded.
+  bool decode_prompt_chunks();
   // Decodes `batch` and hands over its results: the cache grows by `chunks` and the decoded
   // sampled tokens, every slot with a batch_index samples (or verifies its draft) from its rows
   // and its batch_index is reset. A failed decode ends every generation.

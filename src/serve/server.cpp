@@ -73,10 +73,16 @@ std::optional<std::string> query_value(std::string_view query, std::string_view 
 }
 
 // ContextOptions for `opt`: --kv-unified-per-slot sizes an unset context to slots x N.
-ContextOptions server_context_options(const ServerOptions& opt) {
+ContextOptions server_context_options(const ServerOptions& opt, const HParams& hparams) {
   ContextOptions co = opt.context;
-  if (opt.kv_unified_per_slot > 0 && co.n_ctx == 0)
-    co.n_ctx = static_cast<int64_t>(engine_options(opt).n_slots) * opt.kv_unified_per_slot;
+  const EngineOptions slots = engine_options(opt);
+  if (opt.kv_unified_per_slot > 0 && co.n_ctx == 0) co.n_ctx = static_cast<int64_t>(slots.n_slots) * opt.kv_unified_per_slot;
+  // Split slots take whole KV blocks each (llama-server pads a slot's context to 256 cells), so
+  // that every slot's cells fit blocks of its own and nothing waits for room.
+  if (!slots.kv_unified && slots.n_slots > 0) {
+    const int64_t per_slot = std::max<int64_t>(context_size(co, hparams) / slots.n_slots, 1);
+    co.n_ctx = slots.n_slots * ((per_slot + KvCache::kBlockCells - 1) / KvCache::kBlockCells * KvCache::kBlockCells);
+  }
   return co;
 }
 
@@ -91,7 +97,7 @@ EngineOptions engine_options(const ServerOptions& opt) {
 }
 
 int64_t server_context_size(const ServerOptions& opt, const HParams& hparams) {
-  return context_size(server_context_options(opt), hparams);
+  return context_size(server_context_options(opt, hparams), hparams);
 }
 
 Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::shared_ptr<const Model> model,
@@ -120,7 +126,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device, weights));
   if (shared) st->backend = st->devices->new_backend(*device);
   Backend& backend = st->backend ? *st->backend : st->devices->backend(*device);
-  ContextOptions co = server_context_options(opt);
+  ContextOptions co = server_context_options(opt, model->hparams());
   co.arena = &st->devices->arena(*device);  // every model of the device takes turns in it
   st->media_path = opt.media_path;
   st->max_media_bytes = opt.max_body;

@@ -26,10 +26,10 @@ class ContextTest : public ::testing::Test {
     model_ = fixture("llama-spm-e128-f32");
     ASSERT_TRUE(model_);
   }
-  std::unique_ptr<Context> make(int64_t n_ctx, DType kv = DType::F32) {
+  std::unique_ptr<Context> make(int64_t n_ctx, DType kv = DType::F32, int64_t n_ubatch = 16) {
     ContextOptions opt;
     opt.n_ctx = n_ctx;
-    opt.n_ubatch = 16;
+    opt.n_ubatch = n_ubatch;
     opt.type_k = opt.type_v = kv;
     auto c = Context::create(model_, engine_.backend, opt);
     EXPECT_TRUE(c.ok()) << c.error().message;
@@ -70,18 +70,21 @@ TEST_F(ContextTest, RejectsBadBatchesWithoutChangingTheCache) {
 }
 
 TEST_F(ContextTest, FullContextIsAClearError) {
-  auto c = make(8);
+  auto c = make(8);  // its cache: a whole KV block, 64 cells
   ASSERT_TRUE(c);
+  EXPECT_EQ(c->n_ctx(), 8);
+  ASSERT_EQ(c->kv().size(), KvCache::kBlockCells);
+  constexpr int kCells = static_cast<int>(KvCache::kBlockCells);
   Batch b;
-  for (int i = 0; i < 9; ++i) b.add(1, i, 0, false);
+  for (int i = 0; i <= kCells; ++i) b.add(1, i, 0, false);
   const Status st = c->decode(b);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("the context is full"), std::string::npos) << st.error().message;
   Batch fits;
-  for (int i = 0; i < 8; ++i) fits.add(1, i, 0, i == 7);
+  for (int i = 0; i < kCells; ++i) fits.add(1, i, 0, i == kCells - 1);
   EXPECT_TRUE(c->decode(fits).ok());
   Batch more;
-  more.add(1, 8, 0, true);
+  more.add(1, kCells, 0, true);
   EXPECT_FALSE(c->decode(more).ok());
 }
 
@@ -161,6 +164,63 @@ TEST_F(ContextTest, HolesAndCompactionDoNotChangeASequencesLogits) {
   }
 }
 
+// A sequence's K and V sit at the offsets of their positions in blocks of its own, so a prompt
+// chunk of 64 tokens or more (the tiled attention, whose tiles of 64 keys start at cell 0) and
+// every token after it give the same bits wherever its blocks lie: after another sequence's cells,
+// interleaved with another sequence's blocks, and after the blocks are packed to the front.
+TEST_F(ContextTest, ASequencesBitsDoNotDependOnWhereItsBlocksLie) {
+  for (DType kv : {DType::F32, DType::F16}) {
+    auto alone = make(256, kv, 512), shared = make(256, kv, 512);
+    ASSERT_TRUE(alone && shared);
+    std::vector<int32_t> toks;
+    for (int i = 0; i < 100; ++i) toks.push_back(10 + (i * 37) % 200);
+    const std::vector<int32_t> first(toks.begin(), toks.begin() + 64), rest(toks.begin() + 64, toks.end());
+    const auto expect_first = decode_seq(*alone, first, 0, 0);
+    const auto expect_rest = decode_seq(*alone, rest, 64, 0);
+    decode_seq(*shared, std::vector<int32_t>(37, 9), 0, 1);  // sequence 1: block 0
+    EXPECT_EQ(decode_seq(*shared, first, 0, 0), expect_first) << "kv " << dtype_name(kv);  // block 1
+    decode_seq(*shared, std::vector<int32_t>(64, 9), 37, 1);  // the rest of block 0, then block 2
+    EXPECT_EQ(decode_seq(*shared, rest, 64, 0), expect_rest) << "kv " << dtype_name(kv);  // block 3
+    shared->seq_rm(1, -1, -1);
+    // Position 128 takes a block after block 3: there is none, so blocks 1 and 3 move to 0 and 1.
+    for (int32_t pos = 100; pos < 140; ++pos) {
+      const int32_t next = toks[static_cast<size_t>(pos) % toks.size()];
+      ASSERT_EQ(decode_seq(*shared, {next}, pos, 0), decode_seq(*alone, {next}, pos, 0))
+          << "kv " << dtype_name(kv) << ", position " << pos;
+    }
+  }
+}
+
+// Room is counted in blocks: a sequence's next tokens take none while they fit its last block,
+// and a block shared after seq_cp goes on for a sequence that sees all of its tokens.
+TEST_F(ContextTest, RoomIsCountedInBlocks) {
+  auto c = make(256);
+  ASSERT_TRUE(c);
+  const KvCache& kv = c->kv();
+  EXPECT_EQ(kv.free_cells(), 256);
+  decode_seq(*c, std::vector<int32_t>(10, 9), 0, 0);  // block 0
+  EXPECT_EQ(kv.free_cells(), 192);
+  EXPECT_EQ(kv.cells_to_grow(0, 10, 54), 0);
+  EXPECT_EQ(kv.cells_to_grow(0, 10, 55), 64);
+  EXPECT_EQ(kv.cells_to_grow(0, 10, 200), 192);
+  EXPECT_EQ(kv.cells_to_grow(1, 0, 1), 64);
+  EXPECT_EQ(kv.tokens_within(0, 10, 63), 54);
+  EXPECT_EQ(kv.tokens_within(0, 10, 130), 54 + 128);
+  EXPECT_EQ(kv.tokens_within(1, 0, 64), 64);
+  const std::vector<int32_t> positions = {0, 5, 63, 64, 200};
+  EXPECT_EQ(KvCache::cells_for_positions(positions), 3 * 64);
+  decode_seq(*c, {9, 9, 9}, 0, 1);  // block 1
+  EXPECT_EQ(kv.free_cells(), 128);
+  EXPECT_EQ(kv.cells_held_only_by(uint64_t{1} << 1), 64);
+  EXPECT_EQ(kv.cells_held_only_by(0b11), 128);
+  c->seq_cp(0, 2, -1, -1);
+  EXPECT_EQ(kv.cells_held_only_by(0b01), 0);
+  EXPECT_EQ(kv.cells_held_only_by(0b101), 64);
+  EXPECT_EQ(kv.cells_to_grow(2, 10, 1), 0);
+  decode_seq(*c, {9}, 10, 2);  // sequence 2 goes on in block 0; sequence 0 then needs a block
+  EXPECT_EQ(kv.cells_to_grow(0, 10, 1), 64);
+}
+
 TEST_F(ContextTest, ShiftedKeysMatchAFreshDecodeAtTheNewPositions) {
   auto c = make(64);
   ASSERT_TRUE(c);
@@ -220,7 +280,8 @@ TEST_F(ContextTest, SavedSequenceRestoresBitExact) {
 // for it says so and keeps serving.
 TEST_F(ContextTest, SequenceCellsCopiedOutAndBackAreBitExact) {
   for (DType kv : {DType::F32, DType::F16}) {
-    auto c = make(32, kv);
+    constexpr int32_t kCells = 64;
+    auto c = make(kCells, kv);
     ASSERT_TRUE(c);
     auto toks = prompt();
     const int32_t tail = toks.back();
@@ -239,11 +300,11 @@ TEST_F(ContextTest, SequenceCellsCopiedOutAndBackAreBitExact) {
     EXPECT_EQ(decode_seq(*c, {tail}, n, 1), expect) << "kv " << dtype_name(kv);
 
     // No room: an error that says so; the other sequence is untouched.
-    decode_seq(*c, std::vector<int32_t>(static_cast<size_t>(32 - 3 - n - 1), 9), 3, 4);
+    decode_seq(*c, std::vector<int32_t>(static_cast<size_t>(kCells - 3 - n - 1), 9), 3, 4);
     const Status full = c->put_sequence_cells(2, *cells);
     ASSERT_FALSE(full.ok());
     EXPECT_NE(full.error().message.find("full"), std::string::npos) << full.error().message;
-    EXPECT_EQ(c->seq_pos_max(4), 32 - n - 2);
+    EXPECT_EQ(c->seq_pos_max(4), kCells - n - 2);
   }
 }
 

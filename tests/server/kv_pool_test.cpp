@@ -187,10 +187,8 @@ TEST(KvPool, ExplicitParallelSplitsUnlessUnified) {
 // Eight streams whose contexts add up to twice the pool (48 prompt tokens and 208 generated each
 // in 1,024 cells), arriving one after another: all complete, the latest ones parked until the
 // earlier ones end, and each gives exactly the text it gives in a pool with room for all. Exactly,
-// because no step of these streams depends on where its cells lie: prompts of fewer than 64
-// tokens and generated tokens take the attention that walks a sequence's keys one by one (only
-// prompt batches of 64 and more take the tiled kernel, whose tiles start at cell 0), and the
-// model's weight type multiplies a row the same in any batch. With or without speculation.
+// because no step of a stream depends on what else runs or on where its cells lie (see the
+// engine's header). With or without speculation.
 TEST(KvPool, OverflowParksTheLatestAndResumesThemExactly) {
   constexpr int kPrompt = 48, kGenerated = 208;
   std::vector<json> bodies;
@@ -229,6 +227,50 @@ TEST(KvPool, OverflowParksTheLatestAndResumesThemExactly) {
       EXPECT_EQ(tight.texts[i], roomy.texts[i]) << "stream " << i << (speculative ? ", speculative" : "");
     }
   }
+}
+
+// The case: eight 450-token prompts sent at once to a pool of half their contexts (-c 2048
+// -np 8 -kvu). Every stream completes with the text and the log-probabilities (every bit: the
+// small model's text alone would hide a last-bit difference) it gives in a pool with room for all,
+// and that the request gives alone: prompts of 64 tokens and more take the tiled attention, whose
+// tiles stay the same because each sequence's keys keep their offsets in blocks of their own, and
+// each prompt chunk is decoded alone, cut as the request alone cuts it.
+TEST(KvPool, LongPromptsSentAtOnceGiveTheTextsOfARoomyRun) {
+  constexpr int kPrompt = 450, kGenerated = 62;
+  std::vector<json> bodies;
+  for (int i = 0; i < 8; ++i)
+    bodies.push_back({{"prompt", prompt_tokens(i, kPrompt)},
+                      {"n_predict", kGenerated},
+                      {"temperature", 0},
+                      {"n_probs", 2},
+                      {"ignore_eos", true}});
+  auto run = [&](int64_t n_ctx, const std::vector<json>& requests, double* parked) {
+    ServerOptions o = options(8, n_ctx);
+    o.kv_unified = true;
+    int port = 0;
+    std::vector<std::string> texts;
+    auto server = start_server(o, kjv(), &port);
+    if (!server) return texts;
+    for (const json& answer : post_all(port, requests))
+      texts.push_back(answer.value("content", "") + answer.value("completion_probabilities", json()).dump());
+    if (parked) *parked = metric(port, "kiln:generations_parked_total");
+    server->stop();
+    return texts;
+  };
+  double roomy_parked = -1, tight_parked = -1;
+  const auto roomy = run(8 * (kPrompt + kGenerated), bodies, &roomy_parked);
+  const auto tight = run(2048, bodies, &tight_parked);
+  const auto alone = run(2048, {bodies[5]}, nullptr);
+  EXPECT_EQ(roomy_parked, 0);
+  EXPECT_GT(tight_parked, 0);
+  ASSERT_EQ(roomy.size(), bodies.size());
+  ASSERT_EQ(tight.size(), bodies.size());
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    EXPECT_FALSE(roomy[i].empty()) << "stream " << i;
+    EXPECT_EQ(tight[i], roomy[i]) << "stream " << i;
+  }
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_EQ(alone[0], roomy[5]);
 }
 
 }  // namespace
