@@ -37,6 +37,18 @@ std::vector<float> ref_floats(const std::string& key) {
   return out;
 }
 
+std::vector<uint32_t> ref_words(const std::string& key) {
+  const auto it = sdcpp_refs().find(key);
+  EXPECT_NE(it, sdcpp_refs().end()) << "no reference record " << key;
+  return it == sdcpp_refs().end() ? std::vector<uint32_t>{} : it->second;
+}
+
+std::string ref_text(const std::string& key) {
+  std::string text;
+  for (uint32_t byte : ref_words(key)) text += static_cast<char>(byte);
+  return text;
+}
+
 std::vector<std::string> ref_keys(const std::string& prefix) {
   std::vector<std::string> keys;
   for (const auto& [key, values] : sdcpp_refs()) {

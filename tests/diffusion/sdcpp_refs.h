@@ -15,6 +15,9 @@ namespace kiln::diffusion::test {
 // Every record, loaded once. A test fails (not crashes) on a missing key: floats() returns {}.
 const std::map<std::string, std::vector<uint32_t>>& sdcpp_refs();
 std::vector<float> ref_floats(const std::string& key);
+// A record of integers (token ids) or bytes (texts), as written.
+std::vector<uint32_t> ref_words(const std::string& key);
+std::string ref_text(const std::string& key);
 // The keys that start with `prefix`, in order.
 std::vector<std::string> ref_keys(const std::string& prefix);
 
