@@ -4,7 +4,8 @@
 asm(".pushsection .rodata\n"
     ".balign 16\n"
     "kiln_clip_merges_begin:\n"
-    ".incbin \"" KILN_CLIP_MERGES_FILE "\"\n"
+    ".incbin \"" KILN_CLIP_MERGES_FILE
+    "\"\n"
     "kiln_clip_merges_end:\n"
     ".popsection\n");
 

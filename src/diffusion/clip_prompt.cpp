@@ -13,7 +13,8 @@ constexpr size_t kChunkBody = kClipChunkTokens - 2;  // room for BOS and EOS
 
 int32_t clip_pad_id(ModelFamily family) { return family == ModelFamily::Sd2 ? 0 : ClipTokenizer::kEosId; }
 
-Result<ClipPromptTokens> tokenize_prompt(const ClipTokenizer& tokenizer, std::string_view prompt, int32_t pad_id) {
+Result<ClipPromptTokens> tokenize_prompt(const ClipTokenizer& tokenizer, std::string_view prompt,
+                                         int32_t pad_id) {
   KILN_ASSIGN_OR_RETURN(const std::vector<WeightedText> pieces, parse_prompt_attention(prompt));
   std::vector<int32_t> tokens;
   std::vector<float> token_weights;
@@ -34,7 +35,8 @@ Result<ClipPromptTokens> tokenize_prompt(const ClipTokenizer& tokenizer, std::st
     out.ids.push_back(ClipTokenizer::kBosId);
     out.weights.push_back(1.0f);
     out.ids.insert(out.ids.end(), tokens.begin() + begin, tokens.begin() + begin + count);
-    out.weights.insert(out.weights.end(), token_weights.begin() + begin, token_weights.begin() + begin + count);
+    out.weights.insert(out.weights.end(), token_weights.begin() + begin,
+                       token_weights.begin() + begin + count);
     out.ids.push_back(ClipTokenizer::kEosId);
     out.weights.push_back(1.0f);
     const size_t padding = kClipChunkTokens - 2 - count;

@@ -19,7 +19,7 @@ namespace kiln::diffusion {
 inline constexpr size_t kClipChunkTokens = 77;
 
 struct ClipPromptTokens {
-  std::vector<int32_t> ids;   // a multiple of kClipChunkTokens, >= 1 chunk
+  std::vector<int32_t> ids;    // a multiple of kClipChunkTokens, >= 1 chunk
   std::vector<float> weights;  // one per id
 };
 
@@ -27,6 +27,7 @@ struct ClipPromptTokens {
 int32_t clip_pad_id(ModelFamily family);
 
 // Errors: those of parse_prompt_attention.
-Result<ClipPromptTokens> tokenize_prompt(const ClipTokenizer& tokenizer, std::string_view prompt, int32_t pad_id);
+Result<ClipPromptTokens> tokenize_prompt(const ClipTokenizer& tokenizer, std::string_view prompt,
+                                         int32_t pad_id);
 
 }  // namespace kiln::diffusion

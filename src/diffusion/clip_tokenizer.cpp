@@ -184,7 +184,8 @@ std::vector<int32_t> ClipTokenizer::encode(std::string_view text) const {
     const size_t bos = normalized.find(kBos, pos);
     const size_t eos = normalized.find(kEos, pos);
     const size_t special = std::min(bos, eos);
-    encode_plain(std::string_view(normalized).substr(pos, special == std::string::npos ? std::string::npos : special - pos));
+    encode_plain(std::string_view(normalized)
+                     .substr(pos, special == std::string::npos ? std::string::npos : special - pos));
     if (special == std::string::npos) break;
     ids.push_back(special == bos ? kBosId : kEosId);
     pos = special + (special == bos ? kBos.size() : kEos.size());

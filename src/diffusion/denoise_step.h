@@ -15,9 +15,11 @@
 namespace kiln::diffusion {
 
 void scale_model_input(std::span<const float> x, float c_in, std::span<float> out);
-void apply_cfg(std::span<const float> cond, std::span<const float> uncond, float cfg_scale, std::span<float> out);
-void denoised_from_output(std::span<const float> model_output, std::span<const float> x, const Scalings& scalings,
-                          std::span<float> out);
-void add_noise(std::span<const float> latent, std::span<const float> noise, float sigma, std::span<float> out);
+void apply_cfg(std::span<const float> cond, std::span<const float> uncond, float cfg_scale,
+               std::span<float> out);
+void denoised_from_output(std::span<const float> model_output, std::span<const float> x,
+                          const Scalings& scalings, std::span<float> out);
+void add_noise(std::span<const float> latent, std::span<const float> noise, float sigma,
+               std::span<float> out);
 
 }  // namespace kiln::diffusion

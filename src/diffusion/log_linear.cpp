@@ -8,7 +8,8 @@ namespace {
 
 // Piecewise-linear y(x) at each of xs (ascending), the reference xs ascending; the first and last
 // query clamped into the reference range.
-std::vector<double> interpolate(std::vector<float> xs, std::span<const float> ref_x, std::span<const float> ref_y) {
+std::vector<double> interpolate(std::vector<float> xs, std::span<const float> ref_x,
+                                std::span<const float> ref_y) {
   std::vector<double> ys(xs.size());
   xs.front() = std::max(xs.front(), ref_x.front());
   xs.back() = std::min(xs.back(), ref_x.back());
@@ -40,7 +41,8 @@ std::vector<float> log_linear_resample_descending(std::span<const float> descend
   std::vector<float> log_ascending(n);
   for (size_t i = 0; i < n; ++i) log_ascending[i] = std::log(descending[n - 1 - i]);
   const std::vector<float> ref_x = accumulated_linear_space(0.f, 1.f, n);
-  const std::vector<double> log_values = interpolate(accumulated_linear_space(0.f, 1.f, count), ref_x, log_ascending);
+  const std::vector<double> log_values =
+      interpolate(accumulated_linear_space(0.f, 1.f, count), ref_x, log_ascending);
   std::vector<float> out(count);
   for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(std::exp(log_values[count - 1 - i]));
   return out;

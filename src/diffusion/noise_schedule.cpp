@@ -25,7 +25,8 @@ Result<NoiseSchedule> NoiseSchedule::from_alphas_cumprod(std::span<const float> 
                       kTrainingTimesteps);
   }
   for (float a : alphas_cumprod) {
-    if (!(a > 0.0f && a <= 1.0f)) return make_error("diffusion: alphas_cumprod value ", a, " is outside (0, 1]");
+    if (!(a > 0.0f && a <= 1.0f))
+      return make_error("diffusion: alphas_cumprod value ", a, " is outside (0, 1]");
   }
   NoiseSchedule schedule;
   schedule.set_alphas_cumprod(alphas_cumprod);

@@ -73,14 +73,19 @@ Result<std::vector<WeightedText>> parse_prompt_attention(std::string_view prompt
     Piece piece = next_piece(rest);
     rest.remove_prefix(piece.kind == Kind::Weight ? piece.text.size() + 2 : piece.text.size());
     switch (piece.kind) {
-      case Kind::Open: open_round.push_back(out.size()); break;
-      case Kind::OpenSquare: open_square.push_back(out.size()); break;
+      case Kind::Open:
+        open_round.push_back(out.size());
+        break;
+      case Kind::OpenSquare:
+        open_square.push_back(out.size());
+        break;
       case Kind::Weight: {
         char* end = nullptr;
         errno = 0;
         const float weight = std::strtof(piece.text.c_str(), &end);
         if (end == piece.text.c_str() || errno == ERANGE) {
-          return make_error("prompt: the emphasis weight '", piece.text, "' is not a number in float's range");
+          return make_error("prompt: the emphasis weight '", piece.text,
+                            "' is not a number in float's range");
         }
         if (!open_round.empty()) {
           multiply_from(open_round.back(), weight);
@@ -99,9 +104,15 @@ Result<std::vector<WeightedText>> parse_prompt_attention(std::string_view prompt
         }
         break;
       }
-      case Kind::EscapedOpen: out.push_back({"(", 1.0f}); break;
-      case Kind::Break: out.push_back({"BREAK", kBreakWeight}); break;
-      case Kind::Text: out.push_back({std::move(piece.text), 1.0f}); break;
+      case Kind::EscapedOpen:
+        out.push_back({"(", 1.0f});
+        break;
+      case Kind::Break:
+        out.push_back({"BREAK", kBreakWeight});
+        break;
+      case Kind::Text:
+        out.push_back({std::move(piece.text), 1.0f});
+        break;
     }
   }
   for (size_t start : open_round) multiply_from(start, kRoundMultiplier);

@@ -150,7 +150,8 @@ Status tcd(const SamplerRun& run, float eta) {
     const float sigma = run.sigmas[i];
     const float sigma_to = run.sigmas[i + 1];
     const int prev_timestep = table.nearest_timestep(sigma_to);
-    const int timestep_s = static_cast<int>(std::floor(double{(1 - eta) * static_cast<float>(prev_timestep)}));
+    const int timestep_s =
+        static_cast<int>(std::floor(double{(1 - eta) * static_cast<float>(prev_timestep)}));
     KILN_TRY(run.call(run.x, sigma, denoised));
     const Latent d = derivative(run.x, denoised, sigma);
     const float alpha_prod_t_prev = 1.0f / (sigma_to * sigma_to + 1.0f);

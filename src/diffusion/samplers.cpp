@@ -28,10 +28,12 @@ constexpr std::array<Named, 11> kNames = {{
     {Sampler::Tcd, "tcd"},
 }};
 
-constexpr std::array<Sampler, 11> kAll = {Sampler::EulerA,   Sampler::Euler,   Sampler::Heun,
-                                          Sampler::Dpm2,     Sampler::Dpmpp2sA, Sampler::Dpmpp2m,
-                                          Sampler::Dpmpp2mV2, Sampler::Ipndm,  Sampler::Lcm,
-                                          Sampler::DdimTrailing, Sampler::Tcd};
+// The names' order, as a list of values.
+constexpr std::array<Sampler, kNames.size()> kAll = [] {
+  std::array<Sampler, kNames.size()> all{};
+  for (size_t i = 0; i < kNames.size(); ++i) all[i] = kNames[i].sampler;
+  return all;
+}();
 
 }  // namespace
 
@@ -82,20 +84,31 @@ std::span<const Sampler> all_samplers() { return kAll; }
 Status sample(Sampler sampler, const DenoiseFn& denoise, std::vector<float>& x, std::span<const float> sigmas,
               NoiseRng& rng, float eta) {
   using namespace sampler_steps;
-  if (sigmas.size() < 2) return make_error("diffusion: a sampler needs at least 2 sigmas, got ", sigmas.size());
+  if (sigmas.size() < 2)
+    return make_error("diffusion: a sampler needs at least 2 sigmas, got ", sigmas.size());
   const SamplerRun run{denoise, x, sigmas, rng};
   switch (sampler) {
     case Sampler::EulerA:
-    case Sampler::DdimTrailing: return euler_ancestral(run, eta);
-    case Sampler::Euler: return euler(run);
-    case Sampler::Heun: return heun(run);
-    case Sampler::Dpm2: return dpm2(run);
-    case Sampler::Dpmpp2sA: return dpmpp_2s_ancestral(run, eta);
-    case Sampler::Dpmpp2m: return dpmpp_2m(run);
-    case Sampler::Dpmpp2mV2: return dpmpp_2m_v2(run);
-    case Sampler::Ipndm: return ipndm(run);
-    case Sampler::Lcm: return lcm(run);
-    case Sampler::Tcd: return tcd(run, eta);
+    case Sampler::DdimTrailing:
+      return euler_ancestral(run, eta);
+    case Sampler::Euler:
+      return euler(run);
+    case Sampler::Heun:
+      return heun(run);
+    case Sampler::Dpm2:
+      return dpm2(run);
+    case Sampler::Dpmpp2sA:
+      return dpmpp_2s_ancestral(run, eta);
+    case Sampler::Dpmpp2m:
+      return dpmpp_2m(run);
+    case Sampler::Dpmpp2mV2:
+      return dpmpp_2m_v2(run);
+    case Sampler::Ipndm:
+      return ipndm(run);
+    case Sampler::Lcm:
+      return lcm(run);
+    case Sampler::Tcd:
+      return tcd(run, eta);
   }
   return make_error("diffusion: unknown sampler");
 }

@@ -16,9 +16,12 @@ float default_eta(Sampler sampler) {
 
 std::optional<Prediction> default_prediction(ModelFamily family, bool file_has_v_pred_tensor) {
   switch (family) {
-    case ModelFamily::Sd1: return Prediction::Eps;
-    case ModelFamily::Sdxl: return file_has_v_pred_tensor ? Prediction::V : Prediction::Eps;
-    case ModelFamily::Sd2: return std::nullopt;
+    case ModelFamily::Sd1:
+      return Prediction::Eps;
+    case ModelFamily::Sdxl:
+      return file_has_v_pred_tensor ? Prediction::V : Prediction::Eps;
+    case ModelFamily::Sd2:
+      return std::nullopt;
   }
   return std::nullopt;
 }

@@ -25,9 +25,12 @@ constexpr std::array<Named, 7> kNames = {{
     {Scheduler::Lcm, "lcm"},
 }};
 
-constexpr std::array<Scheduler, 7> kAll = {Scheduler::Discrete, Scheduler::Karras, Scheduler::Exponential,
-                                           Scheduler::Ays,      Scheduler::SgmUniform, Scheduler::Simple,
-                                           Scheduler::Lcm};
+// The names' order, as a list of values.
+constexpr std::array<Scheduler, kNames.size()> kAll = [] {
+  std::array<Scheduler, kNames.size()> all{};
+  for (size_t i = 0; i < kNames.size(); ++i) all[i] = kNames[i].scheduler;
+  return all;
+}();
 
 // Timesteps 999 .. 0 evenly (in float), the last one 0 exactly.
 std::vector<float> discrete(int steps, const NoiseSchedule& schedule) {
@@ -51,7 +54,8 @@ std::vector<float> karras(int steps, const NoiseSchedule& schedule) {
   std::vector<float> sigmas(steps + 1);
   for (int i = 0; i < steps; ++i) {
     const float ramp = static_cast<float>(i) / (static_cast<float>(steps) - 1.f);
-    sigmas[i] = static_cast<float>(std::pow(double{max_inv_rho + ramp * (min_inv_rho - max_inv_rho)}, double{kRho}));
+    sigmas[i] =
+        static_cast<float>(std::pow(double{max_inv_rho + ramp * (min_inv_rho - max_inv_rho)}, double{kRho}));
   }
   sigmas[steps] = 0.0f;
   return sigmas;
@@ -141,7 +145,8 @@ Result<std::vector<float>> make_sigmas(Scheduler scheduler, int steps, const Noi
                                        ModelFamily family) {
   if (steps < 1) return make_error("diffusion: the step count must be at least 1, got ", steps);
   switch (scheduler) {
-    case Scheduler::Discrete: return discrete(steps, schedule);
+    case Scheduler::Discrete:
+      return discrete(steps, schedule);
     case Scheduler::Karras:
     case Scheduler::Exponential:
       if (steps < 2) {
@@ -154,9 +159,12 @@ Result<std::vector<float>> make_sigmas(Scheduler scheduler, int steps, const Noi
         return make_error("diffusion: the ays scheduler has no noise levels for SD 2.x models");
       }
       return ays(steps, family);
-    case Scheduler::SgmUniform: return sgm_uniform(steps, schedule);
-    case Scheduler::Simple: return simple(steps, schedule);
-    case Scheduler::Lcm: return lcm(steps, schedule);
+    case Scheduler::SgmUniform:
+      return sgm_uniform(steps, schedule);
+    case Scheduler::Simple:
+      return simple(steps, schedule);
+    case Scheduler::Lcm:
+      return lcm(steps, schedule);
   }
   return make_error("diffusion: unknown scheduler");
 }

@@ -32,7 +32,8 @@ TEST(PromptAttentionRef, EveryPromptEqualsStableDiffusionCpp) {
     ASSERT_EQ(pieces->size(), expected_weights.size()) << prompt;
     std::vector<float> weights;
     for (size_t k = 0; k < pieces->size(); ++k) {
-      EXPECT_EQ((*pieces)[k].text, ref_text("attention/" + id + "/" + std::to_string(k))) << prompt << " piece " << k;
+      EXPECT_EQ((*pieces)[k].text, ref_text("attention/" + id + "/" + std::to_string(k)))
+          << prompt << " piece " << k;
       weights.push_back((*pieces)[k].weight);
     }
     EXPECT_TRUE(test::bits_equal(expected_weights, weights)) << prompt;
@@ -55,8 +56,9 @@ TEST(ClipPromptRef, IdsAndWeightsEqualStableDiffusionCpp) {
 }
 
 TEST(ClipPrompt, LongPromptsAreWholeChunks) {
-  const auto tokens = tokenize_prompt(ClipTokenizer::instance(), std::string(200, 'x') + " " + std::string(90, '7'),
-                                      clip_pad_id(ModelFamily::Sd1));
+  const auto tokens =
+      tokenize_prompt(ClipTokenizer::instance(), std::string(200, 'x') + " " + std::string(90, '7'),
+                      clip_pad_id(ModelFamily::Sd1));
   ASSERT_TRUE(tokens.ok());
   EXPECT_EQ(tokens->ids.size() % kClipChunkTokens, 0u);
   EXPECT_EQ(tokens->ids.size(), tokens->weights.size());

@@ -29,8 +29,8 @@ TEST(Img2imgSigmas, KeepsTheLastTruncatedStrengthShareOfSteps) {
 
 TEST(Img2imgSigmas, Edges) {
   const std::vector<float> four = ramp(4);
-  EXPECT_EQ(*img2img_sigmas(four, 1.f), four);                                    // strength 1: all
-  EXPECT_EQ(*img2img_sigmas(four, 0.f), (std::vector<float>{1.f, 0.f}));          // t_enc 0: one step
+  EXPECT_EQ(*img2img_sigmas(four, 1.f), four);                            // strength 1: all
+  EXPECT_EQ(*img2img_sigmas(four, 0.f), (std::vector<float>{1.f, 0.f}));  // t_enc 0: one step
   EXPECT_EQ(*img2img_sigmas(four, 0.9999f), std::vector<float>(four.begin(), four.end()));  // t_enc 3
   EXPECT_FALSE(img2img_sigmas(four, -0.1f).ok());
   EXPECT_FALSE(img2img_sigmas(four, 1.5f).ok());

@@ -19,11 +19,14 @@ struct Tensor {
 
 constexpr const char* kUnetIn = "model.diffusion_model.input_blocks.0.0.weight";
 constexpr const char* kMiddle = "model.diffusion_model.middle_block.1.proj_in.weight";
-constexpr const char* kOut71Key = "model.diffusion_model.output_blocks.7.1.transformer_blocks.0.attn1.to_k.weight";
-constexpr const char* kOut31Second = "model.diffusion_model.output_blocks.3.1.transformer_blocks.1.attn1.to_k.weight";
+constexpr const char* kOut71Key =
+    "model.diffusion_model.output_blocks.7.1.transformer_blocks.0.attn1.to_k.weight";
+constexpr const char* kOut31Second =
+    "model.diffusion_model.output_blocks.3.1.transformer_blocks.1.attn1.to_k.weight";
 constexpr const char* kClipL = "cond_stage_model.transformer.text_model.embeddings.token_embedding.weight";
 constexpr const char* kOpenClipH = "cond_stage_model.model.token_embedding.weight";
-constexpr const char* kXlClipL = "conditioner.embedders.0.transformer.text_model.embeddings.token_embedding.weight";
+constexpr const char* kXlClipL =
+    "conditioner.embedders.0.transformer.text_model.embeddings.token_embedding.weight";
 constexpr const char* kXlClipG = "conditioner.embedders.1.model.token_embedding.weight";
 
 Result<ModelVersion> detect(const std::vector<Tensor>& tensors) {
@@ -47,7 +50,8 @@ std::vector<Tensor> sd2(int64_t in_channels = 4, bool middle = true, int64_t att
 }
 
 std::vector<Tensor> sdxl(int64_t in_channels = 4, bool middle = true, bool out31_second = true) {
-  std::vector<Tensor> t = {{kXlClipL, {49408, 768}}, {kXlClipG, {49408, 1280}}, {kUnetIn, {320, in_channels, 3, 3}}};
+  std::vector<Tensor> t = {
+      {kXlClipL, {49408, 768}}, {kXlClipG, {49408, 1280}}, {kUnetIn, {320, in_channels, 3, 3}}};
   if (middle) t.push_back({kMiddle, {640}});
   if (out31_second) t.push_back({kOut31Second, {1280, 1280}});
   return t;
@@ -70,7 +74,8 @@ TEST(ModelVersion, Sd1AndItsVariants) {
 TEST(ModelVersion, Sd2AndItsVariants) {
   expect_version(sd2(), ModelFamily::Sd2, UnetVariant::Standard);
   expect_version(sd2(9), ModelFamily::Sd2, UnetVariant::Inpaint);
-  expect_version(sd2(8), ModelFamily::Sd2, UnetVariant::Standard);  // no SD 2.x pix2pix in stable-diffusion.cpp
+  expect_version(sd2(8), ModelFamily::Sd2,
+                 UnetVariant::Standard);  // no SD 2.x pix2pix in stable-diffusion.cpp
   expect_version(sd2(4, false), ModelFamily::Sd2, UnetVariant::TinyUnet);
   expect_version(sd2(4, false, 1024), ModelFamily::Sd2, UnetVariant::Sdxs);
 }
@@ -99,10 +104,11 @@ TEST(ModelVersion, TheLastTextEmbeddingCounts) {
 
 TEST(ModelVersion, RefusesWhatIsNoUnetModel) {
   EXPECT_FALSE(detect({}).ok());
-  EXPECT_FALSE(detect({{kClipL, {49408, 768}}}).ok());  // a text encoder alone
+  EXPECT_FALSE(detect({{kClipL, {49408, 768}}}).ok());     // a text encoder alone
   EXPECT_FALSE(detect({{kUnetIn, {320, 4, 3, 3}}}).ok());  // a UNet without its text encoder
   EXPECT_FALSE(detect({{kUnetIn, {320, 4, 3, 3}}, {kClipL, {49408, 1280}}}).ok());
-  EXPECT_FALSE(detect({{"model.diffusion_model.double_blocks.0.img_attn.qkv.weight", {9216, 3072}}, {kClipL, {49408, 768}}})
+  EXPECT_FALSE(detect({{"model.diffusion_model.double_blocks.0.img_attn.qkv.weight", {9216, 3072}},
+                       {kClipL, {49408, 768}}})
                    .ok());  // Flux
 }
 

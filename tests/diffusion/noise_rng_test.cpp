@@ -27,8 +27,8 @@ TEST_P(NoiseRngRef, EqualsStableDiffusionCpp) {
       for (int call = 0; call < 2; ++call) {
         std::vector<float> got(n);
         rng->randn(got);
-        const std::string key = "randn/" + std::string(rng_kind_name(kind)) + "/" + std::to_string(seed) + "/" +
-                                std::to_string(n) + "/" + std::to_string(call);
+        const std::string key = "randn/" + std::string(rng_kind_name(kind)) + "/" + std::to_string(seed) +
+                                "/" + std::to_string(n) + "/" + std::to_string(call);
         EXPECT_TRUE(bits_equal(ref_floats(key), got)) << key;
       }
     }

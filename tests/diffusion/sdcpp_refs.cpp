@@ -63,10 +63,10 @@ std::vector<std::string> ref_keys(const std::string& prefix) {
   }
   for (size_t i = 0; i < expected.size(); ++i) {
     if (std::bit_cast<uint32_t>(expected[i]) != std::bit_cast<uint32_t>(actual[i])) {
-      return ::testing::AssertionFailure() << "index " << i << ": " << actual[i] << " (0x" << std::hex
-                                           << std::bit_cast<uint32_t>(actual[i]) << "), expected " << std::dec
-                                           << expected[i] << " (0x" << std::hex << std::bit_cast<uint32_t>(expected[i])
-                                           << ")";
+      return ::testing::AssertionFailure()
+             << "index " << i << ": " << actual[i] << " (0x" << std::hex << std::bit_cast<uint32_t>(actual[i])
+             << "), expected " << std::dec << expected[i] << " (0x" << std::hex
+             << std::bit_cast<uint32_t>(expected[i]) << ")";
     }
   }
   return ::testing::AssertionSuccess();

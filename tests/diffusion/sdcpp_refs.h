@@ -2,13 +2,13 @@
 // tools/fixtures/mksdcpp_refs.sh): records `key count hex...`, floats as IEEE-754 bit patterns.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <map>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace kiln::diffusion::test {
 
