@@ -26,4 +26,6 @@ std::optional<Prediction> default_prediction(ModelFamily family, bool file_has_v
   return std::nullopt;
 }
 
+int default_clip_skip(ModelFamily family) { return family == ModelFamily::Sd1 ? 1 : 2; }
+
 }  // namespace kiln::diffusion

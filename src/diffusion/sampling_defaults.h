@@ -1,6 +1,6 @@
 // What sd-cli picks when a flag is left out, for the UNet models (stable-diffusion.cpp's
 // sd_sample_params_init, sd_get_default_sample_method, sd_get_default_scheduler, resolve_eta and
-// its prediction detection).
+// its prediction detection, and the conditioner's clip_skip).
 // Thread-safety: pure functions.
 #pragma once
 
@@ -29,5 +29,8 @@ float default_eta(Sampler sampler);
 // has a `v_pred` tensor, else eps. SD 2.x: nullopt, stable-diffusion.cpp decides by running the UNet
 // once (is_using_v_parameterization_for_sd2), which needs the model.
 std::optional<Prediction> default_prediction(ModelFamily family, bool file_has_v_pred_tensor);
+// The CLIP layer whose output conditions the UNet, counted from the last (1 = the last layer) when
+// --clip-skip is left out or not positive: 2 for SD 2.x and SDXL, 1 for SD 1.x.
+int default_clip_skip(ModelFamily family);
 
 }  // namespace kiln::diffusion

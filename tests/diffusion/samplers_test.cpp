@@ -134,6 +134,9 @@ TEST(SamplingDefaults, AsSdCliPicksThem) {
   EXPECT_EQ(default_prediction(ModelFamily::Sd1, false), Prediction::Eps);
   EXPECT_EQ(default_prediction(ModelFamily::Sdxl, true), Prediction::V);
   EXPECT_FALSE(default_prediction(ModelFamily::Sd2, false).has_value());
+  EXPECT_EQ(default_clip_skip(ModelFamily::Sd1), 1);
+  EXPECT_EQ(default_clip_skip(ModelFamily::Sd2), 2);
+  EXPECT_EQ(default_clip_skip(ModelFamily::Sdxl), 2);
   EXPECT_EQ(kDefaultSteps, 20);
   EXPECT_EQ(kDefaultCfgScale, 7.f);
   EXPECT_EQ(kDefaultRng, RngKind::Cuda);
