@@ -31,7 +31,8 @@ using DenoiseFn = std::function<Status(std::span<const float> x, float sigma, st
 // Runs `sampler` from x (the initial noisy latent, replaced by the result) through `sigmas`
 // (decreasing, ending in 0; at least 2 values). `rng` supplies the per-step noise of the stochastic
 // samplers (euler_a, dpm++2s_a, lcm, and ddim_trailing and tcd when eta > 0), continuing the stream
-// that drew the initial noise. `eta`: the ancestral noise amount (sampler_default_eta gives sd-cli's).
+// that drew the initial noise. `eta`: the ancestral noise amount (default_eta in sampling_defaults.h gives
+// sd-cli's).
 Status sample(Sampler sampler, const DenoiseFn& denoise, std::vector<float>& x, std::span<const float> sigmas,
               NoiseRng& rng, float eta);
 
