@@ -18,7 +18,8 @@ class NoiseSchedule {
  public:
   // The scaled-linear schedule of SD 1.x, 2.x and XL.
   NoiseSchedule();
-  // A model file's `alphas_cumprod`: kTrainingTimesteps values, each in (0, 1].
+  // A model file's `alphas_cumprod`: kTrainingTimesteps values, each in (0, 1]. On an Error
+  // stable-diffusion.cpp warns and keeps the default schedule; a caller matching it does the same.
   static Result<NoiseSchedule> from_alphas_cumprod(std::span<const float> alphas_cumprod);
 
   float sigma_min() const { return sigmas_.front(); }
