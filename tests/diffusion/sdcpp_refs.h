@@ -1,0 +1,27 @@
+// stable-diffusion.cpp's reference numbers (tests/data/diffusion/sdcpp-refs.txt, recorded by
+// tools/fixtures/mksdcpp_refs.sh): records `key count hex...`, floats as IEEE-754 bit patterns.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::diffusion::test {
+
+// Every record, loaded once. A test fails (not crashes) on a missing key: floats() returns {}.
+const std::map<std::string, std::vector<uint32_t>>& sdcpp_refs();
+std::vector<float> ref_floats(const std::string& key);
+// A record of integers (token ids) or bytes (texts), as written.
+std::vector<uint32_t> ref_words(const std::string& key);
+std::string ref_text(const std::string& key);
+// The keys that start with `prefix`, in order.
+std::vector<std::string> ref_keys(const std::string& prefix);
+
+// Bit-for-bit equality, naming the first differing index and both values.
+::testing::AssertionResult bits_equal(std::span<const float> expected, std::span<const float> actual);
+
+}  // namespace kiln::diffusion::test
