@@ -48,6 +48,18 @@ std::vector<int32_t> prompt_tokens(int seed, size_t n) {
   return ids;
 }
 
+// Eight greedy /completion bodies, a prompt of its own each, that generate n_generated tokens
+// (end of text ignored).
+std::vector<json> eight_streams(size_t n_prompt, int n_generated) {
+  std::vector<json> bodies;
+  for (int i = 0; i < 8; ++i)
+    bodies.push_back({{"prompt", prompt_tokens(i, n_prompt)},
+                      {"n_predict", n_generated},
+                      {"temperature", 0},
+                      {"ignore_eos", true}});
+  return bodies;
+}
+
 json props(int port) {
   httplib::Client c("127.0.0.1", port);
   auto r = c.Get("/props");
@@ -190,13 +202,7 @@ TEST(KvPool, ExplicitParallelSplitsUnlessUnified) {
 // because no step of a stream depends on what else runs or on where its cells lie (see the
 // engine's header). With or without speculation.
 TEST(KvPool, OverflowParksTheLatestAndResumesThemExactly) {
-  constexpr int kPrompt = 48, kGenerated = 208;
-  std::vector<json> bodies;
-  for (int i = 0; i < 8; ++i)
-    bodies.push_back({{"prompt", prompt_tokens(i, kPrompt)},
-                      {"n_predict", kGenerated},
-                      {"temperature", 0},
-                      {"ignore_eos", true}});
+  const std::vector<json> bodies = eight_streams(48, 208);
   struct Run {
     std::vector<std::string> texts;
     double parked = -1, cleared = -1;
@@ -237,13 +243,8 @@ TEST(KvPool, OverflowParksTheLatestAndResumesThemExactly) {
 // each prompt chunk is decoded alone, cut as the request alone cuts it.
 TEST(KvPool, LongPromptsSentAtOnceGiveTheTextsOfARoomyRun) {
   constexpr int kPrompt = 450, kGenerated = 62;
-  std::vector<json> bodies;
-  for (int i = 0; i < 8; ++i)
-    bodies.push_back({{"prompt", prompt_tokens(i, kPrompt)},
-                      {"n_predict", kGenerated},
-                      {"temperature", 0},
-                      {"n_probs", 2},
-                      {"ignore_eos", true}});
+  std::vector<json> bodies = eight_streams(kPrompt, kGenerated);
+  for (json& b : bodies) b["n_probs"] = 2;
   auto run = [&](int64_t n_ctx, const std::vector<json>& requests, double* parked) {
     ServerOptions o = options(8, n_ctx);
     o.kv_unified = true;
