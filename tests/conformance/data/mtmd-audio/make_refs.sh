@@ -1,8 +1,8 @@
 #!/bin/bash
 # Regenerates the audio references of tests/conformance/audio_encoder_test.cpp and
 # tests/fault/audio_cli_test.cpp from llama.cpp's libmtmd.
-#   tests/conformance/data/mtmd-audio/make_refs.sh LCPP
-# LCPP: a llama.cpp tree built with cmake into LCPP/build (libmtmd, libllama; the source that
+#   tests/conformance/data/mtmd-audio/make_refs.sh LCPP [BUILD]
+# LCPP: a llama.cpp tree built with cmake into BUILD (default LCPP/build: libmtmd, libllama; the source that
 # node-llama-cpp@3.22.1 bundles, see tools/fixtures/mkmtmd_fixtures.sh). Needs the text model
 # build/test-data/models/llama-spm-e128-f32.gguf (tools/fixtures/make_test_data.py) and Debian's
 # python3-numpy.
@@ -16,6 +16,7 @@
 set -euo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 L=$(realpath "$1")
+B=$(realpath "${2:-$L/build}")
 T=$(realpath "$D/../../../../tools/fixtures")
 PY=/usr/bin/python3
 TEXT=$(realpath "$D/../../../../build/test-data/models/llama-spm-e128-f32.gguf")
@@ -25,7 +26,7 @@ trap 'rm -rf "$W"' EXIT
 cd "$D"
 
 gcc -O2 -std=c11 -o "$W/mtmd_oracle" "$T/mtmd_oracle.c" -I"$L/include" -I"$L/ggml/include" \
-  -I"$L/tools/mtmd" -L"$L/build/bin" -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,"$L/build/bin" -lm
+  -I"$L/tools/mtmd" -L"$B/bin" -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,"$B/bin" -lm
 
 (cd "$T" && $PY mkmmproj_audio.py --out "$D/mmproj-ultravox.gguf" --text-model "$TEXT" --proj ultravox --stack 4 &&
   $PY mkmmproj_audio.py --out "$D/mmproj-qwen2a.gguf" --text-model "$TEXT" --proj qwen2a --mel 128 &&
