@@ -3,7 +3,7 @@
 namespace kiln {
 
 Result<std::unique_ptr<AudioEncoder>> AudioEncoder::create(std::shared_ptr<const AudioModel> model, Backend& backend,
-                                                           FlashAttention flash_attention) {
+                                                           FlashAttention flash_attention, ComputeArena* turn) {
   Device& dev = backend.device();
   if (!dev.is_host())
     return make_error("audio encoder: the device '", dev.name(),
@@ -11,6 +11,7 @@ Result<std::unique_ptr<AudioEncoder>> AudioEncoder::create(std::shared_ptr<const
   std::unique_ptr<AudioEncoder> e(new AudioEncoder());
   e->model_ = std::move(model);
   e->backend_ = &backend;
+  e->turn_ = turn;
   e->attention_ = flash_attention == FlashAttention::Off ? AttentionPath::Plain : AttentionPath::Flash;
   e->arena_ = std::make_unique<ComputeArena>(dev, "audio " + e->model_->name());
   Graph worst;
@@ -24,6 +25,8 @@ Result<std::unique_ptr<AudioEncoder>> AudioEncoder::create(std::shared_ptr<const
 
 Result<std::shared_ptr<const ImageEmbeddings>> AudioEncoder::encode(const PreparedAudio& chunk) {
   std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> turn;
+  if (turn_ != nullptr) turn = turn_->take_turn();
   Graph g;
   KILN_ASSIGN_OR_RETURN(const AudioEncoderGraph eg, build_audio_encoder(g, model_->hparams(), model_->weights(),
                                                                         chunk.mel.n_frames, attention_));

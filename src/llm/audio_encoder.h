@@ -9,7 +9,7 @@
 // Embeddings are not cached.
 //
 // Ownership: shares the AudioModel; the Backend must outlive the encoder.
-// Thread-safety: encode() takes the encoder's mutex.
+// Thread-safety: encode() takes the encoder's mutex (and the `turn` arena's turn, see create).
 #pragma once
 
 #include <memory>
@@ -25,8 +25,12 @@ namespace kiln {
 class AudioEncoder {
  public:
   // Errors: the backend's device is not the host ("audio encoder: ... runs on the CPU only").
+  // `turn`: an arena whose turn (ComputeArena::take_turn) encode() holds while it computes, so the
+  // encoder and the owners of that arena (a server's engine) do not run on the backend at once;
+  // null: none. It must outlive the encoder.
   static Result<std::unique_ptr<AudioEncoder>> create(std::shared_ptr<const AudioModel> model, Backend& backend,
-                                                      FlashAttention flash_attention = FlashAttention::Auto);
+                                                      FlashAttention flash_attention = FlashAttention::Auto,
+                                                      ComputeArena* turn = nullptr);
 
   // The embeddings of one chunk ([n_tokens][n_embd], causal). Errors come from the backend.
   Result<std::shared_ptr<const ImageEmbeddings>> encode(const PreparedAudio& chunk);
@@ -39,6 +43,7 @@ class AudioEncoder {
   Backend* backend_ = nullptr;
   AttentionPath attention_ = AttentionPath::Flash;
   std::unique_ptr<ComputeArena> arena_;
+  ComputeArena* turn_ = nullptr;
   std::mutex mutex_;
 };
 

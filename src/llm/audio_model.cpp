@@ -15,6 +15,18 @@ Result<std::shared_ptr<const AudioModel>> AudioModel::load(const std::string& pa
   return std::shared_ptr<const AudioModel>(std::move(m));
 }
 
+Result<MmprojEncoders> mmproj_encoders(const std::string& path) {
+  auto file = GgufFile::open(path);
+  if (!file.ok()) return make_error("mmproj: ", file.error().message);
+  auto flag = [&](const char* key) {
+    auto v = (*file)->find(key) != nullptr ? (*file)->get_bool(key) : Result<bool>(false);
+    return v.ok() && *v;
+  };
+  MmprojEncoders e{.vision = flag("clip.has_vision_encoder"), .audio = flag("clip.has_audio_encoder")};
+  if (!e.vision && !e.audio) e.vision = true;
+  return e;
+}
+
 AudioMarkup AudioModel::markup() const {
   // ref: mtmd_context's aud_beg / aud_end (tools/mtmd/mtmd.cpp).
   switch (hp_.projector) {

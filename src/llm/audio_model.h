@@ -36,6 +36,15 @@ struct AudioMarkup {
   std::string end;
 };
 
+// Which encoders an mmproj file declares (clip.has_vision_encoder, clip.has_audio_encoder; a file
+// that declares neither is read as a vision file, as older converters wrote them). Errors: the file
+// cannot be opened or parsed ("mmproj: ...").
+struct MmprojEncoders {
+  bool vision = false;
+  bool audio = false;
+};
+Result<MmprojEncoders> mmproj_encoders(const std::string& path);
+
 class AudioModel {
  public:
   // Loads the audio side of an mmproj for `text_model`: the projector's output width must be the
