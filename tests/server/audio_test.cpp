@@ -8,10 +8,8 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "http_client.h"
+#include "mmproj_test_server.h"
 #include "image/data_uri.h"
-#include "serve/server.h"
-#include "test_data.h"
 
 namespace kiln::serve {
 namespace {
@@ -25,11 +23,7 @@ const std::string kVisionOnly = std::string(KILN_SOURCE_DIR) + "/tests/conforman
 // message whose parts are the audio and the text.
 const std::string kTemplate = "{% for m in messages %}USER: {{ m['content'] }}\nASSISTANT:{% endfor %}";
 
-std::shared_ptr<const Model> text_model() {
-  static auto m = Model::load(test_data::path("models/llama-spm-e128-f32.gguf"));
-  EXPECT_TRUE(m.ok());
-  return *m;
-}
+std::shared_ptr<const Model> text_model() { return mmproj_text_model(); }
 
 std::string wav_base64() {
   std::ifstream in(kWav, std::ios::binary);
@@ -37,39 +31,16 @@ std::string wav_base64() {
   return encode_base64(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
-// A server on a free loopback port with the references' settings (F32 K/V, no flash attention).
-struct TestServer {
-  std::unique_ptr<Server> server;
-  int port = 0;
-  explicit TestServer(const std::string& mmproj) {
-    ServerOptions o;
+// A server with the references' settings (mmproj_test_server.h), one slot of 1024 tokens and the
+// references' prompt format.
+struct TestServer : MmprojTestServer {
+  explicit TestServer(const std::string& mmproj) : MmprojTestServer(options(mmproj)) {}
+  static ServerOptions options(const std::string& mmproj) {
+    ServerOptions o = reference_options(mmproj);
     o.n_parallel = 1;
-    o.n_threads = 2;
     o.context.n_ctx = 1024;
-    o.context.type_k = DType::F32;
-    o.context.type_v = DType::F32;
-    o.context.flash_attention = FlashAttention::Off;
-    o.mmproj = mmproj;
     o.chat_template_source = kTemplate;
-    server = std::make_unique<Server>(o);
-    auto p = server->listen("127.0.0.1", 0);
-    EXPECT_TRUE(p.ok());
-    port = p.ok() ? *p : 0;
-    const Status st = server->attach(text_model());
-    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
-  }
-  ~TestServer() { server->stop(); }
-  std::pair<int, json> post(const std::string& path, const json& body) const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(60);
-    auto r = c.Post(path.c_str(), body.dump(), "application/json");
-    if (!r) return {0, json()};
-    return {r->status, json::parse(r->body, nullptr, false)};
-  }
-  json get(const std::string& path) const {
-    httplib::Client c("127.0.0.1", port);
-    auto r = c.Get(path.c_str());
-    return r ? json::parse(r->body, nullptr, false) : json();
+    return o;
   }
 };
 
