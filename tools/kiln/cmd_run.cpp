@@ -75,7 +75,7 @@ int run_run(int argc, char** argv) {
          "when the context is full, drop the older half of the text (after --keep) and go on");
   p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0; -1: all)",
           IntRange::at_least(-1));
-  media.declare(p);
+  media.declare(p, /*audio=*/true);
   p.flag({"-v", "--verbose"}, &verbose, "print the memory breakdown (per device and model) at exit");
   sf.declare(p);
   spf.declare(p);

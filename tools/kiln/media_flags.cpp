@@ -4,13 +4,14 @@
 
 namespace kiln::cli {
 
-void MediaFlags::declare(OptionParser& p) {
-  p.value({"--mmproj"}, &mmproj, "FILE", "the model's vision encoder and projector (llama.cpp's mmproj GGUF)");
+void MediaFlags::declare(OptionParser& p, bool audio_flags) {
+  p.value({"--mmproj"}, &mmproj, "FILE", "the model's vision and/or audio encoder and projector (llama.cpp's mmproj GGUF)");
   p.custom({"--image"}, [this](const std::string& v) {
     images.push_back(v);
     order_is_audio.push_back(false);
     return std::string();
   }, "FILE", "a PNG or JPEG image (repeatable; needs --mmproj); placed at each <__media__> in the prompt, else before it");
+  if (!audio_flags) return;
   p.custom({"--audio"}, [this](const std::string& v) {
     audio.push_back(v);
     order_is_audio.push_back(true);

@@ -25,8 +25,9 @@ struct MediaFlags {
   std::vector<bool> order_is_audio;  // every --image (false) and --audio (true) in command-line order
   float max_audio_seconds = static_cast<float>(audio::DecodeOptions{}.max_seconds);
 
-  // Declares --mmproj and --image on `p`.
-  void declare(OptionParser& p);
+  // Declares --mmproj and --image on `p`, and with `audio` --audio and --max-audio-seconds (the
+  // commands that take audio: `run`).
+  void declare(OptionParser& p, bool audio = false);
   // The mmproj of --mmproj, checked against `model`; null without --mmproj. An error when it
   // cannot be loaded, or when images are given without it.
   // With --audio and no --image, the vision side is not loaded (null): the file may hold audio only.
