@@ -19,8 +19,8 @@ std::vector<int32_t> MediaPrompt::flat_tokens() const {
   std::vector<int32_t> out;
   out.reserve(static_cast<size_t>(n_positions()));
   for (const PromptChunk& c : chunks) {
-    if (c.image) {
-      out.insert(out.end(), static_cast<size_t>(c.image->n_tokens), kMediaToken);
+    if (c.is_media()) {
+      out.insert(out.end(), static_cast<size_t>(c.n_positions()), kMediaToken);
     } else {
       out.insert(out.end(), c.tokens.begin(), c.tokens.end());
     }
@@ -30,7 +30,7 @@ std::vector<int32_t> MediaPrompt::flat_tokens() const {
 
 void MediaPrompt::append_text(std::span<const int32_t> tokens) {
   if (tokens.empty()) return;
-  if (chunks.empty() || chunks.back().image) chunks.emplace_back();
+  if (chunks.empty() || chunks.back().is_media()) chunks.emplace_back();
   chunks.back().tokens.insert(chunks.back().tokens.end(), tokens.begin(), tokens.end());
 }
 
@@ -43,38 +43,53 @@ std::string with_media_markers(std::string_view text, size_t n_images) {
   return out;
 }
 
-Result<MediaPrompt> tokenize_media_prompt(const text::Tokenizer& tok, const VisionModel* vision, std::string_view text,
-                                          std::span<const std::shared_ptr<const PreparedImage>> images,
-                                          const MediaTokenizeOptions& options) {
+Result<MediaPrompt> tokenize_media_prompt(const text::Tokenizer& tok, const MediaModels& models, std::string_view text,
+                                          std::span<const MediaItem> media, const MediaTokenizeOptions& options) {
   // ref: mtmd_tokenizer (tools/mtmd/mtmd.cpp): split_text, add_text, add_media, then BOS / EOS.
   size_t n_markers = 0;
   for (size_t p = text.find(kMediaMarker); p != std::string_view::npos; p = text.find(kMediaMarker, p + kMediaMarker.size()))
     ++n_markers;
-  if (n_markers != images.size())
-    return make_error("prompt: ", n_markers, " media markers (", kMediaMarker, ") for ", images.size(),
-                      " images: each image needs one marker where it goes");
-  if (!images.empty() && vision == nullptr) return make_error("prompt: images need a vision model (--mmproj)");
+  if (n_markers != media.size())
+    return make_error("prompt: ", n_markers, " media markers (", kMediaMarker, ") for ", media.size(),
+                      " images and audio files: each needs one marker where it goes");
+  for (const MediaItem& m : media) {
+    if (m.image && models.vision == nullptr) return make_error("prompt: images need a vision model (--mmproj)");
+    if (!m.image && models.audio == nullptr)
+      return make_error("prompt: audio needs an mmproj with an audio encoder (--mmproj)");
+  }
   MediaPrompt prompt;
   auto add_text = [&](std::string_view piece, bool parse_special) {
     if (piece.empty()) return;
     prompt.append_text(tok.tokenize(piece, /*add_special=*/false, parse_special));
   };
-  size_t start = 0, i_image = 0;
+  size_t start = 0, i_media = 0;
   while (true) {
     const size_t p = text.find(kMediaMarker, start);
     add_text(text.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start), options.parse_special);
     if (p == std::string_view::npos) break;
-    const ImageMarkup markup = vision->markup();
-    add_text(markup.begin, true);
-    PromptChunk chunk;
-    chunk.image = images[i_image++];
-    prompt.chunks.push_back(std::move(chunk));
-    add_text(markup.end, true);
+    const MediaItem& item = media[i_media++];
+    if (item.image) {
+      const ImageMarkup markup = models.vision->markup();
+      add_text(markup.begin, true);
+      PromptChunk chunk;
+      chunk.image = item.image;
+      prompt.chunks.push_back(std::move(chunk));
+      add_text(markup.end, true);
+    } else {
+      const AudioMarkup markup = models.audio->markup();
+      add_text(markup.begin, true);
+      for (const auto& a : item.audio) {
+        PromptChunk chunk;
+        chunk.audio = a;
+        prompt.chunks.push_back(std::move(chunk));
+      }
+      add_text(markup.end, true);
+    }
     start = p + kMediaMarker.size();
   }
   if (options.add_special && tok.add_bos()) {
     const int32_t bos = tok.bos();
-    if (!prompt.chunks.empty() && !prompt.chunks.front().image) {
+    if (!prompt.chunks.empty() && !prompt.chunks.front().is_media()) {
       std::vector<int32_t>& first = prompt.chunks.front().tokens;
       if (!(options.collapse_bos && first.front() == bos)) first.insert(first.begin(), bos);
     } else {
@@ -90,14 +105,25 @@ Result<MediaPrompt> tokenize_media_prompt(const text::Tokenizer& tok, const Visi
   return prompt;
 }
 
+Result<MediaPrompt> tokenize_media_prompt(const text::Tokenizer& tok, const VisionModel* vision, std::string_view text,
+                                          std::span<const std::shared_ptr<const PreparedImage>> images,
+                                          const MediaTokenizeOptions& options) {
+  std::vector<MediaItem> media(images.size());
+  for (size_t i = 0; i < images.size(); ++i) media[i].image = images[i];
+  return tokenize_media_prompt(tok, MediaModels{.vision = vision}, text, media, options);
+}
+
 int64_t common_prefix(const MediaPrompt& a, const MediaPrompt& b) {
   int64_t n = 0;
   for (size_t i = 0; i < a.chunks.size() && i < b.chunks.size(); ++i) {
     const PromptChunk& x = a.chunks[i];
     const PromptChunk& y = b.chunks[i];
-    if (x.image || y.image) {
-      if (!(x.image && y.image && x.image->id == y.image->id && x.image->n_tokens == y.image->n_tokens)) return n;
-      n += x.image->n_tokens;
+    if (x.is_media() || y.is_media()) {
+      const bool same = x.image ? y.image && x.image->id == y.image->id && x.image->n_tokens == y.image->n_tokens
+                        : x.audio ? y.audio && x.audio->id == y.audio->id && x.audio->n_tokens == y.audio->n_tokens
+                                  : false;
+      if (!same) return n;
+      n += x.n_positions();
       continue;
     }
     const size_t m = std::min(x.tokens.size(), y.tokens.size());
@@ -121,10 +147,16 @@ Result<size_t> decode_media_prompt(Context& ctx, VisionEncoder* encoder, const M
       pos += n;
       continue;
     }
-    if (chunk.image) {
-      if (pos < from) return make_error("prompt: decoding cannot start inside an image (position ", from, ")");
-      if (encoder == nullptr) return make_error("prompt: images need a vision encoder (--mmproj)");
-      KILN_ASSIGN_OR_RETURN(const auto embd, encoder->encode(*chunk.image));
+    if (chunk.is_media()) {
+      if (pos < from) return make_error("prompt: decoding cannot start inside an image or audio (position ", from, ")");
+      std::shared_ptr<const ImageEmbeddings> embd;
+      if (chunk.image) {
+        if (encoder == nullptr) return make_error("prompt: images need a vision encoder (--mmproj)");
+        KILN_ASSIGN_OR_RETURN(embd, encoder->encode(*chunk.image));
+      } else {
+        if (options.audio == nullptr) return make_error("prompt: audio needs an audio encoder (--mmproj)");
+        KILN_ASSIGN_OR_RETURN(embd, options.audio->encode(*chunk.audio));
+      }
       // ref: mtmd_helper_decode_image_chunk: batches of n_batch; an image whose tokens see each
       // other both ways goes in one (the context refuses it when it exceeds n_batch or n_ubatch).
       const int64_t step = embd->non_causal ? embd->n_tokens : options.n_batch;

@@ -26,6 +26,7 @@
 
 #include "core/result.h"
 #include "llm/context.h"
+#include "llm/audio_encoder.h"
 #include "llm/vision_encoder.h"
 #include "llm/vision_model.h"
 #include "text/tokenizer.h"
@@ -36,11 +37,15 @@ inline constexpr std::string_view kMediaMarker = "<__media__>";
 // Stands for an image position in a flat token list (llama.cpp's LLAMA_TOKEN_NULL).
 inline constexpr int32_t kMediaToken = -1;
 
-// One piece of a prompt: text tokens, or an image.
+// One piece of a prompt: text tokens, an image, or one 30-second chunk of an audio file.
 struct PromptChunk {
   std::vector<int32_t> tokens;                  // a text chunk (non-empty)
   std::shared_ptr<const PreparedImage> image;   // or an image chunk (tokens empty)
-  int64_t n_positions() const { return image ? image->n_tokens : static_cast<int64_t>(tokens.size()); }
+  std::shared_ptr<const PreparedAudio> audio;   // or an audio chunk (tokens empty)
+  bool is_media() const { return image || audio; }
+  int64_t n_positions() const {
+    return image ? image->n_tokens : audio ? audio->n_tokens : static_cast<int64_t>(tokens.size());
+  }
 };
 
 struct MediaPrompt {
@@ -66,6 +71,24 @@ struct MediaTokenizeOptions {
   bool collapse_bos = false;
 };
 
+// What one media marker stands for: an image, or an audio file (its chunks, in order; each becomes
+// a chunk of the prompt, all between the audio markup's begin and end, as mtmd does).
+struct MediaItem {
+  std::shared_ptr<const PreparedImage> image;
+  std::vector<std::shared_ptr<const PreparedAudio>> audio;
+};
+
+// The mmproj's encoders' models a prompt's media need (either may be null when unused).
+struct MediaModels {
+  const VisionModel* vision = nullptr;
+  const AudioModel* audio = nullptr;
+};
+
+// Tokenizes `text` with `media` in marker order. Errors: markers and media differ in number;
+// images without a vision model, audio without an audio model (the message says which).
+Result<MediaPrompt> tokenize_media_prompt(const text::Tokenizer& tok, const MediaModels& models, std::string_view text,
+                                          std::span<const MediaItem> media, const MediaTokenizeOptions& options = {});
+
 // Tokenizes `text` with `images` in marker order. `vision` may be null when there are no images
 // (then markers are an error). Errors: markers and images differ in number; images without an
 // mmproj.
@@ -80,6 +103,7 @@ int64_t common_prefix(const MediaPrompt& a, const MediaPrompt& b);
 struct MediaDecodeOptions {
   int32_t seq = 0;         // the sequence decoded into
   int64_t n_batch = 2048;  // most text tokens per decode call
+  AudioEncoder* audio = nullptr;  // encodes the audio chunks (needed when the decoded part has any)
 };
 
 // Decodes the positions of `prompt` from `from` on (a position where an image does not start

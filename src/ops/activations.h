@@ -28,6 +28,12 @@ inline float gelu_quick_exact_f32(float x) { return x * (1.0f / (1.0f + std::exp
 // over every F16 value (each rounded to F16), widened back to F32; no clamping.
 float gelu_quick_f32(float x);
 
+// ref: ggml_vec_gelu_erf_f32: 0.5 x (1 + erf(x / sqrt(2))) in float, no table.
+inline float gelu_erf_f32(float x) {
+  constexpr float kSqrt2Inv = 0.70710678118654752440084436210484f;
+  return 0.5f * x * (1.0f + std::erf(x * kSqrt2Inv));
+}
+
 // y[i] = gelu_f32(x[i]) and y[i] = gelu_quick_f32(x[i]) for i in [0, n), eight at a time where
 // the CPU has F16C. y may be x.
 void gelu_row(int64_t n, float* y, const float* x);

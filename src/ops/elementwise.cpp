@@ -1,4 +1,4 @@
-// Element-wise F32 kernels: add, mul (with ggml's broadcasting), scale, silu, gelu, gelu_quick,
+// Element-wise F32 kernels: add, mul (with ggml's broadcasting), scale, silu, gelu, gelu_quick, gelu_erf,
 // swiglu (silu in the arithmetic of ggml's AVX-512 build, quant/silu_rows.h).
 // One work unit is one row of dst; any strides, including non-contiguous dim 0.
 #include <cstdint>
@@ -143,6 +143,10 @@ void run_gelu_quick(const OpCall& call, int, int64_t begin, int64_t end, void*) 
                  [](int64_t, int64_t, float x) { return gelu_quick_f32(x); });
 }
 
+void run_gelu_erf(const OpCall& call, int, int64_t begin, int64_t end, void*) {
+  run_unary(call, begin, end, gelu_erf_f32);
+}
+
 Status check_swiglu(const OpCall& call) {
   KILN_TRY(check_arity(call, 2, 2));
   for (int i = 0; i < 2; ++i) KILN_TRY(check_type(call, call.src[i], DType::F32, i ? "src1" : "src0"));
@@ -168,6 +172,7 @@ const KernelFns kScaleKernel{check_unary, row_plan, run_scale};
 const KernelFns kSiluKernel{check_unary, row_plan, run_silu};
 const KernelFns kGeluKernel{check_unary, row_plan, run_gelu};
 const KernelFns kGeluQuickKernel{check_unary, row_plan, run_gelu_quick};
+const KernelFns kGeluErfKernel{check_unary, row_plan, run_gelu_erf};
 const KernelFns kSwiGluKernel{check_swiglu, row_plan, run_swiglu};
 
 }  // namespace kiln::ops

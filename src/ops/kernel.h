@@ -39,6 +39,8 @@ extern const KernelFns kGeluQuickKernel;
 extern const KernelFns kAvgPool2dKernel;
 extern const KernelFns kRmsNormMulKernel;
 extern const KernelFns kSetRowsKernel;
+extern const KernelFns kGeluErfKernel;
+extern const KernelFns kIm2Col1dKernel;
 
 // (i1, i2, i3) of flat row r of a view with sizes ne (rows counted over dims 1..3).
 struct RowIdx {

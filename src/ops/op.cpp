@@ -51,6 +51,10 @@ const ops::KernelFns& kernel_of(OpKind k) {
       return ops::kRmsNormMulKernel;
     case OpKind::SetRows:
       return ops::kSetRowsKernel;
+    case OpKind::GeluErf:
+      return ops::kGeluErfKernel;
+    case OpKind::Im2Col1d:
+      return ops::kIm2Col1dKernel;
   }
   KILN_ASSERT(false, "kernel_of: unknown OpKind");
 }
@@ -124,12 +128,16 @@ const char* op_name(OpKind k) {
       return "rms_norm_mul";
     case OpKind::SetRows:
       return "set_rows";
+    case OpKind::GeluErf:
+      return "gelu_erf";
+    case OpKind::Im2Col1d:
+      return "im2col_1d";
   }
   return "unknown";
 }
 
 Status check_kernel(const OpCall& call) {
-  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::SetRows)) {
+  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::Im2Col1d)) {
     return make_error("[op] unknown op kind ", static_cast<int>(call.kind));
   }
   if (call.n_src < 0 || call.n_src > 4) {

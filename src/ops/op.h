@@ -42,6 +42,8 @@ enum class OpKind : uint8_t {
   AvgPool2d,   // mean over params.pool x params.pool windows of a grid of channel vectors
   RmsNormMul,  // per row: RmsNorm(src0) * src1 in one pass, bit for bit RmsNorm then Mul
   SetRows,     // dst[:, src1[i]] = src0[:, i] converted to dst.type (src1: I32 row ids); other rows kept
+  GeluErf,     // 0.5 x (1 + erf(x / sqrt(2))) in float (exact GELU, PyTorch's default)
+  Im2Col1d,    // the columns of a 1-D convolution: src0 F32 [len, channels, b] -> F16 [channels * k, out_len, b]
 };
 
 // Shapes and types of each op in detail (ggml's conventions, ne[0] innermost):
@@ -49,7 +51,7 @@ enum class OpKind : uint8_t {
 //   MulMat    src0 [k, n, a, b] weights, src1 F32 [k, m, A, B] with A % a == 0, B % b == 0,
 //             dst F32 [n, m, A, B]; src0 rows must be contiguous (nb[0] = block bytes).
 //   Add, Mul  src0/dst F32 of one shape, src1 F32 whose sizes divide src0's (ggml_can_repeat).
-//   Scale, Silu, Gelu, GeluQuick: src0/dst F32, same shape. SwiGlu: src0, src1, dst F32, same shape.
+//   Scale, Silu, Gelu, GeluQuick, GeluErf: src0/dst F32, same shape. SwiGlu: src0, src1, dst F32, same shape.
 //   RmsNorm, LayerNorm: src0/dst F32, per row of ne[0].
 //   RmsNormMul src0/dst F32 of one shape, src1 F32 whose sizes divide src0's (repeated as Mul's
 //             src1); params.eps as RmsNorm's. Each value is rounded twice, as RmsNorm's result
@@ -69,8 +71,13 @@ enum class OpKind : uint8_t {
 //   AvgPool2d src0 F32 [c, w, h, b] (a w x h grid of c-channel vectors, x along dim 1), dst F32
 //             [c, w / k, h / k, b] with k = params.pool (w and h multiples of k): stride k, no
 //             padding.
+//   Im2Col1d  src0 F32 [L, C, b, 1] (C channels of L samples), dst F16 [C * k, L_out, b, 1] with
+//             k = params.conv.kernel, L_out = (L + 2 p - d (k - 1) - 1) / s + 1 (s, p, d: stride,
+//             padding, dilation of params.conv): dst[c * k + j, o, n] = src0[o s + j d - p, c, n],
+//             0 outside [0, L). MulMat(dst, kernel [C * k, C_out]) is then the convolution
+//             [L_out, C_out, b] (ggml_conv_1d).
 // Every op runs in place when dst is exactly src0 (same data and strides), except MulMat,
-// GetRows, Concat, ArgMax, Attention, AvgPool2d and SetRows. Kernels that see bad data (a row id
+// GetRows, Concat, ArgMax, Attention, AvgPool2d, SetRows and Im2Col1d. Kernels that see bad data (a row id
 // out of range) never read out of bounds: they write NaN rows (GetRows).
 
 // Arithmetic of Attention. Both agree within float tolerance; each matches one llama.cpp setting.
@@ -101,6 +108,18 @@ struct RopeParams {
   float beta_slow = 1.0f;
 };
 
+// Im2Col1d: a 1-D convolution's window.
+struct Conv1dParams {
+  int32_t kernel = 1;  // taps (k)
+  int32_t stride = 1;
+  int32_t padding = 0;  // zeros on each side
+  int32_t dilation = 1;
+  // Output length for an input of `len` samples (<= 0 when the window does not fit).
+  int64_t out_len(int64_t len) const {
+    return (len + 2 * int64_t{padding} - int64_t{dilation} * (kernel - 1) - 1) / stride + 1;
+  }
+};
+
 struct OpParams {
   float eps = 0.0f;       // RmsNorm, LayerNorm, RmsNormMul
   float scale = 1.0f;     // Scale, SoftMax, Attention
@@ -108,6 +127,7 @@ struct OpParams {
   int32_t axis = 0;       // Concat
   int32_t pool = 0;       // AvgPool2d: window side (and stride)
   RopeParams rope;        // Rope
+  Conv1dParams conv;      // Im2Col1d
   // Attention without a mask tensor: query i sees keys j <= q_pos0 + i when causal.
   bool causal = true;
   int32_t q_pos0 = 0;

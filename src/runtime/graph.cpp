@@ -1,5 +1,7 @@
 #include "runtime/graph.h"
 
+#include <algorithm>
+
 #include "runtime/shape.h"
 
 namespace kiln {
@@ -251,6 +253,20 @@ Tensor Graph::gelu(Tensor a, std::string_view name) {
 Tensor Graph::gelu_quick(Tensor a, std::string_view name) {
   if (!usable({a})) return Tensor{};
   return add_op(OpKind::GeluQuick, {a}, {}, DType::F32, tensor(a).view.ne, name);
+}
+
+Tensor Graph::gelu_erf(Tensor a, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  return add_op(OpKind::GeluErf, {a}, {}, DType::F32, tensor(a).view.ne, name);
+}
+
+Tensor Graph::im2col_1d(Tensor a, const Conv1dParams& conv, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  const Shape& an = tensor(a).view.ne;
+  OpParams p;
+  p.conv = conv;
+  const int64_t out_len = std::max<int64_t>(conv.out_len(an[0]), 1);  // the kernel's check names a bad window
+  return add_op(OpKind::Im2Col1d, {a}, p, DType::F16, {an[1] * conv.kernel, out_len, an[2], an[3]}, name);
 }
 
 Tensor Graph::swiglu(Tensor a, Tensor b, std::string_view name) {

@@ -95,6 +95,10 @@ class Graph {
   Tensor silu(Tensor a, std::string_view name = {});
   Tensor gelu(Tensor a, std::string_view name = {});
   Tensor gelu_quick(Tensor a, std::string_view name = {});
+  Tensor gelu_erf(Tensor a, std::string_view name = {});
+  // The columns of a 1-D convolution of a [len, channels, b] (OpKind::Im2Col1d): F16
+  // [channels * kernel, out_len, b]; mul_mat(columns, kernel [channels * kernel, c_out]) convolves.
+  Tensor im2col_1d(Tensor a, const Conv1dParams& conv, std::string_view name = {});
   Tensor swiglu(Tensor a, Tensor b, std::string_view name = {});
   Tensor concat(Tensor a, Tensor b, int axis, std::string_view name = {});
   Tensor argmax(Tensor a, std::string_view name = {});  // I32 [rows of a]

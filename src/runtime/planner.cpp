@@ -18,6 +18,7 @@ int inplace_sources(OpKind kind) {
     case OpKind::Silu:
     case OpKind::Gelu:
     case OpKind::GeluQuick:
+    case OpKind::GeluErf:
       return 1;
     case OpKind::SwiGlu:
       return 2;

@@ -13,12 +13,12 @@ bool given(const ordered_json& body, const char* key) {
 }
 
 // The messages, parts joined into one string content (as llama-server does for templates that
-// expect strings): text parts with "\n" between them, each image_url part as a media marker with
-// no line break around it; the parts' urls go to `image_urls` in order (null: ignored). Other
-// part types are refused. Null content is empty text, except beside tool calls (templates test
+// expect strings): text parts with "\n" between them, each image_url and input_audio part as a
+// media marker with no line break around it; the parts' urls and audio data go to `media` in order
+// (null: ignored). Other part types are refused. Null content is empty text, except beside tool calls (templates test
 // it there).
 std::optional<HttpError> read_messages(const ordered_json& body, std::vector<ChatMessage>& out,
-                                       std::vector<std::string>* image_urls) {
+                                       std::vector<MediaPart>* media) {
   auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty())
     return HttpError{400, "field 'messages' must be a non-empty list of messages"};
@@ -39,7 +39,22 @@ std::optional<HttpError> read_messages(const ordered_json& body, std::vector<Cha
         if (!ok)
           return HttpError{
               400, "field 'messages': an image_url part needs {\"image_url\": {\"url\": \"data:...\"}}"};
-        if (image_urls) image_urls->push_back((*url)["url"].get<std::string>());
+        if (media) media->push_back({.audio = false, .data = (*url)["url"].get<std::string>()});
+        joined += kMediaMarker;
+        after_marker = true;
+        continue;
+      }
+      if (part.type == "input_audio") {
+        // ref: llama-server reads input_audio.data (base64) and does not check "format" (the bytes
+        // tell the format); a "format" given must still be a string.
+        const auto a = part.extra.find("input_audio");
+        const bool ok = a != part.extra.end() && a->is_object() && a->contains("data") && (*a)["data"].is_string() &&
+                        (!a->contains("format") || (*a)["format"].is_string());
+        if (!ok)
+          return HttpError{400,
+                           "field 'messages': an input_audio part needs {\"input_audio\": {\"data\": \"<base64>\", "
+                           "\"format\": \"wav\" or \"mp3\"}}"};
+        if (media) media->push_back({.audio = true, .data = (*a)["data"].get<std::string>()});
         joined += kMediaMarker;
         after_marker = true;
         continue;
@@ -213,10 +228,10 @@ std::optional<HttpError> read_reasoning_options(const ServerOptions& opt, const 
 // false; a final assistant message continued (take_prefill); chat_template_kwargs as template
 // variables.
 std::optional<HttpError> make_plan(const ServerState& st, const ServerOptions& opt, const ordered_json& body,
-                                   chat::ChatPlan& plan, std::vector<std::string>* image_urls,
+                                   chat::ChatPlan& plan, std::vector<MediaPart>* media,
                                    std::string* prefill_out) {
   chat::ChatRequest r;
-  if (auto e = read_messages(body, r.messages, image_urls)) return e;
+  if (auto e = read_messages(body, r.messages, media)) return e;
   if (given(body, "add_generation_prompt")) {
     if (!body["add_generation_prompt"].is_boolean())
       return HttpError{400, "field 'add_generation_prompt' must be a boolean"};
@@ -294,19 +309,25 @@ std::optional<HttpError> render_chat(const ServerState& st, const ServerOptions&
 
 std::optional<HttpError> plan_chat_request(const ServerState& st, const ServerOptions& opt, const ordered_json& body,
                                            CompletionRequest& p, chat::ChatPlan& plan) {
-  std::vector<std::string> image_urls;
+  std::vector<MediaPart> parts;
   std::string prefill;
-  if (auto e = make_plan(st, opt, body, plan, &image_urls, &prefill)) return e;
+  if (auto e = make_plan(st, opt, body, plan, &parts, &prefill)) return e;
   if (auto e = read_reasoning_budget(st, opt, body, plan, prefill, p)) return e;
   const auto& tok = st.model->tokenizer();
   if (auto e = check_prompt_text(tok, plan.prompt, st.engine->n_ctx_slot())) return e;
-  if (image_urls.empty()) {
+  if (parts.empty()) {
     p.gen.prompt = tokenize_chat(tok, plan.prompt);
   } else {
-    std::vector<std::shared_ptr<const PreparedImage>> images(image_urls.size());
-    for (size_t i = 0; i < images.size(); ++i)
-      if (auto e = read_image_url(st, image_urls[i], i, images[i])) return e;
-    if (auto e = media_prompt_request(st, plan.prompt, images, /*collapse_bos=*/true, p.gen)) return e;
+    std::vector<MediaItem> media(parts.size());
+    size_t n_images = 0, n_audio = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].audio) {
+        if (auto e = read_audio_data(st, parts[i].data, n_audio++, media[i].audio)) return e;
+      } else if (auto e = read_image_url(st, parts[i].data, n_images++, media[i].image)) {
+        return e;
+      }
+    }
+    if (auto e = media_prompt_request(st, plan.prompt, media, /*collapse_bos=*/true, p.gen)) return e;
   }
   p.gen.grammar = plan.grammar;
   for (const std::string& text : plan.preserved_tokens) {

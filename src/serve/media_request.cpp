@@ -10,6 +10,9 @@ namespace {
 
 constexpr const char* kNoVision =
     "image input needs a vision projector: start the server with --mmproj FILE (the model's mmproj GGUF)";
+constexpr const char* kNoAudio =
+    "audio input needs an mmproj with an audio encoder: start the server with --mmproj FILE (the model's mmproj "
+    "GGUF, one with clip.has_audio_encoder)";
 
 // What one pixel of an image being decoded may cost: its RGB bytes (3), a JPEG's component planes
 // (up to 4) and libjpeg's coefficients of a progressive file (up to 8), rounded up.
@@ -68,17 +71,40 @@ std::optional<HttpError> read_image_url(const ServerState& st, std::string_view 
   return prepare(st, uri->bytes, index, out);
 }
 
+std::optional<HttpError> read_audio_data(const ServerState& st, std::string_view data, size_t index,
+                                         std::vector<std::shared_ptr<const PreparedAudio>>& out) {
+  const std::string name = "audio " + std::to_string(index) + ": ";
+  if (!st.audio) return HttpError{400, kNoAudio};
+  std::vector<uint8_t> bytes;
+  if (data.starts_with("data:")) {
+    auto uri = parse_data_uri(data);
+    if (!uri.ok()) return HttpError{400, name + uri.error().message};
+    bytes = std::move(uri->bytes);
+  } else {
+    auto decoded = decode_base64(data);
+    if (!decoded.ok()) return HttpError{400, name + decoded.error().message};
+    bytes = std::move(*decoded);
+  }
+  auto chunks = st.audio->prepare_audio(bytes);
+  if (!chunks.ok()) return HttpError{400, name + chunks.error().message};
+  out = std::move(*chunks);
+  return std::nullopt;
+}
+
 std::optional<HttpError> media_prompt_request(const ServerState& st, const std::string& text,
-                                              std::span<const std::shared_ptr<const PreparedImage>> images,
-                                              bool collapse_bos, GenerationRequest& out) {
-  if (!images.empty() && !st.vision) return HttpError{400, kNoVision};
-  auto mp = tokenize_media_prompt(st.model->tokenizer(), st.vision.get(), text, images,
-                                  {.add_special = true, .parse_special = true, .collapse_bos = collapse_bos});
+                                              std::span<const MediaItem> media, bool collapse_bos,
+                                              GenerationRequest& out) {
+  for (const MediaItem& m : media) {
+    if (m.image && !st.vision) return HttpError{400, kNoVision};
+    if (!m.image && !st.audio) return HttpError{400, kNoAudio};
+  }
+  auto mp = tokenize_media_prompt(st.model->tokenizer(), {.vision = st.vision.get(), .audio = st.audio.get()}, text,
+                                  media, {.add_special = true, .parse_special = true, .collapse_bos = collapse_bos});
   if (!mp.ok()) return HttpError{400, mp.error().message};
   out.prompt = mp->flat_tokens();
   out.images.clear();
   int64_t pos = 0;
-  size_t index = 0;
+  size_t index = 0, audio_index = 0;
   for (const PromptChunk& chunk : mp->chunks) {
     if (chunk.image) {
       // The engine decodes an image as one batch; one whose tokens see each other both ways is
@@ -94,10 +120,29 @@ std::optional<HttpError> media_prompt_request(const ServerState& st, const std::
       if (!embd.ok()) return HttpError{500, "image " + std::to_string(index) + ": " + embd.error().message};
       out.images.push_back({static_cast<int32_t>(pos), std::move(*embd)});
       ++index;
+    } else if (chunk.audio) {
+      // Each 30-second chunk is decoded as one batch, as an image is.
+      if (chunk.audio->n_tokens > st.ctx->n_batch())
+        return HttpError{400, "an audio chunk fills " + std::to_string(chunk.audio->n_tokens) +
+                                  " positions, more than a batch of " + std::to_string(st.ctx->n_batch()) +
+                                  " (start the server with a larger -b)"};
+      auto embd = st.audio_encoder->encode(*chunk.audio);
+      if (!embd.ok())
+        return HttpError{500, "audio chunk " + std::to_string(audio_index) + ": " + embd.error().message};
+      out.images.push_back({static_cast<int32_t>(pos), std::move(*embd)});
+      ++audio_index;
     }
     pos += chunk.n_positions();
   }
   return std::nullopt;
+}
+
+std::optional<HttpError> media_prompt_request(const ServerState& st, const std::string& text,
+                                              std::span<const std::shared_ptr<const PreparedImage>> images,
+                                              bool collapse_bos, GenerationRequest& out) {
+  std::vector<MediaItem> media(images.size());
+  for (size_t i = 0; i < images.size(); ++i) media[i].image = images[i];
+  return media_prompt_request(st, text, media, collapse_bos, out);
 }
 
 std::optional<HttpError> parse_prompt_object(const ServerState& st, const json& value, const char* field,

@@ -1,6 +1,8 @@
-// Images in completion requests, for a server started with an mmproj (`kiln serve --mmproj`):
-// OpenAI's content parts {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}
-// and llama-server's prompt object {"prompt_string": "...<__media__>...", "multimodal_data":
+// Images and audio in completion requests, for a server started with an mmproj (`kiln serve
+// --mmproj`): OpenAI's content parts {"type": "image_url", "image_url": {"url":
+// "data:image/png;base64,..."}} and {"type": "input_audio", "input_audio": {"data": BASE64,
+// "format": "wav"}} (WAV, FLAC or MP3, told apart by their bytes; data: URIs are read too), and
+// llama-server's prompt object {"prompt_string": "...<__media__>...", "multimodal_data":
 // ["<base64>", ...]} on /completion and /v1/completions.
 //
 // Each image is decoded, prepared and encoded on the request's thread, before the request is
@@ -31,6 +33,25 @@ namespace kiln::serve {
 // for files media_file.h refuses and for bad images.
 std::optional<HttpError> read_image_url(const ServerState& st, std::string_view url, size_t index,
                                         std::shared_ptr<const PreparedImage>& out);
+
+// One media content part of a chat message (in the message's order).
+struct MediaPart {
+  bool audio = false;
+  std::string data;  // an image_url part's url, or an input_audio part's data
+};
+
+// The audio an input_audio part's data carries (base64, or a data: URI), cut into the audio
+// encoder's chunks; `index` counts the request's audio parts from 0 for errors. A 400 without an
+// mmproj with an audio encoder, and for bad or too long audio.
+std::optional<HttpError> read_audio_data(const ServerState& st, std::string_view data, size_t index,
+                                         std::vector<std::shared_ptr<const PreparedAudio>>& out);
+
+// Tokenizes `text`, whose media markers stand for `media` in order (images and audio), encodes
+// them and fills out.prompt and out.images (every run of media embeddings, audio chunks included);
+// errors as for images below, and a 400 for audio without an audio encoder.
+std::optional<HttpError> media_prompt_request(const ServerState& st, const std::string& text,
+                                              std::span<const MediaItem> media, bool collapse_bos,
+                                              GenerationRequest& out);
 
 // Tokenizes `text`, whose media markers stand for `images` in order, as libmtmd does (special
 // tokens parsed), encodes the images and fills out.prompt (kMediaToken at image positions) and

@@ -131,7 +131,13 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   st->media_path = opt.media_path;
   st->max_media_bytes = opt.max_body;
   if (!opt.mmproj.empty()) {
-    KILN_ASSIGN_OR_RETURN(st->vision, VisionModel::load(opt.mmproj, *model));
+    KILN_ASSIGN_OR_RETURN(const MmprojEncoders has, mmproj_encoders(opt.mmproj));
+    if (has.vision) {
+      KILN_ASSIGN_OR_RETURN(st->vision, VisionModel::load(opt.mmproj, *model));
+    }
+    if (has.audio) {
+      KILN_ASSIGN_OR_RETURN(st->audio, AudioModel::load(opt.mmproj, *model));
+    }
     st->decode_memory = std::make_unique<MemoryGate>(opt.image_decode_bytes);
     co.input_embeddings = true;
   }
@@ -141,6 +147,9 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
         st->encoder, VisionEncoder::create(
                          st->vision, backend,
                          {.flash_attention = co.flash_attention, .arena = co.arena, .weights = weights}));
+  }
+  if (st->audio) {
+    KILN_ASSIGN_OR_RETURN(st->audio_encoder, AudioEncoder::create(st->audio, backend, co.flash_attention, co.arena));
   }
   if (n_ctx_per_slot(st->ctx->n_ctx(), slots) < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", slots.n_slots,
@@ -195,6 +204,7 @@ std::shared_ptr<const ModelInfo> describe(const ServerState& st) {
   info->n_slots = st.engine->n_slots();
   info->n_ctx_slot = st.engine->n_ctx_slot();
   info->vision = st.vision != nullptr;
+  info->audio = st.audio != nullptr;
   // The defaults are what the completion routes make of a request that sets nothing.
   CompletionRequest defaults;
   if (!parse_completion_fields(json::object(), st.model->tokenizer(), defaults)) {
@@ -236,7 +246,7 @@ json props_json(const ModelInfo& info, bool sleeping) {
           {"bos_token", info.bos_text},
           {"eos_token", info.eos_text},
           {"n_ctx", info.n_ctx},
-          {"modalities", {{"vision", info.vision}, {"audio", false}}},
+          {"modalities", {{"vision", info.vision}, {"audio", info.audio}}},
           {"media_marker", std::string(kMediaMarker)},
           {"build_info", "kiln"},
           {"is_sleeping", sleeping}};

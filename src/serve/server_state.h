@@ -18,6 +18,7 @@
 #include "llm/device_weights.h"
 #include "llm/model.h"
 #include "llm/speculative/speculator.h"
+#include "llm/audio_encoder.h"
 #include "llm/vision_encoder.h"
 #include "llm/vision_model.h"
 #include "serve/api_json.h"
@@ -49,6 +50,10 @@ struct ServerState {
   std::shared_ptr<const VisionModel> vision;  // the mmproj (options.mmproj); null without one
   std::unique_ptr<Context> ctx;
   std::unique_ptr<VisionEncoder> encoder;  // with `vision`: encodes request images (any thread)
+  // The mmproj's audio encoder (a file with clip.has_audio_encoder); null without one. Its encoder
+  // runs on the host CPU, taking the compute arena's turn while it computes.
+  std::shared_ptr<const AudioModel> audio;
+  std::unique_ptr<AudioEncoder> audio_encoder;
   std::string media_path;                  // ServerOptions::media_path
   size_t max_media_bytes = 0;              // a media file's size limit: ServerOptions::max_body
   // With `vision`: the memory the model's image decodes in flight take (ServerOptions::image_decode_bytes).
@@ -73,6 +78,7 @@ struct ModelInfo {
   int32_t n_slots = 0;
   int32_t n_ctx_slot = 0;      // tokens one slot may hold
   bool vision = false;         // an mmproj is loaded: requests may carry images
+  bool audio = false;          // the mmproj has an audio encoder: requests may carry audio
   GenerationRequest defaults;  // a completion request with no fields set (prompt empty)
   bool stream_default = false;
 };

@@ -93,8 +93,8 @@ TEST(AudioHParams, VisionLoaderNamesTheAudioEncoder) {
   auto hp = read_clip_hparams(**file);
   ASSERT_FALSE(hp.ok());
   EXPECT_NE(
-      hp.error().message.find("no vision encoder; its audio encoder (projector 'qwen2a', 128 mel bins) is "
-                              "not run by kiln yet"),
+      hp.error().message.find("no vision encoder; its audio encoder (projector 'qwen2a', 128 mel bins) takes "
+                              "audio (--audio), not images"),
       std::string::npos)
       << hp.error().message;
 }

@@ -17,6 +17,7 @@
 #include "http_client.h"
 #include "image/data_uri.h"
 #include "image/png_header.h"
+#include "mmproj_test_server.h"
 #include "serve/server.h"
 #include "test_data.h"
 
@@ -27,12 +28,6 @@ using nlohmann::json;
 
 const std::string kMtmd = std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/mtmd/";
 
-std::shared_ptr<const Model> text_model() {
-  static auto m = Model::load(test_data::path("models/llama-spm-e128-f32.gguf"));
-  EXPECT_TRUE(m.ok());
-  return *m;
-}
-
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
@@ -42,46 +37,19 @@ std::string base64(const std::string& bytes) {
   return encode_base64(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
-// A server on a free loopback port, stopped by the destructor. The llama.cpp references were made
-// with F32 K/V and flash attention off.
-struct TestServer {
-  std::unique_ptr<Server> server;
-  int port = 0;
+// A server on a free loopback port with the references' settings (mmproj_test_server.h).
+struct TestServer : MmprojTestServer {
   explicit TestServer(const std::string& mmproj, int32_t n_parallel = 1, const std::string& media_path = "",
-                      size_t image_decode_bytes = ServerOptions().image_decode_bytes,
-                      bool kv_unified = false) {
-    ServerOptions o;
+                      size_t image_decode_bytes = ServerOptions().image_decode_bytes, bool kv_unified = false)
+      : MmprojTestServer(options(mmproj, n_parallel, media_path, image_decode_bytes, kv_unified)) {}
+  static ServerOptions options(const std::string& mmproj, int32_t n_parallel, const std::string& media_path,
+                               size_t image_decode_bytes, bool kv_unified) {
+    ServerOptions o = reference_options(mmproj);
     o.n_parallel = n_parallel;
     o.kv_unified = kv_unified;
-    o.n_threads = 2;
-    o.context.n_ctx = 512;
-    o.context.type_k = DType::F32;
-    o.context.type_v = DType::F32;
-    o.context.flash_attention = FlashAttention::Off;
-    o.mmproj = mmproj;
     o.media_path = media_path;
     o.image_decode_bytes = image_decode_bytes;
-    server = std::make_unique<Server>(o);
-    auto p = server->listen("127.0.0.1", 0);
-    EXPECT_TRUE(p.ok());
-    port = p.ok() ? *p : 0;
-    const Status st = server->attach(text_model());
-    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
-  }
-  ~TestServer() { server->stop(); }
-
-  // POST `body` to `path`; the status and the parsed body.
-  std::pair<int, json> post(const std::string& path, const json& body) const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(60);
-    auto r = c.Post(path.c_str(), body.dump(), "application/json");
-    if (!r) return {0, json()};
-    return {r->status, json::parse(r->body, nullptr, false)};
-  }
-  json get(const std::string& path) const {
-    httplib::Client c("127.0.0.1", port);
-    auto r = c.Get(path.c_str());
-    return r ? json::parse(r->body, nullptr, false) : json();
+    return o;
   }
 };
 

@@ -2,7 +2,8 @@
 //   kiln run [-m MODEL.gguf] -p PROMPT [-n N] [-r STOP] [--temp T] [--top-k K] [--top-p P] ...
 //            [--spec-type TYPES] [-md DRAFT.gguf] ...   (speculative decoding: same output, faster)
 //   kiln run -m MODEL.gguf --mmproj MMPROJ.gguf --image A.png [--image B.jpg] -p "...<__media__>..."
-// With images, the prompt is tokenized and decoded as llama-mtmd-cli does (llm/media_prompt.h).
+//   kiln run -m MODEL.gguf --mmproj MMPROJ.gguf --audio A.wav -p "...<__media__>..."
+// With images or audio, the prompt is tokenized and decoded as llama-mtmd-cli does (llm/media_prompt.h).
 #include <algorithm>
 #include <cstdio>
 
@@ -23,13 +24,22 @@
 namespace kiln::cli {
 namespace {
 
-// " (N images, M of their tokens)" for a prompt with images, else "".
+// " (N images, M of their tokens)", " (N audio chunks, M of their tokens)" (both when the prompt
+// has both) for a prompt with media, else "".
 std::string image_note(const MediaPrompt& p) {
-  int64_t n = 0;
-  for (const PromptChunk& c : p.chunks) n += c.image ? c.n_positions() : 0;
-  if (p.n_images() == 0) return "";
-  return " (" + std::to_string(p.n_images()) + (p.n_images() == 1 ? " image, " : " images, ") + std::to_string(n) +
-         " of their tokens)";
+  int64_t images = 0, image_tokens = 0, audio = 0, audio_tokens = 0;
+  for (const PromptChunk& c : p.chunks) {
+    if (c.image) ++images, image_tokens += c.n_positions();
+    if (c.audio) ++audio, audio_tokens += c.n_positions();
+  }
+  std::string note;
+  if (images > 0)
+    note += " (" + std::to_string(images) + (images == 1 ? " image, " : " images, ") + std::to_string(image_tokens) +
+            " of their tokens)";
+  if (audio > 0)
+    note += " (" + std::to_string(audio) + (audio == 1 ? " audio chunk, " : " audio chunks, ") +
+            std::to_string(audio_tokens) + " of their tokens)";
+  return note;
 }
 
 constexpr int64_t kUntilContextFull = -2;  // -n -2, as llama.cpp's completion tool
@@ -65,16 +75,16 @@ int run_run(int argc, char** argv) {
          "when the context is full, drop the older half of the text (after --keep) and go on");
   p.value({"--keep"}, &n_keep, "N", "prompt tokens kept by a context shift (default 0; -1: all)",
           IntRange::at_least(-1));
-  media.declare(p);
+  media.declare(p, /*audio=*/true);
   p.flag({"-v", "--verbose"}, &verbose, "print the memory breakdown (per device and model) at exit");
   sf.declare(p);
   spf.declare(p);
   if (auto code = p.parse(argc, argv)) return *code;
   if (auto code = mf.list_devices_if_asked("run")) return *code;
-  if (context_shift && !media.images.empty())
-    return fail("run", "--context-shift is not supported with images (as in llama.cpp)");
-  if (spf.requested() && !media.images.empty())
-    return fail("run", "speculative decoding is not supported with images");
+  if (context_shift && media.any_media())
+    return fail("run", "--context-shift is not supported with images or audio (as in llama.cpp)");
+  if (spf.requested() && media.any_media())
+    return fail("run", "speculative decoding is not supported with images or audio");
   if (!prompt.empty() && !prompt_file.empty())
     return fail("run", "give the prompt with -p or -f, not both", 2);
   if (n_predict == kUntilContextFull) {
@@ -93,7 +103,12 @@ int run_run(int argc, char** argv) {
     std::fprintf(stderr, "kiln run: %s\n", vision.error().message.c_str());
     return 1;
   }
-  mf.context.input_embeddings = *vision != nullptr;
+  auto audio_model = media.load_audio(*model);
+  if (!audio_model.ok()) {
+    std::fprintf(stderr, "kiln run: %s\n", audio_model.error().message.c_str());
+    return 1;
+  }
+  mf.context.input_embeddings = *vision != nullptr || *audio_model != nullptr;
   // The decoder and the vision encoder take turns on the context's compute arena.
   auto mc = mf.create_context("run", model, mf.context);
   if (!mc) return 1;
@@ -107,24 +122,32 @@ int run_run(int argc, char** argv) {
       spf.make(*model, mc->backend(), target_options, mf.weight_options("run"), "run", &spec_failed);
   if (spec_failed) return 1;
   std::unique_ptr<VisionEncoder> encoder;
+  std::unique_ptr<AudioEncoder> audio_encoder;
   MediaPrompt media_prompt;
-  if (*vision) {
-    auto enc = make_encoder(*vision, *mc, mf.context, mf.weight_options("run"));
-    if (!enc.ok()) {
-      std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
-      return 1;
-    }
-    encoder = std::move(*enc);
-    std::vector<std::shared_ptr<const PreparedImage>> images;
-    for (const std::string& path : media.images) {
-      auto img = read_image(**vision, path);
-      if (!img.ok()) {
-        std::fprintf(stderr, "kiln run: --image: %s\n", img.error().message.c_str());
+  if (*vision || *audio_model) {
+    if (*vision) {
+      auto enc = make_encoder(*vision, *mc, mf.context, mf.weight_options("run"));
+      if (!enc.ok()) {
+        std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
         return 1;
       }
-      images.push_back(*img);
+      encoder = std::move(*enc);
     }
-    auto mp = tokenize_media_prompt(tok, vision->get(), with_media_markers(prompt, images.size()), images,
+    if (*audio_model) {
+      auto enc = AudioEncoder::create(*audio_model, mc->backend(), mf.context.flash_attention);
+      if (!enc.ok()) {
+        std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
+        return 1;
+      }
+      audio_encoder = std::move(*enc);
+    }
+    auto items = media.read_media(vision->get(), audio_model->get());
+    if (!items.ok()) {
+      std::fprintf(stderr, "kiln run: %s\n", items.error().message.c_str());
+      return 1;
+    }
+    auto mp = tokenize_media_prompt(tok, {.vision = vision->get(), .audio = audio_model->get()},
+                                    with_media_markers(prompt, items->size()), *items,
                                     {.add_special = true, .parse_special = parse_special});
     if (!mp.ok()) {
       std::fprintf(stderr, "kiln run: %s\n", mp.error().message.c_str());
@@ -152,7 +175,8 @@ int run_run(int argc, char** argv) {
   // Prompt, in batches of n_batch tokens; logits only for the last token.
   const auto t_prompt = Clock::now();
   SequenceState cached;
-  auto last = decode_media_prompt(ctx, encoder.get(), media_prompt, 0, {.seq = 0, .n_batch = mf.context.n_batch});
+  auto last = decode_media_prompt(ctx, encoder.get(), media_prompt, 0,
+                                  {.seq = 0, .n_batch = mf.context.n_batch, .audio = audio_encoder.get()});
   if (!last.ok()) {
     std::fputc('\n', stderr);
     return fail("run", last.error().message);

@@ -4,12 +4,48 @@
 
 namespace kiln::cli {
 
-void MediaFlags::declare(OptionParser& p) {
-  p.value({"--mmproj"}, &mmproj, "FILE", "the model's vision encoder and projector (llama.cpp's mmproj GGUF)");
+void MediaFlags::declare(OptionParser& p, bool audio_flags) {
+  p.value({"--mmproj"}, &mmproj, "FILE", "the model's vision and/or audio encoder and projector (llama.cpp's mmproj GGUF)");
   p.custom({"--image"}, [this](const std::string& v) {
     images.push_back(v);
+    order_is_audio.push_back(false);
     return std::string();
   }, "FILE", "a PNG or JPEG image (repeatable; needs --mmproj); placed at each <__media__> in the prompt, else before it");
+  if (!audio_flags) return;
+  p.custom({"--audio"}, [this](const std::string& v) {
+    audio.push_back(v);
+    order_is_audio.push_back(true);
+    return std::string();
+  }, "FILE", "a WAV, FLAC or MP3 file (repeatable; needs an --mmproj with an audio encoder); placed as --image is");
+  p.value({"--max-audio-seconds"}, &max_audio_seconds, "S", "longer audio files are refused (default 1800)",
+          FloatRange::greater_than(0));
+}
+
+Result<std::shared_ptr<const AudioModel>> MediaFlags::load_audio(const Model& model) const {
+  if (audio.empty()) return std::shared_ptr<const AudioModel>();
+  if (mmproj.empty()) return make_error("--audio needs --mmproj FILE (the model's audio projector)");
+  return AudioModel::load(mmproj, model);
+}
+
+Result<std::vector<MediaItem>> MediaFlags::read_media(const VisionModel* vision, const AudioModel* audio_model) const {
+  std::vector<MediaItem> items;
+  size_t i_image = 0, i_audio = 0;
+  for (const bool is_audio : order_is_audio) {
+    MediaItem item;
+    if (is_audio) {
+      KILN_ASSERT(audio_model != nullptr, "read_media: audio without an audio model");
+      auto a = read_audio(*audio_model, audio[i_audio++], max_audio_seconds);
+      if (!a.ok()) return make_error("--audio: ", a.error().message);
+      item.audio = std::move(*a);
+    } else {
+      KILN_ASSERT(vision != nullptr, "read_media: an image without a vision model");
+      auto img = read_image(*vision, images[i_image++]);
+      if (!img.ok()) return make_error("--image: ", img.error().message);
+      item.image = std::move(*img);
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
 }
 
 Result<std::shared_ptr<const VisionModel>> MediaFlags::load_vision(const Model& model) const {
@@ -17,6 +53,7 @@ Result<std::shared_ptr<const VisionModel>> MediaFlags::load_vision(const Model& 
     if (!images.empty()) return make_error("--image needs --mmproj FILE (the model's vision projector)");
     return std::shared_ptr<const VisionModel>();
   }
+  if (images.empty() && !audio.empty()) return std::shared_ptr<const VisionModel>();
   return VisionModel::load(mmproj, model);
 }
 
@@ -34,6 +71,17 @@ Result<std::shared_ptr<const PreparedImage>> read_image(const VisionModel& visio
   auto img = vision.prepare_image(std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
   if (!img.ok()) return make_error("'", path, "': ", img.error().message);
   return img;
+}
+
+Result<std::vector<std::shared_ptr<const PreparedAudio>>> read_audio(const AudioModel& model, const std::string& path,
+                                                                     float max_seconds) {
+  auto bytes = read_text_file(path);
+  if (!bytes.ok()) return bytes.error();
+  audio::DecodeOptions o;
+  o.max_seconds = max_seconds;
+  auto a = model.prepare_audio(std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()), o);
+  if (!a.ok()) return make_error("'", path, "': ", a.error().message);
+  return a;
 }
 
 }  // namespace kiln::cli

@@ -1,5 +1,7 @@
-// Images on the command line, with llama.cpp's flags: --mmproj FILE (the model's vision encoder
-// and projector) and --image FILE (repeatable), for `run` and `chat`.
+// Images and audio on the command line, with llama.cpp's flags: --mmproj FILE (the model's vision
+// and/or audio encoder and projector), --image FILE and --audio FILE (repeatable; placed at the
+// prompt's markers in command-line order), --max-audio-seconds S, for `run` and `chat` (`chat`
+// reads images only).
 #pragma once
 
 #include <memory>
@@ -8,6 +10,8 @@
 
 #include "core/result.h"
 #include "llm/context.h"
+#include "llm/audio_encoder.h"
+#include "llm/media_prompt.h"
 #include "llm/vision_encoder.h"
 #include "model_flags.h"
 #include "options.h"
@@ -17,12 +21,23 @@ namespace kiln::cli {
 struct MediaFlags {
   std::string mmproj;               // empty: no vision
   std::vector<std::string> images;  // in order
+  std::vector<std::string> audio;   // in order
+  std::vector<bool> order_is_audio;  // every --image (false) and --audio (true) in command-line order
+  float max_audio_seconds = static_cast<float>(audio::DecodeOptions{}.max_seconds);
 
-  // Declares --mmproj and --image on `p`.
-  void declare(OptionParser& p);
+  // Declares --mmproj and --image on `p`, and with `audio` --audio and --max-audio-seconds (the
+  // commands that take audio: `run`).
+  void declare(OptionParser& p, bool audio = false);
   // The mmproj of --mmproj, checked against `model`; null without --mmproj. An error when it
   // cannot be loaded, or when images are given without it.
+  // With --audio and no --image, the vision side is not loaded (null): the file may hold audio only.
   Result<std::shared_ptr<const VisionModel>> load_vision(const Model& model) const;
+  // The audio side of --mmproj; null without --audio. An error when it cannot be loaded (an mmproj
+  // without an audio encoder says so), or when audio is given without --mmproj.
+  Result<std::shared_ptr<const AudioModel>> load_audio(const Model& model) const;
+  bool any_media() const { return !images.empty() || !audio.empty(); }
+  // The media in command-line order, read and prepared (errors name the file and the flag).
+  Result<std::vector<MediaItem>> read_media(const VisionModel* vision, const AudioModel* audio_model) const;
 };
 
 // The encoder of `vision` for the context of `mc`, made with `context`: on its device and backend,
@@ -35,5 +50,9 @@ Result<std::unique_ptr<VisionEncoder>> make_encoder(std::shared_ptr<const Vision
 // The image file at `path`, prepared for `vision`; errors name the file ("'cat.svg': image: SVG is
 // not supported ...").
 Result<std::shared_ptr<const PreparedImage>> read_image(const VisionModel& vision, const std::string& path);
+
+// The audio file at `path` (WAV, FLAC, MP3), cut into `model`'s chunks; errors name the file.
+Result<std::vector<std::shared_ptr<const PreparedAudio>>> read_audio(const AudioModel& model, const std::string& path,
+                                                                     float max_seconds);
 
 }  // namespace kiln::cli

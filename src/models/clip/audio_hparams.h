@@ -2,8 +2,8 @@
 // clip.has_audio_encoder), read with llama.cpp's key names (clip.audio.*), for the projectors that
 // sit on a Whisper-style encoder: ultravox, qwen2a and voxtral. Other audio projector types
 // (conformer-based lfm2a, gemma4a, granite_speech, parakeet, qwen3a, ...) are refused naming the
-// type. kiln does not run audio encoders yet (issue 36): this is what a loader knows of the file
-// before the encoder exists, and the number of embeddings a chunk of log-mel frames becomes.
+// type. The encoder itself is models/clip/whisper_encoder.h; this is what a loader knows of the
+// file before binding its tensors, and the number of embeddings a chunk of log-mel frames becomes.
 #pragma once
 
 #include <cstdint>

@@ -54,7 +54,7 @@ Result<ClipHParams> read_clip_hparams(const GgufFile& f) {
                         audio.error().message.substr(std::string_view("mmproj: ").size()));
     }
     return make_error("mmproj: the file has no vision encoder; its audio encoder (projector '",
-                      audio->projector_name, "', ", audio->n_mel, " mel bins) is not run by kiln yet");
+                      audio->projector_name, "', ", audio->n_mel, " mel bins) takes audio (--audio), not images");
   }
   auto proj = f.get_string("clip.projector_type");
   if (!proj.ok()) proj = f.get_string("clip.vision.projector_type");

@@ -13,7 +13,8 @@
 namespace kiln {
 
 // The activation of the ViT blocks' feed-forward layers (clip.use_gelu / clip.use_silu).
-enum class ClipFfnAct : uint8_t { Gelu, GeluQuick, Silu };
+// GeluErf: the exact GELU, which the Whisper audio encoder uses (FFN_GELU_ERF).
+enum class ClipFfnAct : uint8_t { Gelu, GeluQuick, Silu, GeluErf };
 
 struct ClipHParams {
   std::string projector;     // clip.projector_type ("gemma3", "mlp", ...)

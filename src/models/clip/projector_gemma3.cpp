@@ -45,7 +45,7 @@ class Gemma3Projector final : public Projector {
     Tensor x = vit_patch_embeddings(g, hp_, vit_, out.patches);
     x = g.add(x, weight_tensor(g, vit_.pos_embd), "pos_embed");
     if (vit_.pre_ln_w) x = vit_norm(g, x, vit_.pre_ln_w, vit_.pre_ln_b, hp_.eps, "pre_ln");
-    x = vit_blocks(g, hp_, vit_, x, hp_.n_layer, attention);
+    x = vit_blocks(g, vit_dims(hp_), vit_.layers, x, hp_.n_layer, attention);
     if (vit_.post_ln_w) x = vit_norm(g, x, vit_.post_ln_w, vit_.post_ln_b, hp_.eps, "post_ln");
     // Pool merge x merge windows of the patch grid (x along dim 1, y along dim 2).
     x = g.avg_pool_2d(g.reshape(x, {D, n_side, n_side, 1}), static_cast<int>(merge_), "pool");

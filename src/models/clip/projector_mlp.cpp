@@ -41,7 +41,7 @@ class MlpProjector final : public Projector {
     if (vit_.class_embd) x = g.concat(x, g.reshape(weight_tensor(g, vit_.class_embd), {D, 1, 1, 1}), 1, "with_class");
     x = g.add(x, weight_tensor(g, vit_.pos_embd), "pos_embed");
     if (vit_.pre_ln_w) x = vit_norm(g, x, vit_.pre_ln_w, vit_.pre_ln_b, hp_.eps, "pre_ln");
-    x = vit_blocks(g, hp_, vit_, x, hp_.n_layer - 1, attention);  // the last block's output is not used
+    x = vit_blocks(g, vit_dims(hp_), vit_.layers, x, hp_.n_layer - 1, attention);  // the last block's output is not used
     if (vit_.post_ln_w) x = vit_norm(g, x, vit_.post_ln_w, vit_.post_ln_b, hp_.eps, "post_ln");
     // ref: clip.cpp's "patches" rows 1..n_patches: with a class token (last) this skips the first
     // patch and keeps the class token, as llama.cpp does.

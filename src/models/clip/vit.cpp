@@ -6,11 +6,44 @@
 #include "models/weight_binder.h"
 
 namespace kiln {
-namespace {
-
-std::string blk(int64_t il, const char* name) { return "v.blk." + std::to_string(il) + "." + name; }
-
-}  // namespace
+Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& file, const std::string& prefix, int64_t n_layer,
+                                              int64_t D, int64_t F, int64_t q_width, int64_t kv_width) {
+  const WeightBinder b(file, "mmproj");
+  auto blk = [&](int64_t il, const std::string& name) { return prefix + ".blk." + std::to_string(il) + "." + name; };
+  std::vector<VitLayer> layers(static_cast<size_t>(n_layer));
+  for (int64_t il = 0; il < n_layer; ++il) {
+    for (const char* other : {"attn_qkv.weight", "attn_q_norm.weight", "attn_k_norm.weight", "ffn_gate.weight",
+                              "ffn_gate_exps.weight", "ls1.weight", "ls2.weight", "attn_post_norm.weight",
+                              "ffn_post_norm.weight", "out_scale.weight"}) {
+      if (file.find_tensor(blk(il, other)) != nullptr)
+        return make_error("mmproj: tensor '", blk(il, other), "' belongs to a ViT variant kiln does not support");
+    }
+    VitLayer& l = layers[static_cast<size_t>(il)];
+    KILN_ASSIGN_OR_RETURN(l.ln1_w, b.required(blk(il, "ln1.weight"), {D}));
+    KILN_ASSIGN_OR_RETURN(l.ln1_b, b.optional(blk(il, "ln1.bias"), {D}));
+    KILN_ASSIGN_OR_RETURN(l.q_w, b.required(blk(il, "attn_q.weight"), {D, q_width}));
+    KILN_ASSIGN_OR_RETURN(l.k_w, b.required(blk(il, "attn_k.weight"), {D, kv_width}));
+    KILN_ASSIGN_OR_RETURN(l.v_w, b.required(blk(il, "attn_v.weight"), {D, kv_width}));
+    KILN_ASSIGN_OR_RETURN(l.o_w, b.required(blk(il, "attn_out.weight"), {q_width, D}));
+    KILN_ASSIGN_OR_RETURN(l.q_b, b.optional(blk(il, "attn_q.bias"), {q_width}));
+    KILN_ASSIGN_OR_RETURN(l.k_b, b.optional(blk(il, "attn_k.bias"), {kv_width}));
+    KILN_ASSIGN_OR_RETURN(l.v_b, b.optional(blk(il, "attn_v.bias"), {kv_width}));
+    KILN_ASSIGN_OR_RETURN(l.o_b, b.optional(blk(il, "attn_out.bias"), {D}));
+    KILN_ASSIGN_OR_RETURN(l.ln2_w, b.required(blk(il, "ln2.weight"), {D}));
+    KILN_ASSIGN_OR_RETURN(l.ln2_b, b.optional(blk(il, "ln2.bias"), {D}));
+    // ref: clip.cpp's is_ffn_swapped: legacy converters wrote ffn_up and ffn_down swapped, which
+    // shows as an "ffn_down" whose input width is n_embd.
+    const GgufTensorInfo* down = file.find_tensor(blk(il, "ffn_down.weight"));
+    const bool swapped = down != nullptr && down->ne[0] == D && F != D;
+    const std::string up_name = swapped ? "ffn_down" : "ffn_up";
+    const std::string down_name = swapped ? "ffn_up" : "ffn_down";
+    KILN_ASSIGN_OR_RETURN(l.up_w, b.required(blk(il, up_name + ".weight"), {D, F}));
+    KILN_ASSIGN_OR_RETURN(l.up_b, b.optional(blk(il, up_name + ".bias"), {F}));
+    KILN_ASSIGN_OR_RETURN(l.down_w, b.required(blk(il, down_name + ".weight"), {F, D}));
+    KILN_ASSIGN_OR_RETURN(l.down_b, b.optional(blk(il, down_name + ".bias"), {D}));
+  }
+  return layers;
+}
 
 Result<VitWeights> bind_vit_weights(const GgufFile& file, const ClipHParams& hp) {
   const WeightBinder b(file, "mmproj");
@@ -30,38 +63,7 @@ Result<VitWeights> bind_vit_weights(const GgufFile& file, const ClipHParams& hp)
     if (file.find_tensor(name) != nullptr)
       return make_error("mmproj: tensor '", name, "' belongs to a vision encoder kiln does not support");
   }
-  w.layers.resize(static_cast<size_t>(hp.n_layer));
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
-    for (const char* other : {"attn_qkv.weight", "attn_q_norm.weight", "attn_k_norm.weight", "ffn_gate.weight",
-                              "ffn_gate_exps.weight", "ls1.weight", "ls2.weight", "attn_post_norm.weight",
-                              "ffn_post_norm.weight", "out_scale.weight"}) {
-      if (file.find_tensor(blk(il, other)) != nullptr)
-        return make_error("mmproj: tensor '", blk(il, other), "' belongs to a ViT variant kiln does not support");
-    }
-    VitLayer& l = w.layers[static_cast<size_t>(il)];
-    KILN_ASSIGN_OR_RETURN(l.ln1_w, b.required(blk(il, "ln1.weight"), {D}));
-    KILN_ASSIGN_OR_RETURN(l.ln1_b, b.optional(blk(il, "ln1.bias"), {D}));
-    KILN_ASSIGN_OR_RETURN(l.q_w, b.required(blk(il, "attn_q.weight"), {D, q_width}));
-    KILN_ASSIGN_OR_RETURN(l.k_w, b.required(blk(il, "attn_k.weight"), {D, kv_width}));
-    KILN_ASSIGN_OR_RETURN(l.v_w, b.required(blk(il, "attn_v.weight"), {D, kv_width}));
-    KILN_ASSIGN_OR_RETURN(l.o_w, b.required(blk(il, "attn_out.weight"), {q_width, D}));
-    KILN_ASSIGN_OR_RETURN(l.q_b, b.optional(blk(il, "attn_q.bias"), {q_width}));
-    KILN_ASSIGN_OR_RETURN(l.k_b, b.optional(blk(il, "attn_k.bias"), {kv_width}));
-    KILN_ASSIGN_OR_RETURN(l.v_b, b.optional(blk(il, "attn_v.bias"), {kv_width}));
-    KILN_ASSIGN_OR_RETURN(l.o_b, b.optional(blk(il, "attn_out.bias"), {D}));
-    KILN_ASSIGN_OR_RETURN(l.ln2_w, b.required(blk(il, "ln2.weight"), {D}));
-    KILN_ASSIGN_OR_RETURN(l.ln2_b, b.optional(blk(il, "ln2.bias"), {D}));
-    // ref: clip.cpp's is_ffn_swapped: legacy converters wrote ffn_up and ffn_down swapped, which
-    // shows as an "ffn_down" whose input width is n_embd.
-    const GgufTensorInfo* down = file.find_tensor(blk(il, "ffn_down.weight"));
-    const bool swapped = down != nullptr && down->ne[0] == D && F != D;
-    const char* up_name = swapped ? "ffn_down" : "ffn_up";
-    const char* down_name = swapped ? "ffn_up" : "ffn_down";
-    KILN_ASSIGN_OR_RETURN(l.up_w, b.required(blk(il, (std::string(up_name) + ".weight").c_str()), {D, F}));
-    KILN_ASSIGN_OR_RETURN(l.up_b, b.optional(blk(il, (std::string(up_name) + ".bias").c_str()), {F}));
-    KILN_ASSIGN_OR_RETURN(l.down_w, b.required(blk(il, (std::string(down_name) + ".weight").c_str()), {F, D}));
-    KILN_ASSIGN_OR_RETURN(l.down_b, b.optional(blk(il, (std::string(down_name) + ".bias").c_str()), {D}));
-  }
+  KILN_ASSIGN_OR_RETURN(w.layers, bind_vit_layers(file, "v", hp.n_layer, D, F, q_width, kv_width));
   return w;
 }
 
@@ -113,7 +115,9 @@ Tensor vit_patch_embeddings(Graph& g, const ClipHParams& hp, const VitWeights& w
   return x;
 }
 
-Tensor vit_blocks(Graph& g, const ClipHParams& hp, const VitWeights& w, Tensor x, int64_t n_layers,
+VitDims vit_dims(const ClipHParams& hp) { return {hp.head_dim, hp.n_head, hp.n_head_kv, hp.eps, hp.ffn_act}; }
+
+Tensor vit_blocks(Graph& g, const VitDims& hp, std::span<const VitLayer> layers, Tensor x, int64_t n_layers,
                   AttentionPath attention) {
   const int64_t hd = hp.head_dim, H = hp.n_head, Hkv = hp.n_head_kv;
   const int64_t T = g.tensor(x).view.ne[1];
@@ -122,7 +126,7 @@ Tensor vit_blocks(Graph& g, const ClipHParams& hp, const VitWeights& w, Tensor x
   attn.causal = false;
   attn.attn_path = attention;
   for (int64_t il = 0; il < n_layers; ++il) {
-    const VitLayer& l = w.layers[static_cast<size_t>(il)];
+    const VitLayer& l = layers[static_cast<size_t>(il)];
     const std::string p = "v" + std::to_string(il) + ".";
     Tensor cur = vit_norm(g, x, l.ln1_w, l.ln1_b, hp.eps, p + "ln1");
     Tensor q = g.reshape(vit_linear(g, l.q_w, l.q_b, cur, p + "q"), {hd, H, T, 1});
@@ -152,6 +156,9 @@ Tensor vit_blocks(Graph& g, const ClipHParams& hp, const VitWeights& w, Tensor x
         break;
       case ClipFfnAct::Silu:
         cur = g.silu(cur, p + "ffn_silu");
+        break;
+      case ClipFfnAct::GeluErf:
+        cur = g.gelu_erf(cur, p + "ffn_gelu_erf");
         break;
     }
     cur = vit_linear(g, l.down_w, l.down_b, cur, p + "ffn_down");

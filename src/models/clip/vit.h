@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/gguf.h"
@@ -37,6 +38,20 @@ struct VitWeights {
   std::vector<VitLayer> layers;
 };
 
+// The shape of the blocks vit_blocks builds (a ViT's, or the Whisper audio encoder's).
+struct VitDims {
+  int64_t head_dim = 0, n_head = 0, n_head_kv = 0;
+  float eps = 0.0f;  // the LayerNorms'
+  ClipFfnAct ffn_act = ClipFfnAct::Gelu;
+};
+VitDims vit_dims(const ClipHParams& hp);
+
+// Binds the n_layer pre-norm blocks "<prefix>.blk.N.*" ("v" for vision, "a" for audio) of width D,
+// feed-forward width F and attention widths q_width / kv_width, checking every shape; other block
+// variants are refused naming the tensor (see bind_vit_weights).
+Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& file, const std::string& prefix, int64_t n_layer,
+                                              int64_t D, int64_t F, int64_t q_width, int64_t kv_width);
+
 // Binds the ViT's tensors, checking every shape. Files of other ViT variants (fused qkv, q/k
 // norms, gated or mixture-of-experts feed-forward, layer scales) are refused naming the tensor.
 // Legacy files whose ffn_up and ffn_down are swapped are read the way llama.cpp reads them.
@@ -51,11 +66,11 @@ void image_to_patches(const RgbImage& img, const ClipHParams& hp, std::span<floa
 // Graph pieces. Shapes in ggml order: [n_embd, n_tokens].
 //   vit_patch_embeddings: patches F32 [3 * patch^2, n_patches] -> [n_embd, n_patches]; pixels and
 //     kernel go through F16 as ggml_conv_2d's im2col does; plus the patch bias.
-//   vit_blocks: the first n_layers blocks over x [n_embd, n_tokens], bidirectional attention.
+//   vit_blocks: the first n_layers of `layers` over x [n_embd, n_tokens], bidirectional attention.
 //   vit_norm: LayerNorm (eps) times w plus b (either optional).
 //   vit_linear: w x (+ b).
 Tensor vit_patch_embeddings(Graph& g, const ClipHParams& hp, const VitWeights& w, Tensor patches);
-Tensor vit_blocks(Graph& g, const ClipHParams& hp, const VitWeights& w, Tensor x, int64_t n_layers,
+Tensor vit_blocks(Graph& g, const VitDims& dims, std::span<const VitLayer> layers, Tensor x, int64_t n_layers,
                   AttentionPath attention);
 Tensor vit_norm(Graph& g, Tensor x, const Weight& w, const Weight& b, float eps, const std::string& name);
 Tensor vit_linear(Graph& g, const Weight& w, const Weight& b, Tensor x, const std::string& name);
