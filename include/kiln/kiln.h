@@ -51,7 +51,7 @@ extern "C" {
 
 /* The version of this header's API and ABI. kiln_api_version() returns the library's: a program
  * built against another value should refuse to run. Raised at every incompatible change. */
-#define KILN_API_VERSION 2
+#define KILN_API_VERSION 3
 
 /* Sequence ids of a context are in [0, KILN_MAX_SEQUENCES). */
 #define KILN_MAX_SEQUENCES 64
@@ -105,15 +105,26 @@ typedef struct kiln_runtime_options {
   int64_t n_budgets;
   const char* swap_dir;               /* NULL or "": evicted KV caches stay in host memory */
   int32_t vulkan;                     /* non-zero: look for Vulkan GPUs (none found is no error) */
+  /* NULL or "": no arbiter. Else `kiln serve --arbiter DIR`: processes (and runtimes) that name
+   * the same directory take turns on their devices by a token in it (created if missing, one
+   * level). A call that computes or places memory (kiln_model_load, kiln_model_restore,
+   * kiln_context_create, kiln_decode, kiln_embed, kiln_generate, kiln_decode_media_prompt,
+   * kiln_state_load) first waits for the token; while the runtime is idle and another waits, a
+   * thread of the runtime evicts its models (weights and KV caches, restored bit-exact at their
+   * next use) and hands the token on. Not covered: an mmproj's encoder stays resident. */
+  const char* arbiter_dir;
+  int32_t arbiter_timeout_ms;         /* how long such a call waits for the token before it fails
+                                         (KILN_ERROR_FAILED); 0 or less: 60000 */
 } kiln_runtime_options;
 
-/* Fills *options with the defaults (every core, the CPU only, no budget, no swap directory).
- * Thread-safe. */
+/* Fills *options with the defaults (every core, the CPU only, no budget, no swap directory, no
+ * arbiter). Thread-safe. */
 KILN_API kiln_status kiln_runtime_default_options(kiln_runtime_options* options);
 
 /* Opens the devices `options` names (NULL: the defaults) into *out, which the caller owns and
  * frees with kiln_runtime_free. The option strings are copied. Errors: a bad sim device name or
- * capacity, a budget for an unknown device, a swap directory that cannot hold files. */
+ * capacity, a budget for an unknown device, a swap directory that cannot hold files, an arbiter
+ * directory that cannot be created or opened. */
 KILN_API kiln_status kiln_runtime_create(const kiln_runtime_options* options, kiln_runtime** out);
 
 /* Frees a runtime. Refused while models of it are alive. NULL is an error. */

@@ -11,6 +11,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <vector>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,10 +29,17 @@
 #include "llm/sampler.h"
 #include "llm/vision_encoder.h"
 #include "llm/vision_model.h"
+#include "runtime/arbiter.h"
 
 struct kiln_runtime {
   std::unique_ptr<kiln::DeviceRegistry> devices;
   std::atomic<int64_t> users{0};  // live models
+  // With an arbiter (kiln_runtime_options.arbiter_dir): the live models its yield evicts, guarded
+  // by models_mutex (kiln_model_load adds, kiln_model_free removes before the model goes).
+  std::mutex models_mutex;
+  std::vector<kiln_model*> models;
+  std::chrono::milliseconds arbiter_timeout{60000};
+  std::unique_ptr<kiln::Arbiter> arbiter;  // last: destroyed first (its monitor reads `models`)
 };
 
 struct kiln_model {
@@ -90,6 +100,17 @@ kiln_status context_output(std::string_view fn, const kiln_context* context, int
 // does not decode, markers and images of different counts, or a prompt that fills the context.
 kiln_status media_prompt(std::string_view fn, const kiln_context& context, const char* text,
                          const kiln_image* images, int64_t n_images, bool parse_special, MediaPrompt* out);
+
+// The arbiter (api/arbiter_api.cpp). open_arbiter: with a non-empty `dir`, opens the runtime's
+// arbiter, whose yield evicts the runtime's tracked models. take_turn: waits (up to the runtime's
+// arbiter timeout) until the runtime holds the device token and keeps it in *turn until *turn is
+// reset or destroyed; an empty turn without an arbiter; KILN_ERROR_FAILED naming `fn`, the
+// directory and the wait when the deadline passes. track/untrack_model: the models a yield
+// evicts. Thread-safe.
+kiln_status open_arbiter(std::string_view fn, kiln_runtime& runtime, const char* dir, int32_t timeout_ms);
+kiln_status take_turn(std::string_view fn, kiln_runtime& runtime, Arbiter::Use* turn);
+void track_model(kiln_model& model);
+void untrack_model(kiln_model& model);
 
 // Writes `text` to a string output (kiln.h: truncated to size - 1 bytes and NUL-terminated,
 // *length the whole length); `buf` may be null only when size is 0.

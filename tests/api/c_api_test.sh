@@ -6,7 +6,8 @@
 # sampled with a seed) equal kiln_generate's, and c_api_test's checks pass (evict/restore,
 # 4 sequences in one batch, state files, every function's errors); with both fixture mmprojs, the
 # greedy tokens of `kiln run --image` equal kiln_generate's with the image, and the image checks
-# pass. The example runs once.
+# pass. Two runtimes sharing an arbiter directory take turns on the device (arbiter-checks). The
+# example runs once.
 # Usage: c_api_test.sh BUILD_DIR SOURCE_DIR KILN_BINARY FIXTURE_MODELS_DIR
 set -euo pipefail
 build=$(realpath "$1") src=$(realpath "$2") kiln=$(realpath "$3") models=$(realpath "$4")
@@ -59,6 +60,11 @@ for mmproj in "$models/../mtmd/mmproj-gemma3.gguf" "$models/../mtmd/mmproj-mlp.g
     failed=1
   fi
 done
+# The arbiter: two runtimes sharing a directory take turns (a few hundred ms of grace and probes).
+if ! timeout 60 ./c_api_test arbiter-checks "$src/models/kjv-llama-q8_0.gguf" "$work/arbiter"; then
+  echo "FAIL c_api_test arbiter-checks" >&2
+  failed=1
+fi
 example=$(./simple "$src/models/kjv-llama-q8_0.gguf" "$prompt")
 [[ -n "$example" ]] || { echo "FAIL examples/c/simple.c printed nothing" >&2; failed=1; }
 exit "$failed"

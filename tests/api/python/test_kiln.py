@@ -135,6 +135,20 @@ def test_evict_and_restore_give_the_same_text():
     assert before == after_evict == after_restore
 
 
+def test_two_runtimes_sharing_an_arbiter_dir_take_turns(tmp_path):
+    def side():
+        runtime = kiln.Runtime(sim_devices={"sim0": 1 << 30}, arbiter_dir=str(tmp_path), arbiter_timeout=20)
+        return runtime, kiln.Model(DEFAULT_MODEL, device="sim0", runtime=runtime)
+
+    (_, a), (_, b) = side(), side()
+    with a, b:
+        text_a = a.generate(PROMPT, max_tokens=8, temperature=0)  # b yields the device
+        assert a.resident and not b.resident
+        text_b = b.generate(PROMPT, max_tokens=8, temperature=0)  # a yields it
+        assert b.resident and not a.resident
+    assert text_a == text_b
+
+
 def test_errors_are_exceptions_with_kilns_message(kjv):
     with pytest.raises(kiln.KilnError, match=r"kiln_model_load: .*/no/such/model\.gguf"):
         kiln.Model("/no/such/model.gguf")
