@@ -9,6 +9,8 @@
 # pass. Two runtimes sharing an arbiter directory take turns on the device (arbiter-checks). The
 # example runs once.
 # Usage: c_api_test.sh BUILD_DIR SOURCE_DIR KILN_BINARY FIXTURE_MODELS_DIR
+# KILN_API_TEST_CFLAGS: more compiler flags for the C programs (scripts/sanitize.sh:
+# -fsanitize=address,undefined, against the sanitized library, whose runtime they then bring).
 set -euo pipefail
 build=$(realpath "$1") src=$(realpath "$2") kiln=$(realpath "$3") models=$(realpath "$4")
 work="$build/api-test"
@@ -19,7 +21,8 @@ pc=$(dirname "$(find "$work/prefix" -name kiln.pc | head -n 1)")
 export PKG_CONFIG_PATH="$pc"
 libdir=$(pkg-config --variable=libdir kiln)
 read -ra flags <<<"$(pkg-config --cflags --libs kiln)"
-cc=(gcc -std=c99 -Wall -Wextra -Werror -pedantic)
+read -ra extra <<<"${KILN_API_TEST_CFLAGS:-}"
+cc=(gcc -std=c99 -Wall -Wextra -Werror -pedantic "${extra[@]}")
 "${cc[@]}" "$src/tests/api/c_api_test.c" -o "$work/c_api_test" "${flags[@]}" -lm "-Wl,-rpath,$libdir"
 "${cc[@]}" "$src/examples/c/simple.c" -o "$work/simple" "${flags[@]}" "-Wl,-rpath,$libdir"
 
