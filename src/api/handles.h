@@ -1,23 +1,23 @@
 // The objects behind the C API's opaque handles, and the registry of live handles that lets every
 // function refuse a null or freed handle with an error instead of touching freed memory.
 //
-// Ownership: kiln_runtime owns the DeviceRegistry; kiln_model shares the Model and owns its
-// placement on one device (DeviceWeights); kiln_context owns its Context and the Backend it
-// computes with, and with an mmproj its VisionEncoder; kiln_sampler owns its Sampler; kiln_mmproj
-// shares the VisionModel. Each counts the handles made from it (`users`), and refuses to be freed
-// while any is alive.
+// Ownership: kiln_runtime owns the DeviceRegistry (and, with arbiter_dir, the Arbiter);
+// kiln_model shares the Model and owns its placement on one device (DeviceWeights); kiln_context
+// owns its Context and the Backend it computes with, and with an mmproj its VisionEncoder;
+// kiln_sampler owns its Sampler; kiln_mmproj shares the VisionModel. Each counts the handles made
+// from it (`users`), and refuses to be freed while any is alive.
 // Thread-safety: the registry is guarded by a mutex; a handle's `users` is atomic; the objects
 // are as thread-safe as the C++ classes they hold (Context, Sampler: one thread at a time).
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <vector>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api/api_status.h"
 #include "backends/device_registry.h"
