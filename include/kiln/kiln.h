@@ -220,6 +220,24 @@ KILN_API kiln_status kiln_model_apply_chat_template(const kiln_model* model, con
                                                     const char* extra_json, int32_t add_generation_prompt,
                                                     char* buf, int64_t size, int64_t* length);
 
+/* Splits a model's output into an OpenAI chat message, as `kiln serve`'s /v1/chat/completions
+ * does (the same chat plan and output parser): `request_json` is the chat request the output
+ * answers ({"messages": [...], "tools"?: [...], "tool_choice"?: ...}; its template and tool
+ * syntax come from the model), `output` the generated text. Writes, as a string output, a JSON
+ * object {"role": "assistant", "content": TEXT or null, "reasoning_content"?: TEXT,
+ * "tool_calls"?: [{"id", "type": "function", "function": {"name", "arguments": JSON TEXT}}]};
+ * a call whose text carries no id gets "" (name it yourself). Errors: bad JSON, a tool or a
+ * tool_choice kiln refuses, a template error. Thread-safe. */
+KILN_API kiln_status kiln_model_parse_chat_output(const kiln_model* model, const char* request_json,
+                                                  const char* output, char* buf, int64_t size, int64_t* length);
+
+/* The prompt `kiln serve` renders for the chat request `request_json` (as in
+ * kiln_model_parse_chat_output): the template's own with the tools when it takes them, else with
+ * kiln's description of the tools and of the call syntax the parser reads; the generation prompt
+ * included. A string output. Errors as kiln_model_parse_chat_output's. Thread-safe. */
+KILN_API kiln_status kiln_model_chat_prompt(const kiln_model* model, const char* request_json, char* buf,
+                                            int64_t size, int64_t* length);
+
 /* Evicts the model's memory from its device now: its weights, and its contexts' KV caches
  * (copied to host memory or the swap directory; a KV cache on the CPU stays without a swap
  * directory) and input buffers; the device's compute arena, shared by every model there, stays

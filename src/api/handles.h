@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -111,6 +112,10 @@ kiln_status open_arbiter(std::string_view fn, kiln_runtime& runtime, const char*
 kiln_status take_turn(std::string_view fn, kiln_runtime& runtime, Arbiter::Use* turn);
 void track_model(kiln_model& model);
 void untrack_model(kiln_model& model);
+
+// The JSON text `text` (named `what` in errors), parsed; its nesting depth checked first
+// (api/chat_api.cpp).
+Result<nlohmann::ordered_json> parse_json(std::string_view what, const char* text);
 
 // Writes `text` to a string output (kiln.h: truncated to size - 1 bytes and NUL-terminated,
 // *length the whole length); `buf` may be null only when size is 0.

@@ -4,23 +4,9 @@
 
 #include "api/handles.h"
 #include "text/chat_template.h"
-#include "text/json_depth.h"
 
 using namespace kiln;
 using namespace kiln::api;
-
-namespace {
-
-// The JSON text `text` (named `what` in errors), parsed; its nesting depth checked first.
-Result<nlohmann::ordered_json> parse_json(std::string_view what, const char* text) {
-  if (text::json_nests_deeper_than(text, text::kMaxJsonDepth))
-    return make_error(what, ": nests deeper than ", text::kMaxJsonDepth, " levels");
-  auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return make_error(what, ": not valid JSON");
-  return j;
-}
-
-}  // namespace
 
 extern "C" {
 

@@ -362,6 +362,11 @@ static void check_errors(kiln_runtime* rt, kiln_model* model) {
   FAILS("kiln_model_apply_chat_template", kiln_model_apply_chat_template(model, "[{", NULL, 1, buf, sizeof buf, &len));
   FAILS("kiln_model_apply_chat_template", kiln_model_apply_chat_template(model, "[]", "[1]", 1, buf, sizeof buf, &len));
   FAILS("kiln_model_evict", kiln_model_evict(NULL));
+  FAILS("kiln_model_parse_chat_output", kiln_model_parse_chat_output(NULL, "{}", "", NULL, 0, &len));
+  FAILS("kiln_model_parse_chat_output", kiln_model_parse_chat_output(model, "[", "", NULL, 0, &len));
+  FAILS("kiln_model_parse_chat_output", kiln_model_parse_chat_output(model, "{}", NULL, NULL, 0, &len));
+  FAILS("kiln_model_chat_prompt", kiln_model_chat_prompt(model, "{\"messages\": 1}", NULL, 0, &len));
+  FAILS("kiln_model_chat_prompt", kiln_model_chat_prompt(model, NULL, NULL, 0, &len));
   FAILS("kiln_model_restore", kiln_model_restore(NULL));
   FAILS("kiln_model_is_resident", kiln_model_is_resident(NULL, &i32));
   FAILS("kiln_tokenize", kiln_tokenize(NULL, "a", 1, 1, 0, tokens, 4, &i64));

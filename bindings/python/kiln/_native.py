@@ -163,6 +163,8 @@ _PROTOTYPES = {
     "kiln_model_name": (c_int32, [_p, c_char_p, c_int64, POINTER(c_int64)]),
     "kiln_model_meta_string": (c_int32, [_p, c_char_p, c_char_p, c_int64, POINTER(c_int64)]),
     "kiln_model_apply_chat_template": (c_int32, [_p, c_char_p, c_char_p, c_int32, c_char_p, c_int64, POINTER(c_int64)]),
+    "kiln_model_parse_chat_output": (c_int32, [_p, c_char_p, c_char_p, c_char_p, c_int64, POINTER(c_int64)]),
+    "kiln_model_chat_prompt": (c_int32, [_p, c_char_p, c_char_p, c_int64, POINTER(c_int64)]),
     "kiln_model_evict": (c_int32, [_p]),
     "kiln_model_restore": (c_int32, [_p]),
     "kiln_model_is_resident": (c_int32, [_p, POINTER(c_int32)]),
