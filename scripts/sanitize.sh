@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ASan+UBSan build of kiln running the unit, fault and server tests, the Vulkan backend's op and
-# server tests with the driver (lavapipe) in the process, then the fuzzers for a bounded time
+# ASan+UBSan build of kiln running the unit, fault and server tests, the C API's and the Python
+# package's tests, the Vulkan backend's op and server tests with the driver (lavapipe) in the
+# process, then the fuzzers for a bounded time
 # (KILN_FUZZ_SECONDS in all, split between them): the GGUF reader over the corpus the tests write,
 # the HTTP request parser with the JSON request parsing, the JSON-schema converter and the GBNF
 # parser.
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh test
 # Only the binaries of the labels run below and the `kiln` they start (it also makes the test
 # data), not the conformance tests.
-scripts/build.sh sanitize tests_unit tests_fault tests_server tests_vulkan kiln_cli
+scripts/build.sh sanitize tests_unit tests_fault tests_server tests_vulkan kiln_cli kiln_shared
 /usr/bin/python3 tools/fixtures/make_test_data.py --kiln build/sanitize/kiln
 # AddressSanitizer makes mlock() a no-op, so the two --mlock tests, which read VmLck, run in the
 # release suite only.
@@ -22,6 +23,16 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j "$(nproc)" -L server \
   -E '^ServeSleep\.CommandSleepsWakesAndExits$'
+# The C API: its C test and example compiled with the sanitizers against the sanitized
+# libkiln.so (every function's errors, evict/restore, the arbiter, images), and the Python package
+# with the ASan and UBSan runtimes preloaded into CPython (leaks unchecked there: the interpreter
+# keeps its own to the end).
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  KILN_API_TEST_CFLAGS="-fsanitize=address,undefined" \
+  ctest --test-dir build/sanitize --output-on-failure -R '^api\.(c_api|exports)$'
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  KILN_PYTHON_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
+  ctest --test-dir build/sanitize --output-on-failure -R '^api\.python$'
 # The Vulkan backend with lavapipe in the process: every op against the CPU and a server of 8
 # streams (no suppression: the process's one Vulkan instance keeps the driver's memory reachable,
 # backends/vulkan/vulkan_instance.h).

@@ -51,7 +51,7 @@ extern "C" {
 
 /* The version of this header's API and ABI. kiln_api_version() returns the library's: a program
  * built against another value should refuse to run. Raised at every incompatible change. */
-#define KILN_API_VERSION 2
+#define KILN_API_VERSION 3
 
 /* Sequence ids of a context are in [0, KILN_MAX_SEQUENCES). */
 #define KILN_MAX_SEQUENCES 64
@@ -105,15 +105,26 @@ typedef struct kiln_runtime_options {
   int64_t n_budgets;
   const char* swap_dir;               /* NULL or "": evicted KV caches stay in host memory */
   int32_t vulkan;                     /* non-zero: look for Vulkan GPUs (none found is no error) */
+  /* NULL or "": no arbiter. Else `kiln serve --arbiter DIR`: processes (and runtimes) that name
+   * the same directory take turns on their devices by a token in it (created if missing, one
+   * level). A call that computes or places memory (kiln_model_load, kiln_model_restore,
+   * kiln_context_create, kiln_decode, kiln_embed, kiln_generate, kiln_decode_media_prompt,
+   * kiln_state_load) first waits for the token; while the runtime is idle and another waits, a
+   * thread of the runtime evicts its models (weights and KV caches, restored bit-exact at their
+   * next use) and hands the token on. Not covered: an mmproj's encoder stays resident. */
+  const char* arbiter_dir;
+  int32_t arbiter_timeout_ms;         /* how long such a call waits for the token before it fails
+                                         (KILN_ERROR_FAILED); 0 or less: 60000 */
 } kiln_runtime_options;
 
-/* Fills *options with the defaults (every core, the CPU only, no budget, no swap directory).
- * Thread-safe. */
+/* Fills *options with the defaults (every core, the CPU only, no budget, no swap directory, no
+ * arbiter). Thread-safe. */
 KILN_API kiln_status kiln_runtime_default_options(kiln_runtime_options* options);
 
 /* Opens the devices `options` names (NULL: the defaults) into *out, which the caller owns and
  * frees with kiln_runtime_free. The option strings are copied. Errors: a bad sim device name or
- * capacity, a budget for an unknown device, a swap directory that cannot hold files. */
+ * capacity, a budget for an unknown device, a swap directory that cannot hold files, an arbiter
+ * directory that cannot be created or opened. */
 KILN_API kiln_status kiln_runtime_create(const kiln_runtime_options* options, kiln_runtime** out);
 
 /* Frees a runtime. Refused while models of it are alive. NULL is an error. */
@@ -208,6 +219,24 @@ KILN_API kiln_status kiln_model_token_is_eog(const kiln_model* model, int32_t to
 KILN_API kiln_status kiln_model_apply_chat_template(const kiln_model* model, const char* messages_json,
                                                     const char* extra_json, int32_t add_generation_prompt,
                                                     char* buf, int64_t size, int64_t* length);
+
+/* Splits a model's output into an OpenAI chat message, as `kiln serve`'s /v1/chat/completions
+ * does (the same chat plan and output parser): `request_json` is the chat request the output
+ * answers ({"messages": [...], "tools"?: [...], "tool_choice"?: ...}; its template and tool
+ * syntax come from the model), `output` the generated text. Writes, as a string output, a JSON
+ * object {"role": "assistant", "content": TEXT or null, "reasoning_content"?: TEXT,
+ * "tool_calls"?: [{"id", "type": "function", "function": {"name", "arguments": JSON TEXT}}]};
+ * a call whose text carries no id gets "" (name it yourself). Errors: bad JSON, a tool or a
+ * tool_choice kiln refuses, a template error. Thread-safe. */
+KILN_API kiln_status kiln_model_parse_chat_output(const kiln_model* model, const char* request_json,
+                                                  const char* output, char* buf, int64_t size, int64_t* length);
+
+/* The prompt `kiln serve` renders for the chat request `request_json` (as in
+ * kiln_model_parse_chat_output): the template's own with the tools when it takes them, else with
+ * kiln's description of the tools and of the call syntax the parser reads; the generation prompt
+ * included. A string output. Errors as kiln_model_parse_chat_output's. Thread-safe. */
+KILN_API kiln_status kiln_model_chat_prompt(const kiln_model* model, const char* request_json, char* buf,
+                                            int64_t size, int64_t* length);
 
 /* Evicts the model's memory from its device now: its weights, and its contexts' KV caches
  * (copied to host memory or the swap directory; a KV cache on the CPU stays without a swap

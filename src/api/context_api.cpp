@@ -64,6 +64,8 @@ kiln_status kiln_context_create(kiln_model* model, const kiln_context_options* o
     if (o.embeddings != 0) return bad_argument(fn, "an embeddings context takes no mmproj");
   }
   return api_call(fn, [&] {
+    Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
+    KILN_API_TRY(take_turn(fn, *model->runtime, &turn));
     DeviceRegistry& devices = *model->runtime->devices;
     Device& device = model->weights->device();
     auto c = std::make_unique<kiln_context>();
@@ -115,6 +117,8 @@ kiln_status kiln_decode(kiln_context* context, const kiln_batch_token* tokens, i
   KILN_API_TRY(check_size(fn, "n_tokens", n_tokens));
   KILN_API_TRY(check_pointer(fn, "tokens", tokens));
   return api_call(fn, [&] {
+    Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
+    KILN_API_TRY(take_turn(fn, *context->model->runtime, &turn));
     Batch batch;
     for (int64_t i = 0; i < n_tokens; ++i) {
       const kiln_batch_token& t = tokens[i];
@@ -144,6 +148,8 @@ kiln_status kiln_embed(kiln_context* context, const int32_t* tokens, int64_t n_t
   if (capacity > 0) KILN_API_TRY(check_pointer(fn, "out", out));
   KILN_API_TRY(check_pointer(fn, "n_out", n_out));
   return api_call(fn, [&] {
+    Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
+    KILN_API_TRY(take_turn(fn, *context->model->runtime, &turn));
     const Model& model = context->context->model();
     auto pooling = model_pooling(model);
     if (!pooling.ok()) return from_status(fn, pooling.error());
@@ -212,6 +218,8 @@ kiln_status kiln_state_load(kiln_context* context, int32_t seq, const char* path
   if (capacity > 0) KILN_API_TRY(check_pointer(fn, "tokens", tokens));
   KILN_API_TRY(check_pointer(fn, "n_tokens", n_tokens));
   return api_call(fn, [&] {
+    Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
+    KILN_API_TRY(take_turn(fn, *context->model->runtime, &turn));
     auto loaded = context->context->load_sequence(seq, path);
     if (!loaded.ok()) return from_status(fn, loaded.error());
     std::copy_n(loaded->begin(), std::min<int64_t>(capacity, static_cast<int64_t>(loaded->size())), tokens);

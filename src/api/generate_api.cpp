@@ -60,6 +60,8 @@ kiln_status kiln_generate(kiln_context* context, kiln_sampler* sampler, const ch
   if (context->model->model != sampler->model->model)
     return bad_argument(fn, "the sampler and the context are of different models");
   return api_call(fn, [&] {
+    Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
+    KILN_API_TRY(take_turn(fn, *context->model->runtime, &turn));
     Context& ctx = *context->context;
     const text::Tokenizer& tok = ctx.model().tokenizer();
     std::vector<std::string> stops;

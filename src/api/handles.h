@@ -1,20 +1,24 @@
 // The objects behind the C API's opaque handles, and the registry of live handles that lets every
 // function refuse a null or freed handle with an error instead of touching freed memory.
 //
-// Ownership: kiln_runtime owns the DeviceRegistry; kiln_model shares the Model and owns its
-// placement on one device (DeviceWeights); kiln_context owns its Context and the Backend it
-// computes with, and with an mmproj its VisionEncoder; kiln_sampler owns its Sampler; kiln_mmproj
-// shares the VisionModel. Each counts the handles made from it (`users`), and refuses to be freed
-// while any is alive.
+// Ownership: kiln_runtime owns the DeviceRegistry (and, with arbiter_dir, the Arbiter);
+// kiln_model shares the Model and owns its placement on one device (DeviceWeights); kiln_context
+// owns its Context and the Backend it computes with, and with an mmproj its VisionEncoder;
+// kiln_sampler owns its Sampler; kiln_mmproj shares the VisionModel. Each counts the handles made
+// from it (`users`), and refuses to be freed while any is alive.
 // Thread-safety: the registry is guarded by a mutex; a handle's `users` is atomic; the objects
 // are as thread-safe as the C++ classes they hold (Context, Sampler: one thread at a time).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api/api_status.h"
 #include "backends/device_registry.h"
@@ -26,10 +30,17 @@
 #include "llm/sampler.h"
 #include "llm/vision_encoder.h"
 #include "llm/vision_model.h"
+#include "runtime/arbiter.h"
 
 struct kiln_runtime {
   std::unique_ptr<kiln::DeviceRegistry> devices;
   std::atomic<int64_t> users{0};  // live models
+  // With an arbiter (kiln_runtime_options.arbiter_dir): the live models its yield evicts, guarded
+  // by models_mutex (kiln_model_load adds, kiln_model_free removes before the model goes).
+  std::mutex models_mutex;
+  std::vector<kiln_model*> models;
+  std::chrono::milliseconds arbiter_timeout{60000};
+  std::unique_ptr<kiln::Arbiter> arbiter;  // last: destroyed first (its monitor reads `models`)
 };
 
 struct kiln_model {
@@ -90,6 +101,21 @@ kiln_status context_output(std::string_view fn, const kiln_context* context, int
 // does not decode, markers and images of different counts, or a prompt that fills the context.
 kiln_status media_prompt(std::string_view fn, const kiln_context& context, const char* text,
                          const kiln_image* images, int64_t n_images, bool parse_special, MediaPrompt* out);
+
+// The arbiter (api/arbiter_api.cpp). open_arbiter: with a non-empty `dir`, opens the runtime's
+// arbiter, whose yield evicts the runtime's tracked models. take_turn: waits (up to the runtime's
+// arbiter timeout) until the runtime holds the device token and keeps it in *turn until *turn is
+// reset or destroyed; an empty turn without an arbiter; KILN_ERROR_FAILED naming `fn`, the
+// directory and the wait when the deadline passes. track/untrack_model: the models a yield
+// evicts. Thread-safe.
+kiln_status open_arbiter(std::string_view fn, kiln_runtime& runtime, const char* dir, int32_t timeout_ms);
+kiln_status take_turn(std::string_view fn, kiln_runtime& runtime, Arbiter::Use* turn);
+void track_model(kiln_model& model);
+void untrack_model(kiln_model& model);
+
+// The JSON text `text` (named `what` in errors), parsed; its nesting depth checked first
+// (api/chat_api.cpp).
+Result<nlohmann::ordered_json> parse_json(std::string_view what, const char* text);
 
 // Writes `text` to a string output (kiln.h: truncated to size - 1 bytes and NUL-terminated,
 // *length the whole length); `buf` may be null only when size is 0.

@@ -85,6 +85,8 @@ kiln_status kiln_decode_media_prompt(kiln_context* context, const char* prompt, 
   KILN_API_TRY(check_pointer(fn, "prompt", prompt));
   KILN_API_TRY(check_sequence(fn, "seq", seq));
   return api_call(fn, [&] {
+    Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
+    KILN_API_TRY(take_turn(fn, *context->model->runtime, &turn));
     MediaPrompt mp;
     KILN_API_TRY(media_prompt(fn, *context, prompt, images, n_images, parse_special != 0, &mp));
     Context& ctx = *context->context;

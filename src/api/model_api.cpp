@@ -4,23 +4,9 @@
 
 #include "api/handles.h"
 #include "text/chat_template.h"
-#include "text/json_depth.h"
 
 using namespace kiln;
 using namespace kiln::api;
-
-namespace {
-
-// The JSON text `text` (named `what` in errors), parsed; its nesting depth checked first.
-Result<nlohmann::ordered_json> parse_json(std::string_view what, const char* text) {
-  if (text::json_nests_deeper_than(text, text::kMaxJsonDepth))
-    return make_error(what, ": nests deeper than ", text::kMaxJsonDepth, " levels");
-  auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return make_error(what, ": not valid JSON");
-  return j;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -37,6 +23,8 @@ kiln_status kiln_model_load(kiln_runtime* runtime, const char* path, const kiln_
   KILN_API_TRY(check_pointer(fn, "path", path));
   KILN_API_TRY(check_pointer(fn, "out", out));
   return api_call(fn, [&] {
+    Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
+    KILN_API_TRY(take_turn(fn, *runtime, &turn));
     const kiln_model_options defaults{};
     const kiln_model_options& o = options != nullptr ? *options : defaults;
     const std::string device_name = o.device != nullptr && o.device[0] != '\0' ? o.device : "cpu";
@@ -59,6 +47,7 @@ kiln_status kiln_model_load(kiln_runtime* runtime, const char* path, const kiln_
     ++runtime->users;
     *out = m.release();
     register_handle(*out);
+    track_model(**out);
     return KILN_OK;
   });
 }
@@ -69,6 +58,7 @@ kiln_status kiln_model_free(kiln_model* model) {
   if (model->users > 0)
     return bad_argument(fn, std::to_string(model->users.load()) +
                                 " context(s), sampler(s) or mmproj(s) of the model are still alive");
+  untrack_model(*model);  // before it goes: the arbiter's yield evicts the tracked models
   unregister_handle(model);
   --model->runtime->users;
   delete model;
@@ -191,6 +181,8 @@ kiln_status kiln_model_restore(kiln_model* model) {
   constexpr std::string_view fn = "kiln_model_restore";
   KILN_API_TRY(check_handle(fn, "model", model));
   return api_call(fn, [&] {
+    Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
+    KILN_API_TRY(take_turn(fn, *model->runtime, &turn));
     DeviceWeights& w = *model->weights;
     auto pin = model->runtime->devices->residency(w.device()).pin(w.owner());  // restores; unpins at return
     return pin.ok() ? KILN_OK : from_status(fn, pin.error());

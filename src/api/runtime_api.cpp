@@ -66,6 +66,8 @@ kiln_status kiln_runtime_create(const kiln_runtime_options* options, kiln_runtim
     if (!devices.ok()) return from_status(fn, devices.error());
     auto rt = std::make_unique<kiln_runtime>();
     rt->devices = std::move(*devices);
+    if (options != nullptr)
+      KILN_API_TRY(open_arbiter(fn, *rt, options->arbiter_dir, options->arbiter_timeout_ms));
     *out = rt.release();
     register_handle(*out);
     return KILN_OK;

@@ -12,6 +12,10 @@
  *                                                  the errors of images without an mmproj, bad
  *                                                  image bytes, markers without images, and
  *                                                  freeing in the wrong order; "ok" as checks
+ *   c_api_test arbiter-checks MODEL DIR            two runtimes with the arbiter in DIR take
+ *                                                  turns: each one's decode evicts the other's
+ *                                                  model, and the logits stay exact; "ok" as
+ *                                                  checks
  */
 #include <kiln/kiln.h>
 #include <math.h>
@@ -358,6 +362,11 @@ static void check_errors(kiln_runtime* rt, kiln_model* model) {
   FAILS("kiln_model_apply_chat_template", kiln_model_apply_chat_template(model, "[{", NULL, 1, buf, sizeof buf, &len));
   FAILS("kiln_model_apply_chat_template", kiln_model_apply_chat_template(model, "[]", "[1]", 1, buf, sizeof buf, &len));
   FAILS("kiln_model_evict", kiln_model_evict(NULL));
+  FAILS("kiln_model_parse_chat_output", kiln_model_parse_chat_output(NULL, "{}", "", NULL, 0, &len));
+  FAILS("kiln_model_parse_chat_output", kiln_model_parse_chat_output(model, "[", "", NULL, 0, &len));
+  FAILS("kiln_model_parse_chat_output", kiln_model_parse_chat_output(model, "{}", NULL, NULL, 0, &len));
+  FAILS("kiln_model_chat_prompt", kiln_model_chat_prompt(model, "{\"messages\": 1}", NULL, 0, &len));
+  FAILS("kiln_model_chat_prompt", kiln_model_chat_prompt(model, NULL, NULL, 0, &len));
   FAILS("kiln_model_restore", kiln_model_restore(NULL));
   FAILS("kiln_model_is_resident", kiln_model_is_resident(NULL, &i32));
   FAILS("kiln_tokenize", kiln_tokenize(NULL, "a", 1, 1, 0, tokens, 4, &i64));
@@ -493,14 +502,89 @@ static int checks(const char* path) {
   return g_failures == 0 ? 0 : 1;
 }
 
+static int32_t is_resident(const kiln_model* model) {
+  int32_t resident = -1;
+  OK(kiln_model_is_resident(model, &resident));
+  return resident;
+}
+
+/* A runtime with sim0 (not host-visible: a yield moves the weights and the KV cache out) and the
+ * arbiter in `dir`, and the model at `path` on it; 0 on failure. */
+static int open_side(const char* path, const char* dir, kiln_runtime** rt, kiln_model** model) {
+  kiln_runtime_options ro;
+  kiln_sim_device sim = {"sim0", 1024u * 1024u * 1024u};
+  kiln_model_options mo;
+  OK(kiln_runtime_default_options(&ro));
+  ro.sim_devices = &sim;
+  ro.n_sim_devices = 1;
+  ro.arbiter_dir = dir;
+  ro.arbiter_timeout_ms = 20000; /* a hang fails in 20 s, not at ctest's timeout */
+  OK(kiln_runtime_create(&ro, rt));
+  OK(kiln_model_default_options(&mo));
+  mo.device = "sim0";
+  if (*rt != NULL) OK(kiln_model_load(*rt, path, &mo, model));
+  return *rt != NULL && *model != NULL;
+}
+
+/* Two runtimes of this process sharing `dir` are two processes to each other (flocks are per open
+ * file): each decode waits for the token, the idle holder evicts its model and hands it on, and
+ * the evicted model's next logits are the same bits. */
+static int arbiter_checks(const char* path, const char* dir) {
+  kiln_runtime *rt_a = NULL, *rt_b = NULL, *bad = NULL;
+  kiln_model *a = NULL, *b = NULL;
+  kiln_context *ctx_a = NULL, *ctx_b = NULL;
+  kiln_runtime_options ro;
+  int32_t tokens[64];
+  int64_t n = 0, n_ref = 0, n_b = 0, n_again = 0;
+  float *ref = NULL, *got_b = NULL, *again = NULL;
+  if (!open_side(path, dir, &rt_a, &a) || !open_side(path, dir, &rt_b, &b)) return 1;
+  OK(kiln_context_create(a, NULL, &ctx_a));
+  OK(kiln_context_create(b, NULL, &ctx_b));
+  OK(kiln_tokenize(a, "In the beginning", 16, 1, 0, tokens, 64, &n));
+  CHECK(n > 1 && n < 60);
+
+  OK(decode_seq(ctx_a, tokens, n, 0, 0)); /* b yields */
+  ref = copy_logits(ctx_a, n - 1, &n_ref);
+  CHECK(is_resident(a) == 1 && is_resident(b) == 0);
+  OK(decode_seq(ctx_b, tokens, n, 0, 0)); /* a yields */
+  got_b = copy_logits(ctx_b, n - 1, &n_b);
+  CHECK(is_resident(a) == 0 && is_resident(b) == 1);
+  OK(decode_seq(ctx_a, tokens, n, 1, 0)); /* b yields; a's weights come back */
+  again = copy_logits(ctx_a, n - 1, &n_again);
+  CHECK(is_resident(a) == 1 && is_resident(b) == 0);
+  CHECK(ref != NULL && got_b != NULL && again != NULL && n_ref == n_b && n_ref == n_again);
+  if (ref != NULL && got_b != NULL && again != NULL && n_ref == n_b && n_ref == n_again) {
+    CHECK(memcmp(ref, got_b, (size_t)n_ref * sizeof(float)) == 0);
+    CHECK(memcmp(ref, again, (size_t)n_ref * sizeof(float)) == 0);
+  }
+  free(ref);
+  free(got_b);
+  free(again);
+  OK(kiln_context_free(ctx_a));
+  OK(kiln_context_free(ctx_b));
+  OK(kiln_model_free(a));
+  OK(kiln_model_free(b));
+  OK(kiln_runtime_free(rt_a));
+  OK(kiln_runtime_free(rt_b));
+
+  /* A directory that cannot be made is refused by name. */
+  OK(kiln_runtime_default_options(&ro));
+  ro.arbiter_dir = "/proc/kiln-no-such-dir/arbiter";
+  FAILS("kiln_runtime_create", kiln_runtime_create(&ro, &bad));
+  CHECK(bad == NULL && strstr(kiln_last_error(), "kiln-no-such-dir") != NULL);
+  if (g_failures == 0) printf("ok\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   if ((argc == 7 || argc == 9) && strcmp(argv[1], "generate") == 0)
     return generate(argv[2], argv[3], atol(argv[4]), (float)atof(argv[5]), strtoul(argv[6], NULL, 10),
                     argc == 9 ? argv[7] : NULL, argc == 9 ? argv[8] : NULL);
   if (argc == 3 && strcmp(argv[1], "checks") == 0) return checks(argv[2]);
   if (argc == 5 && strcmp(argv[1], "image-checks") == 0) return image_checks(argv[2], argv[3], argv[4]);
+  if (argc == 4 && strcmp(argv[1], "arbiter-checks") == 0) return arbiter_checks(argv[2], argv[3]);
   fprintf(stderr,
           "usage: c_api_test generate MODEL PROMPT N TEMP SEED [MMPROJ IMAGE] | checks MODEL | "
-          "image-checks MODEL MMPROJ IMAGE\n");
+          "image-checks MODEL MMPROJ IMAGE | arbiter-checks MODEL DIR\n");
   return 2;
 }

@@ -6,8 +6,11 @@
 # sampled with a seed) equal kiln_generate's, and c_api_test's checks pass (evict/restore,
 # 4 sequences in one batch, state files, every function's errors); with both fixture mmprojs, the
 # greedy tokens of `kiln run --image` equal kiln_generate's with the image, and the image checks
-# pass. The example runs once.
+# pass. Two runtimes sharing an arbiter directory take turns on the device (arbiter-checks). The
+# example runs once.
 # Usage: c_api_test.sh BUILD_DIR SOURCE_DIR KILN_BINARY FIXTURE_MODELS_DIR
+# KILN_API_TEST_CFLAGS: more compiler flags for the C programs (scripts/sanitize.sh:
+# -fsanitize=address,undefined, against the sanitized library, whose runtime they then bring).
 set -euo pipefail
 build=$(realpath "$1") src=$(realpath "$2") kiln=$(realpath "$3") models=$(realpath "$4")
 work="$build/api-test"
@@ -18,7 +21,8 @@ pc=$(dirname "$(find "$work/prefix" -name kiln.pc | head -n 1)")
 export PKG_CONFIG_PATH="$pc"
 libdir=$(pkg-config --variable=libdir kiln)
 read -ra flags <<<"$(pkg-config --cflags --libs kiln)"
-cc=(gcc -std=c99 -Wall -Wextra -Werror -pedantic)
+read -ra extra <<<"${KILN_API_TEST_CFLAGS:-}"
+cc=(gcc -std=c99 -Wall -Wextra -Werror -pedantic "${extra[@]}")
 "${cc[@]}" "$src/tests/api/c_api_test.c" -o "$work/c_api_test" "${flags[@]}" -lm "-Wl,-rpath,$libdir"
 "${cc[@]}" "$src/examples/c/simple.c" -o "$work/simple" "${flags[@]}" "-Wl,-rpath,$libdir"
 
@@ -59,6 +63,11 @@ for mmproj in "$models/../mtmd/mmproj-gemma3.gguf" "$models/../mtmd/mmproj-mlp.g
     failed=1
   fi
 done
+# The arbiter: two runtimes sharing a directory take turns (a few hundred ms of grace and probes).
+if ! timeout 60 ./c_api_test arbiter-checks "$src/models/kjv-llama-q8_0.gguf" "$work/arbiter"; then
+  echo "FAIL c_api_test arbiter-checks" >&2
+  failed=1
+fi
 example=$(./simple "$src/models/kjv-llama-q8_0.gguf" "$prompt")
 [[ -n "$example" ]] || { echo "FAIL examples/c/simple.c printed nothing" >&2; failed=1; }
 exit "$failed"

@@ -290,8 +290,10 @@ class Model:
         "assistant", "content": ...}, "finish_reason": ...}], "usage": {...}, ...}`). The
         messages (and tools) go through the model's chat template. response_format:
         {"type": "json_object"}, or {"type": "json_schema", "json_schema": {"schema": {...}}}: the
-        reply follows it (grammar-constrained). Tool calls in the reply are not parsed: they
-        stay in the content."""
+        reply follows it (grammar-constrained). With tools, the prompt and the reply are the
+        server's (kiln_model_chat_prompt, parse_chat_output): the tool calls in the reply come
+        back parsed in message["tool_calls"], finish_reason "tool_calls". The calls are not
+        grammar-constrained as the server's are."""
         schema = None
         if response_format is not None:
             kind = response_format.get("type")
@@ -301,10 +303,17 @@ class Model:
                 schema = response_format.get("json_schema", {}).get("schema", {})
             elif kind != "text":
                 raise KilnError(f"response_format: unknown type {kind!r} (text, json_object, json_schema)", 1)
-        prompt = self.apply_chat_template(messages, tools=tools)
+        if tools:
+            request = json.dumps({"messages": list(messages), "tools": list(tools)}).encode()
+            prompt = read_text("kiln_model_chat_prompt", self._handle, request)
+        else:
+            prompt = self.apply_chat_template(messages)
         sampling = _Sampling(temperature, None, top_p, None, seed, None, schema)
         pieces: List[bytes] = []
         usage = self._run(prompt, lambda b: pieces.append(b) or True, sampling, max_tokens, stop, parse_special=True)
+        text = b"".join(pieces).decode("utf-8", "replace")
+        message = self.parse_chat_output(text, messages, tools=tools) if tools else {"role": "assistant", "content": text}
+        finish_reason = "tool_calls" if message.get("tool_calls") else usage["finish_reason"]
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex,
             "object": "chat.completion",
@@ -313,8 +322,8 @@ class Model:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": b"".join(pieces).decode("utf-8", "replace")},
-                    "finish_reason": usage["finish_reason"],
+                    "message": message,
+                    "finish_reason": finish_reason,
                 }
             ],
             "usage": {
@@ -323,6 +332,20 @@ class Model:
                 "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
             },
         }
+
+    def parse_chat_output(
+        self, output: str, messages: Sequence[Message], *, tools: Optional[Sequence[Mapping]] = None
+    ) -> Dict[str, Any]:
+        """`output`, the model's answer to `messages` (and tools), as the server's chat message:
+        {"role": "assistant", "content": ..., "tool_calls"?: [{"id", "type": "function",
+        "function": {"name", "arguments"}}], "reasoning_content"?: ...}, parsed by the server's
+        parser for the model's template. Calls without an id get "call_" and a random hex."""
+        request = json.dumps({"messages": list(messages), "tools": list(tools or [])}).encode()
+        message = json.loads(read_text("kiln_model_parse_chat_output", self._handle, request, output.encode()))
+        for c in message.get("tool_calls", []):
+            if not c["id"]:
+                c["id"] = "call_" + uuid.uuid4().hex
+        return message
 
     def embed(self, texts: Union[str, Sequence[str]]) -> List[List[float]]:
         """Embeddings of `texts` as `kiln serve --embeddings` gives them (/v1/embeddings): each

@@ -12,7 +12,7 @@ import ctypes.util
 import os
 from ctypes import POINTER, c_char, c_char_p, c_double, c_float, c_int32, c_int64, c_uint64, c_void_p
 
-API_VERSION = 2  # the KILN_API_VERSION these bindings are written for
+API_VERSION = 3  # the KILN_API_VERSION these bindings are written for
 MAX_SEQUENCES = 64
 OK = 0
 
@@ -57,6 +57,8 @@ class RuntimeOptionsC(ctypes.Structure):
         ("n_budgets", c_int64),
         ("swap_dir", c_char_p),
         ("vulkan", c_int32),
+        ("arbiter_dir", c_char_p),
+        ("arbiter_timeout_ms", c_int32),
     ]
 
 
@@ -161,6 +163,8 @@ _PROTOTYPES = {
     "kiln_model_name": (c_int32, [_p, c_char_p, c_int64, POINTER(c_int64)]),
     "kiln_model_meta_string": (c_int32, [_p, c_char_p, c_char_p, c_int64, POINTER(c_int64)]),
     "kiln_model_apply_chat_template": (c_int32, [_p, c_char_p, c_char_p, c_int32, c_char_p, c_int64, POINTER(c_int64)]),
+    "kiln_model_parse_chat_output": (c_int32, [_p, c_char_p, c_char_p, c_char_p, c_int64, POINTER(c_int64)]),
+    "kiln_model_chat_prompt": (c_int32, [_p, c_char_p, c_char_p, c_int64, POINTER(c_int64)]),
     "kiln_model_evict": (c_int32, [_p]),
     "kiln_model_restore": (c_int32, [_p]),
     "kiln_model_is_resident": (c_int32, [_p, POINTER(c_int32)]),

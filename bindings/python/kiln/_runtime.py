@@ -45,10 +45,15 @@ class Runtime:
         sim_devices: Optional[Mapping[str, int]] = None,
         swap_dir: Optional[str] = None,
         vulkan: bool = False,
+        arbiter_dir: Optional[str] = None,
+        arbiter_timeout: float = 0,
     ):
         """max_mem: budgets per device ("cpu=8,sim0=2" or {"cpu": 8}); threads: compute threads
         (0: every core); sim_devices: {"sim0": capacity_bytes}; swap_dir: where evicted KV caches
-        go (default: host memory); vulkan: look for Vulkan GPUs."""
+        go (default: host memory); vulkan: look for Vulkan GPUs; arbiter_dir: take turns on the
+        devices with other processes that name it (`kiln serve --arbiter DIR`: when another
+        waits and this runtime is idle, its models are evicted); arbiter_timeout: seconds a call
+        waits for its turn before it raises KilnError (0: 60)."""
         self.max_mem = parse_max_mem(max_mem)
         opts = _native.RuntimeOptionsC()
         call("kiln_runtime_default_options", ctypes.byref(opts))
@@ -64,6 +69,8 @@ class Runtime:
         opts.sim_devices, opts.n_sim_devices = sim_array, len(sims)
         opts.swap_dir = swap_dir.encode() if swap_dir else None
         opts.vulkan = 1 if vulkan else 0
+        opts.arbiter_dir = arbiter_dir.encode() if arbiter_dir else None
+        opts.arbiter_timeout_ms = int(arbiter_timeout * 1000)
         handle = ctypes.c_void_p()
         call("kiln_runtime_create", ctypes.byref(opts), ctypes.byref(handle))
         self._handle = handle

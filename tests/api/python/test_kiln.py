@@ -135,6 +135,49 @@ def test_evict_and_restore_give_the_same_text():
     assert before == after_evict == after_restore
 
 
+def test_two_runtimes_sharing_an_arbiter_dir_take_turns(tmp_path):
+    def side():
+        runtime = kiln.Runtime(sim_devices={"sim0": 1 << 30}, arbiter_dir=str(tmp_path), arbiter_timeout=20)
+        return runtime, kiln.Model(DEFAULT_MODEL, device="sim0", runtime=runtime)
+
+    (_, a), (_, b) = side(), side()
+    with a, b:
+        text_a = a.generate(PROMPT, max_tokens=8, temperature=0)  # b yields the device
+        assert a.resident and not b.resident
+        text_b = b.generate(PROMPT, max_tokens=8, temperature=0)  # a yields it
+        assert b.resident and not a.resident
+    assert text_a == text_b
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+@pytest.mark.parametrize("path", [DEFAULT_MODEL, CHAT_MODEL])
+def test_tool_calls_are_parsed_as_the_server_parses_them(path):
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    with kiln.Model(path) as model:
+        call = model.parse_chat_output(
+            '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}', messages, tools=[WEATHER])
+        plain = model.parse_chat_output("It rains.", messages, tools=[WEATHER])
+        with pytest.raises(kiln.KilnError, match=r"kiln_model_parse_chat_output: .*tools\[0\]"):
+            model.parse_chat_output("x", messages, tools=[{"type": "function"}])
+    assert call["content"] is None and len(call["tool_calls"]) == 1
+    assert call["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert call["tool_calls"][0]["id"].startswith("call_") and call["tool_calls"][0]["type"] == "function"
+    assert plain == {"role": "assistant", "content": "It rains."}
+
+
+def test_chat_with_tools_prompts_as_the_server():
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    with kiln.Model(CHAT_MODEL) as model:
+        prompt = kiln._native.read_text(
+            "kiln_model_chat_prompt", model._handle, json.dumps({"messages": messages, "tools": [WEATHER]}).encode())
+        reply = model.chat(messages, tools=[WEATHER], max_tokens=4, temperature=0)
+        assert "get_weather" in prompt and prompt != model.apply_chat_template(messages)
+    assert reply["choices"][0]["message"]["role"] == "assistant"
+
+
 def test_errors_are_exceptions_with_kilns_message(kjv):
     with pytest.raises(kiln.KilnError, match=r"kiln_model_load: .*/no/such/model\.gguf"):
         kiln.Model("/no/such/model.gguf")
