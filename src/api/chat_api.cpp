@@ -5,6 +5,7 @@
 #include "api/handles.h"
 #include "text/chat/chat_plan.h"
 #include "text/chat/chat_syntax.h"
+#include "text/chat/message_json.h"
 #include "text/json_depth.h"
 
 using namespace kiln;
@@ -43,21 +44,6 @@ Result<chat::ChatPlan> plan(const kiln_model& model, const ordered_json& body) {
   return chat::plan_chat(t.chat_template, chat::detect_chat_syntax(t.chat_template), r);
 }
 
-// OpenAI's message of a parsed answer: content null when the model only called tools.
-ordered_json message_json(const chat::ParsedMessage& m) {
-  ordered_json msg = {{"role", "assistant"},
-                      {"content", m.content.empty() && !m.tool_calls.empty() ? ordered_json(nullptr)
-                                                                             : ordered_json(m.content)}};
-  if (!m.reasoning_content.empty()) msg["reasoning_content"] = m.reasoning_content;
-  if (m.tool_calls.empty()) return msg;
-  ordered_json calls = ordered_json::array();
-  for (const chat::ToolCall& c : m.tool_calls)
-    calls.push_back(
-        {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-  msg["tool_calls"] = std::move(calls);
-  return msg;
-}
-
 }  // namespace
 
 extern "C" {
@@ -74,7 +60,7 @@ kiln_status kiln_model_parse_chat_output(const kiln_model* model, const char* re
     auto planned = plan(*model, *body);
     if (!planned.ok()) return bad_argument(fn, planned.error().message);
     const chat::ParsedMessage m = chat::parse_output(output, /*partial=*/false, planned->parser);
-    return write_text(fn, message_json(m).dump(), buf, size, length);
+    return write_text(fn, chat::message_json<ordered_json>(m).dump(), buf, size, length);
   });
 }
 

@@ -26,6 +26,7 @@
 #include "serve/routes_native.h"
 #include "serve/server_state.h"
 #include "serve/sse_writer.h"
+#include "text/chat/message_json.h"
 
 namespace kiln::serve {
 namespace {
@@ -38,23 +39,6 @@ std::string random_call_id() {
   std::string id(32, ' ');
   for (char& c : id) c = kChars[pick(rng)];
   return id;
-}
-
-json tool_calls_json(const std::vector<chat::ToolCall>& calls) {
-  json out = json::array();
-  for (const chat::ToolCall& c : calls)
-    out.push_back(
-        {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-  return out;
-}
-
-// message of a parsed answer: content null when the model only called tools (OpenAI's shape).
-json parsed_message_json(const chat::ParsedMessage& m) {
-  json msg = {{"role", "assistant"},
-              {"content", m.content.empty() && !m.tool_calls.empty() ? json(nullptr) : json(m.content)}};
-  if (!m.reasoning_content.empty()) msg["reasoning_content"] = m.reasoning_content;
-  if (!m.tool_calls.empty()) msg["tool_calls"] = tool_calls_json(m.tool_calls);
-  return msg;
 }
 
 // The delta fields of a parsed stretch of a streamed answer.
@@ -153,7 +137,7 @@ http::Handler completion_handler(const RouteContext& rc, bool chat, std::shared_
                 chat::ChatOutputParser& parser = *(*parsers)[i];
                 parser.feed(outs[i].text);
                 parser.finish();
-                c["message"] = parsed_message_json(parser.message());
+                c["message"] = chat::message_json<json>(parser.message());
                 c["finish_reason"] = finish_reason(s.gen(i), !parser.message().tool_calls.empty());
                 if (logprobs) c["logprobs"] = {{"content", chat_logprobs(outs[i].tokens)}};
               } else if (chat) {
@@ -210,7 +194,8 @@ http::Handler completion_handler(const RouteContext& rc, bool chat, std::shared_
     while (!done) {
       done = set->poll(kPollInterval, [&](size_t i, Generation::Chunk& c) {
         if (!c.text.empty() || !c.tokens.empty())
-          if (json ch = choice(i, c.text, c.tokens, nullptr); !ch.is_null()) out.event(envelope(json::array({std::move(ch)})));
+          if (json ch = choice(i, c.text, c.tokens, nullptr); !ch.is_null())
+            out.event(envelope(json::array({std::move(ch)})));
         if (c.final && set->gen(i).error().empty())
           out.event(envelope(json::array({choice(i, "", {}, set->gen(i).finish_reason())})));
       });
@@ -241,9 +226,9 @@ http::Handler control_handler(std::shared_ptr<LiveCompletions> live) {
       if (it == body->end() || !it->is_string())
         return send_error(ex, {400, std::string("field '") + key + "' must be a string"});
     }
-    const LiveCompletions::Outcome o = live->control((*body)["id"].get<std::string>(),
-                                                     std::string(req.header("Authorization")),
-                                                     (*body)["action"].get<std::string>());
+    const LiveCompletions::Outcome o =
+        live->control((*body)["id"].get<std::string>(), std::string(req.header("Authorization")),
+                      (*body)["action"].get<std::string>());
     json out = {{"success", o.success}};
     if (!o.success) out["message"] = o.message;
     send_json(ex, out);
