@@ -1,6 +1,7 @@
 #include "llm/kv_cache.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -167,10 +168,17 @@ Result<std::vector<int64_t>> KvCache::place(std::span<const int32_t> pos, std::s
   std::vector<int64_t> cells(static_cast<size_t>(n));
   for (const Attempt& a : kAttempts) {
     if (a.pack != nullptr) KILN_TRY((this->*a.pack)());
+    // Each sequence's last cell, looked up once per attempt and then advanced token by token.
+    constexpr int64_t kUnknownCell = -2;
+    std::array<int64_t, kMaxSequences> last;
+    last.fill(kUnknownCell);
     size_t placed = 0;
     for (; placed < cells.size(); ++placed) {
-      cells[placed] = place_one(pos[placed], seq[placed], a.any_cell);
+      int64_t& l = last[static_cast<size_t>(seq[placed])];
+      if (l == kUnknownCell) l = last_cell(seq[placed]);
+      cells[placed] = place_one(pos[placed], seq[placed], l, a.any_cell);
       if (cells[placed] < 0) break;
+      l = cells[placed];
     }
     if (placed == cells.size()) return cells;
     for (size_t i = 0; i < placed; ++i) cells_[static_cast<size_t>(cells[i])] = KvCell{};  // undone
@@ -180,8 +188,7 @@ Result<std::vector<int64_t>> KvCache::place(std::span<const int32_t> pos, std::s
                     " cells in use): the context is full");
 }
 
-int64_t KvCache::place_one(int32_t pos, int32_t seq, bool any_cell) {
-  const int64_t last = last_cell(seq);
+int64_t KvCache::place_one(int32_t pos, int32_t seq, int64_t last, bool any_cell) {
   const int64_t offset = pos % kBlockCells;
   int64_t cell = -1;
   if (last >= 0 && continues_block(seq, last, pos)) {

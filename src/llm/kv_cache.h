@@ -155,9 +155,9 @@ class KvCache final : private Evictable {
   // pos % kBlockCells: the block holds only `seq`'s tokens (with the sequences sharing them), of
   // pos's aligned run, and that cell after `last` is free.
   bool continues_block(int32_t seq, int64_t last, int32_t pos) const;
-  // One token's cell by place()'s rule, committed; -1 when no free block (with any_cell: no free
-  // cell) lies after seq's cells.
-  int64_t place_one(int32_t pos, int32_t seq, bool any_cell);
+  // One token's cell by place()'s rule, committed, given seq's last cell `last` (-1: none); -1
+  // when no free block (with any_cell: no free cell) lies after seq's cells.
+  int64_t place_one(int32_t pos, int32_t seq, int64_t last, bool any_cell);
   // Moves `count` cells' K/V rows (every layer), metadata and shifts from `from` to `to`.
   Status move_cells(int64_t from, int64_t to, int64_t count);
   Status pack_cells();                // the used cells to [0, n_used()), in order
