@@ -48,19 +48,70 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> mo
 
 Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWeights> weights,
                                                  Backend& backend, const ContextOptions& options) {
-  if (&weights->device() != &backend.device())
-    return make_error("context: the weights of '", weights->model().name(), "' are on device '",
-                      weights->device().name(), "', the backend computes on '", backend.device().name(), "'");
-  std::unique_ptr<Context> c(new Context());
-  const HParams& hp = weights->model().hparams();
-  const std::string& owner = weights->model().name();
-  ResidencyManager::Pin pin;  // the owner's memory stays while the context is made
-  if (ResidencyManager* m = weights->device().residency()) {
-    KILN_ASSIGN_OR_RETURN(pin, m->pin(weights->owner()));
+  std::vector<ContextDevice> one{{std::move(weights), &backend, options.arena}};
+  return create(std::move(one), options);
+}
+
+Status Context::Stage::allocate_inputs(size_t bytes) {
+  inputs.reset();
+  inputs_bytes = bytes;
+  KILN_ASSIGN_OR_RETURN(inputs, compute.allocate({bytes, MemoryKind::Compute, owner_name + ":inputs"}));
+  return ok_status();
+}
+
+Status Context::Stage::evict() {
+  if (own_arena) own_arena->release();
+  inputs.reset();
+  return ok_status();
+}
+
+Status Context::Stage::restore() {
+  KILN_ASSIGN_OR_RETURN(inputs, compute.allocate({inputs_bytes, MemoryKind::Compute, owner_name + ":inputs"}));
+  if (const Status st = own_arena ? own_arena->allocate() : ok_status(); !st.ok()) {
+    inputs.reset();
+    return st;
   }
-  if (!weights->resident())
-    return make_error("context: the weights of '", weights->model().name(), "' on ", weights->device().name(),
-                      " are released: rebuild them first");
+  return ok_status();
+}
+
+Result<std::unique_ptr<Context>> Context::create(std::vector<ContextDevice> devices, const ContextOptions& options) {
+  if (devices.empty()) return make_error("context: no device");
+  const Model& model = devices[0].weights->model();
+  const HParams& hp = model.hparams();
+  const std::string& owner = model.name();
+  std::unique_ptr<Context> c(new Context());
+  for (ContextDevice& d : devices) {
+    if (&d.weights->model() != &model)
+      return make_error("context: the weights on ", d.weights->device().name(), " are of another model");
+    if (&d.weights->device() != &d.backend->device())
+      return make_error("context: the weights of '", owner, "' are on device '", d.weights->device().name(),
+                        "', the backend computes on '", d.backend->device().name(), "'");
+    for (const auto& st : c->stages_) {
+      if (&st->device() == &d.backend->device())
+        return make_error("context: device ", st->device().name(), " given twice");
+    }
+    auto st = std::make_unique<Stage>();
+    st->weights = std::move(d.weights);
+    st->backend = d.backend;
+    st->owner_name = owner;
+    if (d.arena != nullptr && &d.arena->device() != &st->device())
+      return make_error("context: the shared compute arena '", d.arena->owner(), "' is on device '",
+                        d.arena->device().name(), "', the backend on '", st->device().name(), "'");
+    st->arena = d.arena;
+    st->compute.attach(st->device(), st->weights->owner(), owner, MemoryKind::Compute, "re-planned", st.get());
+    c->stages_.push_back(std::move(st));
+  }
+  // The owners' memory stays while the context is made (pinned, weights restored first).
+  MemoryHold pins;
+  for (const auto& st : c->stages_) {
+    if (ResidencyManager* m = st->device().residency()) {
+      KILN_ASSIGN_OR_RETURN(auto pin, m->pin(st->weights->owner()));
+      pins.push_back(std::move(pin));
+    }
+    if (!st->weights->resident())
+      return make_error("context: the weights of '", owner, "' on ", st->device().name(),
+                        " are released: rebuild them first");
+  }
   c->opt_ = options;
   c->opt_.n_ctx = context_size(options, hp);
   if (c->opt_.n_ubatch <= 0 || c->opt_.n_batch <= 0)
@@ -68,44 +119,50 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
                       c->opt_.n_ubatch, ")");
   c->opt_.n_ubatch = std::min({c->opt_.n_ubatch, c->opt_.n_batch, c->opt_.n_ctx});
   c->attention_ = options.flash_attention == FlashAttention::Off ? AttentionPath::Plain : AttentionPath::Flash;
-  c->weights_ = std::move(weights);
-  c->backend_ = &backend;
-  Device& dev = backend.device();
-  const InputLayout layout = InputLayout::of(c->opt_, hp);
-  if (ResidencyManager* m = dev.residency()) {
-    // Admission: what grows with n_ctx (the KV cache, and the inputs, whose mask has a row per
-    // cell) is checked against the room there is before anything is allocated.
-    const size_t kv_bytes = KvCache::bytes_for(hp, c->opt_.n_ctx, options.type_k, options.type_v);
-    KILN_TRY(m->admit(c->weights_->owner(), kv_bytes + layout.total,
-                      "'" + owner + "' (a context of " + std::to_string(c->opt_.n_ctx) + " tokens: KV cache " +
-                          format_memory_size(kv_bytes) + ", inputs " + format_memory_size(layout.total) + ")"));
+  c->graph_weights_ = model.weights();  // the slots, whose views merge_graph_weights() sets
+  KILN_TRY(c->merge_graph_weights());
+  // Each layer's K and V on the device holding its K projection.
+  std::vector<KvCache::LayerPlace> kv_places;
+  std::vector<int64_t> layers_on(c->stages_.size(), 0);
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    size_t d = 0;
+    while (d < c->stages_.size() && !c->stages_[d]->weights->weights().blocks[static_cast<size_t>(il)].attn.wk) ++d;
+    if (d == c->stages_.size()) return make_error("context: no device holds layer ", il, " of '", owner, "'");
+    kv_places.push_back({&c->stages_[d]->device(), c->stages_[d]->weights->owner()});
+    ++layers_on[d];
   }
-  KILN_ASSIGN_OR_RETURN(c->kv_,
-                        KvCache::create(dev, hp, c->opt_.n_ctx, options.type_k, options.type_v,
-                                        c->weights_->owner(), owner));
+  const InputLayout layout = InputLayout::of(c->opt_, hp);
+  for (size_t d = 0; d < c->stages_.size(); ++d) {
+    if (ResidencyManager* m = c->stages_[d]->device().residency()) {
+      // Admission: what grows with n_ctx (the KV cache, and the inputs, whose mask has a row per
+      // cell) is checked against the room there is before anything is allocated.
+      const size_t kv_bytes = KvCache::bytes_for(hp, c->opt_.n_ctx, options.type_k, options.type_v, layers_on[d]);
+      KILN_TRY(m->admit(c->stages_[d]->weights->owner(), kv_bytes + layout.total,
+                        "'" + owner + "' (a context of " + std::to_string(c->opt_.n_ctx) + " tokens: KV cache " +
+                            format_memory_size(kv_bytes) + ", inputs " + format_memory_size(layout.total) + ")"));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(c->kv_, KvCache::create(hp, c->opt_.n_ctx, options.type_k, options.type_v, kv_places, owner));
   c->kv_generation_ = c->kv_->generation();
   for (int64_t il = 0; il < hp.n_layer; ++il) c->kv_layers_.push_back({c->kv_->k(il), c->kv_->v(il)});
-  c->compute_resident_.attach(dev, c->weights_->owner(), owner, MemoryKind::Compute, "re-planned", c.get());
-  KILN_ASSIGN_OR_RETURN(c->inputs_,
-                        c->compute_resident_.allocate({layout.total, MemoryKind::Compute, owner + ":inputs"}));
 
-  // Reserve the arena for the largest micro-batch over the whole cache, allocate it once and
-  // prepare the backend's scratch for it. An arena of the context's own is counted with its
-  // compute resident; a shared one is counted by whoever made it (the device's ResidentArena,
-  // DeviceRegistry::arena, is an owner of its own).
-  if (options.arena != nullptr) {
-    if (&options.arena->device() != &dev)
-      return make_error("context: the shared compute arena '", options.arena->owner(), "' is on device '",
-                        options.arena->device().name(), "', the backend on '", dev.name(), "'");
-    c->arena_ = options.arena;
-  } else {
-    c->own_arena_ = std::make_unique<ComputeArena>(dev, owner, &c->compute_resident_);
-    c->arena_ = c->own_arena_.get();
+  // Reserve each arena for the largest micro-batch over the whole cache, allocate it once and
+  // prepare the backends' scratch for it. An arena of the context's own is counted with its
+  // stage's compute resident; a shared one is counted by whoever made it (the device's
+  // ResidentArena, DeviceRegistry::arena, is an owner of its own).
+  for (const auto& st : c->stages_) {
+    if (st->arena == nullptr) {
+      st->own_arena = std::make_unique<ComputeArena>(st->device(), owner, &st->compute);
+      st->arena = st->own_arena.get();
+    }
   }
-  // Pinned as for a pass (the weights, and a shared arena of another owner: the device's), then
-  // the arena's turn: the worst case may grow the arena, making room by evicting other owners.
+  // The inputs buffers; the worst case's crossings are added below.
+  for (const auto& st : c->stages_) KILN_TRY(st->allocate_inputs(layout.total));
+  // Pinned as for a pass (the weights, and shared arenas of other owners: the devices'), then the
+  // arenas' turns: the worst case may grow an arena, making room by evicting other owners.
   KILN_ASSIGN_OR_RETURN(const MemoryHold hold, c->hold_memory());
-  const auto turn = c->arena_->take_turn();
+  std::vector<std::unique_lock<std::mutex>> turns;
+  for (const auto& st : c->stages_) turns.push_back(st->arena->take_turn());
   Graph worst;
   DecoderGraphSpec spec;
   spec.n_tokens = c->opt_.n_ubatch;
@@ -113,59 +170,90 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const DeviceWei
   spec.n_kv = c->kv_->size();
   spec.attention = c->attention_;
   spec.output = options.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
-  KILN_TRY(build_decoder_graph(worst, hp, c->weights_->weights(), c->kv_layers_, spec));
-  KILN_ASSIGN_OR_RETURN(ExecPlan plan, c->plan_graph(worst));
-  KILN_TRY(backend.prepare(plan));
+  KILN_TRY(build_decoder_graph(worst, hp, c->graph_weights_, c->kv_layers_, spec));
+  KILN_ASSIGN_OR_RETURN(SplitPlan plan, c->plan_graph(worst));
+  for (size_t d = 0; d < c->stages_.size(); ++d) {
+    Stage& st = *c->stages_[d];
+    if (plan.transfer_bytes(d) > 0) KILN_TRY(st.allocate_inputs(layout.total + plan.transfer_bytes(d)));
+  }
+  KILN_TRY(plan.prepare(c->split_devices()));
   return c;
+}
+
+std::vector<std::shared_ptr<const DeviceWeights>> Context::device_weights() const {
+  std::vector<std::shared_ptr<const DeviceWeights>> out;
+  for (const auto& st : stages_) out.push_back(st->weights);
+  return out;
+}
+
+uint64_t Context::weights_generation() const {
+  uint64_t g = 0;
+  for (const auto& st : stages_) g += st->weights->generation();
+  return g;
 }
 
 Result<Context::MemoryHold> Context::hold_memory() {
   MemoryHold hold;
-  if (ResidencyManager* m = backend_->device().residency()) {
-    KILN_ASSIGN_OR_RETURN(hold.weights, m->pin(weights_->owner()));
+  for (const auto& st : stages_) {
+    ResidencyManager* m = st->device().residency();
+    if (m == nullptr) continue;
+    KILN_ASSIGN_OR_RETURN(auto pin, m->pin(st->weights->owner()));
+    hold.push_back(std::move(pin));
+    const OwnerId a = st->arena->resident_owner();
+    if (a != 0 && a != st->weights->owner()) {
+      KILN_ASSIGN_OR_RETURN(auto arena_pin, m->pin(a));
+      hold.push_back(std::move(arena_pin));
+    }
   }
-  KILN_ASSIGN_OR_RETURN(hold.arena, pin_shared_arena());
-  if (kv_->generation() != kv_generation_) {
+  if (kv_ && kv_->generation() != kv_generation_) {
     for (size_t il = 0; il < kv_layers_.size(); ++il) {
       kv_layers_[il] = {kv_->k(static_cast<int64_t>(il)), kv_->v(static_cast<int64_t>(il))};
     }
     kv_generation_ = kv_->generation();
   }
+  if (weights_generation() != graph_weights_gen_) KILN_TRY(merge_graph_weights());
   return hold;
 }
 
-Result<ResidencyManager::Pin> Context::pin_shared_arena() const {
-  ResidencyManager* m = backend_->device().residency();
-  const OwnerId a = arena_->resident_owner();
-  if (m == nullptr || a == 0 || a == weights_->owner()) return ResidencyManager::Pin();
-  return m->pin(a);
-}
-
-Status Context::evict() {
-  if (own_arena_) own_arena_->release();
-  inputs_.reset();
-  return ok_status();
-}
-
-Status Context::restore() {
-  const InputLayout layout = InputLayout::of(opt_, model().hparams());
-  KILN_ASSIGN_OR_RETURN(
-      inputs_, compute_resident_.allocate({layout.total, MemoryKind::Compute, model().name() + ":inputs"}));
-  if (const Status st = own_arena_ ? own_arena_->allocate() : ok_status(); !st.ok()) {
-    inputs_.reset();
-    return st;
+Status Context::merge_graph_weights() {
+  std::vector<Weight*> slots;
+  for_each_weight_slot(graph_weights_, [&](Weight& w, WeightUse, int64_t) {
+    w = Weight{};
+    slots.push_back(&w);
+  });
+  for (const auto& st : stages_) {
+    size_t i = 0;
+    for_each_weight_slot(st->weights->weights(), [&](const Weight& w, WeightUse, int64_t) {
+      if (w && !*slots[i]) *slots[i] = w;
+      ++i;
+    });
   }
-  return ok_status();
+  size_t i = 0;
+  Status missing = ok_status();
+  for_each_weight_slot(model().weights(), [&](const Weight& w, WeightUse, int64_t) {
+    if (w && !*slots[i] && missing.ok())
+      missing = make_error("context: no device holds tensor '", w.info->name, "' of '", model().name(), "'");
+    ++i;
+  });
+  graph_weights_gen_ = weights_generation();
+  return missing;
+}
+
+std::vector<SplitDevice> Context::split_devices() const {
+  const size_t crossings_at = InputLayout::of(opt_, model().hparams()).total;
+  std::vector<SplitDevice> out;
+  for (const auto& st : stages_) out.push_back({st->backend, st->inputs.get(), crossings_at});
+  return out;
 }
 
 Result<DecoderPlan*> Context::step_plan(const DecoderGraphSpec& spec) {
-  const DecoderPlans::Generations gen{weights_->generation(), kv_->generation()};
+  const DecoderPlans::Generations gen{weights_generation(), kv_->generation()};
   if (!opt_.reuse_plans) plans_.clear();
   if (DecoderPlan* cached = plans_.find(spec, gen)) return cached;
   auto step = std::make_unique<DecoderPlan>();
-  KILN_ASSIGN_OR_RETURN(
-      step->io, build_decoder_graph(step->graph, model().hparams(), weights_->weights(), kv_layers_, spec));
-  KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(step->graph));
+  KILN_ASSIGN_OR_RETURN(step->io,
+                        build_decoder_graph(step->graph, model().hparams(), graph_weights_, kv_layers_, spec));
+  KILN_ASSIGN_OR_RETURN(SplitPlan plan, plan_graph(step->graph));
   step->plan.emplace(std::move(plan));
   ++graphs_built_;
   return &plans_.insert(spec, gen, std::move(step));
@@ -176,10 +264,24 @@ uint64_t Context::graphs_built() const {
   return graphs_built_;
 }
 
-Result<ExecPlan> Context::plan_graph(Graph& g) {
-  KILN_TRY(arena_->reserve(g));
-  KILN_TRY(arena_->allocate());  // allocates only when the reservation grew
-  return arena_->plan(g);
+Result<SplitPlan> Context::plan_graph(const Graph& g) {
+  std::vector<ComputeArena*> arenas;
+  for (const auto& st : stages_) arenas.push_back(st->arena);
+  // A step's crossings fit the inputs buffers sized for the worst case at creation (Buffer::view
+  // refuses one that would not).
+  return SplitPlan::create(g, arenas);
+}
+
+Status Context::bind_input(SplitPlan& sp, Tensor t, DType type, int64_t ne0, int64_t ne1, size_t offset,
+                           const void* bytes) {
+  for (size_t d = 0; d < stages_.size(); ++d) {
+    if (!sp.reads_on(t, d)) continue;
+    Stage& st = *stages_[d];
+    KILN_ASSIGN_OR_RETURN(TensorView v, st.inputs->view(type, {ne0, ne1, 1, 1}, offset));
+    KILN_TRY(st.device().upload(v, bytes, v.span_bytes()));
+    KILN_TRY(sp.bind(t, d, v));
+  }
+  return ok_status();
 }
 
 Status Context::decode(const Batch& batch, const DecodeOptions& options) {
@@ -191,9 +293,11 @@ Status Context::decode(const Batch& batch, const DecodeOptions& options) {
   if (static_cast<int64_t>(n) > opt_.n_batch)
     return make_error("decode: batch of ", n, " tokens exceeds n_batch ", opt_.n_batch);
   KILN_ASSIGN_OR_RETURN(const MemoryHold hold, hold_memory());
-  if (!weights_->resident())
-    return make_error("decode: the weights of '", model().name(), "' on ", weights_->device().name(),
-                      " are released: rebuild them first");
+  for (const auto& st : stages_) {
+    if (!st->weights->resident())
+      return make_error("decode: the weights of '", model().name(), "' on ", st->device().name(),
+                        " are released: rebuild them first");
+  }
   const int64_t n_vocab = model().hparams().n_vocab;
   if (batch.has_embeddings()) {
     if (!opt_.input_embeddings)
@@ -221,7 +325,8 @@ Status Context::decode(const Batch& batch, const DecodeOptions& options) {
   if (kv_->n_used() + static_cast<int64_t>(n) > kv_->size())
     return make_error("decode: ", n, " new tokens do not fit the context: ", kv_->n_used(), " of ", kv_->size(),
                       " cells in use (the context is full)");
-  const auto turn = arena_->take_turn();
+  std::vector<std::unique_lock<std::mutex>> turns;
+  for (const auto& st : stages_) turns.push_back(st->arena->take_turn());
   if (kv_->has_shift()) KILN_TRY(apply_kv_shift());
 
   outputs_.resize(n_outputs * output_width());
@@ -258,10 +363,12 @@ Status Context::decode_ubatch(const Batch& batch, const DecodeOptions& options, 
   spec.embeddings_input = batch.has_embeddings();
   spec.single_row_order = options.single_row_order;
   KILN_ASSIGN_OR_RETURN(DecoderPlan * step, step_plan(spec));
-  ExecPlan& plan = *step->plan;
+  SplitPlan& plan = *step->plan;
   const DecoderGraph& dg = step->io;
-  KILN_TRY(arena_->allocate());  // after an eviction released it; the plan's offsets still hold
-  KILN_TRY(backend_->prepare(plan));
+  // After an eviction released an arena: the plans' offsets still hold.
+  for (const auto& st : stages_) KILN_TRY(st->arena->allocate());
+  const std::vector<SplitDevice> devices = split_devices();
+  KILN_TRY(plan.prepare(devices));
 
   stage_pos_.assign(pos.begin(), pos.end());
   stage_cells_.resize(static_cast<size_t>(T));
@@ -269,31 +376,25 @@ Status Context::decode_ubatch(const Batch& batch, const DecodeOptions& options, 
   stage_mask_.resize(static_cast<size_t>(spec.n_kv * T));
   kv_->fill_mask(stage_mask_, spec.n_kv, pos, seq, batch.causal);
 
-  Device& dev = backend_->device();
   const InputLayout layout = InputLayout::of(opt_, model().hparams());
-  auto bind = [&](Tensor t, DType type, int64_t ne0, int64_t ne1, size_t offset, const void* host) -> Status {
-    KILN_ASSIGN_OR_RETURN(TensorView v, inputs_->view(type, {ne0, ne1, 1, 1}, offset));
-    KILN_TRY(dev.upload(v, host, v.span_bytes()));
-    return plan.bind(t, v);
-  };
   if (spec.embeddings_input) {
     const auto width = static_cast<size_t>(hp.n_embd);
-    KILN_TRY(bind(dg.input_embd, DType::F32, hp.n_embd, T, layout.embd, batch.embd.data() + begin * width));
+    KILN_TRY(bind_input(plan, dg.input_embd, DType::F32, hp.n_embd, T, layout.embd, batch.embd.data() + begin * width));
   } else {
     stage_ids_.assign(batch.tokens.begin() + static_cast<std::ptrdiff_t>(begin),
                       batch.tokens.begin() + static_cast<std::ptrdiff_t>(end));
-    KILN_TRY(bind(dg.tokens, DType::I32, T, 1, layout.ids, stage_ids_.data()));
+    KILN_TRY(bind_input(plan, dg.tokens, DType::I32, T, 1, layout.ids, stage_ids_.data()));
   }
-  KILN_TRY(bind(dg.positions, DType::I32, T, 1, layout.pos, stage_pos_.data()));
-  KILN_TRY(bind(dg.kv_cells, DType::I32, T, 1, layout.cells, stage_cells_.data()));
-  KILN_TRY(bind(dg.out_rows, DType::I32, spec.n_outputs, 1, layout.rows, stage_rows_.data()));
-  KILN_TRY(bind(dg.kq_mask, DType::F32, spec.n_kv, T, layout.mask, stage_mask_.data()));
-  KILN_TRY(backend_->execute(plan));
-  backend_->synchronize();
+  KILN_TRY(bind_input(plan, dg.positions, DType::I32, T, 1, layout.pos, stage_pos_.data()));
+  KILN_TRY(bind_input(plan, dg.kv_cells, DType::I32, T, 1, layout.cells, stage_cells_.data()));
+  KILN_TRY(bind_input(plan, dg.out_rows, DType::I32, spec.n_outputs, 1, layout.rows, stage_rows_.data()));
+  KILN_TRY(bind_input(plan, dg.kq_mask, DType::F32, spec.n_kv, T, layout.mask, stage_mask_.data()));
+  KILN_TRY(plan.execute(devices));
 
   if (any_output) {
-    const TensorView ov = plan.view(opt_.embeddings ? dg.embeddings : dg.logits);
-    KILN_TRY(dev.download(ov, outputs_.data() + out_index * output_width(), ov.span_bytes()));
+    const size_t bytes = stage_rows_.size() * output_width() * sizeof(float);
+    KILN_TRY(plan.download(opt_.embeddings ? dg.embeddings : dg.logits, outputs_.data() + out_index * output_width(),
+                           bytes));
     for (int32_t r : stage_rows_) output_row_[begin + static_cast<size_t>(r)] = static_cast<int64_t>(out_index++);
   }
   return ok_status();
@@ -324,10 +425,10 @@ Status Context::apply_kv_shift() {
   const int64_t n_ctx = kv_->size();
   Graph g;
   const Tensor shift = g.input("k_shift", DType::I32, {n_ctx, 1, 1, 1});
-  const Weight& freqs = weights_->weights().rope_freqs;
-  const Tensor ff = freqs ? g.external("rope_freqs", freqs.view) : Tensor{};
   Tensor last;
   for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const Weight& freqs = graph_weights_.blocks[static_cast<size_t>(il)].rope_freqs;
+    const Tensor ff = freqs ? g.external("rope_freqs", freqs.view) : Tensor{};
     const Tensor k_cache = g.external("k_cache", kv_->k(il));
     Tensor k = g.reshape(k_cache, {hp.head_dim_k, hp.n_head_kv, n_ctx, 1});
     if (kv_->type_k() != DType::F32) k = g.cast(k, DType::F32);
@@ -336,15 +437,13 @@ Status Context::apply_kv_shift() {
   }
   g.mark_output(last);
   KILN_TRY(g.status());
-  KILN_ASSIGN_OR_RETURN(ExecPlan plan, plan_graph(g));
-  KILN_TRY(backend_->prepare(plan));
+  KILN_ASSIGN_OR_RETURN(SplitPlan plan, plan_graph(g));
+  const std::vector<SplitDevice> devices = split_devices();
+  KILN_TRY(plan.prepare(devices));
   // The shifts go where a micro-batch's mask goes (it holds n_ctx * n_ubatch floats).
   const InputLayout layout = InputLayout::of(opt_, model().hparams());
-  KILN_ASSIGN_OR_RETURN(TensorView v, inputs_->view(DType::I32, {n_ctx, 1, 1, 1}, layout.mask));
-  KILN_TRY(backend_->device().upload(v, kv_->positions_shift().data(), v.span_bytes()));
-  KILN_TRY(plan.bind(shift, v));
-  KILN_TRY(backend_->execute(plan));
-  backend_->synchronize();
+  KILN_TRY(bind_input(plan, shift, DType::I32, n_ctx, 1, layout.mask, kv_->positions_shift().data()));
+  KILN_TRY(plan.execute(devices));
   kv_->clear_shift();
   return ok_status();
 }

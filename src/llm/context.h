@@ -33,8 +33,17 @@
 // resident of another owner, the context pins that owner too while it computes (and while it
 // plans its worst case at creation), and the arena stays allocated while the context is evicted.
 //
-// Ownership: shares the DeviceWeights (and through them the Model); the Backend (and a shared
-// arena) must outlive the Context.
+// Several devices (a model split over them, llm/layer_split.h): the context has a share on each,
+// a stage: the weights placed there (a DeviceWeights holding the layers there), that device's
+// backend, arena and inputs buffer, and the K and V of the layers there (KvCache, one cache over
+// every device). Each step's graph is built whole and cut by runtime/graph_split.h into parts that
+// run on their devices in turn, the hidden state crossing between them through the devices'
+// copies; every part computes with its device's kernels, so a split over devices that share the
+// CPU's kernels (sim) gives the bits of the one-device run. Pins, admission and eviction are per
+// device: each stage is a resident of its weights' owner there.
+//
+// Ownership: shares the DeviceWeights (and through them the Model); the Backends (and shared
+// arenas) must outlive the Context.
 // Thread-safety: every public method takes the context's mutex (one pass at a time), and the
 // shared arena's turn while it computes.
 #pragma once
@@ -52,6 +61,7 @@
 #include "llm/model.h"
 #include "models/decoder_graph.h"
 #include "runtime/backend.h"
+#include "runtime/graph_split.h"
 #include "runtime/planner.h"
 
 namespace kiln {
@@ -98,11 +108,18 @@ struct SequenceCells {
   int64_t size() const { return static_cast<int64_t>(positions.size()); }
 };
 
+// One device's share of a context (Context::create over several devices).
+struct ContextDevice {
+  std::shared_ptr<const DeviceWeights> weights;  // the weights placed there (resident)
+  Backend* backend = nullptr;                    // computing on weights->device()
+  ComputeArena* arena = nullptr;                 // shared arena there (ContextOptions::arena); null: own
+};
+
 // The context size of a context created with `options` for a model with `hparams` (n_ctx
 // resolved). Its KV cache has that many cells rounded up to whole blocks (KvCache::cells_for).
 int64_t context_size(const ContextOptions& options, const HParams& hparams);
 
-class Context final : private Evictable {
+class Context final {
  public:
   // A context over `weights`, which must be resident on backend.device(). Errors: weights on
   // another device or released, bad options, no room on the device (nothing stays allocated).
@@ -113,6 +130,11 @@ class Context final : private Evictable {
   // DeviceWeights through the overload above instead).
   static Result<std::unique_ptr<Context>> create(std::shared_ptr<const Model> model, Backend& backend,
                                                  const ContextOptions& options);
+  // A context over a model split over several devices: one entry per device, whose weights
+  // together hold every weight of one model (each slot on exactly one device); each layer's K and V
+  // go to the device holding its K projection. options.arena is ignored (each entry names its own).
+  // One entry is the first overload.
+  static Result<std::unique_ptr<Context>> create(std::vector<ContextDevice> devices, const ContextOptions& options);
 
   // Decodes `batch`. Errors (nothing computed, cache unchanged): an empty or oversized batch, a
   // token id outside the vocabulary, embeddings of the wrong width or in a context without
@@ -131,8 +153,11 @@ class Context final : private Evictable {
   // Decoder graphs built and planned by decode() so far; the other micro-batches reused one.
   uint64_t graphs_built() const;
 
-  const Model& model() const { return weights_->model(); }
-  const DeviceWeights& weights() const { return *weights_; }
+  const Model& model() const { return stages_[0]->weights->model(); }
+  // The weights on the context's first device (all of them unless the model is split).
+  const DeviceWeights& weights() const { return *stages_[0]->weights; }
+  // Every device's weights, in create()'s order (one entry unless the model is split).
+  std::vector<std::shared_ptr<const DeviceWeights>> device_weights() const;
   // The context size asked for (context_size()): what one sequence may hold. The KV cache has it
   // rounded up to whole blocks (kv().size()), room that other sequences' blocks may take.
   int64_t n_ctx() const { return opt_.n_ctx; }
@@ -155,8 +180,8 @@ class Context final : private Evictable {
   // when nobody will read them (idle sleep).
   void release_host_buffers();
   const KvCache& kv() const { return *kv_; }
-  // The compute arena the context plans in (its own or the shared one).
-  const ComputeArena& arena() const { return *arena_; }
+  // The compute arena the context plans in on its first device (its own or the shared one).
+  const ComputeArena& arena() const { return *stages_[0]->arena; }
 
   // Copies sequence `seq`'s cells (positions and K/V bytes) to host memory; the cache is
   // unchanged. put_sequence_cells() writes such a copy back into sequence `seq` (cleared first),
@@ -173,26 +198,47 @@ class Context final : private Evictable {
 
  private:
   Context() = default;
-  // The pins one pass holds: the weights' owner, and a shared arena's when another owner's.
-  struct MemoryHold {
-    ResidencyManager::Pin weights, arena;
+  // One device's share (see the header): an Evictable for its compute memory (the arena when it is
+  // the stage's own, and the inputs buffer), a resident of the weights' owner there.
+  struct Stage final : Evictable {
+    std::shared_ptr<const DeviceWeights> weights;
+    Backend* backend = nullptr;
+    Resident compute;  // before the arena and inputs: outlives their buffers
+    std::unique_ptr<ComputeArena> own_arena;  // null when sharing one
+    ComputeArena* arena = nullptr;
+    std::unique_ptr<Buffer> inputs;  // a micro-batch's inputs, then the crossings of a split graph
+    size_t inputs_bytes = 0;
+    std::string owner_name;
+    Device& device() const { return backend->device(); }
+    // (Re)allocates the inputs buffer with `bytes` (through the compute resident).
+    Status allocate_inputs(size_t bytes);
+    Status evict() override;
+    Status restore() override;
   };
-  // Pins the owner's memory on the device for one pass (restoring what was evicted), and the
-  // shared arena's owner when that is another one (the device's arena), and refreshes kv_layers_
-  // when the cache moved; empty pins without a residency manager.
+  // The pins one pass holds: per stage the weights' owner, and a shared arena's when another owner's.
+  using MemoryHold = std::vector<ResidencyManager::Pin>;
+  // Pins every stage's memory for one pass (restoring what was evicted), refreshes kv_layers_ when
+  // the cache moved and graph_weights_ when weights did; empty pins without residency managers.
   Result<MemoryHold> hold_memory();
-  // The pin of a shared arena's owner when that is not the weights' owner (empty otherwise).
-  Result<ResidencyManager::Pin> pin_shared_arena() const;
-  // Evictable (the compute resident): frees the arena and the input buffer / allocates them again.
-  Status evict() override;
-  Status restore() override;
   Status decode_ubatch(const Batch& batch, const DecodeOptions& options, size_t begin, size_t end,
                        size_t& out_index);
   Status apply_kv_shift();
-  Result<ExecPlan> plan_graph(Graph& g);
+  // Splits and plans `g` over the stages' arenas.
+  Result<SplitPlan> plan_graph(const Graph& g);
+  // The stages as a split plan executes them (their backends and inputs buffers, crossings after
+  // the micro-batch inputs).
+  std::vector<SplitDevice> split_devices() const;
+  // Uploads `bytes` of input `t` of plan `sp` (type, [ne0, ne1]) to each stage whose part reads
+  // it, at `offset` in its inputs buffer, and binds it there.
+  Status bind_input(SplitPlan& sp, Tensor t, DType type, int64_t ne0, int64_t ne1, size_t offset,
+                    const void* bytes);
   // The plan of a micro-batch step of `spec`'s shape: a cached one (plans_) or one built, planned
   // and kept now.
   Result<DecoderPlan*> step_plan(const DecoderGraphSpec& spec);
+  // Sets graph_weights_ (every slot) from the stage whose weights hold it (the first that does).
+  Status merge_graph_weights();
+  // Sum of the stages' weights generations (rises whenever any moves).
+  uint64_t weights_generation() const;
   // copy_sequence_cells / put_sequence_cells under mutex_ with the memory held.
   Result<SequenceCells> read_sequence_cells(int32_t seq) const;
   Status write_sequence_cells(int32_t seq, const SequenceCells& cells);
@@ -200,8 +246,9 @@ class Context final : private Evictable {
   size_t output_width() const;
   std::span<const float> output_row(size_t i) const;  // under mutex_
 
-  std::shared_ptr<const DeviceWeights> weights_;
-  Backend* backend_ = nullptr;
+  std::vector<std::unique_ptr<Stage>> stages_;  // by pointer: residents do not move
+  DecoderWeights graph_weights_;  // every stage's weights views merged, at graph_weights_gen_
+  uint64_t graph_weights_gen_ = 0;
   ContextOptions opt_;
   AttentionPath attention_ = AttentionPath::Flash;
   std::unique_ptr<KvCache> kv_;
@@ -209,10 +256,6 @@ class Context final : private Evictable {
   DecoderPlans plans_;                    // decode steps' plans, reused while their shape repeats
   uint64_t graphs_built_ = 0;
   uint64_t kv_generation_ = 0;
-  Resident compute_resident_;  // before the arena and inputs_: outlives their buffers
-  std::unique_ptr<ComputeArena> own_arena_;  // null when sharing options.arena
-  ComputeArena* arena_ = nullptr;
-  std::unique_ptr<Buffer> inputs_;  // device memory for a micro-batch's inputs (worst case)
   std::vector<float> outputs_;      // [n_outputs][output_width()] of the last decode()
   std::vector<int64_t> output_row_; // per batch token: its row in outputs_, or -1
   // Host staging for a micro-batch's inputs.

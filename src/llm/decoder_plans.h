@@ -20,7 +20,7 @@
 
 #include "models/decoder_graph.h"
 #include "runtime/graph.h"
-#include "runtime/planner.h"
+#include "runtime/graph_split.h"
 
 namespace kiln {
 
@@ -28,7 +28,7 @@ namespace kiln {
 struct DecoderPlan {
   Graph graph;
   DecoderGraph io;
-  std::optional<ExecPlan> plan;  // over `graph`: the entry must not move (held by unique_ptr)
+  std::optional<SplitPlan> plan;  // over `graph`: the entry must not move (held by unique_ptr)
 };
 
 class DecoderPlans {

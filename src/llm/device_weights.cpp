@@ -48,6 +48,12 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
   dw->name_ = dw->model_->name();
   dw->options_ = std::move(options);
   dw->weights_ = dw->model_->weights();
+  if (dw->options_.holds) {
+    for_each_weight_slot(dw->weights_, [&](Weight& w, WeightUse, int64_t layer) {
+      if (w && !dw->options_.holds(layer, *w.info)) w = Weight{};
+    });
+    dw->options_.holds = nullptr;  // used here only: what it refers to need not outlive create()
+  }
   return place(std::move(dw), device);
 }
 

@@ -81,6 +81,10 @@ struct WeightOptions {
   // prepares whole tensors, largest first; the bytes do not depend on the count. The commands pass
   // their -t (to the model's draft model and mmproj too).
   int prepare_threads = 1;
+  // Which of a text model's weight slots this placement holds (a model split over devices,
+  // llm/layer_split.h): fn(layer, tensor) as for_each_weight_slot numbers layers; the others' views
+  // are null. Null: every weight.
+  std::function<bool(int64_t layer, const GgufTensorInfo& tensor)> holds = {};
 };
 
 class DeviceWeights : private Evictable {

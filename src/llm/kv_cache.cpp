@@ -8,13 +8,136 @@
 
 namespace kiln {
 
+// The layers of one device: their buffers are one resident of the owner there.
+class KvCache::DeviceStore final : private Evictable {
+ public:
+  DeviceStore(KvCache& cache, Device& device, OwnerId owner, const std::string& owner_name)
+      : cache_(cache), device_(device), owner_name_(owner_name) {
+    const bool swapped = device.residency() != nullptr && !device.residency()->swap_dir().empty();
+    resident_.attach(device, owner, owner_name, MemoryKind::Kv,
+                     swapped ? "read back from the --swap-dir file" : "copied back from host memory", this);
+  }
+  Device& device() const { return device_; }
+  uint64_t generation() const { return resident_.generation(); }
+  // Adds a layer held here: allocates its K and V buffers, zeroed.
+  Result<LayerMemory*> add_layer() {
+    auto m = std::make_unique<LayerMemory>();
+    KILN_TRY(allocate(*m));
+    // Zeroed cells: attention reads masked cells too (n_kv_padded()), and their contents must be
+    // finite (a masked key's score must not be NaN).
+    std::vector<uint8_t> zeros;
+    for (const TensorView* v : {&m->k, &m->v}) {
+      zeros.assign(v->span_bytes(), 0);
+      KILN_TRY(device_.upload(*v, zeros.data(), zeros.size()));
+    }
+    layers_.push_back(std::move(m));
+    return layers_.back().get();
+  }
+
+ private:
+  Status allocate(LayerMemory& m) {
+    const size_t cells = cache_.cells_.size();
+    BufferDesc desc;
+    desc.kind = MemoryKind::Kv;
+    desc.owner = owner_name_;
+    desc.bytes = layer_bytes(cache_.type_k_, cache_.n_embd_k_, cells);
+    KILN_ASSIGN_OR_RETURN(m.k_buf, resident_.allocate(desc));
+    desc.bytes = layer_bytes(cache_.type_v_, cache_.n_embd_v_, cells);
+    KILN_ASSIGN_OR_RETURN(m.v_buf, resident_.allocate(desc));
+    const auto n = static_cast<int64_t>(cells);
+    KILN_ASSIGN_OR_RETURN(m.k, m.k_buf->view(cache_.type_k_, {cache_.n_embd_k_, n, 1, 1}));
+    KILN_ASSIGN_OR_RETURN(m.v, m.v_buf->view(cache_.type_v_, {cache_.n_embd_v_, n, 1, 1}));
+    return ok_status();
+  }
+  size_t bytes() const {
+    size_t total = 0;
+    for (const auto& m : layers_) total += m->k_buf->size() + m->v_buf->size();
+    return total;
+  }
+
+  Status evict() override {
+    const std::string& dir = resident_.swap_dir();
+    std::unique_ptr<SwapFile> swap;
+    std::vector<std::vector<uint8_t>> copy;
+    if (!dir.empty()) {
+      auto file = SwapFile::create(dir);
+      if (!file.ok()) return make_error("--swap-dir ", dir, ": ", file.error().message);
+      swap = std::move(*file);
+    }
+    std::vector<uint8_t> staging;  // one buffer at a time, on its way to the swap file
+    for (const auto& m : layers_) {
+      for (const Buffer* b : {m->k_buf.get(), m->v_buf.get()}) {
+        std::vector<uint8_t>& out = swap ? staging : copy.emplace_back();
+        out.resize(b->size());
+        KILN_TRY(b->read(0, out.data(), out.size()));
+        if (!swap) continue;
+        if (const Status st = swap->append(out.data(), out.size()); !st.ok())
+          return make_error("--swap-dir ", dir, ": cannot write the KV cache of '", owner_name_, "' (",
+                            format_memory_size(bytes()), "): ", st.error().message);
+      }
+    }
+    host_copy_ = std::move(copy);
+    swap_ = std::move(swap);
+    for (const auto& m : layers_) {
+      m->k_buf.reset();
+      m->v_buf.reset();
+      m->k.data = m->v.data = nullptr;
+    }
+    return ok_status();
+  }
+
+  Status restore() override {
+    std::vector<LayerMemory> fresh(layers_.size());
+    std::vector<uint8_t> staging;
+    size_t offset = 0;  // in the swap file
+    for (size_t il = 0; il < layers_.size(); ++il) {
+      KILN_TRY(allocate(fresh[il]));
+      for (int kv_i = 0; kv_i < 2; ++kv_i) {
+        Buffer& buf = kv_i == 0 ? *fresh[il].k_buf : *fresh[il].v_buf;
+        if (swap_) {
+          staging.resize(buf.size());
+          if (const Status st = swap_->read(offset, staging.data(), staging.size()); !st.ok())
+            return make_error("--swap-dir ", resident_.swap_dir(), ": ", st.error().message);
+          offset += staging.size();
+          KILN_TRY(buf.write(0, staging.data(), staging.size()));
+        } else {
+          const std::vector<uint8_t>& bytes = host_copy_[2 * il + static_cast<size_t>(kv_i)];
+          KILN_TRY(buf.write(0, bytes.data(), bytes.size()));
+        }
+      }
+    }
+    for (size_t il = 0; il < layers_.size(); ++il) *layers_[il] = std::move(fresh[il]);
+    host_copy_.clear();
+    host_copy_.shrink_to_fit();
+    swap_.reset();  // the file's blocks go with it
+    return ok_status();
+  }
+
+  KvCache& cache_;
+  Device& device_;
+  std::string owner_name_;
+  Resident resident_;  // before the layers' buffers: outlives them
+  std::vector<std::unique_ptr<LayerMemory>> layers_;  // in layer order
+  std::vector<std::vector<uint8_t>> host_copy_;       // while evicted without a swap dir: per layer K then V
+  std::unique_ptr<SwapFile> swap_;                    // while evicted with one: every layer's K then V
+};
+
+KvCache::~KvCache() = default;
+
 Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& hp, int64_t n_ctx, DType type_k,
                                                  DType type_v, OwnerId owner, const std::string& owner_name) {
+  const std::vector<LayerPlace> layers(static_cast<size_t>(hp.n_layer), LayerPlace{&device, owner});
+  return create(hp, n_ctx, type_k, type_v, layers, owner_name);
+}
+
+Result<std::unique_ptr<KvCache>> KvCache::create(const HParams& hp, int64_t n_ctx, DType type_k, DType type_v,
+                                                 std::span<const LayerPlace> layers, const std::string& owner_name) {
   for (DType t : {type_k, type_v}) {
     if (t != DType::F32 && t != DType::F16)
       return make_error("kv cache: type ", dtype_name(t), " is not supported (f32, f16)");
   }
   if (n_ctx <= 0) return make_error("kv cache: context size ", n_ctx, " must be positive");
+  KILN_ASSERT(layers.size() == static_cast<size_t>(hp.n_layer), "kv cache: one place per layer");
   std::unique_ptr<KvCache> kv(new KvCache());
   kv->type_k_ = type_k;
   kv->type_v_ = type_v;
@@ -24,118 +147,36 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Device& device, const HParams& 
   kv->cells_.assign(static_cast<size_t>(n_cells), KvCell{});
   kv->shift_.assign(static_cast<size_t>(n_cells), 0);
   kv->block_used_.assign(static_cast<size_t>(n_cells / kBlockCells), 0);
-  kv->owner_name_ = owner_name;
-  const bool swapped = device.residency() != nullptr && !device.residency()->swap_dir().empty();
-  kv->resident_.attach(device, owner, owner_name, MemoryKind::Kv,
-                       swapped ? "read back from the --swap-dir file" : "copied back from host memory", kv.get());
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
-    for (int kv_i = 0; kv_i < 2; ++kv_i) {
-      KILN_ASSIGN_OR_RETURN(auto buf, kv->allocate_layer(kv_i));
-      (kv_i == 0 ? kv->k_bufs_ : kv->v_bufs_).push_back(std::move(buf));
+  for (const LayerPlace& place : layers) {
+    DeviceStore* store = nullptr;
+    for (const auto& s : kv->stores_) store = &s->device() == place.device ? s.get() : store;
+    if (store == nullptr) {
+      kv->stores_.push_back(std::make_unique<DeviceStore>(*kv, *place.device, place.owner, owner_name));
+      store = kv->stores_.back().get();
     }
-  }
-  kv->k_views_.resize(kv->k_bufs_.size());
-  kv->v_views_.resize(kv->v_bufs_.size());
-  for (size_t il = 0; il < kv->k_bufs_.size(); ++il) {
-    KILN_ASSIGN_OR_RETURN(kv->k_views_[il], kv->k_bufs_[il]->view(type_k, {kv->n_embd_k_, n_cells, 1, 1}));
-    KILN_ASSIGN_OR_RETURN(kv->v_views_[il], kv->v_bufs_[il]->view(type_v, {kv->n_embd_v_, n_cells, 1, 1}));
-  }
-  // Zeroed cells: attention reads masked cells too (n_kv_padded()), and their contents must be
-  // finite (a masked key's score must not be NaN).
-  std::vector<uint8_t> zeros;
-  for (const std::vector<TensorView>* views : {&kv->k_views_, &kv->v_views_}) {
-    for (const TensorView& v : *views) {
-      zeros.assign(v.span_bytes(), 0);
-      KILN_TRY(device.upload(v, zeros.data(), zeros.size()));
-    }
+    KILN_ASSIGN_OR_RETURN(LayerMemory * m, store->add_layer());
+    kv->layers_.push_back(m);
   }
   return kv;
 }
 
-size_t KvCache::bytes_for(const HParams& hp, int64_t n_ctx, DType type_k, DType type_v) {
+uint64_t KvCache::generation() const {
+  uint64_t g = 0;
+  for (const auto& s : stores_) g += s->generation();
+  return g;
+}
+
+size_t KvCache::bytes_for(const HParams& hp, int64_t n_ctx, DType type_k, DType type_v, int64_t n_layers) {
   const size_t cells = static_cast<size_t>(cells_for(std::max<int64_t>(n_ctx, 0)));
-  return static_cast<size_t>(hp.n_layer) *
+  return static_cast<size_t>(n_layers < 0 ? hp.n_layer : n_layers) *
          (layer_bytes(type_k, hp.n_embd_k_gqa(), cells) + layer_bytes(type_v, hp.n_embd_v_gqa(), cells));
 }
 
 size_t KvCache::layer_bytes(DType type, int64_t width, size_t cells) { return row_size(type, width) * cells; }
 
-Result<std::unique_ptr<Buffer>> KvCache::allocate_layer(int kv_i) {
-  const DType t = kv_i == 0 ? type_k_ : type_v_;
-  const int64_t width = kv_i == 0 ? n_embd_k_ : n_embd_v_;
-  BufferDesc desc;
-  desc.bytes = layer_bytes(t, width, cells_.size());
-  desc.kind = MemoryKind::Kv;
-  desc.owner = owner_name_;
-  return resident_.allocate(desc);
-}
-
-Status KvCache::evict() {
-  const std::string& dir = resident_.swap_dir();
-  std::unique_ptr<SwapFile> swap;
-  std::vector<std::vector<uint8_t>> copy;
-  if (!dir.empty()) {
-    auto file = SwapFile::create(dir);
-    if (!file.ok()) return make_error("--swap-dir ", dir, ": ", file.error().message);
-    swap = std::move(*file);
-  }
-  std::vector<uint8_t> staging;  // one buffer at a time, on its way to the swap file
-  for (size_t il = 0; il < k_bufs_.size(); ++il) {
-    for (const Buffer* b : {k_bufs_[il].get(), v_bufs_[il].get()}) {
-      std::vector<uint8_t>& out = swap ? staging : copy.emplace_back();
-      out.resize(b->size());
-      KILN_TRY(b->read(0, out.data(), out.size()));
-      if (!swap) continue;
-      if (const Status st = swap->append(out.data(), out.size()); !st.ok())
-        return make_error("--swap-dir ", dir, ": cannot write the KV cache of '", owner_name_, "' (",
-                          format_memory_size(bytes()), "): ", st.error().message);
-    }
-  }
-  host_copy_ = std::move(copy);
-  swap_ = std::move(swap);
-  k_bufs_.clear();
-  v_bufs_.clear();
-  for (TensorView& v : k_views_) v.data = nullptr;
-  for (TensorView& v : v_views_) v.data = nullptr;
-  return ok_status();
-}
-
-Status KvCache::restore() {
-  std::vector<std::unique_ptr<Buffer>> k, v;
-  std::vector<uint8_t> staging;
-  size_t offset = 0;  // in the swap file
-  for (size_t il = 0; il < k_views_.size(); ++il) {
-    for (int kv_i = 0; kv_i < 2; ++kv_i) {
-      KILN_ASSIGN_OR_RETURN(auto buf, allocate_layer(kv_i));
-      if (swap_) {
-        staging.resize(buf->size());
-        if (const Status st = swap_->read(offset, staging.data(), staging.size()); !st.ok())
-          return make_error("--swap-dir ", resident_.swap_dir(), ": ", st.error().message);
-        offset += staging.size();
-        KILN_TRY(buf->write(0, staging.data(), staging.size()));
-      } else {
-        const std::vector<uint8_t>& bytes = host_copy_[2 * il + static_cast<size_t>(kv_i)];
-        KILN_TRY(buf->write(0, bytes.data(), bytes.size()));
-      }
-      (kv_i == 0 ? k : v).push_back(std::move(buf));
-    }
-  }
-  k_bufs_ = std::move(k);
-  v_bufs_ = std::move(v);
-  for (size_t il = 0; il < k_bufs_.size(); ++il) {
-    k_views_[il].data = k_bufs_[il]->base();
-    v_views_[il].data = v_bufs_[il]->base();
-  }
-  host_copy_.clear();
-  host_copy_.shrink_to_fit();
-  swap_.reset();  // the file's blocks go with it
-  return ok_status();
-}
-
 size_t KvCache::bytes() const {
   size_t total = 0;
-  for (const auto& b : k_bufs_) total += b->size();
-  for (const auto& b : v_bufs_) total += b->size();
+  for (const LayerMemory* m : layers_) total += (m->k_buf ? m->k_buf->size() : 0) + (m->v_buf ? m->v_buf->size() : 0);
   return total;
 }
 
@@ -145,7 +186,7 @@ int64_t KvCache::n_kv_padded() const {
 }
 
 size_t KvCache::cell_bytes() const {
-  return k_views_.size() * (row_size(type_k_, n_embd_k_) + row_size(type_v_, n_embd_v_));
+  return layers_.size() * (row_size(type_k_, n_embd_k_) + row_size(type_v_, n_embd_v_));
 }
 
 Result<std::vector<int64_t>> KvCache::place(std::span<const int32_t> pos, std::span<const int32_t> seq) {
@@ -286,9 +327,9 @@ Status KvCache::move_cells(int64_t from, int64_t to, int64_t count) {
     KILN_TRY(buf.read(static_cast<size_t>(from) * row_bytes, rows.data(), rows.size()));
     return buf.write(static_cast<size_t>(to) * row_bytes, rows.data(), rows.size());
   };
-  for (size_t il = 0; il < k_bufs_.size(); ++il) {
-    KILN_TRY(move_rows(*k_bufs_[il], rk));
-    KILN_TRY(move_rows(*v_bufs_[il], rv));
+  for (LayerMemory* m : layers_) {
+    KILN_TRY(move_rows(*m->k_buf, rk));
+    KILN_TRY(move_rows(*m->v_buf, rv));
   }
   std::copy_n(cells_.begin() + from, count, cells_.begin() + to);
   std::copy_n(shift_.begin() + from, count, shift_.begin() + to);
@@ -464,8 +505,8 @@ Status KvCache::read_cells(std::span<const int64_t> cells, std::vector<uint8_t>&
   const size_t rk = row_size(type_k_, n_embd_k_), rv = row_size(type_v_, n_embd_v_);
   out.resize(cells.size() * cell_bytes());
   size_t at = 0;
-  for (size_t il = 0; il < k_bufs_.size(); ++il) {
-    for (const auto& [buf, row] : {std::pair{k_bufs_[il].get(), rk}, std::pair{v_bufs_[il].get(), rv}}) {
+  for (const LayerMemory* m : layers_) {
+    for (const auto& [buf, row] : {std::pair{m->k_buf.get(), rk}, std::pair{m->v_buf.get(), rv}}) {
       KILN_TRY(for_each_cell_run(cells, row, [&](int64_t c, size_t n, size_t off) {
         return buf->read(static_cast<size_t>(c) * row, out.data() + at + off, n * row);
       }));
@@ -481,8 +522,8 @@ Status KvCache::write_cells(std::span<const int64_t> cells, std::span<const uint
                       cell_bytes(), " bytes");
   const size_t rk = row_size(type_k_, n_embd_k_), rv = row_size(type_v_, n_embd_v_);
   size_t at = 0;
-  for (size_t il = 0; il < k_bufs_.size(); ++il) {
-    for (const auto& [buf, row] : {std::pair{k_bufs_[il].get(), rk}, std::pair{v_bufs_[il].get(), rv}}) {
+  for (const LayerMemory* m : layers_) {
+    for (const auto& [buf, row] : {std::pair{m->k_buf.get(), rk}, std::pair{m->v_buf.get(), rv}}) {
       KILN_TRY(for_each_cell_run(cells, row, [&](int64_t c, size_t n, size_t off) {
         return buf->write(static_cast<size_t>(c) * row, bytes.data() + at + off, n * row);
       }));

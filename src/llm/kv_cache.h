@@ -18,8 +18,10 @@
 // The cache holds n_ctx cells rounded up to whole blocks. Room is counted in blocks: free_cells()
 // is the cells of blocks no sequence holds, and cells_to_grow() what a sequence's next tokens take
 // from them (none while they fit its last block).
-// Residency: on a device with a residency manager the cache is one resident (MemoryKind::Kv) of
-// the context's owner. Evicting copies every layer's K and V to host memory, or to a file in the
+// Layers may lie on several devices (a model split over them: each layer's K and V on its layer's
+// device); cell metadata is one, on the host.
+// Residency: on a device with a residency manager the cache's layers there are one resident
+// (MemoryKind::Kv) of the context's owner there. Evicting copies those layers' K and V to host memory, or to a file in the
 // manager's swap directory when it has one (--swap-dir: runtime/swap_file.h, one file per evicted
 // cache, gone at restore), and frees the device buffers; restoring allocates them again (anywhere:
 // the views change, generation() rises) and copies the bytes back, bit for bit. A swap file that
@@ -54,27 +56,40 @@ struct KvCell {
   bool has(int32_t seq) const { return (seq_mask >> seq) & 1u; }
 };
 
-class KvCache final : private Evictable {
+class KvCache final {
  public:
+  // Where one layer's K and V live: a device, and the owner whose resident they are there.
+  struct LayerPlace {
+    Device* device = nullptr;
+    OwnerId owner = 0;
+  };
   // Allocates n_layer K and V buffers of n_ctx cells rounded up to whole blocks (MemoryKind::Kv,
-  // tagged `owner_name`) on `device`, as a
-  // resident of `owner` when the device has a residency manager, and zeroes them.
+  // tagged `owner_name`), layer il's on layers[il].device (one entry per layer), and zeroes them.
+  // The layers on one device are one resident of that device's owner when it has a residency
+  // manager: evicted and restored together, apart from the other devices' layers.
+  static Result<std::unique_ptr<KvCache>> create(const HParams& hp, int64_t n_ctx, DType type_k, DType type_v,
+                                                 std::span<const LayerPlace> layers, const std::string& owner_name);
+  // Every layer on `device`, a resident of `owner` there.
   static Result<std::unique_ptr<KvCache>> create(Device& device, const HParams& hp, int64_t n_ctx, DType type_k,
                                                  DType type_v, OwnerId owner, const std::string& owner_name);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
   // The cells of a cache created for n_ctx: n_ctx rounded up to whole blocks.
   static int64_t cells_for(int64_t n_ctx) { return (n_ctx + kBlockCells - 1) / kBlockCells * kBlockCells; }
-  // Bytes of the K and V buffers that create() allocates for these arguments.
-  static size_t bytes_for(const HParams& hp, int64_t n_ctx, DType type_k, DType type_v);
-  // Raised each time the buffers come back from an eviction (the views then point elsewhere).
-  uint64_t generation() const { return resident_.generation(); }
+  // Bytes of the K and V buffers that create() allocates for these arguments, over `n_layers`
+  // layers (-1: all of hp's).
+  static size_t bytes_for(const HParams& hp, int64_t n_ctx, DType type_k, DType type_v, int64_t n_layers = -1);
+  // Raised each time buffers come back from an eviction (the views then point elsewhere).
+  uint64_t generation() const;
 
   int64_t size() const { return static_cast<int64_t>(cells_.size()); }
   DType type_k() const { return type_k_; }
   DType type_v() const { return type_v_; }
-  // Full-cache views of layer il, [n_embd_{k,v}_gqa, n_ctx], at device addresses.
-  const TensorView& k(int64_t il) const { return k_views_[static_cast<size_t>(il)]; }
-  const TensorView& v(int64_t il) const { return v_views_[static_cast<size_t>(il)]; }
-  size_t bytes() const;
+  // Full-cache views of layer il, [n_embd_{k,v}_gqa, n_ctx], at device addresses (on its device).
+  const TensorView& k(int64_t il) const { return layer(il).k; }
+  const TensorView& v(int64_t il) const { return layer(il).v; }
+  size_t bytes() const;  // of the K and V buffers allocated now (0 while evicted)
 
   // Places and commits a micro-batch (positions `pos` of sequences `seq`, a sequence's tokens in
   // ascending positions) and returns each token's cell, as the header describes: a token continues
@@ -163,12 +178,15 @@ class KvCache final : private Evictable {
   Status pack_cells();                // the used cells to [0, n_used()), in order
   Status clear_from(int64_t cell);    // frees cells [cell, size()) (after a packing)
   void occupy(int64_t cell, int32_t pos, int32_t seq);
-  Result<std::unique_ptr<Buffer>> allocate_layer(int kv_i);  // K (0) or V (1) buffer of one layer
-  static size_t layer_bytes(DType type, int64_t width, size_t cells);  // of one such buffer
-  // Evictable: K/V bytes to host_copy_ (or swap_) and back.
-  Status evict() override;
-  Status restore() override;
-
+  // The K and V buffers of the layers on one device: one resident there (Evictable: their bytes to
+  // host memory or a swap file and back).
+  class DeviceStore;
+  struct LayerMemory {
+    std::unique_ptr<Buffer> k_buf, v_buf;  // null while evicted
+    TensorView k, v;                       // data null while evicted
+  };
+  const LayerMemory& layer(int64_t il) const { return *layers_[static_cast<size_t>(il)]; }
+  static size_t layer_bytes(DType type, int64_t width, size_t cells);  // of one K or V buffer
   DType type_k_ = DType::F16, type_v_ = DType::F16;
   int64_t n_embd_k_ = 0, n_embd_v_ = 0;
   std::vector<KvCell> cells_;
@@ -176,12 +194,8 @@ class KvCache final : private Evictable {
   bool has_shift_ = false;
   int64_t used_end_ = 0;
   std::vector<int32_t> block_used_;  // used cells per block
-  std::string owner_name_;
-  Resident resident_;  // before the buffers: outlives them
-  std::vector<std::unique_ptr<Buffer>> k_bufs_, v_bufs_;
-  std::vector<std::vector<uint8_t>> host_copy_;  // while evicted without a swap dir: per layer K then V
-  std::unique_ptr<SwapFile> swap_;               // while evicted with one: every layer's K then V
-  std::vector<TensorView> k_views_, v_views_;
+  std::vector<std::unique_ptr<DeviceStore>> stores_;  // one per device, in the order of first layers
+  std::vector<LayerMemory*> layers_;                  // per layer: its memory in its device's store
 };
 
 }  // namespace kiln

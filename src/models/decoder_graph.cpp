@@ -37,7 +37,6 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
   out.kv_cells = g.input("kv_cells", DType::I32, {T, 1, 1, 1});
   out.kq_mask = g.input("kq_mask", DType::F32, {spec.n_kv, T, 1, 1});
   out.out_rows = g.input("out_rows", DType::I32, {spec.n_outputs, 1, 1, 1});
-  const Tensor freq_factors = weight(g, w.rope_freqs);
 
   OpParams mm_params;
   mm_params.single_row_order = spec.single_row_order;
@@ -64,7 +63,7 @@ Result<DecoderGraph> build_decoder_graph(Graph& g, const HParams& hp, const Deco
       q = g.rms_norm_mul(q, weight(g, blk.attn.q_norm), hp.rms_eps, p + "q_norm");
       k = g.rms_norm_mul(k, weight(g, blk.attn.k_norm), hp.rms_eps, p + "k_norm");
     }
-    if (freq_factors.valid()) {
+    if (const Tensor freq_factors = weight(g, blk.rope_freqs); freq_factors.valid()) {
       q = g.rope(q, out.positions, freq_factors, rope, p + "q_rope");
       k = g.rope(k, out.positions, freq_factors, rope, p + "k_rope");
     } else {

@@ -18,11 +18,12 @@ Result<DecoderWeights> bind_decoder_weights(const GgufFile& file, const HParams&
     w.output = w.tok_embd;
     w.tied_output = true;
   }
-  KILN_ASSIGN_OR_RETURN(w.rope_freqs, b.optional("rope_freqs.weight", {hp.n_rot / 2}));
+  KILN_ASSIGN_OR_RETURN(const Weight rope_freqs, b.optional("rope_freqs.weight", {hp.n_rot / 2}));
   w.blocks.resize(static_cast<size_t>(hp.n_layer));
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     Block& blk = w.blocks[static_cast<size_t>(il)];
     const std::string p = "blk." + std::to_string(il) + ".";
+    blk.rope_freqs = rope_freqs;
     KILN_ASSIGN_OR_RETURN(blk.attn_norm, b.required(p + "attn_norm.weight", {hp.n_embd}));
     KILN_ASSIGN_OR_RETURN(blk.attn.wq, b.required(p + "attn_q.weight", {hp.n_embd, q_rows}));
     KILN_ASSIGN_OR_RETURN(blk.attn.wk, b.required(p + "attn_k.weight", {hp.n_embd, hp.n_embd_k_gqa()}));

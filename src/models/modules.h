@@ -40,6 +40,9 @@ struct Block {
   Attention attn;
   Weight ffn_norm;   // [n_embd]
   Mlp mlp;
+  // Optional per-dimension rope frequency factors [n_rot / 2] (Llama 3.1): the file's one tensor,
+  // in every block, so that each layer reads it on its own device when a model is split.
+  Weight rope_freqs;
 };
 
 struct DecoderWeights {
@@ -48,7 +51,6 @@ struct DecoderWeights {
   Weight output_norm;  // [n_embd]
   Weight output;       // [n_embd, n_vocab]; the token embedding when the file ties them
   bool tied_output = false;
-  Weight rope_freqs;   // optional per-dimension frequency factors [n_rot / 2] (Llama 3.1)
 };
 
 // Binds every tensor the architecture needs; an Error names a missing or misshaped tensor.
@@ -62,25 +64,39 @@ enum class WeightUse : uint8_t {
   Elementwise,  // norms, biases, rope frequency factors: plain
 };
 
-// Calls fn(weight, use) for every present weight of `w` (DecoderWeights, const or not) in a fixed
-// order. A tied output is visited as well as the token embedding whose tensor it shares.
+// The layer a weight slot belongs to: kInputLayer for the token embedding, 0..n_layer-1 for a
+// block's, n_layer (the output layer, as llama.cpp counts it) for the output norm and head.
+inline constexpr int64_t kInputLayer = -1;
+
+// Calls fn(weight, use, layer) for every weight slot of `w` (DecoderWeights, const or not), present
+// or not, in a fixed order: two DecoderWeights of one model visit the same slots in the same order.
+template <class Weights, class Fn>
+void for_each_weight_slot(Weights& w, Fn&& fn) {
+  fn(w.tok_embd, WeightUse::Rows, kInputLayer);
+  int64_t il = 0;
+  for (auto& blk : w.blocks) {
+    fn(blk.rope_freqs, WeightUse::Elementwise, il);
+    fn(blk.attn_norm, WeightUse::Elementwise, il);
+    for (auto* m : {&blk.attn.wq, &blk.attn.wk, &blk.attn.wv, &blk.attn.wo}) fn(*m, WeightUse::MatMul, il);
+    for (auto* v : {&blk.attn.bq, &blk.attn.bk, &blk.attn.bv, &blk.attn.q_norm, &blk.attn.k_norm})
+      fn(*v, WeightUse::Elementwise, il);
+    fn(blk.ffn_norm, WeightUse::Elementwise, il);
+    for (auto* m : {&blk.mlp.gate, &blk.mlp.up, &blk.mlp.down}) fn(*m, WeightUse::MatMul, il);
+    ++il;
+  }
+  const auto n_layer = static_cast<int64_t>(w.blocks.size());
+  fn(w.output_norm, WeightUse::Elementwise, n_layer);
+  fn(w.output, WeightUse::MatMul, n_layer);
+}
+
+// Calls fn(weight, use) for every present weight of `w` in for_each_weight_slot's order. A tied
+// output is visited as well as the token embedding whose tensor it shares; the rope frequency
+// factors once per block.
 template <class Weights, class Fn>
 void for_each_weight(Weights& w, Fn&& fn) {
-  auto visit = [&fn](auto& weight, WeightUse use) {
+  for_each_weight_slot(w, [&fn](auto& weight, WeightUse use, int64_t) {
     if (weight) fn(weight, use);
-  };
-  visit(w.tok_embd, WeightUse::Rows);
-  visit(w.rope_freqs, WeightUse::Elementwise);
-  for (auto& blk : w.blocks) {
-    visit(blk.attn_norm, WeightUse::Elementwise);
-    for (auto* m : {&blk.attn.wq, &blk.attn.wk, &blk.attn.wv, &blk.attn.wo}) visit(*m, WeightUse::MatMul);
-    for (auto* v : {&blk.attn.bq, &blk.attn.bk, &blk.attn.bv, &blk.attn.q_norm, &blk.attn.k_norm})
-      visit(*v, WeightUse::Elementwise);
-    visit(blk.ffn_norm, WeightUse::Elementwise);
-    for (auto* m : {&blk.mlp.gate, &blk.mlp.up, &blk.mlp.down}) visit(*m, WeightUse::MatMul);
-  }
-  visit(w.output_norm, WeightUse::Elementwise);
-  visit(w.output, WeightUse::MatMul);
+  });
 }
 
 }  // namespace kiln

@@ -114,7 +114,7 @@ Result<std::vector<float>> ReferenceDecoder::decode(std::span<const int32_t> tok
     }
     OpCall rope_q = make_call(OpKind::Rope, f32(arena, hd_k, n_head, n_tokens), {q, pos_v});
     rope_q.params.rope = hp_.rope_params();
-    if (w_.rope_freqs) rope_q.src[rope_q.n_src++] = w_.rope_freqs.view;
+    if (blk.rope_freqs) rope_q.src[rope_q.n_src++] = blk.rope_freqs.view;
     run(rope_q);
     OpCall rope_k = rope_q;
     rope_k.dst = f32(arena, hd_k, n_head_kv, n_tokens);

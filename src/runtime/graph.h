@@ -148,6 +148,7 @@ class Graph {
   OpCall shape_call(int32_t id) const;
 
  private:
+  friend class GraphPartBuilder;  // runtime/graph_split.cpp: copies nodes into a part's graph
   // Adds an op node; its result is a new contiguous tensor of `type`/`ne` or, when into >= 0, lives
   // in tensor `into`'s memory.
   Tensor add_op(OpKind kind, std::initializer_list<Tensor> srcs, const OpParams& params, DType type, Shape ne,

@@ -111,4 +111,37 @@ inline OnDevice place(DeviceRegistry& devices, const std::string& device, std::s
   return o;
 }
 
+// Logits of a prompt (every position, in micro-batches of 8) and of 8 greedy steps after it.
+inline std::vector<float> prompt_and_generation(Context& c) {
+  std::vector<float> out;
+  const auto toks = spread_tokens(c, 20);
+  decode(c, toks, 0, 0, true, out);
+  int32_t pos = static_cast<int32_t>(toks.size());
+  for (int step = 0; step < 8; ++step)
+    decode(c, {argmax({out.end() - c.n_vocab(), out.end()})}, pos++, 0, true, out);
+  return out;
+}
+
+// Sequence edits that move KV rows or rewrite keys: a hole, compaction at the cache's end, a
+// context shift (re-roped keys, with frequency factors on this model), and a saved sequence
+// loaded into another one. Returns every logit the context output.
+inline std::vector<float> edits_and_state(Context& c, const std::string& state_path) {
+  std::vector<float> out;
+  const auto toks = spread_tokens(c, 9);
+  const int32_t n = static_cast<int32_t>(toks.size());
+  decode(c, std::vector<int32_t>(8, toks.front()), 0, 3, false, out);  // cells 0..7
+  decode(c, toks, 0, 0, true, out);
+  c.seq_rm(3, -1, -1);  // a hole in front of the prompt
+  EXPECT_TRUE(c.save_sequence(0, toks, state_path).ok());
+  int32_t pos = n;
+  for (; pos < 24; ++pos) decode(c, {argmax({out.end() - c.n_vocab(), out.end()})}, pos, 0, false, out);
+  c.seq_rm(0, 0, 8);  // drop the oldest 8 positions and shift the rest down
+  EXPECT_TRUE(c.seq_add(0, 8, -1, -8).ok());
+  decode(c, {toks.back()}, pos - 8, 0, false, out);
+  auto restored = c.load_sequence(2, state_path);
+  EXPECT_TRUE(restored.ok()) << restored.error().message;
+  decode(c, {toks.back()}, n, 2, false, out);
+  return out;
+}
+
 }  // namespace kiln::test

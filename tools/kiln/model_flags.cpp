@@ -14,9 +14,8 @@ namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-std::string parse_device(const std::string& v, std::string* out) {
-  if (v.find(',') != std::string::npos) return "kiln runs a model on one device; '" + v + "' names several";
-  if (v == "none" || v == "cpu") {
+std::string parse_one_device(const std::string& v, std::string* out) {
+  if (v == "none" || v == "cpu" || v == "CPU") {
     *out = "cpu";
   } else if (is_sim_device_name(v)) {
     *out = v;
@@ -25,6 +24,84 @@ std::string parse_device(const std::string& v, std::string* out) {
   } else {
     return "no device '" + v + "' (cpu, a Vulkan device: vulkan0, vulkan1, ..., or a sim device: sim0, sim1, ...; "
            "--list-devices shows them)";
+  }
+  return "";
+}
+
+// --device A[,B...]: the first is the main device; several split the model (llama.cpp's list).
+std::string parse_device(const std::string& v, std::string* main, std::vector<std::string>* all) {
+  all->clear();
+  size_t start = 0;
+  while (true) {
+    const size_t comma = v.find(',', start);
+    std::string one;
+    if (std::string e = parse_one_device(v.substr(start, comma - start), &one); !e.empty()) return e;
+    for (const std::string& seen : *all) {
+      if (seen == one) return "device '" + one + "' named twice in '" + v + "'";
+    }
+    all->push_back(one);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  *main = all->front();
+  return "";
+}
+
+// -ngl N|auto|all (auto: all, as there is no --fit yet).
+std::string parse_gpu_layers(const std::string& v, int64_t* out) {
+  if (v == "all" || v == "auto") {
+    *out = SplitOptions::kAllLayers;
+    return "";
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < 0 || n > kInt32Max)
+    return "'" + v + "' is not a layer count (N >= 0, auto or all)";
+  *out = n;
+  return "";
+}
+
+std::string parse_split_mode(const std::string& v, SplitMode* out) {
+  if (v == "none") *out = SplitMode::None;
+  else if (v == "layer") *out = SplitMode::Layer;
+  else if (v == "row" || v == "tensor")
+    return "split mode '" + v + "' (each matrix split across devices) is not supported: use none or layer";
+  else
+    return "'" + v + "' is not a split mode (none, layer)";
+  return "";
+}
+
+// -ts A,B,...: shares per offload device ("3,1"; llama.cpp also takes "3/1").
+std::string parse_tensor_split(const std::string& v, std::vector<float>* out) {
+  out->clear();
+  size_t start = 0;
+  while (true) {
+    const size_t sep = v.find_first_of(",/", start);
+    const std::string one = v.substr(start, sep - start);
+    char* end = nullptr;
+    const float f = std::strtof(one.c_str(), &end);
+    if (one.empty() || *end != '\0' || !std::isfinite(f) || f < 0) return "'" + one + "' is not a share (>= 0)";
+    out->push_back(f);
+    if (sep == std::string::npos) break;
+    start = sep + 1;
+  }
+  return "";
+}
+
+// -ot PATTERN=DEVICE[,PATTERN=DEVICE...] (repeatable).
+std::string parse_overrides(const std::string& v, std::vector<std::pair<std::string, std::string>>* out) {
+  size_t start = 0;
+  while (true) {
+    const size_t comma = v.find(',', start);
+    const std::string one = v.substr(start, comma - start);
+    const size_t eq = one.rfind('=');
+    if (eq == std::string::npos || eq == 0) return "'" + one + "' is not PATTERN=DEVICE";
+    std::string dev;
+    if (std::string e = parse_one_device(one.substr(eq + 1), &dev); !e.empty()) return e;
+    out->emplace_back(one.substr(0, eq), dev);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
   return "";
 }
@@ -176,8 +253,27 @@ void ModelFlags::declare(OptionParser& p) {
         "on|off|auto", "fused flash-attention path (default auto: on)");
   }
   p.custom(
-      {"-dev", "--device"}, [this](const std::string& v) { return parse_device(v, &device); }, "NAME",
-      "device the model runs on: cpu (default), a Vulkan GPU (vulkan0, vulkan1, ...) or a sim device (sim0, sim1, ...)");
+      {"-dev", "--device"}, [this](const std::string& v) { return parse_device(v, &device, &split_devices); },
+      "NAME[,NAME...]",
+      "device the model runs on: cpu (default), a Vulkan GPU (vulkan0, vulkan1, ...) or a sim device (sim0, sim1, "
+      "...); several split the model's layers over them (with -ts)");
+  p.custom(
+      {"-ngl", "--gpu-layers", "--n-gpu-layers"},
+      [this](const std::string& v) { return parse_gpu_layers(v, &n_gpu_layers); }, "N|auto|all",
+      "layers on the --device devices, counted as llama.cpp counts them (the output layer is one; the last N of "
+      "n_layer + 1 go there, the rest and the token embedding stay on the CPU); default all: the whole model");
+  p.custom(
+      {"-sm", "--split-mode"}, [this](const std::string& v) { return parse_split_mode(v, &split_mode); },
+      "none|layer", "how layers spread over several devices: layer (default, by -ts) or none (all on -mg)");
+  p.custom(
+      {"-ts", "--tensor-split"}, [this](const std::string& v) { return parse_tensor_split(v, &tensor_split); },
+      "A,B,...", "share of the layers per device, e.g. 3,1 (default: each device's free memory)");
+  p.value({"-mg", "--main-gpu"}, &main_gpu, "N", "the device (index in --device) for -sm none");
+  p.custom(
+      {"-ot", "--override-tensor"}, [this](const std::string& v) { return parse_overrides(v, &overrides); },
+      "PATTERN=DEVICE,...",
+      "tensors whose name matches the regular expression go to DEVICE (cpu, CPU, sim0, vulkan0, Vulkan0), e.g. "
+      "-ot 'ffn_(up|down|gate)=cpu'");
   p.custom(
       {"--sim-capacity"}, [this](const std::string& v) { return parse_sim_capacities(v, &sim_devices); },
       "SIM=GiB,...", "capacity of sim devices, e.g. sim0=0.5 (default 4 GiB each)");
@@ -214,6 +310,8 @@ DeviceRegistryOptions ModelFlags::device_options() const {
     if (!named) o.sim.push_back({.name = dev, .capacity = kDefaultSimCapacity});
   };
   name(device);
+  for (const std::string& d : split_devices) name(d);
+  for (const auto& [pattern, d] : overrides) name(d);
   for (const DeviceBudget& b : budgets) name(b.device);
   o.vulkan = o.vulkan || list_devices;
   return o;
@@ -262,11 +360,33 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
   auto devices = DeviceRegistry::create(device_options());
   if (!devices.ok()) return fail(devices.error().message);
   mc.devices = std::move(*devices);
-  auto dev = mc.devices->find(device);
-  if (!dev.ok()) return fail(dev.error().message);
-  auto weights = DeviceWeights::create(std::move(model), **dev, weight_options(command));
-  if (!weights.ok()) return fail(weights.error().message);
-  mc.weights = std::move(*weights);
+  if (splits()) {
+    SplitOptions so{.n_gpu_layers = n_gpu_layers, .mode = split_mode, .tensor_split = tensor_split, .main_device = main_gpu};
+    for (const std::string& name : split_devices) {
+      auto d = mc.devices->find(name);
+      if (!d.ok()) return fail(d.error().message);
+      if (!(*d)->is_host()) so.offload.push_back(*d);
+    }
+    for (const auto& [pattern, name] : overrides) {
+      auto d = mc.devices->find(name);
+      if (!d.ok()) return fail(d.error().message);
+      so.overrides.push_back({pattern, *d});
+    }
+    auto split = LayerSplit::make(model->hparams(), so, mc.devices->cpu());
+    if (!split.ok()) return fail(split.error().message);
+    auto placed = place_split(model, *split, weight_options(command));
+    if (!placed.ok()) return fail(placed.error().message);
+    std::vector<std::shared_ptr<DeviceWeights>> all = std::move(*placed);
+    std::fprintf(stderr, "kiln %s: %s\n", command, split->describe(model->hparams().n_layer).c_str());
+    mc.weights = all.front();
+    if (all.size() > 1) mc.split = std::move(all);
+  } else {
+    auto dev = mc.devices->find(device);
+    if (!dev.ok()) return fail(dev.error().message);
+    auto weights = DeviceWeights::create(std::move(model), **dev, weight_options(command));
+    if (!weights.ok()) return fail(weights.error().message);
+    mc.weights = std::move(*weights);
+  }
   if (!replace_context(command, mc, options)) return std::nullopt;
   return mc;
 }
@@ -275,7 +395,10 @@ bool ModelFlags::replace_context(const char* command, ModelContext& mc, const Co
   mc.context.reset();
   ContextOptions in_arena = options;
   in_arena.arena = &mc.arena();
-  auto ctx = Context::create(mc.weights, mc.backend(), in_arena);
+  std::vector<ContextDevice> devices;
+  for (const auto& w : mc.split) devices.push_back({w, &mc.devices->backend(w->device()), &mc.devices->arena(w->device())});
+  auto ctx = mc.split.empty() ? Context::create(mc.weights, mc.backend(), in_arena)
+                              : Context::create(std::move(devices), in_arena);
   if (!ctx.ok()) {
     print_placement_error(command, device, ctx.error().message);
     return false;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/device_registry.h"
+#include "llm/layer_split.h"
 #include "llm/context.h"
 #include "llm/model.h"
 #include "options.h"
@@ -26,7 +27,11 @@ namespace kiln::cli {
 // fits the largest of their worst cases.
 struct ModelContext {
   std::unique_ptr<DeviceRegistry> devices;
+  // The weights on the model's main device: the --device one, or the first device of a split.
   std::shared_ptr<DeviceWeights> weights;
+  // A model split over devices (-ngl, -ts, -ot, several --device): every device's weights, the
+  // main one first; empty when the model lies on one device.
+  std::vector<std::shared_ptr<DeviceWeights>> split;
   std::unique_ptr<Context> context;
   // The backend `context` runs on (the registry's, for the weights' device).
   Backend& backend() const { return devices->backend(weights->device()); }
@@ -55,7 +60,13 @@ struct ModelFlags {
   // context.n_ctx as set before declare() is the command's default and is shown in the help, or
   // ctx_default when the command decides later.
   ContextOptions context;
-  std::string device = "cpu";                 // --device: where the model runs
+  std::string device = "cpu";                 // --device: where the model runs (the first named)
+  std::vector<std::string> split_devices;     // --device A,B: every device named, in order
+  int64_t n_gpu_layers = SplitOptions::kAllLayers;  // -ngl
+  SplitMode split_mode = SplitMode::Layer;          // -sm
+  std::vector<float> tensor_split;                  // -ts
+  int32_t main_gpu = 0;                             // -mg
+  std::vector<std::pair<std::string, std::string>> overrides;  // -ot PATTERN=DEVICE
   std::vector<SimDeviceOptions> sim_devices;  // --sim-capacity, in the order named
   std::vector<DeviceBudget> budgets;          // --max-mem
   std::string sim_shared_dir;                 // --sim-shared
@@ -68,8 +79,9 @@ struct ModelFlags {
   // which takes lists of them (bench_sweep.h).
   bool swept = false;
 
-  // Declares -m, -t, -c, -b, -ub, -ctk, -ctv, -fa (not the `swept` ones), --device, --sim-capacity,
-  // --sim-shared, --max-mem, --swap-dir, --no-mmap, --mlock, --list-devices on `p`.
+  // Declares -m, -t, -c, -b, -ub, -ctk, -ctv, -fa (not the `swept` ones), --device, -ngl, -sm,
+  // -ts, -mg, -ot, --sim-capacity, --sim-shared, --max-mem, --swap-dir, --no-mmap, --mlock,
+  // --list-devices on `p`.
   void declare(OptionParser& p);
   // With --list-devices: prints every device (name, kind, capacity, free memory) to stdout and
   // returns the exit code; else nullopt.
@@ -82,7 +94,11 @@ struct ModelFlags {
   WeightOptions weight_options(const char* command) const;
   // Loads the model named by -m (or the embedded default); prints the error and returns null.
   std::shared_ptr<const Model> load_model(const char* command) const;
-  // Opens the devices, places `model` on the --device one and creates a context with `options`
+  // Whether the flags split the model over devices (several --device, -ngl short of all, -ot):
+  // else it lies whole on the --device one, the token embedding included.
+  bool splits() const { return split_devices.size() > 1 || n_gpu_layers != SplitOptions::kAllLayers || !overrides.empty(); }
+  // Opens the devices, places `model` on the --device one (or over the split's devices, printing
+  // where the layers went) and creates a context with `options`
   // in that device's compute arena (options.arena is replaced; warning when the context is larger
   // than the model's training context); prints the error ("kiln COMMAND: ...") and returns
   // nullopt.
