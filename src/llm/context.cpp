@@ -35,6 +35,27 @@ struct InputLayout {
 
 }  // namespace
 
+size_t context_input_bytes(const ContextOptions& options, const HParams& hparams) {
+  return InputLayout::of(options, hparams).total;
+}
+
+DecoderGraphSpec worst_case_step(const ContextOptions& options, AttentionPath attention) {
+  DecoderGraphSpec spec;
+  spec.n_tokens = options.n_ubatch;
+  spec.n_outputs = options.n_ubatch;
+  spec.n_kv = KvCache::cells_for(options.n_ctx);
+  spec.attention = attention;
+  spec.output = options.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
+  return spec;
+}
+
+ContextOptions resolve_context_options(const ContextOptions& options, const HParams& hparams) {
+  ContextOptions o = options;
+  o.n_ctx = context_size(options, hparams);
+  o.n_ubatch = std::min({o.n_ubatch, o.n_batch, o.n_ctx});
+  return o;
+}
+
 int64_t context_size(const ContextOptions& options, const HParams& hparams) {
   if (options.n_ctx == ContextOptions::kTrainingContext) return hparams.n_ctx_train;
   return options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(hparams.n_ctx_train, 4096);
@@ -112,12 +133,10 @@ Result<std::unique_ptr<Context>> Context::create(std::vector<ContextDevice> devi
       return make_error("context: the weights of '", owner, "' on ", st->device().name(),
                         " are released: rebuild them first");
   }
-  c->opt_ = options;
-  c->opt_.n_ctx = context_size(options, hp);
-  if (c->opt_.n_ubatch <= 0 || c->opt_.n_batch <= 0)
-    return make_error("context: batch sizes must be positive (n_batch ", c->opt_.n_batch, ", n_ubatch ",
-                      c->opt_.n_ubatch, ")");
-  c->opt_.n_ubatch = std::min({c->opt_.n_ubatch, c->opt_.n_batch, c->opt_.n_ctx});
+  if (options.n_ubatch <= 0 || options.n_batch <= 0)
+    return make_error("context: batch sizes must be positive (n_batch ", options.n_batch, ", n_ubatch ",
+                      options.n_ubatch, ")");
+  c->opt_ = resolve_context_options(options, hp);
   c->attention_ = options.flash_attention == FlashAttention::Off ? AttentionPath::Plain : AttentionPath::Flash;
   c->graph_weights_ = model.weights();  // the slots, whose views merge_graph_weights() sets
   KILN_TRY(c->merge_graph_weights());
@@ -164,13 +183,7 @@ Result<std::unique_ptr<Context>> Context::create(std::vector<ContextDevice> devi
   std::vector<std::unique_lock<std::mutex>> turns;
   for (const auto& st : c->stages_) turns.push_back(st->arena->take_turn());
   Graph worst;
-  DecoderGraphSpec spec;
-  spec.n_tokens = c->opt_.n_ubatch;
-  spec.n_outputs = c->opt_.n_ubatch;
-  spec.n_kv = c->kv_->size();
-  spec.attention = c->attention_;
-  spec.output = options.embeddings ? DecoderOutput::Embeddings : DecoderOutput::Logits;
-  KILN_TRY(build_decoder_graph(worst, hp, c->graph_weights_, c->kv_layers_, spec));
+  KILN_TRY(build_decoder_graph(worst, hp, c->graph_weights_, c->kv_layers_, worst_case_step(c->opt_, c->attention_)));
   KILN_ASSIGN_OR_RETURN(SplitPlan plan, c->plan_graph(worst));
   for (size_t d = 0; d < c->stages_.size(); ++d) {
     Stage& st = *c->stages_[d];

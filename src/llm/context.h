@@ -119,6 +119,19 @@ struct ContextDevice {
 // resolved). Its KV cache has that many cells rounded up to whole blocks (KvCache::cells_for).
 int64_t context_size(const ContextOptions& options, const HParams& hparams);
 
+// `options` as a context created with them holds them: n_ctx resolved (context_size()), n_ubatch
+// at most n_batch and n_ctx.
+ContextOptions resolve_context_options(const ContextOptions& options, const HParams& hparams);
+
+// Bytes of the inputs buffer a context created with `options` (n_ctx resolved) allocates on each
+// of its devices, before the crossings of a split graph: a micro-batch's ids, positions, cells,
+// output rows, mask (n_ctx x n_ubatch) and, with input_embeddings, embeddings.
+size_t context_input_bytes(const ContextOptions& options, const HParams& hparams);
+
+// The worst-case step a context created with `options` (n_ctx resolved, n_ubatch clamped) plans
+// at creation: n_ubatch tokens and outputs over every cell.
+DecoderGraphSpec worst_case_step(const ContextOptions& options, AttentionPath attention);
+
 class Context final {
  public:
   // A context over `weights`, which must be resident on backend.device(). Errors: weights on

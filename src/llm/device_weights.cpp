@@ -18,17 +18,6 @@ namespace {
 // prepared weights with aligned vector loads).
 constexpr size_t kWeightAlign = 64;
 
-// A matrix takes the CPU kernels' layout, on a device whose kernels read it
-// (Device::reads_host_weight_layouts), unless the same tensor is also read plain (`read_plain`: a
-// tied LM head, whose bytes are the token embedding's): then it is multiplied in its plain layout
-// too, so its bytes are held once (as llama.cpp, which repacks no tensor that get_rows reads). The
-// plain and prepared kernels give the same bits.
-WeightPlacement placement_for(const TensorView& source, WeightUse use, bool read_plain, const Device& device) {
-  if (use == WeightUse::MatMul && !read_plain && device.reads_host_weight_layouts())
-    return choose_weight_layout(source);
-  return {TensorLayout::Plain, source.span_bytes()};
-}
-
 // Whether a placement reads tensor `info` in place from the mapped file.
 bool read_in_place(const std::vector<DeviceWeights::Placement>& placements, const GgufTensorInfo* info) {
   return std::any_of(placements.begin(), placements.end(), [&](const DeviceWeights::Placement& q) {
@@ -78,48 +67,90 @@ const Weight* DeviceWeights::tensor(std::string_view name) const {
   return info == nullptr ? nullptr : &tensors_[static_cast<size_t>(info - file_->tensors().data())];
 }
 
-Result<std::shared_ptr<DeviceWeights>> DeviceWeights::place(std::shared_ptr<DeviceWeights> dw,
-                                                            Device& device) {
-  dw->device_ = &device;
-  dw->owner_ = new_owner_id();
+DeviceWeights::Layout DeviceWeights::lay_out(std::span<const std::pair<const Weight*, WeightUse>> visits,
+                                             std::span<const WeightPlacement> chosen, const Device& device,
+                                             const WeightOptions& options) {
+  Layout l;
   const size_t align = std::max(kWeightAlign, device.alignment());
   const bool host = device.is_host();
   size_t end = 0;
-  std::vector<const GgufTensorInfo*> read_plain;  // tensors some use reads in their plain layout
-  std::vector<std::pair<const Weight*, WeightUse>> visits;
-  dw->visit_weights([&](const Weight& w, WeightUse use) {
-    if (use != WeightUse::MatMul) read_plain.push_back(w.info);
-    visits.emplace_back(&w, use);
-  });
-  // Every visit's placement, chosen on the prepare threads (choosing a Q8_0 matrix's layout reads it
-  // whole: q8_0_has_level_min).
-  std::vector<WeightPlacement> chosen(visits.size());
-  for_each_index_on_threads(
-      static_cast<int64_t>(visits.size()), dw->options_.prepare_threads, [&](int64_t i) {
-        const auto [w, use] = visits[static_cast<size_t>(i)];
-        const bool plain = std::find(read_plain.begin(), read_plain.end(), w->info) != read_plain.end();
-        chosen[static_cast<size_t>(i)] = placement_for(w->view, use, plain, device);
-      });
   for (size_t v = 0; v < visits.size(); ++v) {
     const GgufTensorInfo* info = visits[v].first->info;
     const WeightPlacement& p = chosen[v];
-    auto same = std::find_if(dw->placements_.begin(), dw->placements_.end(), [&](const Placement& q) {
+    auto same = std::find_if(l.placements.begin(), l.placements.end(), [&](const Placement& q) {
       return q.info == info && q.prepared.layout == p.layout;
     });
-    if (same == dw->placements_.end()) {
+    if (same == l.placements.end()) {
       Placement q{info, p, kMapped};
-      if (host && p.layout == TensorLayout::Plain && !dw->options_.copy_all) {
-        dw->mapped_bytes_ += p.bytes;
+      if (host && p.layout == TensorLayout::Plain && !options.copy_all) {
+        l.mapped_bytes += p.bytes;
       } else {
         q.offset = (end + align - 1) / align * align;
         end = q.offset + p.bytes;
       }
-      dw->placements_.push_back(q);
-      same = dw->placements_.end() - 1;
+      l.placements.push_back(q);
+      same = l.placements.end() - 1;
     }
-    dw->placement_of_.push_back(static_cast<size_t>(same - dw->placements_.begin()));
+    l.placement_of.push_back(static_cast<size_t>(same - l.placements.begin()));
   }
-  dw->buffer_bytes_ = end;
+  l.buffer_bytes = end;
+  return l;
+}
+
+std::vector<WeightPlacement> DeviceWeights::choose(std::span<const std::pair<const Weight*, WeightUse>> visits,
+                                                   const Device& device, int threads, LayoutCache* cache) {
+  std::vector<const GgufTensorInfo*> read_plain;  // tensors some use reads in their plain layout
+  for (const auto& [w, use] : visits) {
+    if (use != WeightUse::MatMul) read_plain.push_back(w->info);
+  }
+  // Every visit's placement, chosen on the prepare threads (choosing a Q8_0 matrix's layout reads it
+  // whole: q8_0_has_level_min), or taken from the cache.
+  std::vector<WeightPlacement> chosen(visits.size());
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < visits.size(); ++i) {
+    const auto [w, use] = visits[i];
+    const bool plain = std::find(read_plain.begin(), read_plain.end(), w->info) != read_plain.end();
+    const bool kernel_layout = use == WeightUse::MatMul && !plain && device.reads_host_weight_layouts();
+    if (!kernel_layout) {
+      chosen[i] = {TensorLayout::Plain, w->view.span_bytes()};
+    } else if (cache != nullptr && cache->count(w->info) != 0) {
+      chosen[i] = cache->at(w->info);
+    } else {
+      todo.push_back(i);
+    }
+  }
+  for_each_index_on_threads(static_cast<int64_t>(todo.size()), threads, [&](int64_t k) {
+    const size_t i = todo[static_cast<size_t>(k)];
+    chosen[i] = choose_weight_layout(visits[i].first->view);
+  });
+  if (cache != nullptr) {
+    for (size_t i : todo) (*cache)[visits[i].first->info] = chosen[i];
+  }
+  return chosen;
+}
+
+DeviceWeights::Footprint DeviceWeights::footprint(const DecoderWeights& weights, const Device& device,
+                                                  const WeightOptions& options, LayoutCache* cache) {
+  std::vector<std::pair<const Weight*, WeightUse>> visits;
+  for_each_weight(weights, [&](const Weight& w, WeightUse use) { visits.emplace_back(&w, use); });
+  const std::vector<WeightPlacement> chosen = choose(visits, device, options.prepare_threads, cache);
+  const Layout l = lay_out(visits, chosen, device, options);
+  return {l.buffer_bytes, l.mapped_bytes};
+}
+
+Result<std::shared_ptr<DeviceWeights>> DeviceWeights::place(std::shared_ptr<DeviceWeights> dw,
+                                                            Device& device) {
+  dw->device_ = &device;
+  dw->owner_ = new_owner_id();
+  const bool host = device.is_host();
+  std::vector<std::pair<const Weight*, WeightUse>> visits;
+  dw->visit_weights([&](const Weight& w, WeightUse use) { visits.emplace_back(&w, use); });
+  const std::vector<WeightPlacement> chosen = choose(visits, device, dw->options_.prepare_threads, nullptr);
+  Layout l = lay_out(visits, chosen, device, dw->options_);
+  dw->placements_ = std::move(l.placements);
+  dw->placement_of_ = std::move(l.placement_of);
+  dw->buffer_bytes_ = l.buffer_bytes;
+  dw->mapped_bytes_ = l.mapped_bytes;
   dw->residency_.attach(
       device, dw->owner_, dw->name_, MemoryKind::Weights,
       host && !dw->options_.copy_all ? "re-read from the mapped file" : "re-prepared from the mapped file",

@@ -51,6 +51,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -139,6 +141,18 @@ class DeviceWeights : private Evictable {
   // The buffer (null when released or when nothing is copied); read it with Buffer::read.
   const Buffer* buffer() const { return buffer_.get(); }
 
+  // The bytes a placement of `weights` (a text model's, whole or as WeightOptions::holds filters it)
+  // on `device` takes, computed as create() lays it out, without allocating: the buffer, and on a
+  // host device the tensors read in place from the mapping. `cache` (may be null) keeps the layouts
+  // chosen per tensor across calls (choosing a Q8_0 matrix's reads it whole).
+  struct Footprint {
+    size_t buffer_bytes = 0, mapped_bytes = 0;
+    size_t total() const { return buffer_bytes + mapped_bytes; }
+  };
+  using LayoutCache = std::unordered_map<const GgufTensorInfo*, WeightPlacement>;
+  static Footprint footprint(const DecoderWeights& weights, const Device& device, const WeightOptions& options,
+                             LayoutCache* cache);
+
   // Frees the buffer (released state). Nothing to do when already released or nothing is copied.
   void release();
   // Allocates the buffer again and prepares every copied tensor from the mapped file (resident
@@ -148,6 +162,22 @@ class DeviceWeights : private Evictable {
 
  private:
   DeviceWeights() = default;
+  // Where each visited weight goes: one placement per distinct (tensor, layout), copies at aligned
+  // buffer offsets, plain tensors on a host device read from the mapping (see the header).
+  struct Layout {
+    std::vector<Placement> placements;
+    std::vector<size_t> placement_of;  // per visit
+    size_t buffer_bytes = 0, mapped_bytes = 0;
+  };
+  // The layout of every visit (a weight and its use): a matrix takes the CPU kernels' layout, on a
+  // device whose kernels read it (Device::reads_host_weight_layouts), unless the same tensor is also
+  // read plain (a tied LM head, whose bytes are the token embedding's): then it is multiplied in its
+  // plain layout too, so its bytes are held once (as llama.cpp, which repacks no tensor that
+  // get_rows reads). The plain and prepared kernels give the same bits.
+  static std::vector<WeightPlacement> choose(std::span<const std::pair<const Weight*, WeightUse>> visits,
+                                             const Device& device, int threads, LayoutCache* cache);
+  static Layout lay_out(std::span<const std::pair<const Weight*, WeightUse>> visits,
+                        std::span<const WeightPlacement> chosen, const Device& device, const WeightOptions& options);
   // Places the weights visit_weights() reaches (weights_ and tensors_, set by the caller) on
   // `device`: the body of both create()s.
   static Result<std::shared_ptr<DeviceWeights>> place(std::shared_ptr<DeviceWeights> dw, Device& device);

@@ -5,34 +5,39 @@
 namespace kiln {
 namespace {
 
-constexpr size_t kNoDevice = SIZE_MAX;
-
 size_t align_to(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// The index in `devices` of the device holding external memory [data, data + bytes): a device that
-// is not the host's first, then a host device; kNoDevice when none does.
-size_t device_holding(std::span<Device* const> devices, const TensorView& v) {
-  const size_t bytes = v.span_bytes();
-  for (size_t d = 0; d < devices.size(); ++d) {
-    if (!devices[d]->is_host() && devices[d]->holds(v.data, bytes)) return d;
-  }
-  for (size_t d = 0; d < devices.size(); ++d) {
-    if (devices[d]->is_host() && devices[d]->holds(v.data, bytes)) return d;
-  }
-  return kNoDevice;
+std::vector<std::string> device_names(std::span<Device* const> devices) {
+  std::vector<std::string> out;
+  for (const Device* d : devices) out.push_back(d->name());
+  return out;
 }
 
 }  // namespace
 
-Result<std::vector<size_t>> assign_devices(const Graph& g, std::span<Device* const> devices) {
+ExternalPlacement placement_by_holds(std::span<Device* const> devices) {
+  return [devs = std::vector<Device*>(devices.begin(), devices.end())](const TensorView& v) {
+    const size_t bytes = v.span_bytes();
+    for (size_t d = 0; d < devs.size(); ++d) {
+      if (!devs[d]->is_host() && devs[d]->holds(v.data, bytes)) return d;
+    }
+    for (size_t d = 0; d < devs.size(); ++d) {
+      if (devs[d]->is_host() && devs[d]->holds(v.data, bytes)) return d;
+    }
+    return kNoDevice;
+  };
+}
+
+Result<std::vector<size_t>> assign_devices(const Graph& g, const ExternalPlacement& where,
+                                           std::span<const std::string> names) {
   KILN_TRY(g.status());
-  if (devices.empty()) return make_error("graph split: no device");
+  if (names.empty()) return make_error("graph split: no device");
   const std::vector<GraphTensor>& ts = g.tensors();
   std::vector<size_t> external_device(ts.size(), kNoDevice);
   for (size_t id = 0; id < ts.size(); ++id) {
     if (ts[id].role != TensorRole::External) continue;
-    external_device[id] = device_holding(devices, ts[id].view);
-    if (external_device[id] == kNoDevice)
+    external_device[id] = where(ts[id].view);
+    if (external_device[id] >= names.size())
       return make_error("graph split: ", g.describe(static_cast<int32_t>(id)), " lies on none of the devices");
   }
   std::vector<size_t> computed_on(ts.size(), kNoDevice);  // per op result: where it was computed
@@ -49,8 +54,8 @@ Result<std::vector<size_t>> assign_devices(const Graph& g, std::span<Device* con
       const size_t ext = external_device[static_cast<size_t>(root)];
       if (ext != kNoDevice) {
         if (pinned != kNoDevice && pinned != ext)
-          return make_error("graph split: ", g.describe(id), " reads ", g.describe(pinned_by), " on ",
-                            devices[pinned]->name(), " and ", g.describe(root), " on ", devices[ext]->name());
+          return make_error("graph split: ", g.describe(id), " reads ", g.describe(pinned_by), " on ", names[pinned],
+                            " and ", g.describe(root), " on ", names[ext]);
         pinned = ext;
         pinned_by = root;
       } else if (follows == kNoDevice && computed_on[static_cast<size_t>(root)] != kNoDevice) {
@@ -149,12 +154,10 @@ class GraphPartBuilder {
   std::vector<int32_t> map_;
 };
 
-Result<SplitPlan> SplitPlan::create(const Graph& g, std::span<ComputeArena* const> arenas) {
-  std::vector<Device*> devices;
-  for (ComputeArena* a : arenas) devices.push_back(&a->device());
-  KILN_ASSIGN_OR_RETURN(const std::vector<size_t> device_of, assign_devices(g, devices));
+Result<SplitPlan> SplitPlan::cut(const Graph& g, const std::vector<size_t>& device_of,
+                                 std::span<const size_t> alignments) {
   SplitPlan sp;
-  sp.transfer_bytes_.assign(devices.size(), 0);
+  sp.transfer_bytes_.assign(alignments.size(), 0);
   const std::vector<int32_t>& ops = g.op_nodes();
   const std::vector<GraphTensor>& ts = g.tensors();
 
@@ -175,9 +178,6 @@ Result<SplitPlan> SplitPlan::create(const Graph& g, std::span<ComputeArena* cons
       if (ts[id].role == TensorRole::Input) part->inputs.emplace_back(tid, Tensor{tid});
       if (ts[id].output) part->outputs.emplace_back(tid, Tensor{tid});
     }
-    KILN_ASSIGN_OR_RETURN(ExecPlan plan, arenas[part->device]->plan(g));
-    part->plan.emplace(std::move(plan));
-    KILN_TRY(arenas[part->device]->allocate());
     sp.parts_.push_back(std::move(part));
     return sp;
   }
@@ -204,7 +204,7 @@ Result<SplitPlan> SplitPlan::create(const Graph& g, std::span<ComputeArena* cons
     }
     part->inputs = std::move(b.inputs);
     size_t offset = 0;
-    const size_t align = std::max<size_t>(devices[part->device]->alignment(), 64);
+    const size_t align = alignments[part->device];
     for (const auto& [source, leaf] : b.reads) {
       part->reads.push_back({source, leaf, offset});
       offset += align_to(ts[static_cast<size_t>(source)].view.span_bytes(), align);
@@ -225,14 +225,45 @@ Result<SplitPlan> SplitPlan::create(const Graph& g, std::span<ComputeArena* cons
   for (auto& part : sp.parts_) {
     for (const auto& [orig, t] : part->outputs) builders[&part - sp.parts_.data()]->mark_output(t.id);
   }
-  builders.clear();
+  for (auto& part : sp.parts_) KILN_TRY(part->own->status());
+  return sp;
+}
+
+Result<SplitPlan> SplitPlan::create(const Graph& g, std::span<ComputeArena* const> arenas) {
+  std::vector<Device*> devices;
+  std::vector<size_t> alignments;
+  for (ComputeArena* a : arenas) {
+    devices.push_back(&a->device());
+    alignments.push_back(arena_alignment(a->device()));
+  }
+  KILN_ASSIGN_OR_RETURN(const std::vector<size_t> device_of,
+                        assign_devices(g, placement_by_holds(devices), device_names(devices)));
+  KILN_ASSIGN_OR_RETURN(SplitPlan sp, cut(g, device_of, alignments));
   for (auto& part : sp.parts_) {
-    KILN_TRY(part->own->status());
-    KILN_ASSIGN_OR_RETURN(ExecPlan plan, arenas[part->device]->plan(*part->own));
+    KILN_ASSIGN_OR_RETURN(ExecPlan plan, arenas[part->device]->plan(*part->graph));
     part->plan.emplace(std::move(plan));
   }
   for (ComputeArena* a : arenas) KILN_TRY(a->allocate());
   return sp;
+}
+
+Result<SplitMeasure> SplitPlan::measure(const Graph& g, const ExternalPlacement& where,
+                                        std::span<const std::string> names, std::span<const size_t> alignments) {
+  KILN_ASSIGN_OR_RETURN(const std::vector<size_t> device_of, assign_devices(g, where, names));
+  KILN_ASSIGN_OR_RETURN(SplitPlan sp, cut(g, device_of, alignments));
+  SplitMeasure m;
+  m.arena_bytes.assign(names.size(), 0);
+  m.scratch_bytes.assign(names.size(), 0);
+  m.transfer_bytes = sp.transfer_bytes_;
+  m.transfer_bytes.resize(names.size(), 0);
+  for (const auto& part : sp.parts_) {
+    PlannerOptions o;
+    o.alignment = alignments[part->device];
+    KILN_ASSIGN_OR_RETURN(const MemoryPlan mp, plan_memory(*part->graph, o));
+    m.arena_bytes[part->device] = std::max(m.arena_bytes[part->device], mp.arena_bytes);
+    m.scratch_bytes[part->device] = std::max(m.scratch_bytes[part->device], mp.scratch_bytes);
+  }
+  return m;
 }
 
 bool SplitPlan::reads_on(Tensor t, size_t d) const {

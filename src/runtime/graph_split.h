@@ -29,7 +29,10 @@
 // Thread-safety: none; one execution at a time, holding the arenas' turns.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <functional>
+#include <string>
 #include <memory>
 #include <optional>
 #include <span>
@@ -42,9 +45,24 @@
 
 namespace kiln {
 
-// Per op node of `g` (op_nodes() order): the index in `devices` of the device it runs on, by the
-// rule above. An Error names a node whose external memory lies on two devices or on none of them.
-Result<std::vector<size_t>> assign_devices(const Graph& g, std::span<Device* const> devices);
+inline constexpr size_t kNoDevice = SIZE_MAX;
+// Which device (an index) holds an external leaf's memory, or kNoDevice.
+using ExternalPlacement = std::function<size_t(const TensorView& memory)>;
+// The rule above over `devices` (Device::holds).
+ExternalPlacement placement_by_holds(std::span<Device* const> devices);
+// Per op node of `g` (op_nodes() order): the index of the device it runs on, by the rule above
+// (`names`: one per device, for messages). An Error names a node whose external memory lies on two
+// devices, or an external on none.
+Result<std::vector<size_t>> assign_devices(const Graph& g, const ExternalPlacement& where,
+                                           std::span<const std::string> names);
+
+// What each device needs to run a graph cut as above (SplitPlan::measure), without allocating.
+struct SplitMeasure {
+  std::vector<size_t> arena_bytes;     // per device: the largest of its parts' plans
+  std::vector<size_t> transfer_bytes;  // per device: SplitPlan::transfer_bytes
+  std::vector<size_t> scratch_bytes;   // per device: the largest kernel scratch of its parts
+};
+
 
 // One device's share of an execution.
 struct SplitDevice {
@@ -61,6 +79,11 @@ class SplitPlan {
   // indexes) and plans every part in its device's arena (reserving and allocating it as
   // ComputeArena::plan requires).
   static Result<SplitPlan> create(const Graph& g, std::span<ComputeArena* const> arenas);
+  // The bytes create() would plan on each device for `g`, with its externals placed by `where`
+  // (any addresses: nothing is read) and each device's arena `alignments` (ComputeArena's:
+  // arena_alignment()). For estimates before anything is allocated (llm/placement_fit.h).
+  static Result<SplitMeasure> measure(const Graph& g, const ExternalPlacement& where,
+                                      std::span<const std::string> names, std::span<const size_t> alignments);
   SplitPlan(SplitPlan&&) = default;
   SplitPlan& operator=(SplitPlan&&) = default;
 
@@ -96,6 +119,9 @@ class SplitPlan {
     std::optional<ExecPlan> plan;
   };
   SplitPlan() = default;
+  // The parts of `g` for nodes on `device_of` (assign_devices), crossings aligned per device; not
+  // planned.
+  static Result<SplitPlan> cut(const Graph& g, const std::vector<size_t>& device_of, std::span<const size_t> alignments);
 
   std::vector<std::unique_ptr<Part>> parts_;  // by pointer: plans hold their graph's address
   std::vector<size_t> transfer_bytes_;        // per device

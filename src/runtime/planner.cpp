@@ -116,7 +116,7 @@ Result<MemoryPlan> plan_memory(const Graph& graph, const PlannerOptions& options
 
 PlannerOptions ComputeArena::options() const {
   PlannerOptions o;
-  o.alignment = std::max<size_t>(device_->alignment(), 64);
+  o.alignment = arena_alignment(*device_);
   return o;
 }
 

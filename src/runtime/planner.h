@@ -25,6 +25,7 @@
 // switching graphs needs no re-plan; only one execution may use an arena at a time.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,9 @@
 namespace kiln {
 
 inline constexpr size_t kNotInArena = SIZE_MAX;
+
+// The alignment of every offset a compute arena on `d` hands out (and of transfer memory there).
+inline size_t arena_alignment(const Device& d) { return std::max<size_t>(d.alignment(), 64); }
 
 struct PlannerOptions {
   size_t alignment = 64;  // a power of two; every arena offset is a multiple of it

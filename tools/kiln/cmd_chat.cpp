@@ -473,6 +473,7 @@ int run_chat(int argc, char** argv) {
 
   auto model = mf.load_model("chat");
   if (!model) return 1;
+  if (auto code = mf.fit_print_if_asked("chat", model)) return *code;
   auto chat = choose_chat_template(*model, template_source);
   if (!chat.ok()) return fail("chat", chat.error().message);
   if (co.verbose) std::fprintf(stderr, "kiln chat: chat template: %s\n", chat->origin.c_str());

@@ -110,6 +110,7 @@ int run_perplexity(int argc, char** argv) {
   if (!read_file_option(text_file, "perplexity", &text)) return 1;
   auto model = mf.load_model("perplexity");
   if (!model) return 1;
+  if (auto code = mf.fit_print_if_asked("perplexity", model)) return *code;
   const auto& tok = model->tokenizer();
   const std::vector<int32_t> tokens = tok.tokenize(text, true, false);
   ChunkScoring scoring;

@@ -94,6 +94,7 @@ int run_run(int argc, char** argv) {
   if (!read_file_option(prompt_file, "run", &prompt)) return 1;
   auto model = mf.load_model("run");
   if (!model) return 1;
+  if (auto code = mf.fit_print_if_asked("run", model)) return *code;
   const auto& tok = model->tokenizer();
   auto sampler = sf.make_sampler(*model, "run");
   if (!sampler) return 1;

@@ -28,6 +28,29 @@ std::string parse_one_device(const std::string& v, std::string* out) {
   return "";
 }
 
+std::string parse_on_off(const std::string& v, bool* out) {
+  if (v == "on" || v == "1" || v == "true") *out = true;
+  else if (v == "off" || v == "0" || v == "false") *out = false;
+  else return "'" + v + "' is not on or off";
+  return "";
+}
+
+// -fitt MiB[,MiB...] (llama.cpp also takes '/').
+std::string parse_fit_targets(const std::string& v, std::vector<size_t>* out) {
+  out->clear();
+  size_t start = 0;
+  while (true) {
+    const size_t sep = v.find_first_of(",/", start);
+    int64_t mib = 0;
+    if (std::string e = parse_integer(v.substr(start, sep - start), IntRange::between(0, kInt32Max), &mib); !e.empty())
+      return e;
+    out->push_back(static_cast<size_t>(mib) << 20);
+    if (sep == std::string::npos) break;
+    start = sep + 1;
+  }
+  return "";
+}
+
 // --device A[,B...]: the first is the main device; several split the model (llama.cpp's list).
 std::string parse_device(const std::string& v, std::string* main, std::vector<std::string>* all) {
   all->clear();
@@ -229,6 +252,7 @@ void ModelFlags::declare(OptionParser& p) {
         int64_t n = 0;
         std::string err = parse_integer(v, IntRange::between(0, kInt32Max), &n);
         if (err.empty()) context.n_ctx = n == 0 ? ContextOptions::kTrainingContext : n;
+        ctx_given = err.empty();
         return err;
       },
       "N", "context size in tokens (default: " + shown_default + "; 0: the model's training context)");
@@ -287,6 +311,21 @@ void ModelFlags::declare(OptionParser& p) {
   p.path({"--swap-dir"}, &swap_dir, "DIR",
           "an evicted model's KV cache goes to a file in DIR (unnamed, mode 0600, gone at restore) instead "
           "of host memory; on the CPU the KV cache is then evictable too");
+  p.custom(
+      {"-fit", "--fit"}, [this](const std::string& v) { return parse_on_off(v, &fit); }, "on|off",
+      "when the model and its context do not fit the --device devices, choose -ngl, -ts and (without -c) a smaller "
+      "context that fit (default on; only when -ngl, -ts and -ot are not given)");
+  p.custom(
+      {"-fitt", "--fit-target"}, [this](const std::string& v) { return parse_fit_targets(v, &fit_targets); },
+      "MiB,...", "memory --fit leaves free per device, in --device order, the CPU last (one value: every device; "
+      "default 1024)");
+  p.custom(
+      {"-fitc", "--fit-ctx"},
+      [this](const std::string& v) { return parse_integer(v, IntRange::between(1, kInt32Max), &fit_min_ctx); }, "N",
+      "the smallest context --fit may choose (default 4096)");
+  p.custom(
+      {"-fitp", "--fit-print"}, [this](const std::string& v) { return parse_on_off(v, &fit_print); }, "on|off",
+      "print the memory estimate of each device (weights, KV, compute) for these flags and exit");
   p.flag({"--no-mmap"}, &no_mmap,
          "copy the weights into memory of their own instead of reading them from the mapped file: "
          "eviction frees that memory, restoring reads the file again");
@@ -360,19 +399,11 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
   auto devices = DeviceRegistry::create(device_options());
   if (!devices.ok()) return fail(devices.error().message);
   mc.devices = std::move(*devices);
-  if (splits()) {
-    SplitOptions so{.n_gpu_layers = n_gpu_layers, .mode = split_mode, .tensor_split = tensor_split, .main_device = main_gpu};
-    for (const std::string& name : split_devices) {
-      auto d = mc.devices->find(name);
-      if (!d.ok()) return fail(d.error().message);
-      if (!(*d)->is_host()) so.offload.push_back(*d);
-    }
-    for (const auto& [pattern, name] : overrides) {
-      auto d = mc.devices->find(name);
-      if (!d.ok()) return fail(d.error().message);
-      so.overrides.push_back({pattern, *d});
-    }
-    auto split = LayerSplit::make(model->hparams(), so, mc.devices->cpu());
+  auto plan = plan_placement(command, *mc.devices, *model, options);
+  if (!plan.ok()) return fail(plan.error().message);
+  if (!plan->fit_summary.empty()) std::fprintf(stderr, "kiln %s: %s\n", command, plan->fit_summary.c_str());
+  if (!plan->whole) {
+    auto split = LayerSplit::make(model->hparams(), plan->split, mc.devices->cpu());
     if (!split.ok()) return fail(split.error().message);
     auto placed = place_split(model, *split, weight_options(command));
     if (!placed.ok()) return fail(placed.error().message);
@@ -387,8 +418,71 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
     if (!weights.ok()) return fail(weights.error().message);
     mc.weights = std::move(*weights);
   }
-  if (!replace_context(command, mc, options)) return std::nullopt;
+  const ContextOptions& co = plan->context;
+  if (!replace_context(command, mc, co)) return std::nullopt;
   return mc;
+}
+
+Result<SplitOptions> ModelFlags::split_options(const DeviceRegistry& devices) const {
+  SplitOptions so{.n_gpu_layers = n_gpu_layers, .mode = split_mode, .tensor_split = tensor_split, .main_device = main_gpu};
+  for (const std::string& name : split_devices.empty() ? std::vector<std::string>{device} : split_devices) {
+    KILN_ASSIGN_OR_RETURN(Device * d, devices.find(name));
+    if (!d->is_host()) so.offload.push_back(d);
+  }
+  for (const auto& [pattern, name] : overrides) {
+    KILN_ASSIGN_OR_RETURN(Device * d, devices.find(name));
+    so.overrides.push_back({pattern, d});
+  }
+  return so;
+}
+
+FitOptions ModelFlags::fit_options() const {
+  return {.targets = fit_targets, .min_ctx = fit_min_ctx, .ctx_set = ctx_given};
+}
+
+Result<ModelFlags::Placement> ModelFlags::plan_placement(const char* command, const DeviceRegistry& devices,
+                                                        const Model& model, const ContextOptions& options) const {
+  Placement p;
+  KILN_ASSIGN_OR_RETURN(p.split, split_options(devices));
+  p.context = options;
+  p.whole = !splits();
+  if (fit && p.whole && !p.split.offload.empty()) {
+    KILN_ASSIGN_OR_RETURN(const FitChoice choice, fit_placement(model, p.split.offload, devices.cpu(), options,
+                                                                weight_options(command), fit_options()));
+    if (choice.split) {
+      p.split.n_gpu_layers = choice.options.n_gpu_layers;
+      p.split.tensor_split = choice.options.tensor_split;
+      p.context.n_ctx = choice.n_ctx;
+      p.fit_summary = choice.summary;
+      p.whole = false;
+    }
+  }
+  return p;
+}
+
+std::optional<int> ModelFlags::fit_print_if_asked(const char* command, const std::shared_ptr<const Model>& model) const {
+  if (!fit_print) return std::nullopt;
+  auto fail = [&](const std::string& message) {
+    print_error(command, message);
+    return 1;
+  };
+  auto devices = DeviceRegistry::create(device_options());
+  if (!devices.ok()) return fail(devices.error().message);
+  auto plan = plan_placement(command, **devices, *model, context);
+  if (!plan.ok()) return fail(plan.error().message);
+  if (!plan->fit_summary.empty()) std::printf("%s\n", plan->fit_summary.c_str());
+  SplitOptions so = plan->split;
+  if (plan->whole) {  // the whole model on the --device one: every tensor there
+    auto main = (*devices)->find(device);
+    if (!main.ok()) return fail(main.error().message);
+    so.overrides = {{".*", *main}};
+  }
+  auto split = LayerSplit::make(model->hparams(), so, (*devices)->cpu());
+  if (!split.ok()) return fail(split.error().message);
+  auto est = estimate_placement(*model, *split, plan->context, weight_options(command), nullptr);
+  if (!est.ok()) return fail(est.error().message);
+  std::printf("%s", describe_estimate(*est).c_str());
+  return 0;
 }
 
 bool ModelFlags::replace_context(const char* command, ModelContext& mc, const ContextOptions& options) const {

@@ -1,0 +1,198 @@
+#include "llm/placement_fit.h"
+
+#include <algorithm>
+
+#include "llm/kv_cache.h"
+#include "models/decoder_graph.h"
+#include "runtime/graph_split.h"
+#include "runtime/memory_breakdown.h"
+#include "runtime/residency.h"
+
+namespace kiln {
+namespace {
+
+// Stand-in device addresses for the estimate's graph: device d's memory at [(d + 1) << 40, ...).
+constexpr int kAddressShift = 40;
+void* stand_in(size_t device, size_t offset) {
+  return reinterpret_cast<void*>(((device + 1) << kAddressShift) + offset);
+}
+size_t device_of_address(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return a < (uintptr_t{1} << kAddressShift) ? kNoDevice : (a >> kAddressShift) - 1;
+}
+
+size_t index_of(const std::vector<Device*>& devices, const Device* d) {
+  return static_cast<size_t>(std::find(devices.begin(), devices.end(), d) - devices.begin());
+}
+
+size_t saturating_sub(size_t a, size_t b) { return a > b ? a - b : 0; }
+
+constexpr size_t kDefaultTarget = size_t{1} << 30;  // llama.cpp's --fit-target default: 1024 MiB
+
+size_t target_for(const FitOptions& fit, size_t i) {
+  if (fit.targets.empty()) return kDefaultTarget;
+  return fit.targets[std::min(i, fit.targets.size() - 1)];
+}
+
+std::string estimate_text(const DeviceEstimate& e) {
+  return e.device->name() + " " + format_memory_size(e.total());
+}
+
+}  // namespace
+
+size_t device_room(const Device& device) {
+  size_t room = device.memory_info().free;
+  if (const ResidencyManager* m = device.residency(); m != nullptr && m->budget() != kNoBudget)
+    room = std::min(room, saturating_sub(m->budget(), m->used()));
+  return room;
+}
+
+Result<std::vector<DeviceEstimate>> estimate_placement(const Model& model, const LayerSplit& split,
+                                                       const ContextOptions& options, const WeightOptions& weights,
+                                                       DeviceWeights::LayoutCache* cache) {
+  const HParams& hp = model.hparams();
+  const ContextOptions opt = resolve_context_options(options, hp);
+  const std::vector<Device*> devices = split.devices_used(model.weights());
+  std::vector<DeviceEstimate> out;
+  std::vector<std::string> names;
+  std::vector<size_t> alignments, next(devices.size(), 0);
+  for (Device* d : devices) {
+    DecoderWeights held = model.weights();
+    for_each_weight_slot(held, [&](Weight& w, WeightUse, int64_t layer) {
+      if (w && split.device_of(layer, w.info->name) != d) w = Weight{};
+    });
+    out.push_back({d, DeviceWeights::footprint(held, *d, weights, cache).total(), 0, 0});
+    names.push_back(d->name());
+    alignments.push_back(arena_alignment(*d));
+  }
+  // The graph over stand-in addresses: each weight and each layer's K and V in its device's range.
+  DecoderWeights placed = model.weights();
+  for_each_weight_slot(placed, [&](Weight& w, WeightUse, int64_t layer) {
+    if (!w) return;
+    const size_t d = index_of(devices, split.device_of(layer, w.info->name));
+    w.view.data = stand_in(d, next[d]);
+    next[d] += (w.view.span_bytes() + 63) / 64 * 64;
+  });
+  const int64_t cells = KvCache::cells_for(opt.n_ctx);
+  std::vector<KvLayerMemory> kv;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const Weight& wk = model.weights().blocks[static_cast<size_t>(il)].attn.wk;
+    const size_t d = index_of(devices, split.device_of(il, wk.info->name));
+    KvLayerMemory m;
+    m.k = contiguous_view(opt.type_k, {hp.n_embd_k_gqa(), cells, 1, 1}, stand_in(d, next[d]));
+    next[d] += (m.k.span_bytes() + 63) / 64 * 64;
+    m.v = contiguous_view(opt.type_v, {hp.n_embd_v_gqa(), cells, 1, 1}, stand_in(d, next[d]));
+    next[d] += (m.v.span_bytes() + 63) / 64 * 64;
+    kv.push_back(m);
+    out[d].kv += KvCache::bytes_for(hp, opt.n_ctx, opt.type_k, opt.type_v, 1);
+  }
+  Graph worst;
+  const AttentionPath attention = opt.flash_attention == FlashAttention::Off ? AttentionPath::Plain : AttentionPath::Flash;
+  KILN_TRY(build_decoder_graph(worst, hp, placed, kv, worst_case_step(opt, attention)));
+  KILN_ASSIGN_OR_RETURN(const SplitMeasure m,
+                        SplitPlan::measure(worst, [](const TensorView& v) { return device_of_address(v.data); }, names,
+                                           alignments));
+  const size_t inputs = context_input_bytes(opt, hp);
+  for (size_t d = 0; d < out.size(); ++d)
+    out[d].compute = inputs + m.transfer_bytes[d] + m.arena_bytes[d] + m.scratch_bytes[d];
+  return out;
+}
+
+std::string describe_estimate(const std::vector<DeviceEstimate>& estimate) {
+  std::string out;
+  for (const DeviceEstimate& e : estimate) {
+    out += e.device->name() + ": weights " + format_memory_size(e.weights) + ", KV " + format_memory_size(e.kv) +
+           ", compute " + format_memory_size(e.compute) + ", total " + format_memory_size(e.total()) + " (room " +
+           format_memory_size(device_room(*e.device)) + ")\n";
+  }
+  return out;
+}
+
+Result<FitChoice> fit_placement(const Model& model, const std::vector<Device*>& offload, Device& cpu,
+                                const ContextOptions& options, const WeightOptions& weights, const FitOptions& fit) {
+  const HParams& hp = model.hparams();
+  DeviceWeights::LayoutCache cache;
+  FitChoice choice;
+  choice.n_ctx = resolve_context_options(options, hp).n_ctx;
+  auto estimate = [&](const SplitOptions& so, int64_t n_ctx) -> Result<std::vector<DeviceEstimate>> {
+    KILN_ASSIGN_OR_RETURN(const LayerSplit split, LayerSplit::make(hp, so, cpu));
+    ContextOptions o = options;
+    o.n_ctx = n_ctx;
+    return estimate_placement(model, split, o, weights, &cache);
+  };
+  std::vector<size_t> room;  // per offload device, then the CPU, less the targets
+  for (size_t i = 0; i < offload.size(); ++i) room.push_back(saturating_sub(device_room(*offload[i]), target_for(fit, i)));
+  const size_t cpu_room = saturating_sub(device_room(cpu), target_for(fit, offload.size()));
+  if (offload.empty()) return choice;
+
+  // The whole model on the main device, as without fit.
+  Device* main = offload.front();
+  KILN_ASSIGN_OR_RETURN(choice.estimate,
+                        estimate({.offload = {main}, .overrides = {{".*", main}}}, choice.n_ctx));
+  if (choice.estimate.front().total() <= room.front()) return choice;
+  const std::string whole = format_memory_size(choice.estimate.front().total());
+
+  std::vector<int64_t> n_ctx_candidates{choice.n_ctx};
+  for (int64_t c = choice.n_ctx / 2; !fit.ctx_set && c >= fit.min_ctx; c /= 2) n_ctx_candidates.push_back(c);
+  std::vector<DeviceEstimate> last;
+  for (const int64_t n_ctx : n_ctx_candidates) {
+    // Layers from the back: the last device first (it takes the output layer), each as many whole
+    // layers as fit its room; counts[i] for offload[i].
+    std::vector<int64_t> counts(offload.size(), 0);
+    int64_t left = hp.n_layer + 1;
+    auto options_for = [&](const std::vector<int64_t>& c) {
+      SplitOptions so{.offload = offload, .n_gpu_layers = 0};
+      for (int64_t n : c) {
+        so.n_gpu_layers += n;
+        so.tensor_split.push_back(static_cast<float>(n));
+      }
+      if (so.n_gpu_layers == 0) so.tensor_split.clear();
+      return so;
+    };
+    for (size_t j = offload.size(); j-- > 0;) {
+      int64_t lo = 0, hi = left;  // lo fits (none), find the most that fits
+      while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        std::vector<int64_t> c = counts;
+        c[j] = mid;
+        KILN_ASSIGN_OR_RETURN(const std::vector<DeviceEstimate> e, estimate(options_for(c), n_ctx));
+        const auto it = std::find_if(e.begin(), e.end(), [&](const DeviceEstimate& x) { return x.device == offload[j]; });
+        if (it != e.end() && it->total() <= room[j]) lo = mid;
+        else hi = mid - 1;
+      }
+      counts[j] = lo;
+      left -= lo;
+    }
+    const SplitOptions so = options_for(counts);
+    KILN_ASSIGN_OR_RETURN(last, estimate(so, n_ctx));
+    const auto on_cpu = std::find_if(last.begin(), last.end(), [&](const DeviceEstimate& x) { return x.device == &cpu; });
+    if (on_cpu != last.end() && on_cpu->total() > cpu_room) continue;
+    choice.split = true;
+    choice.options = so;
+    choice.estimate = last;
+    std::string parts;
+    for (const DeviceEstimate& e : last) parts += (parts.empty() ? "" : ", ") + estimate_text(e);
+    choice.summary = "fit: the model and its context (" + whole + ") do not fit " + main->name() + " (" +
+                     format_memory_size(room.front()) + " of room after the fit target): -ngl " +
+                     std::to_string(so.n_gpu_layers);
+    if (offload.size() > 1) {
+      choice.summary += " -ts ";
+      for (size_t i = 0; i < counts.size(); ++i) choice.summary += (i ? "," : "") + std::to_string(counts[i]);
+    }
+    choice.summary += " (" + parts + ")";
+    if (n_ctx != choice.n_ctx)
+      choice.summary += "; context " + std::to_string(n_ctx) + " instead of " + std::to_string(choice.n_ctx) +
+                        " (-fitc " + std::to_string(fit.min_ctx) + ")";
+    choice.n_ctx = n_ctx;
+    return choice;
+  }
+  std::string sizes;
+  for (const DeviceEstimate& e : last) sizes += (sizes.empty() ? "" : ", ") + estimate_text(e);
+  std::string rooms;
+  for (size_t i = 0; i < offload.size(); ++i) rooms += offload[i]->name() + " " + format_memory_size(room[i]) + ", ";
+  rooms += cpu.name() + " " + format_memory_size(cpu_room);
+  return make_error("fit: the model does not fit: the closest placement needs ", sizes, "; the room (after the fit "
+                    "targets) is ", rooms, fit.ctx_set ? "" : " (with the context down to -fitc)");
+}
+
+}  // namespace kiln
