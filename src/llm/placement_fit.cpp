@@ -40,11 +40,11 @@ std::string estimate_text(const DeviceEstimate& e) {
 
 }  // namespace
 
-size_t device_room(const Device& device) {
-  size_t room = device.memory_info().free;
-  if (const ResidencyManager* m = device.residency(); m != nullptr && m->budget() != kNoBudget)
-    room = std::min(room, saturating_sub(m->budget(), m->used()));
-  return room;
+size_t device_room(const Device& device, size_t target) {
+  const ResidencyManager* m = device.residency();
+  if (m != nullptr && m->budget() != kNoBudget) return std::min(m->budget(), device.memory_info().total);
+  const size_t evictable = m != nullptr ? m->used() : 0;
+  return saturating_sub(device.memory_info().free + evictable, target);
 }
 
 Result<std::vector<DeviceEstimate>> estimate_placement(const Model& model, const LayerSplit& split,
@@ -103,7 +103,7 @@ std::string describe_estimate(const std::vector<DeviceEstimate>& estimate) {
   for (const DeviceEstimate& e : estimate) {
     out += e.device->name() + ": weights " + format_memory_size(e.weights) + ", KV " + format_memory_size(e.kv) +
            ", compute " + format_memory_size(e.compute) + ", total " + format_memory_size(e.total()) + " (room " +
-           format_memory_size(device_room(*e.device)) + ")\n";
+           format_memory_size(device_room(*e.device, 0)) + ")\n";
   }
   return out;
 }
@@ -121,8 +121,8 @@ Result<FitChoice> fit_placement(const Model& model, const std::vector<Device*>& 
     return estimate_placement(model, split, o, weights, &cache);
   };
   std::vector<size_t> room;  // per offload device, then the CPU, less the targets
-  for (size_t i = 0; i < offload.size(); ++i) room.push_back(saturating_sub(device_room(*offload[i]), target_for(fit, i)));
-  const size_t cpu_room = saturating_sub(device_room(cpu), target_for(fit, offload.size()));
+  for (size_t i = 0; i < offload.size(); ++i) room.push_back(device_room(*offload[i], target_for(fit, i)));
+  const size_t cpu_room = device_room(cpu, target_for(fit, offload.size()));
   if (offload.empty()) return choice;
 
   // The whole model on the main device, as without fit.
@@ -173,7 +173,7 @@ Result<FitChoice> fit_placement(const Model& model, const std::vector<Device*>& 
     std::string parts;
     for (const DeviceEstimate& e : last) parts += (parts.empty() ? "" : ", ") + estimate_text(e);
     choice.summary = "fit: the model and its context (" + whole + ") do not fit " + main->name() + " (" +
-                     format_memory_size(room.front()) + " of room after the fit target): -ngl " +
+                     format_memory_size(room.front()) + " of room): -ngl " +
                      std::to_string(so.n_gpu_layers);
     if (offload.size() > 1) {
       choice.summary += " -ts ";
@@ -191,8 +191,8 @@ Result<FitChoice> fit_placement(const Model& model, const std::vector<Device*>& 
   std::string rooms;
   for (size_t i = 0; i < offload.size(); ++i) rooms += offload[i]->name() + " " + format_memory_size(room[i]) + ", ";
   rooms += cpu.name() + " " + format_memory_size(cpu_room);
-  return make_error("fit: the model does not fit: the closest placement needs ", sizes, "; the room (after the fit "
-                    "targets) is ", rooms, fit.ctx_set ? "" : " (with the context down to -fitc)");
+  return make_error("fit: the model does not fit: the closest placement needs ", sizes, "; the room is ", rooms,
+                    fit.ctx_set ? "" : " (with the context down to -fitc)");
 }
 
 }  // namespace kiln

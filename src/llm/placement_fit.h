@@ -9,8 +9,7 @@
 // Context::create and DeviceWeights::create then allocate (a test holds it within 5%).
 //
 // Fit (fit_placement), llama.cpp's --fit rules for what kiln has (common/fit.cpp): when the whole
-// model and its context fit the main device's room (free memory, or its --max-mem budget, less
-// the fit target) nothing changes. Otherwise layers are given to the offload devices from the back
+// model and its context fit the main device's room (device_room) nothing changes. Otherwise layers are given to the offload devices from the back
 // (the last device takes the output layer), each device as many whole layers as fit its room, the
 // rest stays on the CPU (-ngl and -ts are chosen so: llama.cpp's split then gives each device
 // exactly that count); then, when the CPU's room cannot take the rest and the user did not set -c,
@@ -63,9 +62,11 @@ struct FitChoice {
   std::string summary;         // one or two lines: what was chosen and why
 };
 
-// The room on `device` for a new model: its --max-mem budget less what is counted there, or its free
-// memory, whichever is smaller.
-size_t device_room(const Device& device);
+// The room on `device` for a model: its --max-mem budget when it has one (the residency manager
+// evicts other owners to make room within it; the budget is the user's margin, no target is
+// taken off), else its free memory plus what its residency manager counts (evictable) less
+// `target` (-fitt: what drivers and other processes may still take).
+size_t device_room(const Device& device, size_t target);
 
 // Fits `model` on `offload` (the --device devices that are not the CPU; the first is the main one)
 // and `cpu` as the header says. `options` is the context the user asked for (n_ctx 0: the

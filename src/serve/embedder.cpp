@@ -24,13 +24,18 @@ Result<std::vector<std::vector<float>>> Embedder::embed(const ServerState& st,
   opt.n_batch = static_cast<int64_t>(longest);  // one decode() per input
   opt.n_ubatch = std::min(base.n_ubatch > 0 ? base.n_ubatch : ContextOptions{}.n_ubatch, opt.n_ctx);
   opt.embeddings = true;
-  // A backend of our own (its scratch is per backend) over the server's device and thread pool;
-  // the device's compute arena, in turns with the engine (and every other model there).
-  Device& device = st.weights->device();
-  opt.arena = &st.devices->arena(device);
-  const std::unique_ptr<Backend> backend = st.devices->new_backend(device);
-  backend->set_scratch_owner_name(device.name() + " scratch (embeddings of " + st.name + ")");
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, Context::create(st.weights, *backend, opt));
+  // Backends of our own (their scratch is per backend) over the model's devices and the server's
+  // thread pool; each device's compute arena, in turns with the engine (and every other model there).
+  std::vector<std::unique_ptr<Backend>> own;
+  std::vector<Backend*> backends;
+  for (const auto& w : st.placed) {
+    Device& device = w->device();
+    own.push_back(st.devices->new_backend(device));
+    own.back()->set_scratch_owner_name(device.name() + " scratch (embeddings of " + st.name + ")");
+    backends.push_back(own.back().get());
+  }
+  opt.arena = &st.devices->arena(st.weights->device());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, placed_context(st, backends, opt));
   std::vector<std::vector<float>> out;
   out.reserve(inputs.size());
   for (const auto& in : inputs) {

@@ -25,7 +25,8 @@ using Section = std::vector<std::pair<std::string, PresetValue>>;  // key, value
 
 const char* const kHonoured =
     "model (m), ctx-size (c), parallel (np), kv-unified (kvu), kv-unified-per-slot, load-on-startup, "
-    "sleep-idle-seconds, pin";
+    "sleep-idle-seconds, pin, n-gpu-layers (ngl), split-mode (sm), tensor-split (ts), main-gpu (mg), "
+    "override-tensor (ot), fit";
 
 // The preset key's canonical name; empty for a key kiln does not honour.
 std::string canonical_key(const std::string& key) {
@@ -46,7 +47,25 @@ std::string canonical_key(const std::string& key) {
       {"LLAMA_ARG_KV_UNIFIED_PER_SLOT", "kv-unified-per-slot"},
       {"load-on-startup", "load-on-startup"},
       {"sleep-idle-seconds", "sleep-idle-seconds"},
-      {"pin", "pin"}};
+      {"pin", "pin"},
+      {"n-gpu-layers", "n-gpu-layers"},
+      {"gpu-layers", "n-gpu-layers"},
+      {"ngl", "n-gpu-layers"},
+      {"LLAMA_ARG_N_GPU_LAYERS", "n-gpu-layers"},
+      {"split-mode", "split-mode"},
+      {"sm", "split-mode"},
+      {"LLAMA_ARG_SPLIT_MODE", "split-mode"},
+      {"tensor-split", "tensor-split"},
+      {"ts", "tensor-split"},
+      {"LLAMA_ARG_TENSOR_SPLIT", "tensor-split"},
+      {"main-gpu", "main-gpu"},
+      {"mg", "main-gpu"},
+      {"LLAMA_ARG_MAIN_GPU", "main-gpu"},
+      {"override-tensor", "override-tensor"},
+      {"ot", "override-tensor"},
+      {"LLAMA_ARG_OVERRIDE_TENSOR", "override-tensor"},
+      {"fit", "fit"},
+      {"LLAMA_ARG_FIT", "fit"}};
   auto it = names.find(key);
   return it == names.end() ? std::string() : it->second;
 }
@@ -83,6 +102,28 @@ Status apply_key(const std::string& key, const std::string& value, ModelSpec& sp
     spec.kv_unified_per_slot = static_cast<int32_t>(n);
   } else if (key == "load-on-startup") {
     KILN_ASSIGN_OR_RETURN(spec.load_on_startup, to_bool(value));
+  } else if (key == "n-gpu-layers") {
+    int64_t n = 0;
+    if (std::string e = parse_gpu_layers(value, &n); !e.empty()) return make_error(e);
+    spec.n_gpu_layers = n;
+  } else if (key == "split-mode") {
+    SplitMode m = SplitMode::Layer;
+    if (std::string e = parse_split_mode(value, &m); !e.empty()) return make_error(e);
+    spec.split_mode = m;
+  } else if (key == "tensor-split") {
+    std::vector<float> ts;
+    if (std::string e = parse_tensor_split(value, &ts); !e.empty()) return make_error(e);
+    spec.tensor_split = std::move(ts);
+  } else if (key == "main-gpu") {
+    KILN_ASSIGN_OR_RETURN(int64_t n, to_integer(value, 0, 64));
+    spec.main_gpu = static_cast<int32_t>(n);
+  } else if (key == "override-tensor") {
+    std::vector<std::pair<std::string, std::string>> ot;
+    if (std::string e = parse_overrides(value, &ot); !e.empty()) return make_error(e);
+    spec.overrides = std::move(ot);
+  } else if (key == "fit") {
+    KILN_ASSIGN_OR_RETURN(bool on, to_bool(value));
+    spec.fit = on;
   } else if (key == "sleep-idle-seconds") {
     KILN_ASSIGN_OR_RETURN(int64_t n, to_integer(value, -1, int64_t{1} << 30));
     spec.sleep_idle_seconds = static_cast<int32_t>(std::max<int64_t>(n, 0));

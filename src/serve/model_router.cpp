@@ -18,27 +18,32 @@ const char* model_status_name(ModelStatus s) {
 
 namespace {
 
-// A request's pins on the state's device: the model's owner, then the device's compute arena (an
-// owner of its own, shared by every model there: a request in flight keeps it from eviction, so
-// its passes never wait for room). Empty pins on a device without a manager.
-struct StatePins {
-  ResidencyManager::Pin model, arena;
-};
+// A request's pins on each of the state's devices: the model's owner there, then the device's
+// compute arena (an owner of its own, shared by every model there: a request in flight keeps it
+// from eviction, so its passes never wait for room). No pins on a device without a manager.
+using StatePins = std::vector<ResidencyManager::Pin>;
 
 Result<StatePins> pin_state(const ServerState& st) {
-  Device& device = st.weights->device();
-  ResidencyManager* m = device.residency();
   StatePins pins;
-  if (m == nullptr) return pins;
-  KILN_ASSIGN_OR_RETURN(pins.model, m->pin(st.weights->owner()));
-  KILN_ASSIGN_OR_RETURN(pins.arena, m->pin(st.devices->arena(device).resident_owner()));
+  for (const auto& w : st.placed) {
+    Device& device = w->device();
+    ResidencyManager* m = device.residency();
+    if (m == nullptr) continue;
+    KILN_ASSIGN_OR_RETURN(auto model, m->pin(w->owner()));
+    pins.push_back(std::move(model));
+    KILN_ASSIGN_OR_RETURN(auto arena, m->pin(st.devices->arena(device).resident_owner()));
+    pins.push_back(std::move(arena));
+  }
   return pins;
 }
 
-// Whether the state's memory is all on its device.
+// Whether the state's memory is all on its devices.
 bool resident(const ServerState& st) {
-  ResidencyManager* m = st.weights->device().residency();
-  return m == nullptr || m->owner_resident(st.weights->owner());
+  for (const auto& w : st.placed) {
+    ResidencyManager* m = w->device().residency();
+    if (m != nullptr && !m->owner_resident(w->owner())) return false;
+  }
+  return true;
 }
 
 ServerOptions model_options(const ServerOptions& base, const ModelSpec& spec) {
@@ -48,6 +53,12 @@ ServerOptions model_options(const ServerOptions& base, const ModelSpec& spec) {
   if (spec.n_parallel) o.n_parallel = *spec.n_parallel;
   if (spec.kv_unified) o.kv_unified = *spec.kv_unified;
   if (spec.kv_unified_per_slot) o.kv_unified_per_slot = *spec.kv_unified_per_slot;
+  if (spec.n_gpu_layers) o.split.n_gpu_layers = *spec.n_gpu_layers;
+  if (spec.split_mode) o.split.mode = *spec.split_mode;
+  if (spec.tensor_split) o.split.tensor_split = *spec.tensor_split;
+  if (spec.main_gpu) o.split.main_gpu = *spec.main_gpu;
+  if (spec.overrides) o.split.overrides = *spec.overrides;
+  if (spec.fit) o.split.fit = *spec.fit;
   return o;
 }
 
@@ -73,7 +84,7 @@ class ModelRouter::Lease {
   Lease(std::shared_ptr<ServerState> st, StatePins pins, Arbiter::Use use, ModelRouter* router, Entry* e)
       : st_(std::move(st)), pins_(std::move(pins)), use_(std::move(use)), router_(router), entry_(e) {}
   ~Lease() {
-    pins_ = {};
+    pins_.clear();
     router_->release(*entry_);
     use_.reset();  // the token may go once nothing is pinned
   }
@@ -106,7 +117,7 @@ ModelRouter::ModelRouter(const ServerOptions& base, std::shared_ptr<DeviceRegist
 ModelRouter::~ModelRouter() {
   stop();
   if (sleeper_.joinable()) sleeper_.join();
-  for (auto& e : entries_) e->keep = {};
+  for (auto& e : entries_) e->keep.clear();
   entries_.clear();  // states (engines, contexts, weights) go before devices_
 }
 
@@ -192,7 +203,7 @@ std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& 
         victim = o.get();
     if (victim) {
       dropped.push_back(std::move(victim->st));
-      victim->keep = {};
+      victim->keep.clear();
       victim->status = ModelStatus::Unloaded;
       continue;
     }
@@ -212,8 +223,8 @@ std::optional<HttpError> ModelRouter::load_locked(std::unique_lock<std::mutex>& 
     built = model.error();
   if (built.ok()) {
     (*built)->name = name;                  // answers name the model as requests do
-    Backend& backend = *(*built)->backend;  // its own: the registry is shared
-    backend.set_scratch_owner_name(backend.device().name() + " scratch (" + name + ")");
+    for (const auto& backend : (*built)->backends)  // its own: the registry is shared
+      backend->set_scratch_owner_name(backend->device().name() + " scratch (" + name + ")");
   }
   StatePins keep;
   if (built.ok() && e.spec.pin) {
@@ -346,7 +357,7 @@ std::optional<HttpError> ModelRouter::unload(const std::string& name) {
     if (e == nullptr) return HttpError{404, "model '" + name + "' not found"};
     if (e->status != ModelStatus::Loaded) return HttpError{400, "model '" + name + "' is not loaded"};
     dropped = std::move(e->st);
-    e->keep = {};
+    e->keep.clear();
     e->status = ModelStatus::Unloaded;
   }
   cv_.notify_all();

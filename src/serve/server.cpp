@@ -121,12 +121,22 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   } else {
     KILN_ASSIGN_OR_RETURN(st->devices, DeviceRegistry::create(registry_options(opt)));
   }
-  KILN_ASSIGN_OR_RETURN(Device * device, st->devices->find(opt.device));
   const WeightOptions weights = weight_options(opt);  // the model's, its mmproj's and its draft model's
-  KILN_ASSIGN_OR_RETURN(st->weights, DeviceWeights::create(model, *device, weights));
-  if (shared) st->backend = st->devices->new_backend(*device);
-  Backend& backend = st->backend ? *st->backend : st->devices->backend(*device);
   ContextOptions co = server_context_options(opt, model->hparams());
+  KILN_ASSIGN_OR_RETURN(const PlacementPlan plan,
+                        plan_placement(opt.split, opt.device, *st->devices, *model, co, weights, true));
+  KILN_ASSIGN_OR_RETURN(PlacedModel placed, place_model(model, plan, opt.device, *st->devices, weights));
+  if (opt.log && !plan.fit_summary.empty()) opt.log(st->name + ": " + plan.fit_summary);
+  if (opt.log && !placed.layers.empty()) opt.log(st->name + ": " + placed.layers);
+  st->placed = std::move(placed.weights);
+  st->weights = st->placed.front();
+  Device* device = &st->weights->device();
+  std::vector<Backend*> backends;
+  for (const auto& w : st->placed) {
+    if (shared) st->backends.push_back(st->devices->new_backend(w->device()));
+    backends.push_back(shared ? st->backends.back().get() : &st->devices->backend(w->device()));
+  }
+  Backend& backend = *backends.front();
   co.arena = &st->devices->arena(*device);  // every model of the device takes turns in it
   st->media_path = opt.media_path;
   st->max_media_bytes = opt.max_body;
@@ -141,7 +151,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
     st->decode_memory = std::make_unique<MemoryGate>(opt.image_decode_bytes);
     co.input_embeddings = true;
   }
-  KILN_ASSIGN_OR_RETURN(st->ctx, Context::create(st->weights, backend, co));
+  KILN_ASSIGN_OR_RETURN(st->ctx, placed_context(*st, backends, co));
   if (st->vision) {
     KILN_ASSIGN_OR_RETURN(
         st->encoder, VisionEncoder::create(
@@ -176,20 +186,32 @@ bool engine_idle(const ServerState& st) {
   return m.requests_processing == 0 && m.requests_deferred == 0;
 }
 
+Result<std::unique_ptr<Context>> placed_context(const ServerState& st, const std::vector<Backend*>& backends,
+                                                const ContextOptions& options) {
+  if (st.placed.size() == 1) return Context::create(st.placed.front(), *backends.front(), options);
+  std::vector<ContextDevice> devices;
+  for (size_t i = 0; i < st.placed.size(); ++i)
+    devices.push_back({st.placed[i], backends[i], &st.devices->arena(st.placed[i]->device())});
+  return Context::create(std::move(devices), options);
+}
+
 Status evict_memory(ServerState& st) {
   std::vector<Context*> contexts{st.ctx.get()};
   if (st.speculator && st.speculator->draft_model()) contexts.push_back(&st.speculator->draft_model()->context());
   for (Context* ctx : contexts) {
     ctx->release_host_buffers();
-    const DeviceWeights& w = ctx->weights();
-    if (ResidencyManager* m = w.device().residency()) KILN_TRY(m->evict_owner(w.owner()));
+    for (const auto& w : ctx->device_weights()) {
+      if (ResidencyManager* m = w->device().residency()) KILN_TRY(m->evict_owner(w->owner()));
+    }
   }
   if (st.encoder && st.encoder->owner() != 0)
     if (ResidencyManager* m = st.weights->device().residency()) KILN_TRY(m->evict_owner(st.encoder->owner()));
-  // Last, the device's arena: another model's request may pin it (the Error, the model's own
+  // Last, the devices' arenas: another model's request may pin one (the Error, the model's own
   // memory gone all the same).
-  Device& device = st.weights->device();
-  if (ResidencyManager* m = device.residency()) KILN_TRY(m->evict_owner(st.devices->arena(device).resident_owner()));
+  for (const auto& w : st.placed) {
+    Device& device = w->device();
+    if (ResidencyManager* m = device.residency()) KILN_TRY(m->evict_owner(st.devices->arena(device).resident_owner()));
+  }
   return ok_status();
 }
 

@@ -56,6 +56,7 @@
 #include <thread>
 
 #include "backends/device_registry.h"
+#include "llm/model_placement.h"
 #include "backends/sim/sim_device.h"
 #include "core/result.h"
 #include "llm/context.h"
@@ -85,6 +86,14 @@ struct ModelSpec {
   std::optional<int32_t> n_parallel;  // slots; none: the server's (--parallel)
   std::optional<bool> kv_unified;     // none: the server's (-kvu / -no-kvu)
   std::optional<int32_t> kv_unified_per_slot;  // none: the server's (--kv-unified-per-slot)
+  // Placement keys (n-gpu-layers, split-mode, tensor-split, main-gpu, override-tensor, fit); none:
+  // the server's flags.
+  std::optional<int64_t> n_gpu_layers;
+  std::optional<SplitMode> split_mode;
+  std::optional<std::vector<float>> tensor_split;
+  std::optional<int32_t> main_gpu;
+  std::optional<std::vector<std::pair<std::string, std::string>>> overrides;
+  std::optional<bool> fit;
   bool pin = false;                 // never evicted while loaded (nor the device's compute arena)
   bool load_on_startup = false;     // loaded when the server starts
   int32_t sleep_idle_seconds = 0;   // > 0: evicted (sleeping) after this many idle seconds
@@ -105,6 +114,9 @@ struct ServerOptions {
   std::string chat_template_source;  // empty: the model's tokenizer.chat_template, else ChatML
   int32_t n_threads = 0;             // compute threads; 0: every hardware thread
   std::string device = "cpu";        // the device the model runs on (a DeviceRegistry name)
+  // A model split over devices or fitted to them (--device A,B, -ngl, -sm, -ts, -mg, -ot, --fit,
+  // -fitt; llm/model_placement.h). The server's fit never shrinks the context (its slots share it).
+  SplitFlags split;
   std::vector<SimDeviceOptions> sim_devices;  // sim devices to create (--sim-capacity)
   bool vulkan = false;                        // look for Vulkan devices (a model names one)
   std::vector<DeviceBudget> budgets;          // residency budgets per device (--max-mem)

@@ -43,10 +43,13 @@ struct ServerState {
   // turns in it). A server of many models shares one registry (one residency manager and one
   // arena per device) between the models' states.
   std::shared_ptr<DeviceRegistry> devices;
-  // A backend of its own when the registry is shared (models' engines compute at the same time,
-  // each with its own kernel scratch); null: the registry's backend of the device.
-  std::unique_ptr<Backend> backend;
-  std::shared_ptr<DeviceWeights> weights;   // the model on that device, shared with the embedder
+  // Per device of `placed`: a backend of its own when the registry is shared (models' engines
+  // compute at the same time, each with its own kernel scratch); empty: the registry's backends.
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::shared_ptr<DeviceWeights> weights;   // the model on its main device, shared with the embedder
+  // Every device's weights (-ngl, -ts, -ot, --fit: llm/model_placement.h), `weights` first; one
+  // entry when the model lies whole on its device.
+  std::vector<std::shared_ptr<DeviceWeights>> placed;
   std::shared_ptr<const VisionModel> vision;  // the mmproj (options.mmproj); null without one
   std::unique_ptr<Context> ctx;
   std::unique_ptr<VisionEncoder> encoder;  // with `vision`: encodes request images (any thread)
@@ -66,6 +69,11 @@ struct ServerState {
     if (engine) engine->stop();  // before the context it decodes with goes away
   }
 };
+
+// A context of `st`'s model over every device it lies on (`placed`), in each device's compute
+// arena; `backends` one per placed device, in that order.
+Result<std::unique_ptr<Context>> placed_context(const ServerState& st, const std::vector<Backend*>& backends,
+                                                const ContextOptions& options);
 
 // The model as the server knows it between loads: filled at attach, unchanged by sleep (a reload
 // uses the same file and options).

@@ -177,6 +177,40 @@ TEST(ManyModels, AlternatingRequestsOnABudgetForOneEqualARoomyServer) {
   EXPECT_GT(sim->peak_used(), size_t{16} << 20) << "the budget held less than one model: the test tests nothing";
 }
 
+// Both models split (-ngl 2: their last layer and output layer on sim0, the rest on the CPU), on
+// a sim0 budget for one model's share: alternating requests answer as a roomy server of unsplit
+// models does (the split computes the same bits), each request restoring only the layers it
+// evicted on sim0 (the CPU shares stay), and sim0 never holds more than the budget.
+TEST(ManyModels, SplitModelsOnABudgetForOneAnswerAsUnsplitOnes) {
+  ServerOptions split = options(kRoomForOne);
+  split.split.n_gpu_layers = 2;
+  ModelsServer roomy(options(kRoomForBoth)), tight(split);
+  for (int turn = 0; turn < 4; ++turn) {
+    for (const char* model : {"qwen2", "qwen3"}) {
+      const std::string prompt = std::string("Turn ") + std::to_string(turn) + " of the story";
+      const Answer want = answer(roomy, completion(model, prompt));
+      const Answer got = answer(tight, completion(model, prompt));
+      ASSERT_EQ(got.text, want.text) << model << " turn " << turn;
+      if (turn > 0 || std::string(model) == "qwen3") {
+        EXPECT_EQ(tight.states().at(std::string(model) == "qwen2" ? "qwen3" : "qwen2"), "sleeping");
+      }
+    }
+  }
+  // Each model has an owner of its own on sim0 (named as its file names it), beside the scratch and
+  // the device's arena.
+  int on_sim0 = 0;
+  for (const json& o : tight.sim0_owners()) {
+    const std::string name = o["name"];
+    on_sim0 += name.find("scratch") == std::string::npos && name != "compute (sim0)";
+  }
+  EXPECT_EQ(on_sim0, 2) << tight.sim0_owners();
+  auto sim0 = tight.server.router()->devices()->find("sim0");
+  ASSERT_TRUE(sim0.ok());
+  const auto* sim = dynamic_cast<const SimDevice*>(*sim0);
+  ASSERT_NE(sim, nullptr);
+  EXPECT_LE(sim->peak_used(), static_cast<size_t>(kRoomForOne * double(size_t{1} << 30)));
+}
+
 // The models on sim0 take turns in one compute arena: one owner line in /v1/memory whose bytes
 // are the larger of the two models' worst cases (what each needs alone), not their sum. The
 // answers equal those of servers of one model each.
@@ -247,8 +281,18 @@ TEST(ManyModels, IdleSleepOfEveryModelFreesTheDevicesArena) {
   EXPECT_GT(s.arena_bytes(), size_t{16 * 151936 * 4});
 }
 
-TEST(ManyModels, ABudgetBelowOneModelsWeightsIsRefusedAndTheServerGoesOn) {
-  ModelsServer s(options(0.01));
+// With --fit on (the default) a model whose weights exceed the budget loads split, its first
+// layers on the CPU; with --fit off it is refused with the numbers and the server goes on.
+TEST(ManyModels, ABudgetBelowOneModelsWeightsIsFittedOrRefused) {
+  {
+    ModelsServer fitted(options(0.01));
+    const Answer a = answer(fitted, completion("qwen2", "Hello"));
+    EXPECT_FALSE(a.text.empty());
+    EXPECT_EQ(fitted.states().at("qwen2"), "loaded");
+  }
+  ServerOptions no_fit = options(0.01);
+  no_fit.split.fit = false;
+  ModelsServer s(no_fit);
   for (int i = 0; i < 2; ++i) {
     auto r = s.post("/v1/completions", completion("qwen2", "Hello"));
     ASSERT_TRUE(r);

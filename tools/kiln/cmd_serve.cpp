@@ -226,6 +226,7 @@ int run_serve(int argc, char** argv) {
   opt.api_key = api_key;
   opt.n_threads = mf.threads;
   opt.device = mf.device;
+  opt.split = mf.split;
   opt.sim_devices = mf.device_options().sim;
   opt.vulkan = mf.device_options().vulkan;
   opt.budgets = mf.budgets;

@@ -14,20 +14,6 @@ namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-std::string parse_one_device(const std::string& v, std::string* out) {
-  if (v == "none" || v == "cpu" || v == "CPU") {
-    *out = "cpu";
-  } else if (is_sim_device_name(v)) {
-    *out = v;
-  } else if (is_vulkan_device_name(v)) {
-    *out = "vulkan" + v.substr(6);  // llama.cpp's Vulkan0 is vulkan0
-  } else {
-    return "no device '" + v + "' (cpu, a Vulkan device: vulkan0, vulkan1, ..., or a sim device: sim0, sim1, ...; "
-           "--list-devices shows them)";
-  }
-  return "";
-}
-
 std::string parse_on_off(const std::string& v, bool* out) {
   if (v == "on" || v == "1" || v == "true") *out = true;
   else if (v == "off" || v == "0" || v == "false") *out = false;
@@ -47,84 +33,6 @@ std::string parse_fit_targets(const std::string& v, std::vector<size_t>* out) {
     out->push_back(static_cast<size_t>(mib) << 20);
     if (sep == std::string::npos) break;
     start = sep + 1;
-  }
-  return "";
-}
-
-// --device A[,B...]: the first is the main device; several split the model (llama.cpp's list).
-std::string parse_device(const std::string& v, std::string* main, std::vector<std::string>* all) {
-  all->clear();
-  size_t start = 0;
-  while (true) {
-    const size_t comma = v.find(',', start);
-    std::string one;
-    if (std::string e = parse_one_device(v.substr(start, comma - start), &one); !e.empty()) return e;
-    for (const std::string& seen : *all) {
-      if (seen == one) return "device '" + one + "' named twice in '" + v + "'";
-    }
-    all->push_back(one);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  *main = all->front();
-  return "";
-}
-
-// -ngl N|auto|all (auto: all, as there is no --fit yet).
-std::string parse_gpu_layers(const std::string& v, int64_t* out) {
-  if (v == "all" || v == "auto") {
-    *out = SplitOptions::kAllLayers;
-    return "";
-  }
-  char* end = nullptr;
-  errno = 0;
-  const long long n = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0 || n < 0 || n > kInt32Max)
-    return "'" + v + "' is not a layer count (N >= 0, auto or all)";
-  *out = n;
-  return "";
-}
-
-std::string parse_split_mode(const std::string& v, SplitMode* out) {
-  if (v == "none") *out = SplitMode::None;
-  else if (v == "layer") *out = SplitMode::Layer;
-  else if (v == "row" || v == "tensor")
-    return "split mode '" + v + "' (each matrix split across devices) is not supported: use none or layer";
-  else
-    return "'" + v + "' is not a split mode (none, layer)";
-  return "";
-}
-
-// -ts A,B,...: shares per offload device ("3,1"; llama.cpp also takes "3/1").
-std::string parse_tensor_split(const std::string& v, std::vector<float>* out) {
-  out->clear();
-  size_t start = 0;
-  while (true) {
-    const size_t sep = v.find_first_of(",/", start);
-    const std::string one = v.substr(start, sep - start);
-    char* end = nullptr;
-    const float f = std::strtof(one.c_str(), &end);
-    if (one.empty() || *end != '\0' || !std::isfinite(f) || f < 0) return "'" + one + "' is not a share (>= 0)";
-    out->push_back(f);
-    if (sep == std::string::npos) break;
-    start = sep + 1;
-  }
-  return "";
-}
-
-// -ot PATTERN=DEVICE[,PATTERN=DEVICE...] (repeatable).
-std::string parse_overrides(const std::string& v, std::vector<std::pair<std::string, std::string>>* out) {
-  size_t start = 0;
-  while (true) {
-    const size_t comma = v.find(',', start);
-    const std::string one = v.substr(start, comma - start);
-    const size_t eq = one.rfind('=');
-    if (eq == std::string::npos || eq == 0) return "'" + one + "' is not PATTERN=DEVICE";
-    std::string dev;
-    if (std::string e = parse_one_device(one.substr(eq + 1), &dev); !e.empty()) return e;
-    out->emplace_back(one.substr(0, eq), dev);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return "";
 }
@@ -277,24 +185,24 @@ void ModelFlags::declare(OptionParser& p) {
         "on|off|auto", "fused flash-attention path (default auto: on)");
   }
   p.custom(
-      {"-dev", "--device"}, [this](const std::string& v) { return parse_device(v, &device, &split_devices); },
+      {"-dev", "--device"}, [this](const std::string& v) { return parse_device_list(v, &device, &split.devices); },
       "NAME[,NAME...]",
       "device the model runs on: cpu (default), a Vulkan GPU (vulkan0, vulkan1, ...) or a sim device (sim0, sim1, "
       "...); several split the model's layers over them (with -ts)");
   p.custom(
       {"-ngl", "--gpu-layers", "--n-gpu-layers"},
-      [this](const std::string& v) { return parse_gpu_layers(v, &n_gpu_layers); }, "N|auto|all",
+      [this](const std::string& v) { return parse_gpu_layers(v, &split.n_gpu_layers); }, "N|auto|all",
       "layers on the --device devices, counted as llama.cpp counts them (the output layer is one; the last N of "
       "n_layer + 1 go there, the rest and the token embedding stay on the CPU); default all: the whole model");
   p.custom(
-      {"-sm", "--split-mode"}, [this](const std::string& v) { return parse_split_mode(v, &split_mode); },
+      {"-sm", "--split-mode"}, [this](const std::string& v) { return parse_split_mode(v, &split.mode); },
       "none|layer", "how layers spread over several devices: layer (default, by -ts) or none (all on -mg)");
   p.custom(
-      {"-ts", "--tensor-split"}, [this](const std::string& v) { return parse_tensor_split(v, &tensor_split); },
+      {"-ts", "--tensor-split"}, [this](const std::string& v) { return parse_tensor_split(v, &split.tensor_split); },
       "A,B,...", "share of the layers per device, e.g. 3,1 (default: each device's free memory)");
-  p.value({"-mg", "--main-gpu"}, &main_gpu, "N", "the device (index in --device) for -sm none");
+  p.value({"-mg", "--main-gpu"}, &split.main_gpu, "N", "the device (index in --device) for -sm none");
   p.custom(
-      {"-ot", "--override-tensor"}, [this](const std::string& v) { return parse_overrides(v, &overrides); },
+      {"-ot", "--override-tensor"}, [this](const std::string& v) { return parse_overrides(v, &split.overrides); },
       "PATTERN=DEVICE,...",
       "tensors whose name matches the regular expression go to DEVICE (cpu, CPU, sim0, vulkan0, Vulkan0), e.g. "
       "-ot 'ffn_(up|down|gate)=cpu'");
@@ -312,16 +220,16 @@ void ModelFlags::declare(OptionParser& p) {
           "an evicted model's KV cache goes to a file in DIR (unnamed, mode 0600, gone at restore) instead "
           "of host memory; on the CPU the KV cache is then evictable too");
   p.custom(
-      {"-fit", "--fit"}, [this](const std::string& v) { return parse_on_off(v, &fit); }, "on|off",
+      {"-fit", "--fit"}, [this](const std::string& v) { return parse_on_off(v, &split.fit); }, "on|off",
       "when the model and its context do not fit the --device devices, choose -ngl, -ts and (without -c) a smaller "
       "context that fit (default on; only when -ngl, -ts and -ot are not given)");
   p.custom(
-      {"-fitt", "--fit-target"}, [this](const std::string& v) { return parse_fit_targets(v, &fit_targets); },
+      {"-fitt", "--fit-target"}, [this](const std::string& v) { return parse_fit_targets(v, &split.fit_targets); },
       "MiB,...", "memory --fit leaves free per device, in --device order, the CPU last (one value: every device; "
       "default 1024)");
   p.custom(
       {"-fitc", "--fit-ctx"},
-      [this](const std::string& v) { return parse_integer(v, IntRange::between(1, kInt32Max), &fit_min_ctx); }, "N",
+      [this](const std::string& v) { return parse_integer(v, IntRange::between(1, kInt32Max), &split.fit_min_ctx); }, "N",
       "the smallest context --fit may choose (default 4096)");
   p.custom(
       {"-fitp", "--fit-print"}, [this](const std::string& v) { return parse_on_off(v, &fit_print); }, "on|off",
@@ -349,8 +257,8 @@ DeviceRegistryOptions ModelFlags::device_options() const {
     if (!named) o.sim.push_back({.name = dev, .capacity = kDefaultSimCapacity});
   };
   name(device);
-  for (const std::string& d : split_devices) name(d);
-  for (const auto& [pattern, d] : overrides) name(d);
+  for (const std::string& d : split.devices) name(d);
+  for (const auto& [pattern, d] : split.overrides) name(d);
   for (const DeviceBudget& b : budgets) name(b.device);
   o.vulkan = o.vulkan || list_devices;
   return o;
@@ -399,65 +307,17 @@ std::optional<ModelContext> ModelFlags::create_context(const char* command,
   auto devices = DeviceRegistry::create(device_options());
   if (!devices.ok()) return fail(devices.error().message);
   mc.devices = std::move(*devices);
-  auto plan = plan_placement(command, *mc.devices, *model, options);
+  auto plan = plan_placement(split, device, *mc.devices, *model, options, weight_options(command), ctx_given);
   if (!plan.ok()) return fail(plan.error().message);
   if (!plan->fit_summary.empty()) std::fprintf(stderr, "kiln %s: %s\n", command, plan->fit_summary.c_str());
-  if (!plan->whole) {
-    auto split = LayerSplit::make(model->hparams(), plan->split, mc.devices->cpu());
-    if (!split.ok()) return fail(split.error().message);
-    auto placed = place_split(model, *split, weight_options(command));
-    if (!placed.ok()) return fail(placed.error().message);
-    std::vector<std::shared_ptr<DeviceWeights>> all = std::move(*placed);
-    std::fprintf(stderr, "kiln %s: %s\n", command, split->describe(model->hparams().n_layer).c_str());
-    mc.weights = all.front();
-    if (all.size() > 1) mc.split = std::move(all);
-  } else {
-    auto dev = mc.devices->find(device);
-    if (!dev.ok()) return fail(dev.error().message);
-    auto weights = DeviceWeights::create(std::move(model), **dev, weight_options(command));
-    if (!weights.ok()) return fail(weights.error().message);
-    mc.weights = std::move(*weights);
-  }
+  auto placed = place_model(model, *plan, device, *mc.devices, weight_options(command));
+  if (!placed.ok()) return fail(placed.error().message);
+  if (!placed->layers.empty()) std::fprintf(stderr, "kiln %s: %s\n", command, placed->layers.c_str());
+  mc.weights = placed->weights.front();
+  if (placed->weights.size() > 1) mc.split = std::move(placed->weights);
   const ContextOptions& co = plan->context;
   if (!replace_context(command, mc, co)) return std::nullopt;
   return mc;
-}
-
-Result<SplitOptions> ModelFlags::split_options(const DeviceRegistry& devices) const {
-  SplitOptions so{.n_gpu_layers = n_gpu_layers, .mode = split_mode, .tensor_split = tensor_split, .main_device = main_gpu};
-  for (const std::string& name : split_devices.empty() ? std::vector<std::string>{device} : split_devices) {
-    KILN_ASSIGN_OR_RETURN(Device * d, devices.find(name));
-    if (!d->is_host()) so.offload.push_back(d);
-  }
-  for (const auto& [pattern, name] : overrides) {
-    KILN_ASSIGN_OR_RETURN(Device * d, devices.find(name));
-    so.overrides.push_back({pattern, d});
-  }
-  return so;
-}
-
-FitOptions ModelFlags::fit_options() const {
-  return {.targets = fit_targets, .min_ctx = fit_min_ctx, .ctx_set = ctx_given};
-}
-
-Result<ModelFlags::Placement> ModelFlags::plan_placement(const char* command, const DeviceRegistry& devices,
-                                                        const Model& model, const ContextOptions& options) const {
-  Placement p;
-  KILN_ASSIGN_OR_RETURN(p.split, split_options(devices));
-  p.context = options;
-  p.whole = !splits();
-  if (fit && p.whole && !p.split.offload.empty()) {
-    KILN_ASSIGN_OR_RETURN(const FitChoice choice, fit_placement(model, p.split.offload, devices.cpu(), options,
-                                                                weight_options(command), fit_options()));
-    if (choice.split) {
-      p.split.n_gpu_layers = choice.options.n_gpu_layers;
-      p.split.tensor_split = choice.options.tensor_split;
-      p.context.n_ctx = choice.n_ctx;
-      p.fit_summary = choice.summary;
-      p.whole = false;
-    }
-  }
-  return p;
 }
 
 std::optional<int> ModelFlags::fit_print_if_asked(const char* command, const std::shared_ptr<const Model>& model) const {
@@ -468,18 +328,10 @@ std::optional<int> ModelFlags::fit_print_if_asked(const char* command, const std
   };
   auto devices = DeviceRegistry::create(device_options());
   if (!devices.ok()) return fail(devices.error().message);
-  auto plan = plan_placement(command, **devices, *model, context);
+  auto plan = plan_placement(split, device, **devices, *model, context, weight_options(command), ctx_given);
   if (!plan.ok()) return fail(plan.error().message);
   if (!plan->fit_summary.empty()) std::printf("%s\n", plan->fit_summary.c_str());
-  SplitOptions so = plan->split;
-  if (plan->whole) {  // the whole model on the --device one: every tensor there
-    auto main = (*devices)->find(device);
-    if (!main.ok()) return fail(main.error().message);
-    so.overrides = {{".*", *main}};
-  }
-  auto split = LayerSplit::make(model->hparams(), so, (*devices)->cpu());
-  if (!split.ok()) return fail(split.error().message);
-  auto est = estimate_placement(*model, *split, plan->context, weight_options(command), nullptr);
+  auto est = estimate_plan(*model, *plan, device, **devices, weight_options(command));
   if (!est.ok()) return fail(est.error().message);
   std::printf("%s", describe_estimate(*est).c_str());
   return 0;

@@ -11,8 +11,7 @@
 #include <vector>
 
 #include "backends/device_registry.h"
-#include "llm/layer_split.h"
-#include "llm/placement_fit.h"
+#include "llm/model_placement.h"
 #include "llm/context.h"
 #include "llm/model.h"
 #include "options.h"
@@ -62,16 +61,8 @@ struct ModelFlags {
   // ctx_default when the command decides later.
   ContextOptions context;
   std::string device = "cpu";                 // --device: where the model runs (the first named)
-  std::vector<std::string> split_devices;     // --device A,B: every device named, in order
-  int64_t n_gpu_layers = SplitOptions::kAllLayers;  // -ngl
-  SplitMode split_mode = SplitMode::Layer;          // -sm
-  std::vector<float> tensor_split;                  // -ts
-  int32_t main_gpu = 0;                             // -mg
-  std::vector<std::pair<std::string, std::string>> overrides;  // -ot PATTERN=DEVICE
-  bool fit = true;                  // -fit
-  std::vector<size_t> fit_targets;  // -fitt, bytes
-  int64_t fit_min_ctx = 4096;       // -fitc
-  bool fit_print = false;           // -fitp
+  SplitFlags split;                           // --device A,B, -ngl, -sm, -ts, -mg, -ot, -fit, -fitt, -fitc
+  bool fit_print = false;                     // -fitp
   bool ctx_given = false;           // -c was given (fit keeps it)
   std::vector<SimDeviceOptions> sim_devices;  // --sim-capacity, in the order named
   std::vector<DeviceBudget> budgets;          // --max-mem
@@ -100,27 +91,9 @@ struct ModelFlags {
   WeightOptions weight_options(const char* command) const;
   // Loads the model named by -m (or the embedded default); prints the error and returns null.
   std::shared_ptr<const Model> load_model(const char* command) const;
-  // The split the flags ask for, its devices found in `devices`: the --device devices that are not
-  // the CPU as offload devices, -ngl, -sm, -ts, -mg, -ot.
-  Result<SplitOptions> split_options(const DeviceRegistry& devices) const;
-  FitOptions fit_options() const;
-  // Where these flags put `model` with a context of `options`: the whole model on the --device one
-  // (`whole`), or split as `split` says, -fit applied (its choice in `split`, `context` and
-  // `fit_summary`; the summary empty when fit changed nothing).
-  struct Placement {
-    SplitOptions split;
-    bool whole = true;
-    ContextOptions context;
-    std::string fit_summary;
-  };
-  Result<Placement> plan_placement(const char* command, const DeviceRegistry& devices, const Model& model,
-                                   const ContextOptions& options) const;
   // With -fitp on: prints the placement fit chooses (or the flags give) and each device's estimate
   // (llm/placement_fit.h) to stdout and returns the exit code; else nullopt.
   std::optional<int> fit_print_if_asked(const char* command, const std::shared_ptr<const Model>& model) const;
-  // Whether the flags split the model over devices (several --device, -ngl short of all, -ot):
-  // else it lies whole on the --device one, the token embedding included.
-  bool splits() const { return split_devices.size() > 1 || n_gpu_layers != SplitOptions::kAllLayers || !overrides.empty(); }
   // Opens the devices, places `model` on the --device one (or over the split's devices, printing
   // where the layers went) and creates a context with `options`
   // in that device's compute arena (options.arena is replaced; warning when the context is larger

@@ -1,0 +1,170 @@
+#include "llm/model_placement.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace kiln {
+namespace {
+
+// `plan`'s split, or for the whole model on `main` a split that overrides every tensor to it.
+Result<LayerSplit> split_of(const PlacementPlan& plan, const std::string& main, const DeviceRegistry& devices,
+                            const HParams& hp) {
+  SplitOptions so = plan.split;
+  if (plan.whole) {
+    KILN_ASSIGN_OR_RETURN(Device * d, devices.find(main));
+    so.overrides = {{".*", d}};
+  }
+  return LayerSplit::make(hp, so, devices.cpu());
+}
+
+}  // namespace
+
+Result<SplitOptions> resolve_split(const SplitFlags& flags, const std::string& main, const DeviceRegistry& devices) {
+  SplitOptions so{.n_gpu_layers = flags.n_gpu_layers, .mode = flags.mode, .tensor_split = flags.tensor_split,
+                  .main_device = flags.main_gpu};
+  for (const std::string& name : flags.devices.empty() ? std::vector<std::string>{main} : flags.devices) {
+    KILN_ASSIGN_OR_RETURN(Device * d, devices.find(name));
+    if (!d->is_host()) so.offload.push_back(d);
+  }
+  for (const auto& [pattern, name] : flags.overrides) {
+    KILN_ASSIGN_OR_RETURN(Device * d, devices.find(name));
+    so.overrides.push_back({pattern, d});
+  }
+  return so;
+}
+
+Result<PlacementPlan> plan_placement(const SplitFlags& flags, const std::string& main, const DeviceRegistry& devices,
+                                     const Model& model, const ContextOptions& options, const WeightOptions& weights,
+                                     bool ctx_given) {
+  PlacementPlan p;
+  KILN_ASSIGN_OR_RETURN(p.split, resolve_split(flags, main, devices));
+  p.context = options;
+  p.whole = !flags.splits();
+  if (flags.fit && p.whole && !p.split.offload.empty()) {
+    const FitOptions fit{.targets = flags.fit_targets, .min_ctx = flags.fit_min_ctx, .ctx_set = ctx_given};
+    KILN_ASSIGN_OR_RETURN(const FitChoice choice,
+                          fit_placement(model, p.split.offload, devices.cpu(), options, weights, fit));
+    if (choice.split) {
+      p.split.n_gpu_layers = choice.options.n_gpu_layers;
+      p.split.tensor_split = choice.options.tensor_split;
+      p.context.n_ctx = choice.n_ctx;
+      p.fit_summary = choice.summary;
+      p.whole = false;
+    }
+  }
+  return p;
+}
+
+Result<PlacedModel> place_model(std::shared_ptr<const Model> model, const PlacementPlan& plan, const std::string& main,
+                                const DeviceRegistry& devices, const WeightOptions& weights) {
+  PlacedModel out;
+  if (plan.whole) {
+    KILN_ASSIGN_OR_RETURN(Device * d, devices.find(main));
+    KILN_ASSIGN_OR_RETURN(auto w, DeviceWeights::create(std::move(model), *d, weights));
+    out.weights.push_back(std::move(w));
+    return out;
+  }
+  KILN_ASSIGN_OR_RETURN(const LayerSplit split, LayerSplit::make(model->hparams(), plan.split, devices.cpu()));
+  out.layers = split.describe(model->hparams().n_layer);
+  KILN_ASSIGN_OR_RETURN(out.weights, place_split(std::move(model), split, weights));
+  return out;
+}
+
+Result<std::vector<DeviceEstimate>> estimate_plan(const Model& model, const PlacementPlan& plan, const std::string& main,
+                                                  const DeviceRegistry& devices, const WeightOptions& weights) {
+  KILN_ASSIGN_OR_RETURN(const LayerSplit split, split_of(plan, main, devices, model.hparams()));
+  return estimate_placement(model, split, plan.context, weights, nullptr);
+}
+
+std::string parse_one_device(const std::string& v, std::string* out) {
+  if (v == "none" || v == "cpu" || v == "CPU") {
+    *out = "cpu";
+  } else if (is_sim_device_name(v)) {
+    *out = v;
+  } else if (is_vulkan_device_name(v)) {
+    *out = "vulkan" + v.substr(6);  // llama.cpp's Vulkan0 is vulkan0
+  } else {
+    return "no device '" + v + "' (cpu, a Vulkan device: vulkan0, vulkan1, ..., or a sim device: sim0, sim1, ...; "
+           "--list-devices shows them)";
+  }
+  return "";
+}
+
+std::string parse_device_list(const std::string& v, std::string* main, std::vector<std::string>* all) {
+  all->clear();
+  size_t start = 0;
+  while (true) {
+    const size_t comma = v.find(',', start);
+    std::string one;
+    if (std::string e = parse_one_device(v.substr(start, comma - start), &one); !e.empty()) return e;
+    for (const std::string& seen : *all) {
+      if (seen == one) return "device '" + one + "' named twice in '" + v + "'";
+    }
+    all->push_back(one);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  *main = all->front();
+  return "";
+}
+
+
+std::string parse_gpu_layers(const std::string& v, int64_t* out) {
+  if (v == "all" || v == "auto") {
+    *out = SplitOptions::kAllLayers;
+    return "";
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < 0 || n > std::numeric_limits<int32_t>::max())
+    return "'" + v + "' is not a layer count (N >= 0, auto or all)";
+  *out = n;
+  return "";
+}
+
+std::string parse_split_mode(const std::string& v, SplitMode* out) {
+  if (v == "none") *out = SplitMode::None;
+  else if (v == "layer") *out = SplitMode::Layer;
+  else if (v == "row" || v == "tensor")
+    return "split mode '" + v + "' (each matrix split across devices) is not supported: use none or layer";
+  else
+    return "'" + v + "' is not a split mode (none, layer)";
+  return "";
+}
+
+std::string parse_tensor_split(const std::string& v, std::vector<float>* out) {
+  out->clear();
+  size_t start = 0;
+  while (true) {
+    const size_t sep = v.find_first_of(",/", start);
+    const std::string one = v.substr(start, sep - start);
+    char* end = nullptr;
+    const float f = std::strtof(one.c_str(), &end);
+    if (one.empty() || *end != '\0' || !std::isfinite(f) || f < 0) return "'" + one + "' is not a share (>= 0)";
+    out->push_back(f);
+    if (sep == std::string::npos) break;
+    start = sep + 1;
+  }
+  return "";
+}
+
+std::string parse_overrides(const std::string& v, std::vector<std::pair<std::string, std::string>>* out) {
+  size_t start = 0;
+  while (true) {
+    const size_t comma = v.find(',', start);
+    const std::string one = v.substr(start, comma - start);
+    const size_t eq = one.rfind('=');
+    if (eq == std::string::npos || eq == 0) return "'" + one + "' is not PATTERN=DEVICE";
+    std::string dev;
+    if (std::string e = parse_one_device(one.substr(eq + 1), &dev); !e.empty()) return e;
+    out->emplace_back(one.substr(0, eq), dev);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return "";
+}
+
+}  // namespace kiln
