@@ -180,8 +180,7 @@ Result<std::unique_ptr<Context>> Context::create(std::vector<ContextDevice> devi
   // Pinned as for a pass (the weights, and shared arenas of other owners: the devices'), then the
   // arenas' turns: the worst case may grow an arena, making room by evicting other owners.
   KILN_ASSIGN_OR_RETURN(const MemoryHold hold, c->hold_memory());
-  std::vector<std::unique_lock<std::mutex>> turns;
-  for (const auto& st : c->stages_) turns.push_back(st->arena->take_turn());
+  const auto turns = c->take_turns();
   Graph worst;
   KILN_TRY(build_decoder_graph(worst, hp, c->graph_weights_, c->kv_layers_, worst_case_step(c->opt_, c->attention_)));
   KILN_ASSIGN_OR_RETURN(SplitPlan plan, c->plan_graph(worst));
@@ -191,6 +190,15 @@ Result<std::unique_ptr<Context>> Context::create(std::vector<ContextDevice> devi
   }
   KILN_TRY(plan.prepare(c->split_devices()));
   return c;
+}
+
+std::vector<std::unique_lock<std::mutex>> Context::take_turns() const {
+  std::vector<ComputeArena*> arenas;
+  for (const auto& st : stages_) arenas.push_back(st->arena);
+  std::sort(arenas.begin(), arenas.end(), std::less<ComputeArena*>());
+  std::vector<std::unique_lock<std::mutex>> turns;
+  for (ComputeArena* a : arenas) turns.push_back(a->take_turn());
+  return turns;
 }
 
 std::vector<std::shared_ptr<const DeviceWeights>> Context::device_weights() const {
@@ -338,8 +346,7 @@ Status Context::decode(const Batch& batch, const DecodeOptions& options) {
   if (kv_->n_used() + static_cast<int64_t>(n) > kv_->size())
     return make_error("decode: ", n, " new tokens do not fit the context: ", kv_->n_used(), " of ", kv_->size(),
                       " cells in use (the context is full)");
-  std::vector<std::unique_lock<std::mutex>> turns;
-  for (const auto& st : stages_) turns.push_back(st->arena->take_turn());
+  const auto turns = take_turns();
   if (kv_->has_shift()) KILN_TRY(apply_kv_shift());
 
   outputs_.resize(n_outputs * output_width());

@@ -236,6 +236,9 @@ class Context final {
   Status decode_ubatch(const Batch& batch, const DecodeOptions& options, size_t begin, size_t end,
                        size_t& out_index);
   Status apply_kv_shift();
+  // Every stage's arena turn, taken in address order (so that contexts over several shared arenas
+  // never wait on each other in a cycle).
+  std::vector<std::unique_lock<std::mutex>> take_turns() const;
   // Splits and plans `g` over the stages' arenas.
   Result<SplitPlan> plan_graph(const Graph& g);
   // The stages as a split plan executes them (their backends and inputs buffers, crossings after

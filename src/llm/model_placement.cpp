@@ -43,7 +43,10 @@ Result<PlacementPlan> plan_placement(const SplitFlags& flags, const std::string&
   p.context = options;
   p.whole = !flags.splits();
   if (flags.fit && p.whole && !p.split.offload.empty()) {
-    const FitOptions fit{.targets = flags.fit_targets, .min_ctx = flags.fit_min_ctx, .ctx_set = ctx_given};
+    const FitOptions fit{.targets = flags.fit_targets,
+                         .min_ctx = flags.fit_min_ctx,
+                         .ctx_set = ctx_given,
+                         .in_turns = flags.devices_in_turns};
     KILN_ASSIGN_OR_RETURN(const FitChoice choice,
                           fit_placement(model, p.split.offload, devices.cpu(), options, weights, fit));
     if (choice.split) {

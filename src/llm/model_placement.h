@@ -32,6 +32,7 @@ struct SplitFlags {
   bool fit = true;                                  // -fit
   std::vector<size_t> fit_targets = {};             // -fitt, bytes
   int64_t fit_min_ctx = 4096;                       // -fitc
+  bool devices_in_turns = false;  // the devices are taken in turns with other processes (--arbiter)
   // Whether the flags split the model themselves (several devices, -ngl short of all, -ot):
   // then --fit leaves it as they say.
   bool splits() const {

@@ -27,10 +27,8 @@ size_t index_of(const std::vector<Device*>& devices, const Device* d) {
 
 size_t saturating_sub(size_t a, size_t b) { return a > b ? a - b : 0; }
 
-constexpr size_t kDefaultTarget = size_t{1} << 30;  // llama.cpp's --fit-target default: 1024 MiB
-
-size_t target_for(const FitOptions& fit, size_t i) {
-  if (fit.targets.empty()) return kDefaultTarget;
+size_t target_for(const FitOptions& fit, size_t i, const Device& device) {
+  if (fit.targets.empty()) return device.default_fit_target();
   return fit.targets[std::min(i, fit.targets.size() - 1)];
 }
 
@@ -40,11 +38,13 @@ std::string estimate_text(const DeviceEstimate& e) {
 
 }  // namespace
 
-size_t device_room(const Device& device, size_t target) {
+size_t device_room(const Device& device, size_t target, bool in_turns) {
   const ResidencyManager* m = device.residency();
-  if (m != nullptr && m->budget() != kNoBudget) return std::min(m->budget(), device.memory_info().total);
+  const MemoryInfo info = device.memory_info();
+  if (m != nullptr && m->budget() != kNoBudget) return std::min(m->budget(), info.total);
+  if (in_turns) return saturating_sub(info.total, target);
   const size_t evictable = m != nullptr ? m->used() : 0;
-  return saturating_sub(device.memory_info().free + evictable, target);
+  return saturating_sub(std::min(info.free + evictable, info.total), target);
 }
 
 Result<std::vector<DeviceEstimate>> estimate_placement(const Model& model, const LayerSplit& split,
@@ -103,7 +103,7 @@ std::string describe_estimate(const std::vector<DeviceEstimate>& estimate) {
   for (const DeviceEstimate& e : estimate) {
     out += e.device->name() + ": weights " + format_memory_size(e.weights) + ", KV " + format_memory_size(e.kv) +
            ", compute " + format_memory_size(e.compute) + ", total " + format_memory_size(e.total()) + " (room " +
-           format_memory_size(device_room(*e.device, 0)) + ")\n";
+           format_memory_size(device_room(*e.device, 0, false)) + ")\n";
   }
   return out;
 }
@@ -121,8 +121,9 @@ Result<FitChoice> fit_placement(const Model& model, const std::vector<Device*>& 
     return estimate_placement(model, split, o, weights, &cache);
   };
   std::vector<size_t> room;  // per offload device, then the CPU, less the targets
-  for (size_t i = 0; i < offload.size(); ++i) room.push_back(device_room(*offload[i], target_for(fit, i)));
-  const size_t cpu_room = device_room(cpu, target_for(fit, offload.size()));
+  for (size_t i = 0; i < offload.size(); ++i)
+    room.push_back(device_room(*offload[i], target_for(fit, i, *offload[i]), fit.in_turns));
+  const size_t cpu_room = device_room(cpu, target_for(fit, offload.size(), cpu), false);
   if (offload.empty()) return choice;
 
   // The whole model on the main device, as without fit.

@@ -48,10 +48,11 @@ Result<std::vector<DeviceEstimate>> estimate_placement(const Model& model, const
 
 struct FitOptions {
   // Room kept free per offload device (-fitt MiB,...; one value: every device), and on the CPU the
-  // last value; empty: 1 GiB each, as llama.cpp.
+  // last value; empty: each device's default_fit_target() (1 GiB, as llama.cpp; none on sim).
   std::vector<size_t> targets;
   int64_t min_ctx = 4096;  // -fitc: the smallest context fit may choose
   bool ctx_set = false;    // the user gave -c: fit keeps it
+  bool in_turns = false;   // the offload devices are taken in turns (--arbiter): see device_room
 };
 
 struct FitChoice {
@@ -64,9 +65,11 @@ struct FitChoice {
 
 // The room on `device` for a model: its --max-mem budget when it has one (the residency manager
 // evicts other owners to make room within it; the budget is the user's margin, no target is
-// taken off), else its free memory plus what its residency manager counts (evictable) less
-// `target` (-fitt: what drivers and other processes may still take).
-size_t device_room(const Device& device, size_t target);
+// taken off); else, for a device taken in turns with other processes (--arbiter: they yield all
+// of it), its total less `target`; else its free memory plus what its residency manager counts
+// (evictable) less `target` (-fitt, or Device::default_fit_target: what drivers and other
+// processes may still take).
+size_t device_room(const Device& device, size_t target, bool in_turns);
 
 // Fits `model` on `offload` (the --device devices that are not the CPU; the first is the main one)
 // and `cpu` as the header says. `options` is the context the user asked for (n_ctx 0: the

@@ -112,6 +112,10 @@ class Device {
   // bytes in separate holes are not room for one buffer), the host's available memory; nullopt
   // where allocate() alone knows. The residency manager refuses allocations above it.
   virtual std::optional<size_t> largest_free_block() const { return std::nullopt; }
+  // The memory --fit leaves free on this device when the user gives no -fitt (llama.cpp's 1024 MiB:
+  // what drivers and other processes may still take). A device whose memory is all its own (a sim
+  // pool) leaves none.
+  virtual size_t default_fit_target() const { return size_t{1} << 30; }
   // The manager that keeps this device's memory within its budget (runtime/residency.h), or null:
   // set by the manager while it lives.
   ResidencyManager* residency() const { return residency_; }

@@ -123,8 +123,10 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   }
   const WeightOptions weights = weight_options(opt);  // the model's, its mmproj's and its draft model's
   ContextOptions co = server_context_options(opt, model->hparams());
+  SplitFlags split = opt.split;
+  split.devices_in_turns = !opt.arbiter_dir.empty();
   KILN_ASSIGN_OR_RETURN(const PlacementPlan plan,
-                        plan_placement(opt.split, opt.device, *st->devices, *model, co, weights, true));
+                        plan_placement(split, opt.device, *st->devices, *model, co, weights, true));
   KILN_ASSIGN_OR_RETURN(PlacedModel placed, place_model(model, plan, opt.device, *st->devices, weights));
   if (opt.log && !plan.fit_summary.empty()) opt.log(st->name + ": " + plan.fit_summary);
   if (opt.log && !placed.layers.empty()) opt.log(st->name + ": " + placed.layers);

@@ -151,10 +151,14 @@ TEST(ServerOnSimDevice, ReportsItsMemoryPerDeviceAndModel) {
   server.stop();
 }
 
+// With --fit off a model that does not fit its device is refused at attach with the sizes (with
+// --fit on, the default, it would load split: tests/server/models_test.cpp).
 TEST(ServerOnSimDevice, AModelThatDoesNotFitIsRefusedAtAttach) {
   const auto model = load_model();
   ASSERT_TRUE(model.ok()) << model.error().message;
-  Server server(options("sim0", size_t{8} << 20));
+  ServerOptions o = options("sim0", size_t{8} << 20);
+  o.split.fit = false;
+  Server server(o);
   const Status st = server.attach(*model);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("do not fit: sim0: out of memory"), std::string::npos)

@@ -455,6 +455,12 @@ TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
       "np = 2\n"
       "kvu = true\n"
       "pin = true\n"
+      "ngl = 10\n"
+      "split-mode = layer\n"
+      "ts = 1,3\n"
+      "mg = 1\n"
+      "override-tensor = ffn_up=cpu,ffn_down=Vulkan0\n"
+      "fit = off\n"
       "[b]\n"
       "model = /m/b.gguf\n"
       "ctx-size = 1024\n"
@@ -467,6 +473,15 @@ TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
   EXPECT_EQ(models[0].n_ctx, 512);
   EXPECT_EQ(models[0].n_parallel, 2);
   EXPECT_EQ(models[0].kv_unified, true);
+  EXPECT_EQ(models[0].n_gpu_layers, 10);
+  EXPECT_EQ(models[0].split_mode, SplitMode::Layer);
+  EXPECT_EQ(models[0].tensor_split, (std::vector<float>{1, 3}));
+  EXPECT_EQ(models[0].main_gpu, 1);
+  EXPECT_EQ(models[0].overrides, (std::vector<std::pair<std::string, std::string>>{{"ffn_up", "cpu"}, {"ffn_down", "vulkan0"}}));
+  EXPECT_EQ(models[0].fit, false);
+  EXPECT_EQ(models[1].n_gpu_layers, std::nullopt);
+  EXPECT_FALSE(apply_models_preset("[a]\nngl = lots\n", "p.ini", models).ok());
+  EXPECT_FALSE(apply_models_preset("[a]\nsm = row\n", "p.ini", models).ok());
   EXPECT_TRUE(models[0].pin);
   EXPECT_EQ(models[1].name, "b");
   EXPECT_EQ(models[1].path, "/m/b.gguf");
@@ -477,9 +492,9 @@ TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
   EXPECT_TRUE(models[1].load_on_startup);
   EXPECT_EQ(models[1].sleep_idle_seconds, 30);
 
-  auto refused = apply_models_preset("[a]\nn-gpu-layers = 99\n", "p.ini", models);
+  auto refused = apply_models_preset("[a]\nchat-template = chatml\n", "p.ini", models);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.error().message.find("p.ini:2: key 'n-gpu-layers' is not supported"), std::string::npos)
+  EXPECT_NE(refused.error().message.find("p.ini:2: key 'chat-template' is not supported"), std::string::npos)
       << refused.error().message;
   EXPECT_FALSE(apply_models_preset("[c]\nc = 64\n", "p.ini", models).ok());  // no model path
   EXPECT_FALSE(apply_models_preset("[a]\nnp = many\n", "p.ini", models).ok());

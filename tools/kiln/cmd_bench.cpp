@@ -297,6 +297,7 @@ int run_bench(int argc, char** argv) {
       mf.model_path = config.model;
       model = mf.load_model("bench");
       if (!model) return 1;
+      if (auto code = mf.fit_print_if_asked("bench", model)) return *code;
       gen_prompt = model->tokenizer().tokenize(prompt_text, true, false);
       if (speculative && gen_prompt.empty()) return fail("bench", "the prompt of the gen tests is empty");
       const int64_t gen_cells = speculative ? static_cast<int64_t>(gen_prompt.size()) + n_gen + 2 : 0;

@@ -189,6 +189,12 @@ int run_serve(int argc, char** argv) {
   const bool many = !models_dir.empty() || !models_preset.empty() || model_values.size() > 1 ||
                     (model_values.size() == 1 && model_values[0].find('=') != std::string::npos);
   if (!many && !model_values.empty()) mf.model_path = model_values[0];
+  if (mf.fit_print) {  // the estimate of the one model, with -c's context
+    if (many) return fail("serve", "-fitp estimates one model (-m FILE)", 2);
+    auto model = mf.load_model("serve");
+    if (!model) return 1;
+    return *mf.fit_print_if_asked("serve", model);
+  }
   if (many) {
     for (const std::string& v : model_values) {
       auto spec = serve::parse_model_flag(v);

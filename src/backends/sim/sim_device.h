@@ -48,6 +48,7 @@ class SimDevice : public Device {
   void* host_address(const void* addr, size_t n) const override;
 
   std::optional<size_t> largest_free_block() const override;
+  size_t default_fit_target() const override { return 0; }  // no driver: the pool is all there is
   // The most bytes in use at once since creation or the last reset_peak_used() (for tests that
   // check a budget was never passed), and a reset to what is in use now.
   size_t peak_used() const;
