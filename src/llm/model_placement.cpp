@@ -1,5 +1,6 @@
 #include "llm/model_placement.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -17,6 +18,18 @@ Result<LayerSplit> split_of(const PlacementPlan& plan, const std::string& main, 
     so.overrides = {{".*", d}};
   }
   return LayerSplit::make(hp, so, devices.cpu());
+}
+
+// Calls fn(item) for each item of list `v` cut at any of `separators`, stopping at the first error.
+template <class Fn>
+std::string for_each_item(const std::string& v, const char* separators, Fn&& fn) {
+  size_t start = 0;
+  while (true) {
+    const size_t sep = v.find_first_of(separators, start);
+    if (std::string e = fn(v.substr(start, sep - start)); !e.empty()) return e;
+    if (sep == std::string::npos) return "";
+    start = sep + 1;
+  }
 }
 
 }  // namespace
@@ -97,22 +110,17 @@ std::string parse_one_device(const std::string& v, std::string* out) {
 
 std::string parse_device_list(const std::string& v, std::string* main, std::vector<std::string>* all) {
   all->clear();
-  size_t start = 0;
-  while (true) {
-    const size_t comma = v.find(',', start);
+  const std::string e = for_each_item(v, ",", [&](const std::string& item) -> std::string {
     std::string one;
-    if (std::string e = parse_one_device(v.substr(start, comma - start), &one); !e.empty()) return e;
-    for (const std::string& seen : *all) {
-      if (seen == one) return "device '" + one + "' named twice in '" + v + "'";
-    }
+    if (std::string bad = parse_one_device(item, &one); !bad.empty()) return bad;
+    if (std::find(all->begin(), all->end(), one) != all->end()) return "device '" + one + "' named twice in '" + v + "'";
     all->push_back(one);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+    return "";
+  });
+  if (!e.empty()) return e;
   *main = all->front();
   return "";
 }
-
 
 std::string parse_gpu_layers(const std::string& v, int64_t* out) {
   if (v == "all" || v == "auto") {
@@ -140,34 +148,37 @@ std::string parse_split_mode(const std::string& v, SplitMode* out) {
 
 std::string parse_tensor_split(const std::string& v, std::vector<float>* out) {
   out->clear();
-  size_t start = 0;
-  while (true) {
-    const size_t sep = v.find_first_of(",/", start);
-    const std::string one = v.substr(start, sep - start);
+  return for_each_item(v, ",/", [&](const std::string& one) -> std::string {
     char* end = nullptr;
     const float f = std::strtof(one.c_str(), &end);
     if (one.empty() || *end != '\0' || !std::isfinite(f) || f < 0) return "'" + one + "' is not a share (>= 0)";
     out->push_back(f);
-    if (sep == std::string::npos) break;
-    start = sep + 1;
-  }
-  return "";
+    return "";
+  });
 }
 
 std::string parse_overrides(const std::string& v, std::vector<std::pair<std::string, std::string>>* out) {
-  size_t start = 0;
-  while (true) {
-    const size_t comma = v.find(',', start);
-    const std::string one = v.substr(start, comma - start);
+  return for_each_item(v, ",", [&](const std::string& one) -> std::string {
     const size_t eq = one.rfind('=');
     if (eq == std::string::npos || eq == 0) return "'" + one + "' is not PATTERN=DEVICE";
     std::string dev;
     if (std::string e = parse_one_device(one.substr(eq + 1), &dev); !e.empty()) return e;
     out->emplace_back(one.substr(0, eq), dev);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return "";
+    return "";
+  });
+}
+
+std::string parse_fit_targets(const std::string& v, std::vector<size_t>* out) {
+  out->clear();
+  return for_each_item(v, ",/", [&](const std::string& one) -> std::string {
+    char* end = nullptr;
+    errno = 0;
+    const long long mib = std::strtoll(one.c_str(), &end, 10);
+    if (one.empty() || *end != '\0' || errno != 0 || mib < 0 || mib > (int64_t{1} << 30))
+      return "'" + one + "' is not a size in MiB (>= 0)";
+    out->push_back(static_cast<size_t>(mib) << 20);
+    return "";
+  });
 }
 
 }  // namespace kiln

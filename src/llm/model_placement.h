@@ -87,5 +87,7 @@ std::string parse_split_mode(const std::string& v, SplitMode* out);
 std::string parse_tensor_split(const std::string& v, std::vector<float>* out);
 // -ot PATTERN=DEVICE[,PATTERN=DEVICE...], appended to `out`.
 std::string parse_overrides(const std::string& v, std::vector<std::pair<std::string, std::string>>* out);
+// -fitt MiB[,MiB...] (or with '/'), in bytes.
+std::string parse_fit_targets(const std::string& v, std::vector<size_t>* out);
 
 }  // namespace kiln

@@ -29,29 +29,6 @@ std::unique_ptr<DeviceRegistry> two_sims(std::vector<DeviceBudget> budgets = {})
   return r.ok() ? std::move(*r) : nullptr;
 }
 
-struct Split {
-  std::vector<std::shared_ptr<DeviceWeights>> weights;
-  std::unique_ptr<Context> ctx;
-};
-
-Split place_split(DeviceRegistry& r, std::shared_ptr<const Model> model, const SplitOptions& so,
-                  const ContextOptions& opt) {
-  Split s;
-  auto split = LayerSplit::make(model->hparams(), so, r.cpu());
-  EXPECT_TRUE(split.ok()) << split.error().message;
-  if (!split.ok()) return s;
-  auto placed = kiln::place_split(model, *split, {});
-  EXPECT_TRUE(placed.ok()) << placed.error().message;
-  if (!placed.ok()) return s;
-  s.weights = *placed;
-  std::vector<ContextDevice> devices;
-  for (const auto& w : s.weights) devices.push_back({w, &r.backend(w->device()), nullptr});
-  auto c = Context::create(std::move(devices), opt);
-  EXPECT_TRUE(c.ok()) << c.error().message;
-  if (c.ok()) s.ctx = std::move(*c);
-  return s;
-}
-
 struct Case {
   std::string what;
   SplitOptions options;
@@ -87,7 +64,7 @@ TEST_P(SplitMatchesCpu, LogitsAreBitIdentical) {
   cpu.ctx->clear();
   const auto want_edits = edits_and_state(*cpu.ctx, path);
   for (const Case& c : cases(*r, model->hparams().n_layer)) {
-    Split s = place_split(*r, model, c.options, opt);
+    SplitContext s = place_split_context(*r, model, c.options, opt);
     ASSERT_TRUE(s.ctx) << c.what;
     EXPECT_EQ(s.weights.size(), c.devices) << c.what;
     EXPECT_TRUE(same_bits(want, prompt_and_generation(*s.ctx))) << c.what;
@@ -146,7 +123,7 @@ TEST(LayerSplit, EvictedAndRestoredSplitModelGivesTheSameLogits) {
   auto r = two_sims();
   ASSERT_TRUE(r);
   const ContextOptions opt{.n_ctx = 64, .n_batch = 64, .n_ubatch = 8};
-  Split s = place_split(*r, model, {.offload = {*r->find("sim0"), *r->find("sim1")}, .tensor_split = {1, 3}}, opt);
+  SplitContext s = place_split_context(*r, model, {.offload = {*r->find("sim0"), *r->find("sim1")}, .tensor_split = {1, 3}}, opt);
   ASSERT_TRUE(s.ctx);
   ASSERT_EQ(s.weights.size(), 3u);
   const size_t kv_total = KvCache::bytes_for(model->hparams(), 64, DType::F16, DType::F16);

@@ -14,6 +14,7 @@
 
 #include "backends/device_registry.h"
 #include "llm/context.h"
+#include "llm/layer_split.h"
 #include "llm/device_weights.h"
 #include "test_data.h"
 
@@ -142,6 +143,31 @@ inline std::vector<float> edits_and_state(Context& c, const std::string& state_p
   EXPECT_TRUE(restored.ok()) << restored.error().message;
   decode(c, {toks.back()}, n, 2, false, out);
   return out;
+}
+
+// A model placed as `so` says over the devices of `r` (llm/layer_split.h), with a context of `opt`
+// over them (each device's own arena); empty on failure (reported).
+struct SplitContext {
+  std::vector<std::shared_ptr<DeviceWeights>> weights;
+  std::unique_ptr<Context> ctx;
+};
+
+inline SplitContext place_split_context(DeviceRegistry& r, std::shared_ptr<const Model> model,
+                                        const SplitOptions& so, const ContextOptions& opt) {
+  SplitContext s;
+  auto split = LayerSplit::make(model->hparams(), so, r.cpu());
+  EXPECT_TRUE(split.ok()) << split.error().message;
+  if (!split.ok()) return s;
+  auto placed = place_split(model, *split, {});
+  EXPECT_TRUE(placed.ok()) << placed.error().message;
+  if (!placed.ok()) return s;
+  s.weights = *placed;
+  std::vector<ContextDevice> devices;
+  for (const auto& w : s.weights) devices.push_back({w, &r.backend(w->device()), nullptr});
+  auto c = Context::create(std::move(devices), opt);
+  EXPECT_TRUE(c.ok()) << c.error().message;
+  if (c.ok()) s.ctx = std::move(*c);
+  return s;
 }
 
 }  // namespace kiln::test

@@ -41,13 +41,9 @@ void expect_estimate_holds(const std::shared_ptr<const Model>& model, const std:
   ASSERT_TRUE(split.ok()) << split.error().message;
   auto est = estimate_placement(*model, *split, opt, {}, nullptr);
   ASSERT_TRUE(est.ok()) << est.error().message;
-  auto placed = place_split(model, *split, {});
-  ASSERT_TRUE(placed.ok()) << placed.error().message;
-  std::vector<ContextDevice> devices;
-  for (const auto& w : *placed) devices.push_back({w, &r->backend(w->device()), nullptr});
-  auto ctx = Context::create(std::move(devices), opt);
-  ASSERT_TRUE(ctx.ok()) << ctx.error().message;
-  ASSERT_EQ(est->size(), placed->size()) << what;
+  const SplitContext placed = place_split_context(*r, model, so(*r), opt);
+  ASSERT_TRUE(placed.ctx) << what;
+  ASSERT_EQ(est->size(), placed.weights.size()) << what;
   for (const DeviceEstimate& e : *est) {
     if (e.device->is_host()) continue;  // the CPU's share is mostly the mapped file
     const double got = static_cast<double>(allocated(*e.device));
@@ -122,14 +118,8 @@ TEST(Fit, SplitsOnlyWhatDoesNotFit) {
   ASSERT_TRUE(choice->split);
   EXPECT_EQ(choice->options.n_gpu_layers, n_layer) << choice->summary;
   EXPECT_NE(choice->summary.find("-ngl " + std::to_string(n_layer)), std::string::npos) << choice->summary;
-  auto split = LayerSplit::make(model->hparams(), choice->options, r->cpu());
-  ASSERT_TRUE(split.ok());
-  auto placed = place_split(model, *split, {});
-  ASSERT_TRUE(placed.ok()) << placed.error().message;
-  std::vector<ContextDevice> devices;
-  for (const auto& w : *placed) devices.push_back({w, &r->backend(w->device()), nullptr});
-  auto ctx = Context::create(std::move(devices), opt);
-  ASSERT_TRUE(ctx.ok()) << ctx.error().message;
+  const SplitContext placed = place_split_context(*r, model, choice->options, opt);
+  ASSERT_TRUE(placed.ctx);
   EXPECT_LE(r->residency(*s0).used(), r->residency(*s0).budget());
 }
 

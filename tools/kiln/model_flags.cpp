@@ -21,22 +21,6 @@ std::string parse_on_off(const std::string& v, bool* out) {
   return "";
 }
 
-// -fitt MiB[,MiB...] (llama.cpp also takes '/').
-std::string parse_fit_targets(const std::string& v, std::vector<size_t>* out) {
-  out->clear();
-  size_t start = 0;
-  while (true) {
-    const size_t sep = v.find_first_of(",/", start);
-    int64_t mib = 0;
-    if (std::string e = parse_integer(v.substr(start, sep - start), IntRange::between(0, kInt32Max), &mib); !e.empty())
-      return e;
-    out->push_back(static_cast<size_t>(mib) << 20);
-    if (sep == std::string::npos) break;
-    start = sep + 1;
-  }
-  return "";
-}
-
 // "DEV=GiB,DEV=GiB": each device once, GiB a finite decimal number.
 std::string parse_device_gib_list(const std::string& v, std::vector<std::pair<std::string, double>>* out) {
   size_t begin = 0;
