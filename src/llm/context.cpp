@@ -140,13 +140,18 @@ Result<std::unique_ptr<Context>> Context::create(std::vector<ContextDevice> devi
   c->attention_ = options.flash_attention == FlashAttention::Off ? AttentionPath::Plain : AttentionPath::Flash;
   c->graph_weights_ = model.weights();  // the slots, whose views merge_graph_weights() sets
   KILN_TRY(c->merge_graph_weights());
-  // Each layer's K and V on the device holding its K projection.
+  // Each layer's K and V on the device holding its K projection (or, kv_on_host, the host's).
   std::vector<KvCache::LayerPlace> kv_places;
   std::vector<int64_t> layers_on(c->stages_.size(), 0);
+  size_t host = 0;
+  while (host < c->stages_.size() && !c->stages_[host]->device().is_host()) ++host;
+  if (options.kv_on_host && host == c->stages_.size())
+    return make_error("context: the KV cache in host memory (-nkvo) needs the CPU among the model's devices");
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     size_t d = 0;
     while (d < c->stages_.size() && !c->stages_[d]->weights->weights().blocks[static_cast<size_t>(il)].attn.wk) ++d;
     if (d == c->stages_.size()) return make_error("context: no device holds layer ", il, " of '", owner, "'");
+    if (options.kv_on_host) d = host;
     kv_places.push_back({&c->stages_[d]->device(), c->stages_[d]->weights->owner()});
     ++layers_on[d];
   }

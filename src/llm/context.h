@@ -89,6 +89,9 @@ struct ContextOptions {
   // Keep the plans of steps whose shape repeats (llm/decoder_plans.h); false builds and plans
   // every micro-batch (as llama.cpp's LLAMA_GRAPH_REUSE_DISABLE): the same outputs, for checking.
   bool reuse_plans = true;
+  // Every layer's K and V in host memory (llama.cpp's -nkvo/--no-kv-offload): on the device of
+  // the context that is the host's (an Error when none is), whichever device computes the layer.
+  bool kv_on_host = false;
 };
 
 struct DecodeOptions {

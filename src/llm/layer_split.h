@@ -57,6 +57,8 @@ class LayerSplit {
   // The device of tensor `name` of layer `layer` (models/modules.h: kInputLayer, 0..n_layer-1, or
   // n_layer for the output norm and head): an override's, else its layer's.
   Device* device_of(int64_t layer, const std::string& name) const;
+  // The CPU (what is not offloaded).
+  Device* host() const { return cpu_; }
   // The devices that hold some weight of `w` (the model's), offload devices in order, the CPU last.
   std::vector<Device*> devices_used(const DecoderWeights& w) const;
   // The layers (0..n_layer, the output one last) on `device` before overrides.

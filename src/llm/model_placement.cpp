@@ -54,6 +54,7 @@ Result<PlacementPlan> plan_placement(const SplitFlags& flags, const std::string&
   PlacementPlan p;
   KILN_ASSIGN_OR_RETURN(p.split, resolve_split(flags, main, devices));
   p.context = options;
+  p.context.kv_on_host = flags.no_kv_offload;
   p.whole = !flags.splits();
   if (flags.fit && p.whole && !p.split.offload.empty()) {
     const FitOptions fit{.targets = flags.fit_targets,
@@ -84,6 +85,7 @@ Result<PlacedModel> place_model(std::shared_ptr<const Model> model, const Placem
   }
   KILN_ASSIGN_OR_RETURN(const LayerSplit split, LayerSplit::make(model->hparams(), plan.split, devices.cpu()));
   out.layers = split.describe(model->hparams().n_layer);
+  if (plan.context.kv_on_host) out.layers += "; every layer's K and V on " + devices.cpu().name();
   KILN_ASSIGN_OR_RETURN(out.weights, place_split(std::move(model), split, weights));
   return out;
 }

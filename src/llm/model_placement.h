@@ -29,14 +29,16 @@ struct SplitFlags {
   std::vector<float> tensor_split = {};             // -ts
   int32_t main_gpu = 0;                             // -mg
   std::vector<std::pair<std::string, std::string>> overrides = {};  // -ot PATTERN=DEVICE
+  bool no_kv_offload = false;                       // -nkvo: every layer's K and V on the CPU
   bool fit = true;                                  // -fit
   std::vector<size_t> fit_targets = {};             // -fitt, bytes
   int64_t fit_min_ctx = 4096;                       // -fitc
   bool devices_in_turns = false;  // the devices are taken in turns with other processes (--arbiter)
-  // Whether the flags split the model themselves (several devices, -ngl short of all, -ot):
+  // Whether the flags split the model themselves (several devices, -ngl short of all, -ot, -nkvo:
+  // the CPU then holds the input layer and the K/V):
   // then --fit leaves it as they say.
   bool splits() const {
-    return devices.size() > 1 || n_gpu_layers != SplitOptions::kAllLayers || !overrides.empty();
+    return devices.size() > 1 || n_gpu_layers != SplitOptions::kAllLayers || !overrides.empty() || no_kv_offload;
   }
 };
 

@@ -53,6 +53,8 @@ Result<std::vector<DeviceEstimate>> estimate_placement(const Model& model, const
   const HParams& hp = model.hparams();
   const ContextOptions opt = resolve_context_options(options, hp);
   const std::vector<Device*> devices = split.devices_used(model.weights());
+  if (opt.kv_on_host && index_of(devices, split.host()) == devices.size())
+    return make_error("context: the KV cache in host memory (-nkvo) needs the CPU among the model's devices");
   std::vector<DeviceEstimate> out;
   std::vector<std::string> names;
   std::vector<size_t> alignments, next(devices.size(), 0);
@@ -77,7 +79,7 @@ Result<std::vector<DeviceEstimate>> estimate_placement(const Model& model, const
   std::vector<KvLayerMemory> kv;
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const Weight& wk = model.weights().blocks[static_cast<size_t>(il)].attn.wk;
-    const size_t d = index_of(devices, split.device_of(il, wk.info->name));
+    const size_t d = index_of(devices, opt.kv_on_host ? split.host() : split.device_of(il, wk.info->name));
     KvLayerMemory m;
     m.k = contiguous_view(opt.type_k, {hp.n_embd_k_gqa(), cells, 1, 1}, stand_in(d, next[d]));
     next[d] += (m.k.span_bytes() + 63) / 64 * 64;

@@ -49,6 +49,24 @@ std::vector<Case> cases(DeviceRegistry& r, int64_t n_layer) {
   return out;
 }
 
+// -nkvo: the K/V of every layer in host memory, the layers on sim0.
+TEST(LayerSplit, KvOnTheHostGivesTheSameLogits) {
+  auto model = load(fixture_models().front());
+  ASSERT_TRUE(model);
+  auto r = two_sims();
+  ASSERT_TRUE(r);
+  ContextOptions opt{.n_ctx = 64, .n_batch = 64, .n_ubatch = 8};
+  OnDevice cpu = place(*r, "cpu", model, opt);
+  ASSERT_TRUE(cpu.ctx);
+  const auto want = prompt_and_generation(*cpu.ctx);
+  opt.kv_on_host = true;
+  SplitContext s = place_split_context(*r, model, {.offload = {*r->find("sim0")}}, opt);
+  ASSERT_TRUE(s.ctx);
+  EXPECT_EQ((*r->find("sim0"))->allocated_bytes(MemoryKind::Kv), 0u);
+  EXPECT_GT(r->cpu().allocated_bytes(MemoryKind::Kv), 0u);
+  EXPECT_TRUE(same_bits(want, prompt_and_generation(*s.ctx)));
+}
+
 class SplitMatchesCpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SplitMatchesCpu, LogitsAreBitIdentical) {

@@ -203,6 +203,8 @@ void ModelFlags::declare(OptionParser& p) {
   p.path({"--swap-dir"}, &swap_dir, "DIR",
           "an evicted model's KV cache goes to a file in DIR (unnamed, mode 0600, gone at restore) instead "
           "of host memory; on the CPU the KV cache is then evictable too");
+  p.flag({"-nkvo", "--no-kv-offload"}, &split.no_kv_offload,
+         "keep every layer's K and V in host memory (the layers' attention then runs on the CPU)");
   p.custom(
       {"-fit", "--fit"}, [this](const std::string& v) { return parse_on_off(v, &split.fit); }, "on|off",
       "when the model and its context do not fit the --device devices, choose -ngl, -ts and (without -c) a smaller "
