@@ -32,7 +32,9 @@ namespace {
 struct F16Rows {
   using Elem = uint16_t;
   static constexpr int kHalfAccs = 4;
-  static __m256 load(const Elem* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static __m256 load(const Elem* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   static __m256 reduce_half(const __m256 (&a)[kHalfAccs]) {
     return _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
   }
