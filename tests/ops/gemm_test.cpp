@@ -631,6 +631,98 @@ TEST(GemmKernels, SplitVecDotsEqualThePlainOnes) {
   }
 }
 
+// The split families' kernels for the one-row order over several activation rows
+// (split16_rows_avx2.cpp): every output the bits of the type's split vec_dot, for 1 to 16
+// activation rows starting at row 0 or later (rows before the first untouched), an odd number of
+// weight rows, and row lengths that end with the vec_dot's main loop (the reduction done in the
+// kernel) or leave every tail it handles apart (k below one step, 16, 32 and 48 values past it).
+TEST(GemmKernels, SplitRowsKernelsGiveEveryRowItsVecDotsBits) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: the split rows take their scalar vec_dots";
+  using RowsFn = void (*)(const Tile&, int64_t);
+  using Dot = float (*)(int64_t, const char*, const char*);
+  struct Case {
+    DType type;
+    void (*convert)(const float*, void*, int64_t);
+    Dot dot;
+    std::vector<RowsFn> kernels;
+  };
+  std::vector<Case> cases = {
+      {DType::F16, gemm::convert_act_f16_split16,
+       [](int64_t n, const char* w, const char* a) {
+         float s = 0;
+         quant::vec_dot_f16_split16_avx2(n, &s, reinterpret_cast<const uint16_t*>(w),
+                                         reinterpret_cast<const uint16_t*>(a));
+         return s;
+       },
+       {gemm::rows_f16_split16_avx2}},
+      {DType::BF16, gemm::convert_act_bf16_split16,
+       [](int64_t n, const char* w, const char* a) {
+         float s = 0;
+         quant::vec_dot_bf16_split16_avx2(n, &s, reinterpret_cast<const uint16_t*>(w),
+                                          reinterpret_cast<const uint16_t*>(a));
+         return s;
+       },
+       {gemm::rows_bf16_split16_avx2}},
+      {DType::F32, gemm::convert_act_f32_split16,
+       [](int64_t n, const char* w, const char* a) {
+         float s = 0;
+         quant::vec_dot_f32_split16_avx2(n, &s, reinterpret_cast<const float*>(w),
+                                         reinterpret_cast<const float*>(a));
+         return s;
+       },
+       {gemm::rows_f32_split16_avx2}},
+  };
+  const int64_t n_rows = 5, max_m = 16;
+  uint32_t seed = 700;
+  for (const Case& c : cases) {
+    const size_t value_bytes = type_size(c.type);
+    for (int64_t k : {16, 48, 64, 80, 96, 112, 128, 208, 2048, 2096}) {
+      // Weights whose rows differ in scale by 2^10, so that sums depend on their order.
+      std::vector<float> wv = random_floats(n_rows * k, ++seed);
+      for (size_t e = 0; e < wv.size(); e += 7) wv[e] *= 1024;
+      std::vector<uint8_t> plain(static_cast<size_t>(n_rows) * row_size(c.type, k));
+      quantize_chunk(c.type, wv.data(), plain.data(), n_rows, k, nullptr);
+      std::vector<uint8_t> w(plain.size());
+      gemm::prepare_split16(reinterpret_cast<const char*>(plain.data()), row_size(c.type, k), n_rows, k,
+                            value_bytes, w.data());
+      const size_t act_stride = static_cast<size_t>(k) * value_bytes + 16;  // padded apart
+      const std::vector<float> x = random_floats(max_m * k, ++seed);
+      std::vector<uint8_t> act(static_cast<size_t>(max_m) * act_stride, 0xAB);
+      for (int64_t r = 0; r < max_m; ++r) c.convert(x.data() + r * k, act.data() + r * act_stride, k);
+      for (RowsFn kernel : c.kernels)
+        for (int64_t r0 : {0, 3})
+          for (int64_t m = r0 + 1; m <= max_m; ++m) {
+            const size_t row_stride = n_rows + 3;  // outputs of an activation row, padded apart
+            std::vector<float> out(static_cast<size_t>(max_m) * row_stride, -7.0f);
+            Tile t;
+            t.type = c.type;
+            t.k = k;
+            t.w = reinterpret_cast<const char*>(w.data());
+            t.w_stride = row_size(c.type, k);
+            t.n_rows = n_rows;
+            t.act = reinterpret_cast<const char*>(act.data());
+            t.act_stride = act_stride;
+            t.n_act = m;
+            t.dst = out.data();
+            t.dst_row_stride = row_stride * sizeof(float);
+            t.dst_col_stride = sizeof(float);
+            kernel(t, r0);
+            for (int64_t r = 0; r < max_m; ++r)
+              for (int64_t i = 0; i < static_cast<int64_t>(row_stride); ++i) {
+                const float got = out[static_cast<size_t>(r) * row_stride + static_cast<size_t>(i)];
+                const bool computed = r >= r0 && r < m && i < n_rows;
+                const float want =
+                    computed ? c.dot(k, t.w + static_cast<size_t>(i) * t.w_stride, t.act + static_cast<size_t>(r) * act_stride)
+                             : -7.0f;
+                ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+                    << dtype_name(c.type) << " k=" << k << " rows " << r0 << ".." << m << ": output (" << r << ", "
+                    << i << ")";
+              }
+          }
+    }
+  }
+}
+
 TEST(GemmKernels, PreparingIsAPureFunctionOfThePlainBytes) {
   for (const auto& [type, layout, k] : {std::tuple{DType::Q4_0, TensorLayout::Q4_0x8, int64_t{96}},
                                         std::tuple{DType::Q4_K, TensorLayout::Q4_Kx8, int64_t{512}},

@@ -81,20 +81,28 @@ int64_t iq_panel_rows(const TensorView& w, int64_t n) {
   return n >= 8 && w.ne[1] % 8 == 0 && is_2d(w) && w.is_contiguous() ? n : 0;
 }
 
-// Float weights (F16, BF16, F32; elements T): the n_gemm_act rows in tinyBLAS's order (Prompt), the
-// others in the type's vec_dot order (Dot), on their activations' vec_dot_type copy (kWide: after
-// the widened one, the plain F16 and BF16 families; else the row itself). Plain rows on AVX2 CPUs,
-// and rows in the Split16 layout with split activations (Prompt and Dot the split kernels).
-template <class T, bool kWide, void (*Prompt)(const Tile&), void (*Dot)(int64_t, float*, const T*, const T*)>
+// Float weights (F16, BF16, F32; elements T) in the type's vec_dot order (Dot), output by output,
+// for activation rows r0 .. n_act - 1, on their activations' vec_dot_type copy (kWide: after the
+// widened one, the plain F16 and BF16 families; else the row itself).
+template <class T, bool kWide, void (*Dot)(int64_t, float*, const T*, const T*)>
+void vec_dot_rows(const Tile& t, int64_t r0) {
+  const size_t native = kWide ? static_cast<size_t>(t.k) * sizeof(float) : 0;
+  for (int64_t r = r0; r < t.n_act; ++r)
+    for (int64_t i = 0; i < t.n_rows; ++i)
+      Dot(t.k, out_ptr(t, r, i), reinterpret_cast<const T*>(row_at(t, i)),
+          reinterpret_cast<const T*>(act_at(t, r) + native));
+}
+
+// Float weights: the n_gemm_act rows in tinyBLAS's order (Prompt), the others in the type's vec_dot
+// order (Rows: vec_dot_rows, or for the Split16 layout on AVX2 CPUs the kernels that give its bits
+// reading each weight row once for several activation rows). Plain rows on AVX2 CPUs, and rows in
+// the Split16 layout with split activations (Prompt and Rows the split kernels).
+template <void (*Prompt)(const Tile&), void (*Rows)(const Tile&, int64_t)>
 void run_float(const Tile& t) {
   Tile prompt = t;
   prompt.n_act = t.n_gemm_act;
   if (prompt.n_act > 0) Prompt(prompt);
-  const size_t native = kWide ? static_cast<size_t>(t.k) * sizeof(float) : 0;
-  for (int64_t r = t.n_gemm_act; r < t.n_act; ++r)
-    for (int64_t i = 0; i < t.n_rows; ++i)
-      Dot(t.k, out_ptr(t, r, i), reinterpret_cast<const T*>(row_at(t, i)),
-          reinterpret_cast<const T*>(act_at(t, r) + native));
+  if (t.n_gemm_act < t.n_act) Rows(t, t.n_gemm_act);
 }
 
 // Without AVX2 ggml takes every float row through its vec_dot.
@@ -179,33 +187,32 @@ struct Table {
     const size_t wide = sizeof(float) + sizeof(uint16_t);
     using quant::vec_dot_bf16_avx2, quant::vec_dot_f16_avx2, quant::vec_dot_f32_avx2;
     f16 = float_family("f16", kActF16Wide, wide, convert_act_f16_wide_avx2,
-                       run_float<uint16_t, true, gemm_f16_avx2, vec_dot_f16_avx2>, tinyblas_rows);
+                       run_float<gemm_f16_avx2, vec_dot_rows<uint16_t, true, vec_dot_f16_avx2>>, tinyblas_rows);
     bf16 = float_family("bf16", kActBF16Wide, wide, convert_act_bf16_wide_avx2,
-                        run_float<uint16_t, true, gemm_bf16_avx2, vec_dot_bf16_avx2>, tinyblas_rows);
+                        run_float<gemm_bf16_avx2, vec_dot_rows<uint16_t, true, vec_dot_bf16_avx2>>, tinyblas_rows);
     f32 = float_family("f32", kActNative + static_cast<int>(DType::F32), sizeof(float),
                        quant_traits(DType::F32)->act_from_float,
-                       run_float<float, false, gemm_f32_avx2, vec_dot_f32_avx2>, tinyblas_rows);
+                       run_float<gemm_f32_avx2, vec_dot_rows<float, false, vec_dot_f32_avx2>>, tinyblas_rows);
     const size_t half = sizeof(uint16_t);
     using quant::vec_dot_bf16_split16, quant::vec_dot_f16_split16, quant::vec_dot_f32_split16;
     if (avx2) {
-      using quant::vec_dot_bf16_split16_avx2, quant::vec_dot_f16_split16_avx2, quant::vec_dot_f32_split16_avx2;
+      // The one-row order, several activation rows per weight read (split16_rows_avx2.cpp).
       f16_split16 = float_family("f16_split16", kActF16Split16, half, convert_act_f16_split16_avx2,
-                                 run_float<uint16_t, false, gemm_f16_split16_avx2, vec_dot_f16_split16_avx2>,
-                                 tinyblas_rows);
+                                 run_float<gemm_f16_split16_avx2, rows_f16_split16_avx2>, tinyblas_rows);
       bf16_split16 = float_family("bf16_split16", kActBF16Split16, half, convert_act_bf16_split16_avx2,
-                                  run_float<uint16_t, false, gemm_bf16_split16_avx2, vec_dot_bf16_split16_avx2>,
-                                  tinyblas_rows);
+                                  run_float<gemm_bf16_split16_avx2, rows_bf16_split16_avx2>, tinyblas_rows);
       f32_split16 = float_family("f32_split16", kActF32Split16, sizeof(float), convert_act_f32_split16,
-                                 run_float<float, false, gemm_f32_split16_avx2, vec_dot_f32_split16_avx2>,
-                                 tinyblas_rows);
+                                 run_float<gemm_f32_split16_avx2, rows_f32_split16_avx2>, tinyblas_rows);
     } else {
       f16_split16 = float_family("f16_split16", kActF16Split16, half, convert_act_f16_split16,
-                                 run_float<uint16_t, false, gemm_f16_split16, vec_dot_f16_split16>, no_gemm_rows);
-      bf16_split16 =
-          float_family("bf16_split16", kActBF16Split16, half, convert_act_bf16_split16,
-                       run_float<uint16_t, false, gemm_bf16_split16, vec_dot_bf16_split16>, no_gemm_rows);
+                                 run_float<gemm_f16_split16, vec_dot_rows<uint16_t, false, vec_dot_f16_split16>>,
+                                 no_gemm_rows);
+      bf16_split16 = float_family("bf16_split16", kActBF16Split16, half, convert_act_bf16_split16,
+                                  run_float<gemm_bf16_split16, vec_dot_rows<uint16_t, false, vec_dot_bf16_split16>>,
+                                  no_gemm_rows);
       f32_split16 = float_family("f32_split16", kActF32Split16, sizeof(float), convert_act_f32_split16,
-                                 run_float<float, false, gemm_f32_split16, vec_dot_f32_split16>, no_gemm_rows);
+                                 run_float<gemm_f32_split16, vec_dot_rows<float, false, vec_dot_f32_split16>>,
+                                 no_gemm_rows);
     }
   }
 };

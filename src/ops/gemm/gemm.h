@@ -24,7 +24,8 @@
 //   F16, BF16, F32          the n_gemm_act rows in tinyBLAS's prompt order (sixteen lane sums,
 //   (AVX2 CPUs)             reduced at the end; layouts.h gemm_f16), the others (one-token
 //                           products, single_row_order) in the type's vec_dot order, in the
-//                           prepared Split16 layout and the plain one alike;
+//                           prepared Split16 layout (several activation rows per weight read,
+//                           split16_rows_avx2.cpp) and the plain one alike;
 //   others                  the type's vec_dot (quant.h) for every batch size.
 // Families with a prepared layout (TensorLayout) read weights that ops/weight_prep.h wrote; the
 // same family reads the plain tensor with the same order where shapes allow, so prepared and plain

@@ -200,6 +200,12 @@ void gemm_f32_split16(const Tile& t);
 void gemm_f16_split16_avx2(const Tile& t);
 void gemm_bf16_split16_avx2(const Tile& t);
 void gemm_f32_split16_avx2(const Tile& t);
+// The split families' one-row order (every output the bits of its type's split vec_dot, quant/
+// kernels.h) for activation rows r0 .. n_act - 1 of the tile, each weight row read once per group of
+// three or four activation rows (split16_rows_avx2.cpp).
+void rows_f16_split16_avx2(const Tile& t, int64_t r0);
+void rows_bf16_split16_avx2(const Tile& t, int64_t r0);
+void rows_f32_split16_avx2(const Tile& t, int64_t r0);
 
 // hsum_float_8's reduction of eight lane sums, in scalar form.
 inline float reduce_lanes8(const float l[8]) {

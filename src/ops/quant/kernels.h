@@ -176,6 +176,16 @@ void vec_dot_f32_split16(int64_t n, float* s, const float* x, const float* y);
 void vec_dot_f16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
 void vec_dot_bf16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y);
 void vec_dot_f32_split16_avx2(int64_t n, float* s, const float* x, const float* y);
+// The ends of the three AVX2 split dot products, for kernels that run their main loops themselves
+// (ops/gemm's several activation rows per weight read): `lanes` holds the K eight-lane accumulators
+// of the main loop (F16, F32: K = 8 over the first n & ~63 values; BF16: K = 4 over the first
+// n & ~31) as the vec_dot leaves them, in half-major order (those of the rows' first halves, the
+// even ones: accumulator 2c at lanes + 8c; then the odd ones: 2c + 1 at lanes + 8 (K / 2 + c));
+// returns what the vec_dot stores (the reduction and the values past the main loop). Call only
+// when cpu_has_avx2().
+float vec_dot_f16_split16_finish_avx2(int64_t n, const float* lanes, const uint16_t* x, const uint16_t* y);
+float vec_dot_bf16_split16_finish_avx2(int64_t n, const float* lanes, const uint16_t* x, const uint16_t* y);
+float vec_dot_f32_split16_finish_avx2(int64_t n, const float* lanes, const float* x, const float* y);
 
 // --- AVX-512 variants (*_avx512.cpp; call only when cpu_has_avx512_vnni()). Same contracts.
 bool cpu_has_avx512_vnni();  // cpu_level() >= Avx512

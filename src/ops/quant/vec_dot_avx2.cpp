@@ -234,16 +234,21 @@ inline float reduce_16_lanes(__m256 (&acc)[8]) {
 }
 
 // ref: ggml_vec_dot_f16 (ggml-cpu/vec.cpp) as the AVX-512 build runs it (leftovers in double).
+// finish_*: the reduction of the accumulators accumulate_steps left and the values past np.
 template <class Pos>
-float dot_f16(int64_t n, const uint16_t* x, const uint16_t* y, Pos at) {
+float finish_f16(int64_t n, __m256 (&acc)[8], const uint16_t* x, const uint16_t* y, Pos at) {
   const int64_t np = n & ~(kStep16 - 1);
-  __m256 acc[8];
-  accumulate_steps(np, at, acc, [&](int64_t o, __m256 a) {
-    return _mm256_fmadd_ps(load_f16x8(x + o), load_f16x8(y + o), a);
-  });
   double sumf = np > 0 ? static_cast<double>(reduce_16_lanes(acc)) : 0.0;
   for (int64_t i = np; i < n; ++i) sumf += static_cast<double>(f16_to_f32(x[at(i)]) * f16_to_f32(y[at(i)]));
   return static_cast<float>(sumf);
+}
+template <class Pos>
+float dot_f16(int64_t n, const uint16_t* x, const uint16_t* y, Pos at) {
+  __m256 acc[8];
+  accumulate_steps(n & ~(kStep16 - 1), at, acc, [&](int64_t o, __m256 a) {
+    return _mm256_fmadd_ps(load_f16x8(x + o), load_f16x8(y + o), a);
+  });
+  return finish_f16(n, acc, x, y, at);
 }
 
 // ref: ggml_vec_dot_f32 (ggml-cpu/vec.cpp) as the AVX-512 build runs it, into a float sum; GCC
@@ -251,12 +256,8 @@ float dot_f16(int64_t n, const uint16_t* x, const uint16_t* y, Pos at) {
 // chunks of 16, then one chunk of 8, and fused multiply-adds for the last < 8 (read from the
 // disassembly of the reference build, libggml-cpu-zen4.so).
 template <class Pos>
-float dot_f32(int64_t n, const float* x, const float* y, Pos at) {
+float finish_f32(int64_t n, __m256 (&acc)[8], const float* x, const float* y, Pos at) {
   const int64_t np = n & ~(kStep16 - 1);
-  __m256 acc[8];
-  accumulate_steps(np, at, acc, [&](int64_t o, __m256 a) {
-    return _mm256_fmadd_ps(_mm256_loadu_ps(x + o), _mm256_loadu_ps(y + o), a);
-  });
   float sumf = reduce_16_lanes(acc);
   int64_t i = np;
   const int64_t rest = n - np;
@@ -268,22 +269,45 @@ float dot_f32(int64_t n, const float* x, const float* y, Pos at) {
   for (; i < n; ++i) sumf = std::fma(x[at(i)], y[at(i)], sumf);
   return sumf;
 }
+template <class Pos>
+float dot_f32(int64_t n, const float* x, const float* y, Pos at) {
+  __m256 acc[8];
+  accumulate_steps(n & ~(kStep16 - 1), at, acc, [&](int64_t o, __m256 a) {
+    return _mm256_fmadd_ps(_mm256_loadu_ps(x + o), _mm256_loadu_ps(y + o), a);
+  });
+  return finish_f32(n, acc, x, y, at);
+}
 
 // Four accumulators of eight lanes over steps of 32 values, leftovers in double.
+constexpr int64_t kStepBF16 = 32;
 template <class Pos>
-float dot_bf16(int64_t n, const uint16_t* x, const uint16_t* y, Pos at) {
-  const int64_t np = n & ~int64_t{31};
-  __m256 sum[4];
-  accumulate_steps(np, at, sum, [&](int64_t o, __m256 a) {
-    return _mm256_fmadd_ps(load_bf16x8(x + o), load_bf16x8(y + o), a);
-  });
+float finish_bf16(int64_t n, __m256 (&sum)[4], const uint16_t* x, const uint16_t* y, Pos at) {
   double sumf = reduce_4x8(sum);
-  for (int64_t i = np; i < n; ++i) {
+  for (int64_t i = n & ~(kStepBF16 - 1); i < n; ++i) {
     const float xi = std::bit_cast<float>(static_cast<uint32_t>(x[at(i)]) << 16);
     const float yi = std::bit_cast<float>(static_cast<uint32_t>(y[at(i)]) << 16);
     sumf += static_cast<double>(xi * yi);
   }
   return static_cast<float>(sumf);
+}
+template <class Pos>
+float dot_bf16(int64_t n, const uint16_t* x, const uint16_t* y, Pos at) {
+  __m256 sum[4];
+  accumulate_steps(n & ~(kStepBF16 - 1), at, sum, [&](int64_t o, __m256 a) {
+    return _mm256_fmadd_ps(load_bf16x8(x + o), load_bf16x8(y + o), a);
+  });
+  return finish_bf16(n, sum, x, y, at);
+}
+
+// The accumulators of kernels.h's finish functions, K of them from lanes (K x 8 floats), in the
+// half-major order: the even ones (acc[2c] at lanes + 8c), then the odd ones (acc[2c + 1] at
+// lanes + 8 (K / 2 + c)).
+template <int K>
+void load_accumulators(const float* lanes, __m256 (&acc)[K]) {
+  for (int c = 0; c < K / 2; ++c) {
+    acc[2 * c] = _mm256_loadu_ps(lanes + 8 * c);
+    acc[2 * c + 1] = _mm256_loadu_ps(lanes + 8 * (K / 2 + c));
+  }
 }
 
 }  // namespace
@@ -305,6 +329,21 @@ void vec_dot_f32_split16_avx2(int64_t n, float* s, const float* x, const float* 
 }
 void vec_dot_bf16_split16_avx2(int64_t n, float* s, const uint16_t* x, const uint16_t* y) {
   *s = dot_bf16(n, x, y, Split16Pos{n});
+}
+float vec_dot_f16_split16_finish_avx2(int64_t n, const float* lanes, const uint16_t* x, const uint16_t* y) {
+  __m256 acc[8];
+  load_accumulators(lanes, acc);
+  return finish_f16(n, acc, x, y, Split16Pos{n});
+}
+float vec_dot_f32_split16_finish_avx2(int64_t n, const float* lanes, const float* x, const float* y) {
+  __m256 acc[8];
+  load_accumulators(lanes, acc);
+  return finish_f32(n, acc, x, y, Split16Pos{n});
+}
+float vec_dot_bf16_split16_finish_avx2(int64_t n, const float* lanes, const uint16_t* x, const uint16_t* y) {
+  __m256 acc[4];
+  load_accumulators(lanes, acc);
+  return finish_bf16(n, acc, x, y, Split16Pos{n});
 }
 
 void vec_dot_q4_1_q8_1_avx2(int64_t n, float* s, const BlockQ4_1* x, const BlockQ8_1* y) {
