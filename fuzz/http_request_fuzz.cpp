@@ -2,7 +2,8 @@
 // parser (src/serve/http/request_parser.h) and the JSON request parsing of the generation routes
 // (the body as a bounded-depth JSON object, the completion fields of the three APIs, the prompt,
 // the messages and tools planned into a chat prompt through the Qwen2 test model's Jinja template
-// by the text layer's chat::plan_chat, which serve/chat_request.cpp calls). Any input must end in a request
+// by the text layer's chat::plan_chat, which serve/chat_request.cpp calls), and multipart form
+// bodies (serve/http/multipart.h) read as a transcription form. Any input must end in a request
 // or a clean error, never a crash, a sanitizer report, a leak or a hang.
 // Input: byte 0 chooses the mode; the rest is either raw bytes from a client (parsed as pipelined
 // requests, delivered in pieces whose size byte 1 chooses) or a request body.
@@ -18,7 +19,9 @@
 #include "core/gguf.h"
 #include "serve/api_json.h"
 #include "serve/completion_request.h"
+#include "serve/http/multipart.h"
 #include "serve/http/request_parser.h"
+#include "serve/transcription_request.h"
 #include "test_data.h"
 #include "text/chat/chat_plan.h"
 #include "text/chat_template.h"
@@ -110,7 +113,13 @@ void parse_wire(std::string_view wire, size_t piece) {
     if (state == http::RequestParser::State::Failed) return;
     if (state == http::RequestParser::State::Done) {
       const http::Request r = parser.take_request();
-      parse_body_fields(r.body);
+      if (http::is_multipart_form(r.header("Content-Type"))) {
+        auto form = http::parse_multipart_form(r.header("Content-Type"), r.body);
+        TranscriptionRequest t;
+        if (form.ok() && !transcription_request(*form, t)) parse_body_fields(t.chat.dump());
+      } else {
+        parse_body_fields(r.body);
+      }
       parser.reset();
       ++requests;
       continue;

@@ -16,8 +16,8 @@
  *   kiln_context  a KV cache of up to KILN_MAX_SEQUENCES sequences over a model, and the last
  *                 batch's logits (or embeddings);
  *   kiln_sampler  a token sampler (temperature, top-k/p, min-p, penalties, grammar, seed);
- *   kiln_mmproj   a model's vision encoder and projector (llama.cpp's mmproj GGUF): contexts
- *                 created with it take images in their prompts.
+ *   kiln_mmproj   a model's vision and/or audio encoder and projector (llama.cpp's mmproj
+ *                 GGUF): contexts created with it take images and/or audio in their prompts.
  * A handle must be freed after every handle made from it (contexts and samplers before their
  * model, contexts before their mmproj, mmprojs before their model, models before their runtime);
  * freeing in the wrong order is refused with an error.
@@ -51,7 +51,7 @@ extern "C" {
 
 /* The version of this header's API and ABI. kiln_api_version() returns the library's: a program
  * built against another value should refuse to run. Raised at every incompatible change. */
-#define KILN_API_VERSION 3
+#define KILN_API_VERSION 4
 
 /* Sequence ids of a context are in [0, KILN_MAX_SEQUENCES). */
 #define KILN_MAX_SEQUENCES 64
@@ -278,9 +278,10 @@ typedef struct kiln_context_options {
   int64_t n_ubatch;   /* most tokens one micro-batch computes (default 512) */
   int32_t embeddings; /* non-zero: outputs are hidden states [n_embd] (kiln_get_embeddings,
                          kiln_embed), not logits */
-  kiln_mmproj* mmproj; /* NULL: text only; else the context takes images in its prompts
-                          (kiln_decode_media_prompt, kiln_generate_options.images), encoded by
-                          this mmproj, which must be the model's and outlive the context */
+  kiln_mmproj* mmproj; /* NULL: text only; else the context takes the mmproj's media (images,
+                          audio) in its prompts (kiln_decode_media_prompt,
+                          kiln_generate_options.media), encoded by this mmproj, which must be the
+                          model's and outlive the context */
 } kiln_context_options;
 
 /* Fills *options with the defaults. Thread-safe. */
@@ -394,36 +395,46 @@ KILN_API kiln_status kiln_sampler_accept(kiln_sampler* sampler, int32_t token);
  * goes on. */
 KILN_API kiln_status kiln_sampler_reset(kiln_sampler* sampler);
 
-/* ---- images ---- */
+/* ---- images and audio ---- */
 
-/* Loads llama.cpp's mmproj GGUF (a vision encoder and its projector, the types kiln runs: see
- * the README) made for `model` into *out, which the caller owns and frees with kiln_mmproj_free;
- * the model must outlive it. Each context created with it places the mmproj's weights on the
- * model's device (an owner of its own there, evicted and restored as the model's). Errors: the
- * file, a projector of another type or for a text model of another width. Thread-safe. */
+/* Loads llama.cpp's mmproj GGUF (a vision encoder, an audio encoder or both, with their
+ * projectors: the types kiln runs, see the README) made for `model` into *out, which the caller
+ * owns and frees with kiln_mmproj_free; the model must outlive it. Each context created with it
+ * places the vision side's weights on the model's device (an owner of its own there, evicted and
+ * restored as the model's); the audio encoder runs on the CPU only, so a context on another device
+ * with an audio mmproj is refused. Errors: the file, a projector of another type or for a text
+ * model of another width. Thread-safe. */
 KILN_API kiln_status kiln_mmproj_load(kiln_model* model, const char* path, kiln_mmproj** out);
 
 /* Frees an mmproj. NULL is an error; so is an mmproj whose contexts are alive. */
 KILN_API kiln_status kiln_mmproj_free(kiln_mmproj* mmproj);
 
-/* An image file's bytes (PNG or JPEG, as `kiln run --image` reads), `size` bytes at `data`. */
-typedef struct kiln_image {
+typedef enum kiln_media_type {
+  KILN_MEDIA_IMAGE = 0, /* PNG or JPEG, as `kiln run --image` reads */
+  KILN_MEDIA_AUDIO = 1  /* WAV, FLAC or MP3 (at most 30 minutes), as `kiln run --audio` reads */
+} kiln_media_type;
+
+/* A media file's bytes, `size` bytes at `data`, and what they hold. */
+typedef struct kiln_media {
+  kiln_media_type type;
   const uint8_t* data;
   int64_t size;
-} kiln_image;
+} kiln_media;
 
-/* Decodes `prompt` with `n_images` images into sequence `seq` (cleared first), as `kiln run
- * --image` and llama-mtmd-cli do: each marker "<__media__>" in the prompt stands for the next
- * image (a prompt without markers gets the images in front of its text); text is tokenized with
- * BOS as the model asks (control tokens parsed when `parse_special` is non-zero); each image is
- * encoded by the context's mmproj and fills its tokens' positions. *n_positions (may be NULL)
+/* Decodes `prompt` with `n_media` media files into sequence `seq` (cleared first), as `kiln run
+ * --image/--audio` and llama-mtmd-cli do: each marker "<__media__>" in the prompt stands for the
+ * next file (a prompt without markers gets them in front of its text); text is tokenized with
+ * BOS as the model asks (control tokens parsed when `parse_special` is non-zero); each image, and
+ * each 30-second chunk of an audio file, is encoded by the context's mmproj and fills its tokens'
+ * positions. *n_positions (may be NULL)
  * receives the positions filled (the next token's position); *logits_index (may be NULL) the batch
  * index of the last position's logits (kiln_get_logits, kiln_sampler_sample). The sampler's
- * penalties do not see the prompt (kiln_generate's do). Errors: a context without an mmproj (with
- * images), markers and images of different counts, an image that does not decode (the message
- * says why), a prompt that fills the context. One thread at a time per context. */
-KILN_API kiln_status kiln_decode_media_prompt(kiln_context* context, const char* prompt, const kiln_image* images,
-                                              int64_t n_images, int32_t parse_special, int32_t seq,
+ * penalties do not see the prompt (kiln_generate's do). Errors: media without an mmproj that
+ * encodes their type (the message says which encoder is missing), a type that is neither image
+ * nor audio, markers and media of different counts, a file that does not decode (the message says
+ * why), a prompt that fills the context. One thread at a time per context. */
+KILN_API kiln_status kiln_decode_media_prompt(kiln_context* context, const char* prompt, const kiln_media* media,
+                                              int64_t n_media, int32_t parse_special, int32_t seq,
                                               int64_t* n_positions, int64_t* logits_index);
 
 /* ---- generation ---- */
@@ -447,9 +458,10 @@ typedef struct kiln_generate_options {
   int32_t parse_special;    /* non-zero: control tokens written in the prompt become their ids */
   const char* const* stop;  /* n_stop texts that end the reply when the output ends with one */
   int64_t n_stop;
-  const kiln_image* images; /* n_images images for the prompt's "<__media__>" markers (see
-                               kiln_decode_media_prompt); needs a context created with an mmproj */
-  int64_t n_images;
+  const kiln_media* media;  /* n_media images and audio files for the prompt's "<__media__>"
+                               markers (see kiln_decode_media_prompt); needs a context created
+                               with an mmproj */
+  int64_t n_media;
 } kiln_generate_options;
 
 typedef struct kiln_generate_result {
@@ -458,11 +470,11 @@ typedef struct kiln_generate_result {
   kiln_stop_reason stop;
 } kiln_generate_result;
 
-/* Fills *options with the defaults (no limit, sequence 0, no stop texts, no images). Thread-safe. */
+/* Fills *options with the defaults (no limit, sequence 0, no stop texts, no media). Thread-safe. */
 KILN_API kiln_status kiln_generate_default_options(kiln_generate_options* options);
 
-/* Continues `prompt` as `kiln run -p PROMPT` (with images, `kiln run --image`) does: tokenizes it
- * (with BOS as the model asks; images as kiln_decode_media_prompt), decodes it into options->seq (NULL options: the defaults), then samples with `sampler` and
+/* Continues `prompt` as `kiln run -p PROMPT` (with media, `kiln run --image/--audio`) does:
+ * tokenizes it (with BOS as the model asks; media as kiln_decode_media_prompt), decodes it into options->seq (NULL options: the defaults), then samples with `sampler` and
  * decodes token after token, calling `callback` (may be NULL) with each, until the stop reason
  * in *result (may be NULL). The same model, prompt, sampler parameters and seed give the tokens
  * `kiln run` gives. Errors: an empty prompt or one that fills the context, a decode error. The

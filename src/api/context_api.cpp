@@ -81,10 +81,18 @@ kiln_status kiln_context_create(kiln_model* model, const kiln_context_options* o
     if (!ctx.ok()) return from_status(fn, ctx.error());
     c->context = std::move(*ctx);
     if (mmproj != nullptr) {
-      // The decoder and the encoder take turns in the device's arena, as `kiln run --image`.
-      auto encoder = VisionEncoder::create(mmproj->vision, *c->backend, {.arena = &devices.arena(device)});
-      if (!encoder.ok()) return from_status(fn, encoder.error());
-      c->encoder = std::move(*encoder);
+      // The decoder and the encoders take turns in the device's arena, as `kiln run --image`.
+      if (mmproj->vision) {
+        auto encoder = VisionEncoder::create(mmproj->vision, *c->backend, {.arena = &devices.arena(device)});
+        if (!encoder.ok()) return from_status(fn, encoder.error());
+        c->encoder = std::move(*encoder);
+      }
+      if (mmproj->audio) {
+        auto encoder =
+            AudioEncoder::create(mmproj->audio, *c->backend, FlashAttention::Auto, &devices.arena(device));
+        if (!encoder.ok()) return from_status(fn, encoder.error());
+        c->audio_encoder = std::move(*encoder);
+      }
       c->mmproj = mmproj;
       ++mmproj->users;
     }

@@ -37,8 +37,8 @@ kiln_status kiln_generate_default_options(kiln_generate_options* options) {
                                    .parse_special = 0,
                                    .stop = nullptr,
                                    .n_stop = 0,
-                                   .images = nullptr,
-                                   .n_images = 0};
+                                   .media = nullptr,
+                                   .n_media = 0};
   return KILN_OK;
 }
 
@@ -70,10 +70,8 @@ kiln_status kiln_generate(kiln_context* context, kiln_sampler* sampler, const ch
       stops.emplace_back(o.stop[i]);
     }
     MediaPrompt mp;
-    KILN_API_TRY(media_prompt(fn, *context, prompt, o.images, o.n_images, o.parse_special != 0, &mp));
-    ctx.seq_rm(o.seq, -1, -1);
-    auto last =
-        decode_media_prompt(ctx, context->encoder.get(), mp, 0, {.seq = o.seq, .n_batch = ctx.n_batch()});
+    KILN_API_TRY(media_prompt(fn, *context, prompt, o.media, o.n_media, o.parse_special != 0, &mp));
+    auto last = decode_prompt(*context, mp, o.seq);
     if (!last.ok()) return from_status(fn, last.error());
     SequenceState cached{.seq = o.seq, .tokens = mp.flat_tokens()};  // kMediaToken at image positions
     Sampler& s = sampler->sampler;

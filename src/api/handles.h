@@ -3,8 +3,8 @@
 //
 // Ownership: kiln_runtime owns the DeviceRegistry (and, with arbiter_dir, the Arbiter);
 // kiln_model shares the Model and owns its placement on one device (DeviceWeights); kiln_context
-// owns its Context and the Backend it computes with, and with an mmproj its VisionEncoder;
-// kiln_sampler owns its Sampler; kiln_mmproj shares the VisionModel. Each counts the handles made
+// owns its Context and the Backend it computes with, and with an mmproj its VisionEncoder and/or
+// AudioEncoder; kiln_sampler owns its Sampler; kiln_mmproj shares the VisionModel and AudioModel. Each counts the handles made
 // from it (`users`), and refuses to be freed while any is alive.
 // Thread-safety: the registry is guarded by a mutex; a handle's `users` is atomic; the objects
 // are as thread-safe as the C++ classes they hold (Context, Sampler: one thread at a time).
@@ -22,6 +22,7 @@
 
 #include "api/api_status.h"
 #include "backends/device_registry.h"
+#include "llm/audio_encoder.h"
 #include "llm/context.h"
 #include "llm/device_weights.h"
 #include "llm/media_prompt.h"
@@ -53,7 +54,8 @@ struct kiln_model {
 
 struct kiln_mmproj {
   kiln_model* model = nullptr;
-  std::shared_ptr<const kiln::VisionModel> vision;
+  std::shared_ptr<const kiln::VisionModel> vision;  // null when the file has no vision encoder
+  std::shared_ptr<const kiln::AudioModel> audio;    // null when the file has no audio encoder
   std::atomic<int64_t> users{0};  // live contexts created with it
 };
 
@@ -62,7 +64,8 @@ struct kiln_context {
   kiln_mmproj* mmproj = nullptr;           // null: text only
   std::unique_ptr<kiln::Backend> backend;  // before `context` and `encoder`: outlives them
   std::unique_ptr<kiln::Context> context;
-  std::unique_ptr<kiln::VisionEncoder> encoder;  // with an mmproj: computes in the context's arena
+  std::unique_ptr<kiln::VisionEncoder> encoder;  // with a vision mmproj: computes in the context's arena
+  std::unique_ptr<kiln::AudioEncoder> audio_encoder;  // with an audio mmproj: takes the arena's turn
 };
 
 struct kiln_sampler {
@@ -96,11 +99,15 @@ kiln_status context_output(std::string_view fn, const kiln_context* context, int
                            const float** data, int64_t* n);
 
 // The prompt of kiln_decode_media_prompt and kiln_generate: `text` (with BOS as the model asks,
-// control tokens parsed when parse_special) and `n_images` images for its markers, tokenized as
-// `kiln run` does; an error naming `fn` for images without the context's mmproj, an image that
-// does not decode, markers and images of different counts, or a prompt that fills the context.
-kiln_status media_prompt(std::string_view fn, const kiln_context& context, const char* text,
-                         const kiln_image* images, int64_t n_images, bool parse_special, MediaPrompt* out);
+// control tokens parsed when parse_special) and `n_media` images and audio files for its markers,
+// tokenized as `kiln run` does; an error naming `fn` for media the context's mmproj does not
+// encode, a bad type, a file that does not decode, markers and media of different counts, or a
+// prompt that fills the context.
+kiln_status media_prompt(std::string_view fn, const kiln_context& context, const char* text, const kiln_media* media,
+                         int64_t n_media, bool parse_special, MediaPrompt* out);
+// Clears sequence `seq` and decodes `prompt` into it with the context's encoders
+// (decode_media_prompt): the batch index of the last position's logits.
+kiln::Result<size_t> decode_prompt(kiln_context& context, const MediaPrompt& prompt, int32_t seq);
 
 // The arbiter (api/arbiter_api.cpp). open_arbiter: with a non-empty `dir`, opens the runtime's
 // arbiter, whose yield evicts the runtime's tracked models. take_turn: waits (up to the runtime's

@@ -1,5 +1,6 @@
-// kiln.h: images (kiln_mmproj_load/free, kiln_decode_media_prompt) over llm/vision_model.h and
-// llm/media_prompt.h, as `kiln run --image` uses them.
+// kiln.h: images and audio (kiln_mmproj_load/free, kiln_decode_media_prompt) over
+// llm/vision_model.h, llm/audio_model.h and llm/media_prompt.h, as `kiln run --image/--audio`
+// uses them.
 #include "api/handles.h"
 
 using namespace kiln;
@@ -8,30 +9,51 @@ using namespace kiln::api;
 namespace kiln::api {
 
 kiln_status media_prompt(std::string_view fn, const kiln_context& context, const char* text,
-                         const kiln_image* images, int64_t n_images, bool parse_special, MediaPrompt* out) {
-  KILN_API_TRY(check_size(fn, "n_images", n_images));
-  if (n_images > 0) KILN_API_TRY(check_pointer(fn, "images", images));
-  if (n_images > 0 && context.mmproj == nullptr)
-    return bad_argument(
-        fn, "the context takes no images: create it with an mmproj (kiln_context_options.mmproj)");
+                         const kiln_media* media, int64_t n_media, bool parse_special, MediaPrompt* out) {
+  KILN_API_TRY(check_size(fn, "n_media", n_media));
+  if (n_media > 0) KILN_API_TRY(check_pointer(fn, "media", media));
   const Context& ctx = *context.context;
   const text::Tokenizer& tok = ctx.model().tokenizer();
-  std::vector<std::shared_ptr<const PreparedImage>> prepared;
-  for (int64_t i = 0; i < n_images; ++i) {
-    const std::string which = "images[" + std::to_string(i) + "]";
-    KILN_API_TRY(check_size(fn, which + ".size", images[i].size));
-    if (images[i].size > 0) KILN_API_TRY(check_pointer(fn, which + ".data", images[i].data));
-    auto image = context.mmproj->vision->prepare_image(
-        std::span<const uint8_t>(images[i].data, static_cast<size_t>(images[i].size)));
-    if (!image.ok()) return bad_argument(fn, which + ": " + image.error().message);
-    prepared.push_back(std::move(*image));
+  const kiln_mmproj* mmproj = context.mmproj;
+  const MediaModels models = {.vision = mmproj ? mmproj->vision.get() : nullptr,
+                              .audio = mmproj ? mmproj->audio.get() : nullptr};
+  std::vector<MediaItem> items;
+  for (int64_t i = 0; i < n_media; ++i) {
+    const std::string which = "media[" + std::to_string(i) + "]";
+    const kiln_media& m = media[i];
+    KILN_API_TRY(check_size(fn, which + ".size", m.size));
+    if (m.size > 0) KILN_API_TRY(check_pointer(fn, which + ".data", m.data));
+    const std::span<const uint8_t> bytes(m.data, static_cast<size_t>(m.size));
+    MediaItem item;
+    if (m.type == KILN_MEDIA_IMAGE) {
+      if (models.vision == nullptr)
+        return bad_argument(fn,
+                            which +
+                                ": the context takes no images: create it with an mmproj that has a vision "
+                                "encoder (kiln_context_options.mmproj)");
+      auto image = models.vision->prepare_image(bytes);
+      if (!image.ok()) return bad_argument(fn, which + ": " + image.error().message);
+      item.image = std::move(*image);
+    } else if (m.type == KILN_MEDIA_AUDIO) {
+      if (models.audio == nullptr)
+        return bad_argument(fn,
+                            which +
+                                ": the context takes no audio: create it with an mmproj that has an audio "
+                                "encoder (kiln_context_options.mmproj)");
+      auto chunks = models.audio->prepare_audio(bytes);
+      if (!chunks.ok()) return bad_argument(fn, which + ": " + chunks.error().message);
+      item.audio = std::move(*chunks);
+    } else {
+      return bad_argument(fn, which + ".type is " + std::to_string(static_cast<int>(m.type)) +
+                                  ", neither KILN_MEDIA_IMAGE (0) nor KILN_MEDIA_AUDIO (1)");
+    }
+    items.push_back(std::move(item));
   }
-  if (prepared.empty()) {
+  if (items.empty()) {
     out->append_text(tok.tokenize(text, /*add_special=*/true, parse_special));
   } else {
-    auto mp =
-        tokenize_media_prompt(tok, context.mmproj->vision.get(), with_media_markers(text, prepared.size()),
-                              prepared, {.add_special = true, .parse_special = parse_special});
+    auto mp = tokenize_media_prompt(tok, models, with_media_markers(text, items.size()), items,
+                                    {.add_special = true, .parse_special = parse_special});
     if (!mp.ok()) return bad_argument(fn, mp.error().message);
     *out = std::move(*mp);
   }
@@ -41,6 +63,13 @@ kiln_status media_prompt(std::string_view fn, const kiln_context& context, const
                                 " positions, more than the context of " + std::to_string(ctx.n_ctx()) +
                                 " allows");
   return KILN_OK;
+}
+
+Result<size_t> decode_prompt(kiln_context& context, const MediaPrompt& prompt, int32_t seq) {
+  Context& ctx = *context.context;
+  ctx.seq_rm(seq, -1, -1);
+  return decode_media_prompt(ctx, context.encoder.get(), prompt, 0,
+                             {.seq = seq, .n_batch = ctx.n_batch(), .audio = context.audio_encoder.get()});
 }
 
 }  // namespace kiln::api
@@ -53,11 +82,20 @@ kiln_status kiln_mmproj_load(kiln_model* model, const char* path, kiln_mmproj** 
   KILN_API_TRY(check_pointer(fn, "path", path));
   KILN_API_TRY(check_pointer(fn, "out", out));
   return api_call(fn, [&] {
-    auto vision = VisionModel::load(path, *model->model);
-    if (!vision.ok()) return from_status(fn, vision.error());
+    auto has = mmproj_encoders(path);
+    if (!has.ok()) return from_status(fn, has.error());
     auto m = std::make_unique<kiln_mmproj>();
     m->model = model;
-    m->vision = std::move(*vision);
+    if (has->vision) {
+      auto vision = VisionModel::load(path, *model->model);
+      if (!vision.ok()) return from_status(fn, vision.error());
+      m->vision = std::move(*vision);
+    }
+    if (has->audio) {
+      auto audio = AudioModel::load(path, *model->model);
+      if (!audio.ok()) return from_status(fn, audio.error());
+      m->audio = std::move(*audio);
+    }
     ++model->users;
     *out = m.release();
     register_handle(*out);
@@ -77,8 +115,8 @@ kiln_status kiln_mmproj_free(kiln_mmproj* mmproj) {
   return KILN_OK;
 }
 
-kiln_status kiln_decode_media_prompt(kiln_context* context, const char* prompt, const kiln_image* images,
-                                     int64_t n_images, int32_t parse_special, int32_t seq,
+kiln_status kiln_decode_media_prompt(kiln_context* context, const char* prompt, const kiln_media* media,
+                                     int64_t n_media, int32_t parse_special, int32_t seq,
                                      int64_t* n_positions, int64_t* logits_index) {
   constexpr std::string_view fn = "kiln_decode_media_prompt";
   KILN_API_TRY(check_handle(fn, "context", context));
@@ -88,11 +126,8 @@ kiln_status kiln_decode_media_prompt(kiln_context* context, const char* prompt, 
     Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
     KILN_API_TRY(take_turn(fn, *context->model->runtime, &turn));
     MediaPrompt mp;
-    KILN_API_TRY(media_prompt(fn, *context, prompt, images, n_images, parse_special != 0, &mp));
-    Context& ctx = *context->context;
-    ctx.seq_rm(seq, -1, -1);
-    auto last =
-        decode_media_prompt(ctx, context->encoder.get(), mp, 0, {.seq = seq, .n_batch = ctx.n_batch()});
+    KILN_API_TRY(media_prompt(fn, *context, prompt, media, n_media, parse_special != 0, &mp));
+    auto last = decode_prompt(*context, mp, seq);
     if (!last.ok()) return from_status(fn, last.error());
     if (n_positions != nullptr) *n_positions = mp.n_positions();
     if (logits_index != nullptr) *logits_index = static_cast<int64_t>(*last);

@@ -11,8 +11,10 @@ int64_t MediaPrompt::n_positions() const {
   return n;
 }
 
-size_t MediaPrompt::n_images() const {
-  return static_cast<size_t>(std::count_if(chunks.begin(), chunks.end(), [](const PromptChunk& c) { return c.image != nullptr; }));
+size_t MediaPrompt::n_media() const {
+  return static_cast<size_t>(std::count_if(chunks.begin(), chunks.end(), [](const PromptChunk& c) {
+    return c.image != nullptr || (c.audio != nullptr && c.audio->id.ends_with("#0"));
+  }));
 }
 
 std::vector<int32_t> MediaPrompt::flat_tokens() const {

@@ -52,7 +52,9 @@ struct MediaPrompt {
   std::vector<PromptChunk> chunks;
 
   int64_t n_positions() const;
-  size_t n_images() const;
+  // The media items it holds: each image, and each audio file once (its first chunk, whose id ends
+  // in "#0": see PreparedAudio::id).
+  size_t n_media() const;
   // Every position's token, kMediaToken at image positions.
   std::vector<int32_t> flat_tokens() const;
   // Appends text tokens (to the last chunk when it is text).

@@ -17,10 +17,13 @@ namespace kiln::serve {
 // the upper bound on noticing an output without its notification).
 inline constexpr std::chrono::milliseconds kPollInterval{1000};
 
-// Builds the body from the choices' gathered output once every choice ended without error.
+// Builds the JSON body from the choices' gathered output once every choice ended without error.
 using BodyBuilder = std::function<json(const ChoiceSet&, std::vector<ChoiceOutput>&)>;
+// The same for an answer that is not JSON (a transcription as plain text).
+using ResponseBuilder = std::function<http::Response(const ChoiceSet&, std::vector<ChoiceOutput>&)>;
 
 // Answers `ex` with build(...) when `set` ends; cancels `set` when the client goes. Blocks.
 void respond_when_done(http::Exchange& ex, const std::shared_ptr<ChoiceSet>& set, const BodyBuilder& build);
+void respond_when_done(http::Exchange& ex, const std::shared_ptr<ChoiceSet>& set, const ResponseBuilder& build);
 
 }  // namespace kiln::serve

@@ -1,7 +1,8 @@
 // GET /v1/models and /models (OpenAI's list; with many models llama-server's router listing, each
 // model with "status": {"value": "unloaded" | "loading" | "loaded" | "sleeping"}), POST
 // /models/load and /models/unload ({"model": NAME} -> {"success": true}; llama-server's router
-// routes). Listing only looks: it never wakes or loads a model.
+// routes). Listing only looks: it never wakes or loads a model. The one model of a server of one
+// also says what its requests may carry, as /props does: "modalities": {"vision", "audio"}.
 #include "serve/api_json.h"
 #include "serve/model_router.h"
 #include "serve/server_state.h"
@@ -24,7 +25,9 @@ json list_json(const RouteContext& rc) {
       data.push_back(std::move(m));
     }
   } else if (auto info = rc.server.info()) {
-    data.push_back(model_json(info->name, created));
+    json m = model_json(info->name, created);
+    m["modalities"] = {{"vision", info->vision}, {"audio", info->audio}};
+    data.push_back(std::move(m));
   }
   return {{"object", "list"}, {"data", std::move(data)}};
 }

@@ -14,6 +14,7 @@
 #include "serve/http/http_server.h"
 #include "llm/model_chat_template.h"
 #include "serve/model_router.h"
+#include "serve/routes_audio.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
@@ -640,6 +641,7 @@ void Server::routes(http::Router& router) {
   add_token_routes(router, rc);
   add_completion_routes(router, rc);
   add_embedding_routes(router, rc);
+  add_audio_routes(router, rc);
 }
 
 }  // namespace kiln::serve

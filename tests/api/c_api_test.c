@@ -1,9 +1,11 @@
 /* The C API from C99 against the installed header (tests/api/c_api_test.sh compiles it with
  * `gcc -std=c99 -Wall -Wextra -Werror $(pkg-config --cflags --libs kiln)`).
- *   c_api_test generate MODEL PROMPT N TEMP SEED [MMPROJ IMAGE]
+ *   c_api_test generate MODEL PROMPT N TEMP SEED [MMPROJ MEDIA]
  *                                                  prints the continuation as `kiln run
  *                                                  --no-display-prompt [--mmproj MMPROJ --image
- *                                                  IMAGE]` does (greedy for TEMP 0)
+ *                                                  MEDIA]` does (greedy for TEMP 0); MEDIA is
+ *                                                  audio (--audio) when it ends in .wav, .flac
+ *                                                  or .mp3
  *   c_api_test checks MODEL                        evict/restore, 4 sequences in one batch, state
  *                                                  files, chat template, and every function's
  *                                                  errors; prints "ok" and exits 0, else names
@@ -12,6 +14,11 @@
  *                                                  the errors of images without an mmproj, bad
  *                                                  image bytes, markers without images, and
  *                                                  freeing in the wrong order; "ok" as checks
+ *   c_api_test audio-checks MODEL MMPROJ WAV       audio: a prompt with an audio file decoded,
+ *                                                  and the errors of audio without an audio
+ *                                                  mmproj, bad audio bytes, an image for an
+ *                                                  audio-only mmproj and an unknown media type;
+ *                                                  "ok" as checks
  *   c_api_test arbiter-checks MODEL DIR            two runtimes with the arbiter in DIR take
  *                                                  turns: each one's decode evicts the other's
  *                                                  model, and the logits stay exact; "ok" as
@@ -66,9 +73,16 @@ static int read_file(const char* path, uint8_t** data, int64_t* size) {
   return *size == n;
 }
 
-/* `mmproj_path` and `image_path` may be NULL (text only). */
+/* Whether `path` names an audio file (by its extension). */
+static int is_audio_file(const char* path) {
+  const size_t n = strlen(path);
+  return (n > 4 && (strcmp(path + n - 4, ".wav") == 0 || strcmp(path + n - 4, ".mp3") == 0)) ||
+         (n > 5 && strcmp(path + n - 5, ".flac") == 0);
+}
+
+/* `mmproj_path` and `media_path` may be NULL (text only). */
 static int generate(const char* path, const char* prompt, long n, float temp, unsigned long seed,
-                    const char* mmproj_path, const char* image_path) {
+                    const char* mmproj_path, const char* media_path) {
   kiln_runtime* rt = NULL;
   kiln_model* model = NULL;
   kiln_mmproj* mmproj = NULL;
@@ -77,7 +91,7 @@ static int generate(const char* path, const char* prompt, long n, float temp, un
   kiln_context_options co;
   kiln_sampler_params sp;
   kiln_generate_options go;
-  kiln_image image = {NULL, 0};
+  kiln_media media = {KILN_MEDIA_IMAGE, NULL, 0};
   uint8_t* bytes = NULL;
   kiln_context_default_options(&co);
   kiln_generate_default_options(&go);
@@ -86,14 +100,15 @@ static int generate(const char* path, const char* prompt, long n, float temp, un
     fprintf(stderr, "%s\n", kiln_last_error());
     return 1;
   }
-  if (image_path != NULL) {
-    if (!read_file(image_path, &bytes, &image.size)) {
-      fprintf(stderr, "cannot read %s\n", image_path);
+  if (media_path != NULL) {
+    if (!read_file(media_path, &bytes, &media.size)) {
+      fprintf(stderr, "cannot read %s\n", media_path);
       return 1;
     }
-    image.data = bytes;
-    go.images = &image;
-    go.n_images = 1;
+    media.type = is_audio_file(media_path) ? KILN_MEDIA_AUDIO : KILN_MEDIA_IMAGE;
+    media.data = bytes;
+    go.media = &media;
+    go.n_media = 1;
   }
   co.mmproj = mmproj;
   if (kiln_context_create(model, &co, &ctx) != KILN_OK) {
@@ -125,9 +140,9 @@ static int image_checks(const char* path, const char* mmproj_path, const char* i
   kiln_mmproj* mmproj = NULL;
   kiln_context *ctx = NULL, *text_ctx = NULL;
   kiln_context_options co;
-  kiln_image image = {NULL, 0}, two[2];
+  kiln_media image = {KILN_MEDIA_IMAGE, NULL, 0}, two[2];
   const uint8_t junk[16] = {0x89, 'P', 'N', 'G', 1, 2, 3};
-  const kiln_image bad = {junk, 16};
+  const kiln_media bad = {KILN_MEDIA_IMAGE, junk, 16};
   uint8_t* bytes = NULL;
   int64_t n_positions = 0, index = -1, n_logits = 0;
   const float* logits = NULL;
@@ -167,6 +182,54 @@ static int image_checks(const char* path, const char* mmproj_path, const char* i
   OK(kiln_context_free(text_ctx));
   OK(kiln_mmproj_free(mmproj));
   FAILS("kiln_mmproj_free", kiln_mmproj_free(mmproj)); /* freed */
+  OK(kiln_model_free(model));
+  OK(kiln_runtime_free(rt));
+  free(bytes);
+  if (g_failures == 0) printf("ok\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
+static int audio_checks(const char* path, const char* mmproj_path, const char* wav_path) {
+  kiln_runtime* rt = NULL;
+  kiln_model* model = NULL;
+  kiln_mmproj* mmproj = NULL;
+  kiln_context *ctx = NULL, *text_ctx = NULL;
+  kiln_context_options co;
+  kiln_media audio = {KILN_MEDIA_AUDIO, NULL, 0}, other;
+  const uint8_t riff[16] = {'R', 'I', 'F', 'F', 8, 0, 0, 0, 'W', 'A', 'V', 'E'};
+  uint8_t* bytes = NULL;
+  int64_t n_positions = 0, index = -1, n_logits = 0;
+  const float* logits = NULL;
+  OK(kiln_runtime_create(NULL, &rt));
+  OK(kiln_model_load(rt, path, NULL, &model));
+  OK(kiln_mmproj_load(model, mmproj_path, &mmproj));
+  if (model == NULL || mmproj == NULL || !read_file(wav_path, &bytes, &audio.size)) return 1;
+  audio.data = bytes;
+  OK(kiln_context_default_options(&co));
+  OK(kiln_context_create(model, &co, &text_ctx));
+  co.mmproj = mmproj;
+  OK(kiln_context_create(model, &co, &ctx));
+  OK(kiln_decode_media_prompt(ctx, "USER: <__media__>Describe the audio.\nASSISTANT:", &audio, 1, 0, 1,
+                              &n_positions, &index));
+  CHECK(n_positions > 16 && index >= 0);
+  OK(kiln_get_logits(ctx, index, &logits, &n_logits));
+  CHECK(logits != NULL && n_logits > 0 && isfinite(logits[0]));
+  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(text_ctx, "a", &audio, 1, 0, 0, NULL, NULL));
+  CHECK(strstr(kiln_last_error(), "takes no audio") != NULL);
+  other = audio;
+  other.data = riff;
+  other.size = sizeof riff;
+  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "a", &other, 1, 0, 0, NULL, NULL));
+  CHECK(strstr(kiln_last_error(), "media[0]: audio: ") != NULL);
+  other.type = KILN_MEDIA_IMAGE;
+  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "a", &other, 1, 0, 0, NULL, NULL));
+  CHECK(strstr(kiln_last_error(), "takes no images") != NULL);
+  other.type = (kiln_media_type)7;
+  FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "a", &other, 1, 0, 0, NULL, NULL));
+  CHECK(strstr(kiln_last_error(), "media[0].type is 7") != NULL);
+  OK(kiln_context_free(ctx));
+  OK(kiln_context_free(text_ctx));
+  OK(kiln_mmproj_free(mmproj));
   OK(kiln_model_free(model));
   OK(kiln_runtime_free(rt));
   free(bytes);
@@ -582,9 +645,10 @@ int main(int argc, char** argv) {
                     argc == 9 ? argv[7] : NULL, argc == 9 ? argv[8] : NULL);
   if (argc == 3 && strcmp(argv[1], "checks") == 0) return checks(argv[2]);
   if (argc == 5 && strcmp(argv[1], "image-checks") == 0) return image_checks(argv[2], argv[3], argv[4]);
+  if (argc == 5 && strcmp(argv[1], "audio-checks") == 0) return audio_checks(argv[2], argv[3], argv[4]);
   if (argc == 4 && strcmp(argv[1], "arbiter-checks") == 0) return arbiter_checks(argv[2], argv[3]);
   fprintf(stderr,
           "usage: c_api_test generate MODEL PROMPT N TEMP SEED [MMPROJ IMAGE] | checks MODEL | "
-          "image-checks MODEL MMPROJ IMAGE | arbiter-checks MODEL DIR\n");
+          "image-checks MODEL MMPROJ IMAGE | audio-checks MODEL MMPROJ WAV | arbiter-checks MODEL DIR\n");
   return 2;
 }

@@ -6,7 +6,7 @@
 # sampled with a seed) equal kiln_generate's, and c_api_test's checks pass (evict/restore,
 # 4 sequences in one batch, state files, every function's errors); with both fixture mmprojs, the
 # greedy tokens of `kiln run --image` equal kiln_generate's with the image, and the image checks
-# pass. Two runtimes sharing an arbiter directory take turns on the device (arbiter-checks). The
+# pass; with the three fixture audio mmprojs, the same for `kiln run --audio` and the audio checks. Two runtimes sharing an arbiter directory take turns on the device (arbiter-checks). The
 # example runs once.
 # Usage: c_api_test.sh BUILD_DIR SOURCE_DIR KILN_BINARY FIXTURE_MODELS_DIR
 # KILN_API_TEST_CFLAGS: more compiler flags for the C programs (scripts/sanitize.sh:
@@ -60,6 +60,22 @@ for mmproj in "$models/../mtmd/mmproj-gemma3.gguf" "$models/../mtmd/mmproj-mlp.g
   fi
   if ! ./c_api_test image-checks "$text_model" "$mmproj" "$image"; then
     echo "FAIL $name: c_api_test image-checks" >&2
+    failed=1
+  fi
+done
+# Audio: the same text model with its random-weight audio mmprojs, as `kiln run --audio` decodes them.
+wav="$src/tests/data/audio/voiced-16k.wav"
+for proj in ultravox qwen2a voxtral; do
+  mmproj="$src/tests/conformance/data/mtmd-audio/mmproj-$proj.gguf"
+  expected=$("$kiln" run -m "$text_model" --mmproj "$mmproj" --audio "$wav" -p "$image_prompt" -n 8 --temp 0 \
+    --no-display-prompt 2>/dev/null)
+  got=$(./c_api_test generate "$text_model" "$image_prompt" 8 0 0 "$mmproj" "$wav")
+  if [[ -z "$expected" || "$expected" != "$got" ]]; then
+    echo "FAIL $proj: kiln run --audio gave [$expected], kiln_generate with the audio [$got]" >&2
+    failed=1
+  fi
+  if ! ./c_api_test audio-checks "$text_model" "$mmproj" "$wav"; then
+    echo "FAIL $proj: c_api_test audio-checks" >&2
     failed=1
   fi
 done

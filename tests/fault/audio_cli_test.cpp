@@ -1,6 +1,7 @@
-// Audio on the command line (`kiln run --mmproj --audio`): llama.cpp's greedy text for an audio
-// prompt on the three fixture projectors, and bad audio, files and flags answered with a message
-// naming the problem and exit code 1.
+// Audio on the command line (`kiln run --mmproj --audio`, `kiln chat` with /audio and --audio):
+// llama.cpp's greedy text for an audio prompt on the three fixture projectors, chat's reply equal
+// to `run`'s for the prompt its template renders, and bad audio, files and flags answered with a
+// message naming the problem and exit code 1.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -67,11 +68,48 @@ TEST(AudioCli, BadAudioAndFlagsAreRefusedWithOneLine) {
     EXPECT_NE(r.exit_code, 0) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.want), std::string::npos) << c.args << ": want '" << c.want << "' in\n" << r.out;
   }
+  // `chat` reads the same flags the same way.
+  for (const Case& c : {cases[0], cases[1], cases[4]}) {
+    const CliResult r = run("chat -m " + kModel + " " + c.args + " -p hi -st -n 2 -t 2");
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.want), std::string::npos) << c.args << ": want '" << c.want << "' in\n" << r.out;
+  }
   std::remove(junk.c_str());
-  // `chat` does not take audio yet: the flag is unknown there, not ignored.
-  const CliResult chat = run("chat -m " + kModel + mmproj + " --audio " + kWav);
-  EXPECT_EQ(chat.exit_code, 2) << chat.out;
-  EXPECT_NE(chat.out.find("--audio"), std::string::npos) << chat.out;
+}
+
+// kiln chat's input, written to a file (the chat reads its messages from stdin).
+CliResult chat(const std::string& args, const std::string& input) {
+  const std::string path = kTmp + ".stdin";
+  std::ofstream(path) << input;
+  const CliResult r = test::run_shell(kKiln + " chat " + args + " < " + path + " 2>&1");
+  std::remove(path.c_str());
+  return r;
+}
+
+TEST(AudioCli, ChatAudioGoesBeforeTheNextMessage) {
+  // The fixture model has no template: kiln chat uses ChatML, with the audio before the text.
+  const std::string flags = "-m " + kModel + " --mmproj " + kData + "mmproj-qwen2a.gguf -n 8 --temp 0 -t 2 ";
+  // `kiln run`'s reply (its stdout) to the prompt the template renders (-p takes no escapes).
+  const CliResult direct = test::run_shell(
+      kKiln + " run " + flags + "--audio " + kWav + " --no-display-prompt -p " +
+      "'<|im_start|>user\n<__media__>Describe the image.<|im_end|>\n<|im_start|>assistant\n' < /dev/null 2>/dev/null");
+  ASSERT_EQ(direct.exit_code, 0) << direct.out;
+  const std::string want = direct.out.substr(0, direct.out.find('\n'));
+  ASSERT_FALSE(want.empty()) << direct.out;
+
+  const CliResult r = chat(flags, "/audio /nonexistent.wav\n/audio " + kWav + "\nDescribe the image.\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("/audio: cannot read '/nonexistent.wav'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("audio '" + kWav + "' ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(want), std::string::npos) << "kiln run: '" << want << "'\nkiln chat: " << r.out;
+  // --audio attaches to the first message.
+  const CliResult first = chat(flags + "--audio " + kWav + " -p 'Describe the image.' -st", "");
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  EXPECT_NE(first.out.find(want), std::string::npos) << "kiln run: '" << want << "'\nkiln chat: " << first.out;
+  // /audio with an mmproj without an audio encoder says so, and the chat goes on.
+  const CliResult vision = chat("-m " + kModel + " --mmproj " + kVisionOnly + " -n 2 -t 2", "/audio " + kWav + "\nhi\n");
+  ASSERT_EQ(vision.exit_code, 0) << vision.out;
+  EXPECT_NE(vision.out.find("/audio needs an --mmproj FILE with an audio encoder"), std::string::npos) << vision.out;
 }
 
 }  // namespace

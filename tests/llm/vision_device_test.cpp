@@ -139,7 +139,7 @@ TEST(VisionOnSim, ModelAndMmprojTakeTurnsOnABudgetThatHoldsOne) {
   ASSERT_TRUE(o.text.ctx && o.encoder);
   const OwnerId text_owner = o.text.weights->owner(), vision_owner = o.encoder->owner();
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const bool has_image = prompts[i].n_images() > 0;
+    const bool has_image = prompts[i].n_media() > 0;
     EXPECT_TRUE(same_bits(request(*o.text.ctx, *o.encoder, prompts[i]), want[i]))
         << "request " << i << (has_image ? " (image)" : " (text)");
     // The text model decodes last in every request: the mmproj left to make room for it.

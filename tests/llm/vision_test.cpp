@@ -279,7 +279,20 @@ TEST_F(VisionTest, PromptsPlaceImagesAtTheirMarkers) {
   EXPECT_EQ(p.chunks[2].tokens, middle);
   EXPECT_EQ(p.chunks[3].image, img);
   EXPECT_EQ(p.chunks[4].tokens, text("<end_of_image>"));  // the prompt ends with the closing markup
-  EXPECT_EQ(p.n_images(), 2u);
+  EXPECT_EQ(p.n_media(), 2u);
+  // An audio file counts once, whatever its chunks: a file of two chunks, one of one, an image.
+  MediaPrompt mixed;
+  for (const char* id : {"a#0", "a#1", "b#0"}) {
+    auto audio = std::make_shared<PreparedAudio>();
+    audio->id = id;
+    PromptChunk chunk;
+    chunk.audio = audio;
+    mixed.chunks.push_back(chunk);
+  }
+  PromptChunk image_chunk;
+  image_chunk.image = img;
+  mixed.chunks.push_back(image_chunk);
+  EXPECT_EQ(mixed.n_media(), 3u);
   EXPECT_EQ(p.n_positions(), static_cast<int64_t>(first.size() + middle.size() + p.chunks[4].tokens.size()) +
                                  2 * img->n_tokens);
   // An image first: BOS is a chunk of its own (mlp has no markup).

@@ -1,7 +1,8 @@
 // Audio in chat requests (`kiln serve --mmproj` with an audio mmproj): an OpenAI input_audio part
 // reproduces llama.cpp's greedy text on the three fixture projectors, /props reports the audio
 // modality, and bad audio, missing fields and servers without an audio encoder get a 400 naming
-// the problem while the server keeps serving.
+// the problem while the server keeps serving. POST /v1/audio/transcriptions answers what the chat
+// route answers for llama-server's transcription message, as JSON, plain text and a stream.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -25,9 +26,13 @@ const std::string kTemplate = "{% for m in messages %}USER: {{ m['content'] }}\n
 
 std::shared_ptr<const Model> text_model() { return mmproj_text_model(); }
 
-std::string wav_base64() {
+std::string wav_bytes() {
   std::ifstream in(kWav, std::ios::binary);
-  const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::string wav_base64() {
+  const std::string bytes = wav_bytes();
   return encode_base64(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
@@ -56,6 +61,7 @@ TEST(ServerAudio, ChatInputAudioReproducesLlamaCppGreedyText) {
     TestServer s(kData + "mmproj-" + proj + ".gguf");
     EXPECT_EQ(s.get("/props")["modalities"]["audio"], true) << proj;
     EXPECT_EQ(s.get("/props")["modalities"]["vision"], false) << proj;  // the fixture files hold audio only
+    EXPECT_EQ(s.get("/v1/models")["data"][0]["modalities"]["audio"], true) << proj;
     std::ifstream in(kData + proj + "-voiced.ref.json");
     const json ref = json::parse(in);
     auto text = text_model()->tokenizer().detokenize(ref["greedy_tokens"].get<std::vector<int32_t>>(), false, false);
@@ -94,9 +100,140 @@ TEST(ServerAudio, BadAudioGetsA400AndTheServerKeepsServing) {
   for (const std::string& mmproj : {std::string(), kVisionOnly}) {  // no audio encoder
     TestServer other(mmproj);
     EXPECT_EQ(other.get("/props")["modalities"]["audio"], false);
+    EXPECT_EQ(other.get("/v1/models")["data"][0]["modalities"]["audio"], false);
     const auto [status, out] = other.post("/v1/chat/completions", audio_chat({{"data", wav_base64()}}));
     EXPECT_EQ(status, 400) << out.dump();
     EXPECT_NE(out.dump().find("audio input needs an mmproj with an audio encoder"), std::string::npos) << out.dump();
+  }
+}
+
+// A transcription form: the fixture WAV as `file`, then `fields`.
+httplib::MultipartFormDataItems transcription_form(const std::vector<std::pair<std::string, std::string>>& fields) {
+  httplib::MultipartFormDataItems form = {{"file", wav_bytes(), "voiced-16k.wav", "audio/wav"}};
+  for (const auto& [name, value] : fields) form.push_back({name, value, "", ""});
+  return form;
+}
+
+httplib::Result post_form(const MmprojTestServer& s, const httplib::MultipartFormDataItems& form) {
+  httplib::Client c("127.0.0.1", s.port);
+  c.set_read_timeout(60);
+  return c.Post("/v1/audio/transcriptions", form);
+}
+
+// The chat route's answer to llama-server's transcription message: "PROMPT<__media__>".
+std::string chat_transcription(const MmprojTestServer& s, const std::string& prompt, int max_tokens) {
+  const json content = {{{"type", "text"}, {"text", prompt}},
+                        {{"type", "input_audio"}, {"input_audio", {{"data", wav_base64()}}}}};
+  const auto [status, out] = s.post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", content}}}},
+                                                             {"max_tokens", max_tokens},
+                                                             {"temperature", 0}});
+  EXPECT_EQ(status, 200) << out.dump();
+  return out["choices"][0]["message"]["content"].get<std::string>();
+}
+
+TEST(ServerAudio, TranscriptionAnswersTheChatRoutesText) {
+  TestServer s(kData + "mmproj-qwen2a.gguf");
+  const std::string want = chat_transcription(s, "Transcribe audio to text", 8);
+  ASSERT_FALSE(want.empty());
+
+  auto r = post_form(s, transcription_form({{"model", "any"}, {"temperature", "0"}, {"max_tokens", "8"}}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json out = json::parse(r->body);
+  EXPECT_EQ(out["type"], "transcript.text.done");
+  EXPECT_EQ(out["text"], want);
+  EXPECT_EQ(out["usage"]["type"], "tokens");
+  EXPECT_EQ(out["usage"]["output_tokens"], 8);
+  EXPECT_EQ(out["usage"]["total_tokens"], out["usage"]["input_tokens"].get<int>() + 8);
+
+  // response_format text: the text alone.
+  r = post_form(s, transcription_form({{"temperature", "0"}, {"max_tokens", "8"}, {"response_format", "text"}}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/plain; charset=utf-8");
+  EXPECT_EQ(r->body, want);
+
+  // A prompt and a language make llama-server's "PROMPT (language: L)" text.
+  const std::string with_language = chat_transcription(s, "Write it down (language: fr)", 8);
+  r = post_form(s, transcription_form(
+                       {{"prompt", "Write it down"}, {"language", "fr"}, {"temperature", "0"}, {"max_tokens", "8"}}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["text"], with_language);
+  EXPECT_GT(json::parse(r->body)["usage"]["input_tokens"].get<int>(), out["usage"]["input_tokens"].get<int>());
+
+  // Streamed: the deltas add up to the text, then the done event and [DONE].
+  r = post_form(s, transcription_form({{"temperature", "0"}, {"max_tokens", "8"}, {"stream", "true"}}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  std::string deltas;
+  std::vector<json> events;
+  size_t pos = 0;
+  while ((pos = r->body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = r->body.find("\n\n", pos);
+    const std::string data = r->body.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (data == "[DONE]") break;
+    events.push_back(json::parse(data));
+    if (events.back()["type"] == "transcript.text.delta") deltas += events.back()["delta"].get<std::string>();
+  }
+  ASSERT_GE(events.size(), 2u) << r->body;
+  EXPECT_EQ(deltas, want);
+  EXPECT_EQ(events.back()["type"], "transcript.text.done");
+  EXPECT_EQ(events.back()["text"], want);
+  EXPECT_TRUE(r->body.ends_with("data: [DONE]\n\n")) << r->body;
+}
+
+TEST(ServerAudio, BadTranscriptionRequestsGetA400AndTheServerKeepsServing) {
+  TestServer s(kData + "mmproj-ultravox.gguf");
+  httplib::Client c("127.0.0.1", s.port);
+  c.set_read_timeout(60);
+  const std::string cut = "--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nRIFF";
+  struct Case {
+    std::string content_type, body, want;
+  };
+  const Case cases[] = {
+      {"application/json", "{}", "multipart/form-data"},
+      {"multipart/form-data", "x", "no boundary"},
+      {"multipart/form-data; boundary=b", cut, "does not end with a delimiter"},
+      {"multipart/form-data; boundary=b", "--b\r\nX: y\r\n\r\n1\r\n--b--", "has no Content-Disposition"},
+  };
+  for (const Case& bad : cases) {
+    auto r = c.Post("/v1/audio/transcriptions", bad.body, bad.content_type.c_str());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_NE(r->body.find(bad.want), std::string::npos) << "want '" << bad.want << "' in " << r->body;
+  }
+  struct FormCase {
+    httplib::MultipartFormDataItems form;
+    std::string want;
+  };
+  const FormCase forms[] = {
+      {{{"model", "x", "", ""}}, "form part named 'file'"},
+      {transcription_form({{"response_format", "srt"}}), "must be json or text"},
+      {transcription_form({{"response_format", "text"}, {"stream", "true"}}), "not streamed"},
+      {transcription_form({{"temperature", "warm"}}), "field 'temperature' must be a number"},
+      {transcription_form({{"stream", "yes"}}), "field 'stream' must be true or false"},
+      {transcription_form({{"max_tokens", "1"}, {"max_tokens", "2"}}), "given more than once"},
+      {transcription_form({{"timestamp_granularities[]", "word"}}), "timestamps"},
+      {{{"file", "RIFF", "a.wav", "audio/wav"}}, "audio 0: "},
+  };
+  for (const FormCase& f : forms) {
+    auto r = post_form(s, f.form);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_NE(r->body.find(f.want), std::string::npos) << "want '" << f.want << "' in " << r->body;
+  }
+  auto ok = post_form(s, transcription_form({{"max_tokens", "2"}}));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+
+  for (const std::string& mmproj : {std::string(), kVisionOnly}) {  // no audio encoder
+    TestServer other(mmproj);
+    auto r = post_form(other, transcription_form({{"max_tokens", "2"}}));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_NE(r->body.find("audio input needs an mmproj with an audio encoder"), std::string::npos) << r->body;
   }
 }
 

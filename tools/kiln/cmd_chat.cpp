@@ -17,9 +17,10 @@
 // prompt it ends the chat with exit code 130. On a terminal, lines are edited with libedit
 // (line_input.h); piped input is read line by line.
 //
-// With --mmproj, `/image FILE` (or --image FILE, for the first message) attaches an image to the
-// next message, placed before its text as llama-mtmd-cli does; images stay with their message
-// (each encoded once: the encoder caches by content) until their turn is dropped.
+// With --mmproj, `/image FILE` and `/audio FILE` (or --image FILE and --audio FILE, for the first
+// message) attach an image or an audio file to the next message, placed before its text in the
+// order given, as llama-mtmd-cli does; media stay with their message (each image encoded once: the
+// encoder caches by content) until their turn is dropped.
 //
 // Speculative decoding (--spec-type, -md, ... as `kiln run`): replies are the same tokens, drafted
 // and verified in batches; -v and the totals say how many tokens were drafted and accepted. Not
@@ -132,16 +133,24 @@ struct ChatOptions {
   std::string reasoning_budget_message;
 };
 
-using ImageList = std::vector<std::shared_ptr<const PreparedImage>>;
+using MediaList = std::vector<MediaItem>;  // a message's images and audio files, in marker order
+
+// The encoders of the mmproj's two sides (either null when the file lacks it; both without --mmproj).
+struct ChatEncoders {
+  VisionEncoder* vision = nullptr;
+  AudioEncoder* audio = nullptr;
+  MediaModels models() const {
+    return {.vision = vision ? &vision->model() : nullptr, .audio = audio ? &audio->model() : nullptr};
+  }
+};
 
 // A conversation with one model through its chat template, in sequence 0 of a Context.
-// Not thread-safe. The Context, Sampler, template, reverse prompts and the vision encoder (null
-// without --mmproj) must outlive it.
+// Not thread-safe. The Context, Sampler, template, reverse prompts and the encoders must outlive it.
 class ChatSession {
  public:
   ChatSession(Context& ctx, Sampler& sampler, const ModelChatTemplate& chat, const ReversePrompts& stops,
-              VisionEncoder* encoder, const std::string& system_prompt, ChatOptions options)
-      : ctx_(ctx), sampler_(sampler), chat_(chat), stops_(stops), encoder_(encoder), options_(options) {
+              ChatEncoders encoders, const std::string& system_prompt, ChatOptions options)
+      : ctx_(ctx), sampler_(sampler), chat_(chat), stops_(stops), encoders_(encoders), options_(options) {
     if (options_.reasoning_budget >= 0) reasoning_ = chat::detect_chat_syntax(chat_.chat_template).reasoning;
     if (!system_prompt.empty()) add_message("system", system_prompt, {});
     n_fixed_ = messages_.size();
@@ -150,35 +159,36 @@ class ChatSession {
   // A new conversation: only the system prompt stays (its tokens stay cached too).
   void reset() {
     messages_.resize(n_fixed_);
-    images_.resize(n_fixed_);
+    media_.resize(n_fixed_);
   }
 
-  // The user's message (with its images, placed before its text) and the model's reply, streamed
+  // The user's message (with its media, placed before its text) and the model's reply, streamed
   // to stdout. Problems with the message (a template error, no room) are reported on stderr and
   // leave the conversation as it was; the error returned is a failed decode, after which the chat
   // cannot go on.
-  Status turn(const std::string& user_message, ImageList images) {
-    std::string content = with_media_markers(user_message, images.size());
-    add_message("user", std::move(content), std::move(images));
+  Status turn(const std::string& user_message, MediaList media) {
+    std::string content = with_media_markers(user_message, media.size());
+    add_message("user", std::move(content), std::move(media));
     std::string text;  // the rendered conversation
     auto prompt = fit_conversation(text);
     if (!prompt) {
       messages_.pop_back();
-      images_.pop_back();
+      media_.pop_back();
       return {};
     }
     // Decode what the cache does not hold yet; at least the last position, whose logits we need
-    // (an image only whole).
+    // (an image or audio chunk only whole).
     const int64_t n = prompt->n_positions();
     int64_t keep = common_prefix(cached_prompt_, *prompt);
     if (keep == n) {
       const PromptChunk& last_chunk = prompt->chunks.back();
-      keep = last_chunk.image ? n - last_chunk.n_positions() : n - 1;
+      keep = last_chunk.is_media() ? n - last_chunk.n_positions() : n - 1;
     }
     ctx_.seq_rm(cached_.seq, static_cast<int32_t>(keep), -1);
     const auto t_prompt = Clock::now();
-    KILN_ASSIGN_OR_RETURN(const size_t last, decode_media_prompt(ctx_, encoder_, *prompt, keep,
-                                                                 {.seq = cached_.seq, .n_batch = options_.n_batch}));
+    KILN_ASSIGN_OR_RETURN(const size_t last,
+                          decode_media_prompt(ctx_, encoders_.vision, *prompt, keep,
+                                              {.seq = cached_.seq, .n_batch = options_.n_batch, .audio = encoders_.audio}));
     const double prompt_s = seconds_since(t_prompt);
     cached_.tokens = prompt->flat_tokens();
     cached_prompt_ = *prompt;
@@ -222,7 +232,7 @@ class ChatSession {
     }
     if (reply.stop == StopReason::Interrupted && reply.text.empty()) {
       messages_.pop_back();  // nothing was said: the turn did not happen
-      images_.pop_back();
+      media_.pop_back();
     } else {
       add_message("assistant", reply.text, {});
       transcript_text_ = text + reply.text;
@@ -265,40 +275,39 @@ class ChatSession {
                  static_cast<long long>(accepted));
   }
 
-  void add_message(std::string role, std::string content, ImageList images) {
+  void add_message(std::string role, std::string content, MediaList media) {
     messages_.push_back(chat_message(std::move(role), std::move(content)));
-    images_.push_back(std::move(images));
+    media_.push_back(std::move(media));
   }
 
-  // The conversation's tokens and images, with the generation prompt.
+  // The conversation's tokens and media, with the generation prompt.
   // When the rendering begins with the transcript's text, its tokens are the transcript's followed
   // by those of the rest of the text (so a reply's sampled tokens stay as they were), else the
   // whole rendering's. `text` (optional) gets the rendered text.
-  Result<MediaPrompt> render(const std::vector<ChatMessage>& messages, const std::vector<ImageList>& images,
+  Result<MediaPrompt> render(const std::vector<ChatMessage>& messages, const std::vector<MediaList>& media,
                              std::string* text = nullptr) const {
     KILN_ASSIGN_OR_RETURN(const std::string rendered, render_text(messages, /*add_generation_prompt=*/true));
     if (text) *text = rendered;
     const auto& tok = ctx_.model().tokenizer();
-    ImageList all;
-    for (const ImageList& l : images) all.insert(all.end(), l.begin(), l.end());
+    MediaList all;
+    for (const MediaList& l : media) all.insert(all.end(), l.begin(), l.end());
     const bool continues = !transcript_text_.empty() && rendered.starts_with(transcript_text_) &&
-                           transcript_.n_images() <= all.size();
+                           transcript_.n_media() <= all.size();
     const std::string_view rest =
         continues ? std::string_view(rendered).substr(transcript_text_.size()) : rendered;
     MediaPrompt p = continues ? transcript_ : MediaPrompt();
-    if (encoder_ == nullptr) {
+    if (encoders_.vision == nullptr && encoders_.audio == nullptr) {
       p.append_text(continues ? tok.tokenize(rest, /*add_special=*/false, /*parse_special=*/true)
                               : serve::tokenize_chat(tok, rendered));
       return p;
     }
-    const std::span<const std::shared_ptr<const PreparedImage>> rest_images =
-        std::span(all).subspan(continues ? transcript_.n_images() : 0);
-    KILN_ASSIGN_OR_RETURN(MediaPrompt more, tokenize_media_prompt(tok, &encoder_->model(), rest, rest_images,
+    const std::span<const MediaItem> rest_media = std::span(all).subspan(continues ? transcript_.n_media() : 0);
+    KILN_ASSIGN_OR_RETURN(MediaPrompt more, tokenize_media_prompt(tok, encoders_.models(), rest, rest_media,
                                                                   {.add_special = !continues,
                                                                    .parse_special = true,
                                                                    .collapse_bos = !continues}));
     for (PromptChunk& c : more.chunks) {
-      if (c.image)
+      if (c.is_media())
         p.chunks.push_back(std::move(c));
       else
         p.append_text(c.tokens);
@@ -345,7 +354,7 @@ class ChatSession {
   // was.
   std::optional<MediaPrompt> fit_conversation(std::string& text) {
     const int64_t limit = ctx_.n_ctx() - reply_room();
-    auto prompt = render(messages_, images_, &text);
+    auto prompt = render(messages_, media_, &text);
     if (!prompt.ok()) {
       std::fprintf(stderr, "kiln chat: %s\n", prompt.error().message.c_str());
       return std::nullopt;
@@ -353,10 +362,10 @@ class ChatSession {
     if (prompt->n_positions() <= limit) return std::move(*prompt);
     const auto n_fixed = static_cast<std::ptrdiff_t>(n_fixed_);
     std::vector<ChatMessage> alone(messages_.begin(), messages_.begin() + n_fixed);
-    std::vector<ImageList> alone_images(images_.begin(), images_.begin() + n_fixed);
+    std::vector<MediaList> alone_media(media_.begin(), media_.begin() + n_fixed);
     alone.push_back(messages_.back());
-    alone_images.push_back(images_.back());
-    auto alone_prompt = render(alone, alone_images);
+    alone_media.push_back(media_.back());
+    auto alone_prompt = render(alone, alone_media);
     if (!alone_prompt.ok() || alone_prompt->n_positions() > limit) {
       if (!alone_prompt.ok()) {
         std::fprintf(stderr, "kiln chat: %s\n", alone_prompt.error().message.c_str());
@@ -371,22 +380,22 @@ class ChatSession {
     }
     // Drop whole turns: from the first message after the system prompt up to the next user message.
     std::vector<ChatMessage> kept = messages_;
-    std::vector<ImageList> kept_images = images_;
+    std::vector<MediaList> kept_media = media_;
     size_t n_dropped = 0;
     while (prompt->n_positions() > limit) {
       do {
         kept.erase(kept.begin() + n_fixed);
-        kept_images.erase(kept_images.begin() + n_fixed);
+        kept_media.erase(kept_media.begin() + n_fixed);
         ++n_dropped;
       } while (kept.begin() + n_fixed + 1 != kept.end() && kept[n_fixed_].role != "user");
-      prompt = render(kept, kept_images, &text);
+      prompt = render(kept, kept_media, &text);
       if (!prompt.ok()) {
         std::fprintf(stderr, "kiln chat: %s\n", prompt.error().message.c_str());
         return std::nullopt;
       }
     }
     messages_ = std::move(kept);
-    images_ = std::move(kept_images);
+    media_ = std::move(kept_media);
     std::fprintf(stderr,
                  "kiln chat: the conversation no longer fits the context of %lld tokens: dropped the %zu "
                  "oldest messages (the system prompt stays; /reset starts over)\n",
@@ -398,11 +407,11 @@ class ChatSession {
   Sampler& sampler_;
   const ModelChatTemplate& chat_;
   const ReversePrompts& stops_;
-  VisionEncoder* encoder_;  // null without --mmproj
+  ChatEncoders encoders_;
   ChatOptions options_;
   chat::ReasoningSyntax reasoning_;  // the template's reasoning tags, with --reasoning-budget
   std::vector<ChatMessage> messages_;
-  std::vector<ImageList> images_;  // per message, in marker order
+  std::vector<MediaList> media_;  // per message, in marker order
   size_t n_fixed_ = 0;             // leading messages never dropped (the system prompt)
   SequenceState cached_;           // what sequence 0 of the KV cache holds (kMediaToken at image positions)
   MediaPrompt cached_prompt_;      // the same as a prompt, images whole
@@ -414,10 +423,22 @@ class ChatSession {
   double prompt_s_ = 0, gen_s_ = 0;
 };
 
+// The argument of `command` when `message` is that command ("/image cat.png": "cat.png", without
+// the spaces around it; "/image": ""); nullopt when it is not.
+std::optional<std::string> command_argument(const std::string& message, std::string_view command) {
+  if (!message.starts_with(command)) return std::nullopt;
+  std::string arg = message.substr(command.size());
+  if (!arg.empty() && arg[0] != ' ' && arg[0] != '\t') return std::nullopt;
+  arg.erase(0, arg.find_first_not_of(" \t"));
+  arg.erase(arg.find_last_not_of(" \t") + 1);
+  return arg;
+}
+
 constexpr const char* kHelp =
     "  /exit        end the chat (also Ctrl-D, or Ctrl-C at the prompt)\n"
     "  /reset       start a new conversation (the system prompt stays)\n"
     "  /image FILE  attach a PNG or JPEG image to your next message (needs --mmproj)\n"
+    "  /audio FILE  attach a WAV, FLAC or MP3 file to your next message (needs an --mmproj with audio)\n"
     "  /help        this list\n"
     "  A line ending in '\\' continues the message on the next line. Ctrl-C stops a reply.\n";
 
@@ -450,7 +471,7 @@ int run_chat(int argc, char** argv) {
   p.value({"--chat-template-file"}, &template_file, "FILE",
           "Jinja chat template to use instead of the model's (default: the model's, else ChatML)");
   p.flag({"-v", "--verbose"}, &co.verbose, "print the template's origin and timings after every reply");
-  media.declare(p);
+  media.declare(p, /*audio=*/true);
   sf.declare(p);
   spf.declare(p);
   reasoning.declare(p);
@@ -479,14 +500,12 @@ int run_chat(int argc, char** argv) {
   if (co.verbose) std::fprintf(stderr, "kiln chat: chat template: %s\n", chat->origin.c_str());
   auto sampler = sf.make_sampler(*model, "chat");
   if (!sampler) return 1;
-  auto vision = media.load_vision(*model);
-  if (!vision.ok()) {
-    std::fprintf(stderr, "kiln chat: %s\n", vision.error().message.c_str());
-    return 1;
-  }
-  mf.context.input_embeddings = *vision != nullptr;
-  // The decoder and the vision encoder take turns on the context's compute arena.
-  if (spf.requested() && *vision) return fail("chat", "speculative decoding is not supported with images (--mmproj)");
+  auto mmproj = media.load_declared(*model);
+  if (!mmproj.ok()) return fail("chat", mmproj.error().message);
+  mf.context.input_embeddings = mmproj->vision || mmproj->audio;
+  // The decoder and the encoders take turns on the context's compute arena.
+  if (spf.requested() && mf.context.input_embeddings)
+    return fail("chat", "speculative decoding is not supported with images or audio (--mmproj)");
   auto mc = mf.create_context("chat", model, mf.context);
   if (!mc) return 1;
   ContextOptions target_options = mf.context;
@@ -499,22 +518,26 @@ int run_chat(int argc, char** argv) {
   const auto drafter = speculator ? speculator->drafter(0) : nullptr;
   co.drafter = drafter.get();
   std::unique_ptr<VisionEncoder> encoder;
-  ImageList pending;  // images for the next message
-  if (*vision) {
-    auto enc = make_encoder(*vision, *mc, mf.context, mf.weight_options("chat"));
+  std::unique_ptr<AudioEncoder> audio_encoder;
+  if (mmproj->vision) {
+    auto enc = make_encoder(mmproj->vision, *mc, mf.context, mf.weight_options("chat"));
     if (!enc.ok()) return fail("chat", enc.error().message);
     encoder = std::move(*enc);
-    for (const std::string& path : media.images) {
-      auto img = read_image(**vision, path);
-      if (!img.ok()) return fail("chat", "--image: " + img.error().message);
-      pending.push_back(*img);
-    }
   }
+  if (mmproj->audio) {
+    auto enc = AudioEncoder::create(mmproj->audio, mc->backend(), mf.context.flash_attention, &mc->arena());
+    if (!enc.ok()) return fail("chat", enc.error().message);
+    audio_encoder = std::move(*enc);
+  }
+  auto first_media = media.read_media(mmproj->vision.get(), mmproj->audio.get());
+  if (!first_media.ok()) return fail("chat", first_media.error().message);
+  MediaList pending = std::move(*first_media);  // media for the next message
   if (!install_interrupt_handler())
     return fail("chat", std::string("cannot install the Ctrl-C handler: ") + std::strerror(errno));
 
   const ReversePrompts stops(model->tokenizer(), reverse_prompts, /*slack=*/0);
-  ChatSession session(*mc->context, *sampler, *chat, stops, encoder.get(), system_prompt, co);
+  ChatSession session(*mc->context, *sampler, *chat, stops, {.vision = encoder.get(), .audio = audio_encoder.get()},
+                      system_prompt, co);
   const std::unique_ptr<LineInput> in = LineInput::open(g_interrupt_pipe[0]);
   const bool tty = in->is_terminal();
   if (tty) std::fprintf(stderr, "kiln chat: /help lists the commands; /exit or Ctrl-D ends the chat\n");
@@ -550,21 +573,38 @@ int run_chat(int argc, char** argv) {
       std::fprintf(stderr, "kiln chat: new conversation\n");
       continue;
     }
-    if (message == "/image" || message.rfind("/image ", 0) == 0) {
-      std::string path = message.size() > 7 ? message.substr(7) : "";
-      path.erase(0, path.find_first_not_of(" \t"));
-      path.erase(path.find_last_not_of(" \t") + 1);
+    if (const std::optional<std::string> path = command_argument(message, "/image")) {
       if (!encoder) {
-        std::fprintf(stderr, "kiln chat: /image needs --mmproj FILE (the model's vision projector)\n");
-      } else if (path.empty()) {
+        std::fprintf(stderr, "kiln chat: /image needs an --mmproj FILE with a vision encoder (the model's projector)\n");
+      } else if (path->empty()) {
         std::fprintf(stderr, "kiln chat: /image needs a file name\n");
-      } else if (auto img = read_image(encoder->model(), path); !img.ok()) {
+      } else if (auto img = read_image(encoder->model(), *path); !img.ok()) {
         std::fprintf(stderr, "kiln chat: /image: %s\n", img.error().message.c_str());
       } else {
-        pending.push_back(*img);
+        MediaItem item;
+        item.image = *img;
+        pending.push_back(std::move(item));
         std::fprintf(stderr, "kiln chat: image '%s' (%d x %d, %lld tokens) goes with your next message\n",
-                     path.c_str(), (*img)->source_width, (*img)->source_height,
+                     path->c_str(), (*img)->source_width, (*img)->source_height,
                      static_cast<long long>((*img)->n_tokens));
+      }
+      continue;
+    }
+    if (const std::optional<std::string> path = command_argument(message, "/audio")) {
+      if (!audio_encoder) {
+        std::fprintf(stderr, "kiln chat: /audio needs an --mmproj FILE with an audio encoder (the model's projector)\n");
+      } else if (path->empty()) {
+        std::fprintf(stderr, "kiln chat: /audio needs a file name\n");
+      } else if (auto chunks = read_audio(audio_encoder->model(), *path, media.max_audio_seconds); !chunks.ok()) {
+        std::fprintf(stderr, "kiln chat: /audio: %s\n", chunks.error().message.c_str());
+      } else {
+        int64_t n_tokens = 0;
+        for (const auto& c : *chunks) n_tokens += c->n_tokens;
+        std::fprintf(stderr, "kiln chat: audio '%s' (%lld tokens) goes with your next message\n", path->c_str(),
+                     static_cast<long long>(n_tokens));
+        MediaItem item;
+        item.audio = std::move(*chunks);
+        pending.push_back(std::move(item));
       }
       continue;
     }

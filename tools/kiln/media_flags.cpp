@@ -27,6 +27,25 @@ Result<std::shared_ptr<const AudioModel>> MediaFlags::load_audio(const Model& mo
   return AudioModel::load(mmproj, model);
 }
 
+Result<MediaModelsOwned> MediaFlags::load_declared(const Model& model) const {
+  MediaModelsOwned out;
+  if (mmproj.empty()) {
+    if (!images.empty()) return make_error("--image needs --mmproj FILE (the model's vision projector)");
+    if (!audio.empty()) return make_error("--audio needs --mmproj FILE (the model's audio projector)");
+    return out;
+  }
+  KILN_ASSIGN_OR_RETURN(const MmprojEncoders has, mmproj_encoders(mmproj));
+  if (has.vision) {
+    KILN_ASSIGN_OR_RETURN(out.vision, VisionModel::load(mmproj, model));
+  }
+  if (has.audio) {
+    KILN_ASSIGN_OR_RETURN(out.audio, AudioModel::load(mmproj, model));
+  }
+  if (!images.empty() && !out.vision) return make_error("--image: '", mmproj, "' has no vision encoder");
+  if (!audio.empty() && !out.audio) return make_error("--audio: '", mmproj, "' has no audio encoder");
+  return out;
+}
+
 Result<std::vector<MediaItem>> MediaFlags::read_media(const VisionModel* vision, const AudioModel* audio_model) const {
   std::vector<MediaItem> items;
   size_t i_image = 0, i_audio = 0;

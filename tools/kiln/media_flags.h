@@ -1,7 +1,6 @@
 // Images and audio on the command line, with llama.cpp's flags: --mmproj FILE (the model's vision
 // and/or audio encoder and projector), --image FILE and --audio FILE (repeatable; placed at the
-// prompt's markers in command-line order), --max-audio-seconds S, for `run` and `chat` (`chat`
-// reads images only).
+// prompt's markers in command-line order), --max-audio-seconds S, for `run` and `chat`.
 #pragma once
 
 #include <memory>
@@ -18,6 +17,12 @@
 
 namespace kiln::cli {
 
+// The models of an mmproj's two sides; either may be null.
+struct MediaModelsOwned {
+  std::shared_ptr<const VisionModel> vision;
+  std::shared_ptr<const AudioModel> audio;
+};
+
 struct MediaFlags {
   std::string mmproj;               // empty: no vision
   std::vector<std::string> images;  // in order
@@ -26,7 +31,7 @@ struct MediaFlags {
   float max_audio_seconds = static_cast<float>(audio::DecodeOptions{}.max_seconds);
 
   // Declares --mmproj and --image on `p`, and with `audio` --audio and --max-audio-seconds (the
-  // commands that take audio: `run`).
+  // commands that take audio: `run`, `chat`).
   void declare(OptionParser& p, bool audio = false);
   // The mmproj of --mmproj, checked against `model`; null without --mmproj. An error when it
   // cannot be loaded, or when images are given without it.
@@ -35,6 +40,10 @@ struct MediaFlags {
   // The audio side of --mmproj; null without --audio. An error when it cannot be loaded (an mmproj
   // without an audio encoder says so), or when audio is given without --mmproj.
   Result<std::shared_ptr<const AudioModel>> load_audio(const Model& model) const;
+  // Both sides --mmproj declares (mmproj_encoders), for `chat`, whose later messages may bring
+  // either: each null when the file lacks it, both without --mmproj. An error when one cannot be
+  // loaded, or when --image or --audio needs a side that is not there.
+  Result<MediaModelsOwned> load_declared(const Model& model) const;
   bool any_media() const { return !images.empty() || !audio.empty(); }
   // The media in command-line order, read and prepared (errors name the file and the flag).
   Result<std::vector<MediaItem>> read_media(const VisionModel* vision, const AudioModel* audio_model) const;

@@ -12,7 +12,7 @@ import random
 import threading
 import time
 import uuid
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._native import KilnError, call, lib, read_text
@@ -63,7 +63,8 @@ class Model:
         """path: a GGUF file; device: "cpu", "sim0", "vulkan0"...; max_mem: budgets of the
         default runtime ("cpu=8" GiB; see kiln.Runtime); n_ctx: KV cells of each context (0: the
         model's training context, at most 4096); runtime: a kiln.Runtime of your own; mmproj: the
-        model's vision projector (llama.cpp's mmproj GGUF), so that generate() takes images."""
+        model's vision and/or audio projector (llama.cpp's mmproj GGUF), so that generate() takes
+        images and/or audio."""
         self.runtime = runtime if runtime is not None else default_runtime(max_mem)
         self.n_ctx = n_ctx
         options = _native.ModelOptionsC()
@@ -168,8 +169,9 @@ class Model:
     # ---- generation ----
 
     def _run(self, prompt: str, on_piece, sampling: _Sampling, max_tokens: int, stop, parse_special: bool,
-             images: Sequence[bytes] = ()) -> dict:
-        """kiln_generate on a context of the model; on_piece(bytes) -> bool (False stops)."""
+             media: Sequence[Tuple[int, bytes]] = ()) -> dict:
+        """kiln_generate on a context of the model; on_piece(bytes) -> bool (False stops);
+        media: (kiln_media_type, bytes) in marker order."""
         sampler = ctypes.c_void_p()
         call("kiln_sampler_create", self._handle, ctypes.byref(sampling.params), ctypes.byref(sampler))
         stops = [s.encode() for s in (stop or [])]
@@ -179,11 +181,11 @@ class Model:
         opts.max_tokens = max_tokens
         opts.parse_special = int(parse_special)
         opts.stop, opts.n_stop = stop_array, len(stops)
-        buffers = [ctypes.create_string_buffer(bytes(b), len(b)) for b in images]
-        image_array = (_native.ImageC * max(1, len(buffers)))(
-            *[_native.ImageC(ctypes.cast(b, ctypes.POINTER(ctypes.c_uint8)), len(b)) for b in buffers]
+        buffers = [(kind, ctypes.create_string_buffer(bytes(b), len(b))) for kind, b in media]
+        media_array = (_native.MediaC * max(1, len(buffers)))(
+            *[_native.MediaC(kind, ctypes.cast(b, ctypes.POINTER(ctypes.c_uint8)), len(b)) for kind, b in buffers]
         )
-        opts.images, opts.n_images = image_array, len(buffers)
+        opts.media, opts.n_media = media_array, len(buffers)
         failure: List[BaseException] = []
 
         def callback(_user, _token, piece, length):
@@ -225,23 +227,29 @@ class Model:
         parse_special: bool = False,
         stream: bool = False,
         images: Sequence[Union[bytes, str, "os.PathLike[str]"]] = (),
+        audio: Sequence[Union[bytes, str, "os.PathLike[str]"]] = (),
     ) -> Union[str, Iterator[str]]:
         """Continues `prompt` as `kiln run -p PROMPT` does (same tokens for the same sampling
         and seed); with images (PNG or JPEG, as bytes or file paths; the model needs its
         mmproj), as `kiln run --image`: each "<__media__>" in the prompt stands for the next
-        image, and a prompt without markers gets them in front. Returns the text, or with stream=True an iterator of text pieces (whole UTF-8
+        image, and a prompt without markers gets them in front; with audio (WAV, FLAC or MP3, as
+        bytes or file paths; an mmproj with an audio encoder), as `kiln run --audio`, the markers
+        after the images' stand for the audio files. Returns the text, or with stream=True an iterator of text pieces (whole UTF-8
         characters) as they are generated; closing the iterator early stops the generation.
         Unset sampling parameters take kiln's defaults (temperature 0.8, top-k 40, top-p 0.95,
         min-p 0.05); temperature 0 is greedy; seed None draws one. max_tokens -1: no limit."""
         sampling = _Sampling(temperature, top_k, top_p, min_p, seed, grammar, json_schema)
-        blobs = [i if isinstance(i, (bytes, bytearray)) else pathlib.Path(i).read_bytes() for i in images]
+        def read(item):
+            return item if isinstance(item, (bytes, bytearray)) else pathlib.Path(item).read_bytes()
+
+        blobs = [(_native.MEDIA_IMAGE, read(i)) for i in images] + [(_native.MEDIA_AUDIO, read(a)) for a in audio]
         if not stream:
             pieces: List[bytes] = []
             self._run(prompt, lambda b: pieces.append(b) or True, sampling, max_tokens, stop, parse_special, blobs)
             return b"".join(pieces).decode("utf-8", "replace")
         return self._stream(prompt, sampling, max_tokens, stop, parse_special, blobs)
 
-    def _stream(self, prompt, sampling, max_tokens, stop, parse_special, images=()) -> Iterator[str]:
+    def _stream(self, prompt, sampling, max_tokens, stop, parse_special, media=()) -> Iterator[str]:
         pieces: "queue.Queue" = queue.Queue()
         done = object()
         stopped = threading.Event()
@@ -249,7 +257,7 @@ class Model:
         def produce():
             try:
                 self._run(prompt, lambda b: pieces.put(b) or not stopped.is_set(), sampling, max_tokens, stop,
-                          parse_special, images)
+                          parse_special, media)
                 pieces.put(done)
             except BaseException as e:  # noqa: BLE001 - raised in the consumer
                 pieces.put(e)

@@ -12,7 +12,7 @@ import ctypes.util
 import os
 from ctypes import POINTER, c_char, c_char_p, c_double, c_float, c_int32, c_int64, c_uint64, c_void_p
 
-API_VERSION = 3  # the KILN_API_VERSION these bindings are written for
+API_VERSION = 4  # the KILN_API_VERSION these bindings are written for
 MAX_SEQUENCES = 64
 OK = 0
 
@@ -103,8 +103,12 @@ class ContextOptionsC(ctypes.Structure):
     ]
 
 
-class ImageC(ctypes.Structure):
-    _fields_ = [("data", POINTER(ctypes.c_uint8)), ("size", c_int64)]
+MEDIA_IMAGE = 0  # kiln_media_type
+MEDIA_AUDIO = 1
+
+
+class MediaC(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("data", POINTER(ctypes.c_uint8)), ("size", c_int64)]
 
 
 class SamplerParamsC(ctypes.Structure):
@@ -131,8 +135,8 @@ class GenerateOptionsC(ctypes.Structure):
         ("parse_special", c_int32),
         ("stop", POINTER(c_char_p)),
         ("n_stop", c_int64),
-        ("images", POINTER(ImageC)),
-        ("n_images", c_int64),
+        ("media", POINTER(MediaC)),
+        ("n_media", c_int64),
     ]
 
 

@@ -1,4 +1,4 @@
-"""The Python package over libkiln.so: generation equals `kiln run` (with an image too), streaming,
+"""The Python package over libkiln.so: generation equals `kiln run` (with an image and with audio too), streaming,
 chat with a JSON schema, embeddings equal to `kiln serve`'s, evict/restore, errors as exceptions, two threads."""
 
 import json
@@ -48,6 +48,29 @@ def test_generate_with_an_image_equals_kiln_run_with_it():
     assert text_only != expected
     with kiln.Model(text_model) as model, pytest.raises(kiln.KilnError, match="mmproj"):
         model.generate(prompt, max_tokens=2, images=[image])
+
+
+def test_generate_with_audio_equals_kiln_run_with_it():
+    models = os.environ["KILN_TEST_MODELS"]
+    text_model = os.path.join(models, "llama-spm-e128-f32.gguf")
+    here = os.path.dirname(__file__)
+    mmproj = os.path.join(here, "..", "..", "conformance", "data", "mtmd-audio", "mmproj-qwen2a.gguf")
+    wav = os.path.join(here, "..", "..", "data", "audio", "voiced-16k.wav")
+    prompt = "USER: <__media__>Describe the audio.\nASSISTANT:"
+    expected = subprocess.run(
+        [KILN_BIN, "run", "-m", text_model, "--mmproj", mmproj, "--audio", wav, "-p", prompt, "-n", "8",
+         "--temp", "0", "--no-display-prompt"],
+        check=True, capture_output=True,
+    ).stdout.decode("utf-8", "replace")[:-1]
+    with kiln.Model(text_model, mmproj=mmproj) as model:
+        with open(wav, "rb") as f:
+            from_bytes = model.generate(prompt, max_tokens=8, temperature=0, audio=[f.read()])
+        from_path = model.generate(prompt, max_tokens=8, temperature=0, audio=[wav])
+        with pytest.raises(kiln.KilnError, match="media\\[0\\]: audio: "):
+            model.generate(prompt, max_tokens=2, audio=[b"RIFF\x08\x00\x00\x00WAVE"])
+        with pytest.raises(kiln.KilnError, match="takes no images"):  # the file holds an audio encoder only
+            model.generate(prompt, max_tokens=2, images=[wav])
+    assert expected and from_bytes == expected and from_path == expected
 
 
 def test_stream_yields_the_same_text_in_pieces(kjv):

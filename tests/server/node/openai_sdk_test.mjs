@@ -1,6 +1,7 @@
 // The official OpenAI Node SDK (package.json pins the version) against a real `kiln serve`:
 // chat completions (plain and streamed), completions, embeddings, tool calls (a round trip),
-// response_format json_schema (validated with ajv) and errors, checked field by field.
+// response_format json_schema (validated with ajv), errors, an image and audio transcriptions,
+// checked field by field.
 //
 // Usage: node openai_sdk_test.mjs KILN_BINARY [MODEL]
 //   KILN_BINARY  the `kiln` executable (or env KILN_BIN)
@@ -21,7 +22,7 @@ if (!existsSync(path.join(here, 'node_modules', 'openai'))) {
   console.error(`openai_sdk_test: the npm packages are missing: run 'npm ci' in ${here} (scripts/test.sh does)`);
   process.exit(1);
 }
-const { default: OpenAI } = await import('openai');
+const { default: OpenAI, toFile } = await import('openai');
 
 const kilnBin = process.argv[2] ?? process.env.KILN_BIN;
 if (!kilnBin || !existsSync(kilnBin)) {
@@ -445,6 +446,51 @@ test('an image_url content part (data: URL) gets an answer from a server with --
   }), (err) => {
     assert.ok(err instanceof OpenAI.BadRequestError, `${err?.constructor?.name}: ${err?.message}`);
     assert.match(err.message, /image 0: image:/);
+    return true;
+  });
+});
+
+test('audio.transcriptions.create answers what the chat route answers for the same audio', async () => {
+  // The llama fixture with the qwen2a audio projector of tests/conformance/data/mtmd-audio.
+  const origin = await startServer(['-m', path.resolve(here, '../../../build/test-data/models/llama-spm-e128-f32.gguf'),
+                                    '--mmproj', path.resolve(here, '../../conformance/data/mtmd-audio/mmproj-qwen2a.gguf'),
+                                    '-c', '1024', '-t', '2', '--parallel', '1']);
+  const audio = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+  const wav = readFileSync(path.resolve(here, '../../data/audio/voiced-16k.wav'));
+  // llama-server's transcription message: the default prompt, then the audio.
+  const chat = await audio.chat.completions.create({
+    model: 'x', max_tokens: 8, temperature: 0, messages: [{ role: 'user', content: [
+      { type: 'text', text: 'Transcribe audio to text' },
+      { type: 'input_audio', input_audio: { data: wav.toString('base64'), format: 'wav' } }] }],
+  });
+  const want = chat.choices[0].message.content;
+  assert.ok(want.length > 0);
+  // max_tokens is no OpenAI transcription field: the SDK sends it as a form field all the same.
+  const file = () => toFile(wav, 'voiced-16k.wav', { type: 'audio/wav' });
+  const r = await audio.audio.transcriptions.create({ file: await file(), model: 'x', temperature: 0, max_tokens: 8 });
+  assert.equal(r.text, want);
+  assert.equal(r.usage.type, 'tokens');
+  assert.equal(r.usage.input_tokens, chat.usage.prompt_tokens);
+  assert.equal(r.usage.output_tokens, chat.usage.completion_tokens);
+  const text = await audio.audio.transcriptions.create({ file: await file(), model: 'x', temperature: 0,
+                                                         max_tokens: 8, response_format: 'text' });
+  assert.equal(text, want);
+  const stream = await audio.audio.transcriptions.create({ file: await file(), model: 'x', temperature: 0,
+                                                           max_tokens: 8, stream: true });
+  let deltas = '';
+  let done = null;
+  for await (const event of stream) {
+    assert.equal(done, null, 'nothing follows transcript.text.done');
+    if (event.type === 'transcript.text.delta') deltas += event.delta;
+    else if (event.type === 'transcript.text.done') done = event;
+  }
+  assert.equal(deltas, want);
+  assert.equal(done?.text, want);
+  // A broken file is the server's 400, as BadRequestError.
+  await assert.rejects(audio.audio.transcriptions.create({ file: await toFile(Buffer.from('RIFF'), 'a.wav'),
+                                                         model: 'x' }), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, `${err?.constructor?.name}: ${err?.message}`);
+    assert.match(err.message, /audio 0: /);
     return true;
   });
 });
