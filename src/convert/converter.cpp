@@ -9,9 +9,9 @@
 
 #include "convert/hf_config.h"
 #include "convert/hf_vocab.h"
-#include "convert/json_file.h"
+#include "core/json_file.h"
 #include "convert/progress_bar.h"
-#include "convert/safetensors.h"
+#include "core/safetensors.h"
 #include "core/gguf.h"
 #include "core/half.h"
 #include "ops/quant/quant.h"

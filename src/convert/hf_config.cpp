@@ -1,6 +1,6 @@
 #include "convert/hf_config.h"
 
-#include "convert/json_file.h"
+#include "core/json_file.h"
 
 namespace kiln::convert {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "convert/json_file.h"
+#include "core/json_file.h"
 #include "convert/sentencepiece_model.h"
 #include "core/mapped_file.h"
 #include "text/unicode.h"

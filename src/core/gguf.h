@@ -138,6 +138,9 @@ class GgufWriter {
   // Copies every key of `src` (in order), e.g. when quantizing a file.
   void copy_metadata(const GgufFile& src);
 
+  // Longest tensor name add_tensor accepts: gguf_format::kMaxTensorNameLength (63, llama.cpp's
+  // limit) unless raised, e.g. to kSdMaxTensorNameLength for stable-diffusion.cpp's files.
+  void set_max_tensor_name(size_t bytes);
   // Declares a tensor; its bytes come later from write_tensor_data in the same order.
   Status add_tensor(std::string name, DType type, std::span<const int64_t> ne);
 

@@ -20,6 +20,8 @@ inline constexpr uint64_t kDefaultAlignment = 32;
 inline constexpr uint64_t kMaxAlignment = uint64_t{1} << 31;
 // ggml's GGML_MAX_NAME is 64 including the terminating NUL: llama.cpp refuses longer names.
 inline constexpr size_t kMaxTensorNameLength = 63;
+// stable-diffusion.cpp builds ggml with GGML_MAX_NAME=160: its checkpoints' names reach 159 bytes.
+inline constexpr size_t kSdMaxTensorNameLength = 159;
 // Arrays of arrays are legal GGUF; depth is bounded so a hostile file cannot exhaust the stack.
 inline constexpr int kMaxArrayDepth = 8;
 // Total elements of all metadata arrays in one file (real vocabularies use about 10^6). A parsed

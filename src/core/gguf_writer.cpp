@@ -148,6 +148,7 @@ struct GgufWriter::Impl {
 
   enum class State { kDeclaring, kWriting, kFinished } state = State::kDeclaring;
   uint64_t alignment = gguf_format::kDefaultAlignment;
+  size_t max_name = gguf_format::kMaxTensorNameLength;
   size_t next_tensor = 0;  // index of the tensor whose bytes come next
   uint64_t written = 0;    // bytes emitted so far
   std::string path;        // file sink: its path ("" for a buffer sink)
@@ -279,14 +280,17 @@ void GgufWriter::copy_metadata(const GgufFile& src) {
   for (const GgufKv& kv : src.metadata()) set(kv.key, kv.value);
 }
 
+void GgufWriter::set_max_tensor_name(size_t bytes) { impl().max_name = bytes; }
+
 Status GgufWriter::add_tensor(std::string name, DType type, std::span<const int64_t> ne) {
   Impl& m = impl();
   if (m.state != Impl::State::kDeclaring)
     return make_error("gguf writer: tensor '", name, "' added after begin");
   if (name.empty()) return make_error("gguf writer: empty tensor name");
-  if (name.size() > gguf_format::kMaxTensorNameLength) {
-    return make_error("gguf writer: tensor '", name, "' name is ", name.size(),
-                      " bytes, llama.cpp allows at most ", gguf_format::kMaxTensorNameLength);
+  if (name.size() > m.max_name) {
+    return make_error("gguf writer: tensor '", name, "' name is ", name.size(), " bytes, ",
+                      m.max_name == gguf_format::kMaxTensorNameLength ? "llama.cpp" : "the reader",
+                      " allows at most ", m.max_name);
   }
   if (m.tensor_names.count(name) != 0) return make_error("gguf writer: duplicate tensor '", name, "'");
   if (ne.empty() || ne.size() > static_cast<size_t>(kMaxDims)) {

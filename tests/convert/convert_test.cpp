@@ -19,8 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "convert/converter.h"
-#include "convert/json_file.h"
-#include "convert/safetensors.h"
+#include "core/json_file.h"
+#include "core/safetensors.h"
 #include "core/gguf.h"
 #include "core/half.h"
 #include "ops/quant/quant.h"

@@ -11,17 +11,19 @@ namespace kiln::diffusion::test {
 const std::map<std::string, std::vector<uint32_t>>& sdcpp_refs() {
   static const std::map<std::string, std::vector<uint32_t>> refs = [] {
     std::map<std::string, std::vector<uint32_t>> out;
-    std::ifstream in(test_data::path("diffusion/sdcpp-refs.txt"));
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream fields(line);
-      std::string key;
-      size_t count = 0;
-      fields >> key >> count;
-      std::vector<uint32_t> values(count);
-      for (uint32_t& v : values) fields >> std::hex >> v;
-      out.emplace(std::move(key), std::move(values));
+    for (const char* file : {"diffusion/sdcpp-refs.txt", "diffusion/sdcpp-clip-refs.txt"}) {
+      std::ifstream in(test_data::path(file));
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream fields(line);
+        std::string key;
+        size_t count = 0;
+        fields >> key >> count;
+        std::vector<uint32_t> values(count);
+        for (uint32_t& v : values) fields >> std::hex >> v;
+        out.emplace(std::move(key), std::move(values));
+      }
     }
     return out;
   }();

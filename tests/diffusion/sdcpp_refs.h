@@ -1,5 +1,6 @@
 // stable-diffusion.cpp's reference numbers (tests/data/diffusion/sdcpp-refs.txt, recorded by
-// tools/fixtures/mksdcpp_refs.sh): records `key count hex...`, floats as IEEE-754 bit patterns.
+// tools/fixtures/mksdcpp_refs.sh, and sdcpp-clip-refs.txt, by mksdcpp_clip_refs.sh): records
+// `key count hex...`, floats as IEEE-754 bit patterns.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -115,7 +115,7 @@ Tensor vit_patch_embeddings(Graph& g, const ClipHParams& hp, const VitWeights& w
   return x;
 }
 
-VitDims vit_dims(const ClipHParams& hp) { return {hp.head_dim, hp.n_head, hp.n_head_kv, hp.eps, hp.ffn_act}; }
+VitDims vit_dims(const ClipHParams& hp) { return {hp.head_dim, hp.n_head, hp.n_head_kv, hp.eps, hp.ffn_act, false}; }
 
 Tensor vit_blocks(Graph& g, const VitDims& hp, std::span<const VitLayer> layers, Tensor x, int64_t n_layers,
                   AttentionPath attention) {
@@ -123,7 +123,7 @@ Tensor vit_blocks(Graph& g, const VitDims& hp, std::span<const VitLayer> layers,
   const int64_t T = g.tensor(x).view.ne[1];
   OpParams attn;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  attn.causal = false;
+  attn.causal = hp.causal;
   attn.attn_path = attention;
   for (int64_t il = 0; il < n_layers; ++il) {
     const VitLayer& l = layers[static_cast<size_t>(il)];

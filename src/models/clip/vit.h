@@ -43,6 +43,7 @@ struct VitDims {
   int64_t head_dim = 0, n_head = 0, n_head_kv = 0;
   float eps = 0.0f;  // the LayerNorms'
   ClipFfnAct ffn_act = ClipFfnAct::Gelu;
+  bool causal = false;  // token i attends to tokens j <= i only (CLIP's text encoder)
 };
 VitDims vit_dims(const ClipHParams& hp);
 
@@ -66,7 +67,8 @@ void image_to_patches(const RgbImage& img, const ClipHParams& hp, std::span<floa
 // Graph pieces. Shapes in ggml order: [n_embd, n_tokens].
 //   vit_patch_embeddings: patches F32 [3 * patch^2, n_patches] -> [n_embd, n_patches]; pixels and
 //     kernel go through F16 as ggml_conv_2d's im2col does; plus the patch bias.
-//   vit_blocks: the first n_layers of `layers` over x [n_embd, n_tokens], bidirectional attention.
+//   vit_blocks: the first n_layers of `layers` over x [n_embd, n_tokens], bidirectional attention
+//     unless dims.causal.
 //   vit_norm: LayerNorm (eps) times w plus b (either optional).
 //   vit_linear: w x (+ b).
 Tensor vit_patch_embeddings(Graph& g, const ClipHParams& hp, const VitWeights& w, Tensor patches);

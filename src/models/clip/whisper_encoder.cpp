@@ -105,7 +105,7 @@ Result<AudioEncoderGraph> build_audio_encoder(Graph& g, const AudioHParams& hp, 
   x = conv1d_gelu(g, g.transpose(x), w.conv2_w, w.conv2_b, 2, "conv2");                // [D, n_pos]
   const Tensor pos = weight_tensor(g, w.pos_embd);
   x = g.add(x, g.view(pos, {D, n_pos, 1, 1}, g.tensor(pos).view.nb, 0, "pos_embd"), "pos");
-  const VitDims dims{D / hp.n_head, hp.n_head, hp.n_head, hp.eps, ClipFfnAct::GeluErf};
+  const VitDims dims{D / hp.n_head, hp.n_head, hp.n_head, hp.eps, ClipFfnAct::GeluErf, false};
   x = vit_blocks(g, dims, w.layers, x, hp.n_layer, attention);
   if (hp.projector != AudioProjector::Ultravox) x = pool_pairs(g, x);
   if (w.post_ln_w || w.post_ln_b) x = vit_norm(g, x, w.post_ln_w, w.post_ln_b, hp.eps, "post_ln");

@@ -1,4 +1,4 @@
-// Reading small JSON files of a Hugging Face folder (config.json, tokenizer_config.json, ...).
+// Reading small JSON files (a Hugging Face folder's config.json, a safetensors header, ...).
 #pragma once
 
 #include <string>
@@ -7,7 +7,7 @@
 
 #include "core/result.h"
 
-namespace kiln::convert {
+namespace kiln {
 
 // The whole file's bytes; an Error naming the path when it cannot be read.
 Result<std::string> read_text_file(const std::string& path);
@@ -28,4 +28,4 @@ auto json_guard(const std::string& what, F&& f) -> decltype(f()) {
   }
 }
 
-}  // namespace kiln::convert
+}  // namespace kiln

@@ -1,4 +1,4 @@
-#include "convert/safetensors.h"
+#include "core/safetensors.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,10 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "convert/json_file.h"
+#include "core/json_file.h"
 #include "core/half.h"
 
-namespace kiln::convert {
+namespace kiln {
 
 namespace {
 
@@ -220,4 +220,4 @@ Result<std::vector<float>> tensor_to_f32(const SafetensorsTensor& t) {
   return out;
 }
 
-}  // namespace kiln::convert
+}  // namespace kiln

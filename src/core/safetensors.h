@@ -21,7 +21,7 @@
 #include "core/mapped_file.h"
 #include "core/result.h"
 
-namespace kiln::convert {
+namespace kiln {
 
 inline constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;  // as the reference reader
 
@@ -77,4 +77,4 @@ class SafetensorsCheckpoint {
 // The tensor's values as F32 (F32, F16 and BF16 sources; any other dtype is an Error).
 Result<std::vector<float>> tensor_to_f32(const SafetensorsTensor& t);
 
-}  // namespace kiln::convert
+}  // namespace kiln

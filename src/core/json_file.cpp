@@ -1,10 +1,10 @@
-#include "convert/json_file.h"
+#include "core/json_file.h"
 
 #include <fstream>
 #include <set>
 #include <sstream>
 
-namespace kiln::convert {
+namespace kiln {
 
 Result<std::string> read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -41,4 +41,4 @@ Result<nlohmann::json> read_json_file(const std::string& path) {
   return parse_json_text(text, path);
 }
 
-}  // namespace kiln::convert
+}  // namespace kiln

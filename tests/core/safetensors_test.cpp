@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "convert/safetensors.h"
+#include "core/safetensors.h"
 
-namespace kiln::convert {
+namespace kiln {
 namespace {
 
 // A file: 8-byte little-endian header length, the header text, then `data_bytes` bytes 0,1,2,...
@@ -195,4 +195,4 @@ TEST_F(ShardedCheckpoint, RefusesAMismatchedIndex) {
 }
 
 }  // namespace
-}  // namespace kiln::convert
+}  // namespace kiln
