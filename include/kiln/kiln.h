@@ -166,19 +166,43 @@ KILN_API kiln_status kiln_runtime_memory(const kiln_runtime* runtime, kiln_memor
 
 /* ---- models ---- */
 
+/* kiln_model_options.split_mode: layers spread over the devices by tensor_split, or all on
+ * main_gpu (llama.cpp's -sm layer / -sm none). */
+#define KILN_SPLIT_MODE_LAYER 0
+#define KILN_SPLIT_MODE_NONE 1
+/* kiln_model_options.n_gpu_layers: every layer and the output layer on the devices. */
+#define KILN_ALL_LAYERS (-1)
+
 typedef struct kiln_model_options {
   const char* device; /* the device the weights go on; NULL or "": "cpu" */
   int32_t no_mmap;    /* non-zero: copy every weight into memory of its own (`--no-mmap`) */
   int32_t mlock;      /* non-zero: lock the weights' pages in RAM while resident (`--mlock`) */
+  /* A model larger than a device, split as llama.cpp splits it (the README's "Models larger than
+   * a device"): the flags -dev A,B, -ngl, -sm, -ts, -mg, -ot, -nkvo, --fit, -fitt. With the
+   * defaults the whole model lies on `device` when it fits there, else fit splits it. */
+  const char* devices;          /* "sim0,sim1": the devices, the first the main one; NULL or "": `device` */
+  int32_t n_gpu_layers;         /* the last N of n_layer + 1 layers on the devices; KILN_ALL_LAYERS (default) */
+  int32_t split_mode;           /* KILN_SPLIT_MODE_LAYER (default) or KILN_SPLIT_MODE_NONE */
+  const float* tensor_split;    /* n_tensor_split shares, one per device (not read after the call); NULL */
+  int32_t n_tensor_split;
+  int32_t main_gpu;             /* the device (index into `devices`) of KILN_SPLIT_MODE_NONE; default 0 */
+  const char* override_tensor;  /* "PATTERN=DEVICE,...": tensors matching go to DEVICE; NULL or "": none */
+  int32_t no_kv_offload;        /* non-zero: every layer's K and V in host memory */
+  int32_t fit;                  /* non-zero (default): fit a model that does not fit (see above) */
+  int64_t fit_target_mib;       /* memory fit leaves free per device; -1 (default): each device's own */
+  int64_t fit_n_ctx;            /* the context fit plans for; 0 (default): 4096 or the training context */
 } kiln_model_options;
 
-/* Fills *options with the defaults (the CPU, weights read from the mapped file). Thread-safe. */
+/* Fills *options with the defaults (the CPU, weights read from the mapped file, fit on). Zeroed
+ * options are not the defaults (n_gpu_layers 0 keeps every layer on the CPU): start from these.
+ * Thread-safe. */
 KILN_API kiln_status kiln_model_default_options(kiln_model_options* options);
 
-/* Loads the GGUF file at `path` and places its weights on options->device (NULL options: the
- * defaults) into *out, which the caller owns and frees with kiln_model_free. The runtime must
- * outlive the model. Errors: a file that is not a model kiln runs, an unknown device, no room
- * within the device's budget (the message has the numbers). Thread-safe. */
+/* Loads the GGUF file at `path` and places its weights on options->device, or over the devices
+ * its split options give (NULL options: the defaults), into *out, which the caller owns and frees
+ * with kiln_model_free. The runtime must outlive the model. Errors: a file that is not a model
+ * kiln runs, an unknown device, a bad split option, no room within a device's budget (the message
+ * has the numbers). Thread-safe. */
 KILN_API kiln_status kiln_model_load(kiln_runtime* runtime, const char* path, const kiln_model_options* options,
                                      kiln_model** out);
 

@@ -16,10 +16,11 @@ namespace {
 Result<bool> yield_models(kiln_runtime& runtime) {
   std::lock_guard lock(runtime.models_mutex);
   for (kiln_model* m : runtime.models) {
-    const DeviceWeights& w = *m->weights;
-    ResidencyManager& residency = runtime.devices->residency(w.device());
-    KILN_TRY(residency.evict_owner(w.owner()));
-    KILN_TRY(residency.evict_owner(runtime.devices->arena(w.device()).resident_owner()));
+    for (const auto& w : m->placed) {
+      ResidencyManager& residency = runtime.devices->residency(w->device());
+      KILN_TRY(residency.evict_owner(w->owner()));
+      KILN_TRY(residency.evict_owner(runtime.devices->arena(w->device()).resident_owner()));
+    }
   }
   return true;
 }

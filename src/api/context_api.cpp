@@ -71,13 +71,24 @@ kiln_status kiln_context_create(kiln_model* model, const kiln_context_options* o
     auto c = std::make_unique<kiln_context>();
     c->model = model;
     c->backend = devices.new_backend(device);
-    auto ctx = Context::create(model->weights, *c->backend,
-                               {.n_ctx = o.n_ctx,
-                                .n_batch = o.n_batch,
-                                .n_ubatch = o.n_ubatch,
-                                .embeddings = o.embeddings != 0,
-                                .input_embeddings = mmproj != nullptr,
-                                .arena = &devices.arena(device)});
+    const ContextOptions co{.n_ctx = o.n_ctx,
+                            .n_batch = o.n_batch,
+                            .n_ubatch = o.n_ubatch,
+                            .embeddings = o.embeddings != 0,
+                            .input_embeddings = mmproj != nullptr,
+                            .arena = &devices.arena(device),
+                            .kv_on_host = model->kv_on_host};
+    std::vector<ContextDevice> split;  // a split model: every device, each with a backend of the context's
+    for (size_t i = 0; i < model->placed.size() && model->placed.size() > 1; ++i) {
+      Device& d = model->placed[i]->device();
+      Backend* b = c->backend.get();
+      if (i > 0) {
+        c->split_backends.push_back(devices.new_backend(d));
+        b = c->split_backends.back().get();
+      }
+      split.push_back({model->placed[i], b, &devices.arena(d)});
+    }
+    auto ctx = split.empty() ? Context::create(model->weights, *c->backend, co) : Context::create(std::move(split), co);
     if (!ctx.ok()) return from_status(fn, ctx.error());
     c->context = std::move(*ctx);
     if (mmproj != nullptr) {

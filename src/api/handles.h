@@ -47,7 +47,10 @@ struct kiln_runtime {
 struct kiln_model {
   kiln_runtime* runtime = nullptr;
   std::shared_ptr<const kiln::Model> model;
-  std::shared_ptr<kiln::DeviceWeights> weights;
+  std::shared_ptr<kiln::DeviceWeights> weights;  // on the main device
+  // Every device's weights, `weights` first (one entry: the model is not split).
+  std::vector<std::shared_ptr<kiln::DeviceWeights>> placed;
+  bool kv_on_host = false;  // no_kv_offload: its contexts keep every layer's K and V in host memory
   std::optional<kiln::ModelChatTemplate> chat_template;  // set by kiln_model_load
   std::atomic<int64_t> users{0};                         // live contexts, samplers and mmprojs
 };
@@ -62,7 +65,8 @@ struct kiln_mmproj {
 struct kiln_context {
   kiln_model* model = nullptr;
   kiln_mmproj* mmproj = nullptr;           // null: text only
-  std::unique_ptr<kiln::Backend> backend;  // before `context` and `encoder`: outlives them
+  std::unique_ptr<kiln::Backend> backend;  // the main device's, before `context` and `encoder`: outlives them
+  std::vector<std::unique_ptr<kiln::Backend>> split_backends;  // the other devices' of a split model
   std::unique_ptr<kiln::Context> context;
   std::unique_ptr<kiln::VisionEncoder> encoder;  // with a vision mmproj: computes in the context's arena
   std::unique_ptr<kiln::AudioEncoder> audio_encoder;  // with an audio mmproj: takes the arena's turn

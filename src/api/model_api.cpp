@@ -3,16 +3,58 @@
 #include <nlohmann/json.hpp>
 
 #include "api/handles.h"
+#include "llm/model_placement.h"
 #include "text/chat_template.h"
 
 using namespace kiln;
 using namespace kiln::api;
+
+namespace {
+
+// The split flags of `o` (device names and values checked by the parsers the commands use); `main`
+// becomes the first of o.devices when they are given.
+Result<SplitFlags> split_flags(std::string_view fn, const kiln_model_options& o, std::string* main) {
+  SplitFlags f;
+  auto check = [&](const char* field, const std::string& error) -> Status {
+    if (error.empty()) return ok_status();
+    return make_error(fn, ": ", field, ": ", error);
+  };
+  if (o.devices != nullptr && o.devices[0] != '\0') KILN_TRY(check("devices", parse_device_list(o.devices, main, &f.devices)));
+  if (o.n_gpu_layers < KILN_ALL_LAYERS)
+    return make_error(fn, ": n_gpu_layers ", o.n_gpu_layers, " (a layer count, or KILN_ALL_LAYERS)");
+  f.n_gpu_layers = o.n_gpu_layers;
+  if (o.split_mode != KILN_SPLIT_MODE_LAYER && o.split_mode != KILN_SPLIT_MODE_NONE)
+    return make_error(fn, ": split_mode ", o.split_mode, " (KILN_SPLIT_MODE_LAYER or KILN_SPLIT_MODE_NONE)");
+  f.mode = o.split_mode == KILN_SPLIT_MODE_NONE ? SplitMode::None : SplitMode::Layer;
+  if (o.n_tensor_split < 0 || (o.n_tensor_split > 0 && o.tensor_split == nullptr) || o.n_tensor_split > 64)
+    return make_error(fn, ": ", o.n_tensor_split, " tensor_split shares", o.tensor_split == nullptr ? " at NULL" : "");
+  for (int32_t i = 0; i < o.n_tensor_split; ++i) {
+    if (!(o.tensor_split[i] >= 0.0f) || o.tensor_split[i] > 1e30f)
+      return make_error(fn, ": tensor_split[", i, "] = ", o.tensor_split[i], " (a share >= 0)");
+    f.tensor_split.push_back(o.tensor_split[i]);
+  }
+  if (o.main_gpu < 0) return make_error(fn, ": main_gpu ", o.main_gpu, " (an index into devices)");
+  f.main_gpu = o.main_gpu;
+  if (o.override_tensor != nullptr && o.override_tensor[0] != '\0')
+    KILN_TRY(check("override_tensor", parse_overrides(o.override_tensor, &f.overrides)));
+  f.no_kv_offload = o.no_kv_offload != 0;
+  f.fit = o.fit != 0;
+  if (o.fit_target_mib >= 0) f.fit_targets = {static_cast<size_t>(o.fit_target_mib) << 20};
+  if (o.fit_n_ctx < 0) return make_error(fn, ": fit_n_ctx ", o.fit_n_ctx, " (0: the default context)");
+  return f;
+}
+
+}  // namespace
 
 extern "C" {
 
 kiln_status kiln_model_default_options(kiln_model_options* options) {
   KILN_API_TRY(check_pointer("kiln_model_default_options", "options", options));
   *options = kiln_model_options{};
+  options->n_gpu_layers = KILN_ALL_LAYERS;
+  options->split_mode = KILN_SPLIT_MODE_LAYER;
+  options->fit = 1;
+  options->fit_target_mib = -1;
   return KILN_OK;
 }
 
@@ -25,24 +67,32 @@ kiln_status kiln_model_load(kiln_runtime* runtime, const char* path, const kiln_
   return api_call(fn, [&] {
     Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
     KILN_API_TRY(take_turn(fn, *runtime, &turn));
-    const kiln_model_options defaults{};
+    kiln_model_options defaults;
+    kiln_model_default_options(&defaults);
     const kiln_model_options& o = options != nullptr ? *options : defaults;
-    const std::string device_name = o.device != nullptr && o.device[0] != '\0' ? o.device : "cpu";
+    std::string device_name = o.device != nullptr && o.device[0] != '\0' ? o.device : "cpu";
+    auto flags = split_flags(fn, o, &device_name);
+    if (!flags.ok()) return bad_argument(fn, flags.error().message);
     auto device = runtime->devices->find(device_name);
     if (!device.ok()) return bad_argument(fn, device.error().message);
     auto model = Model::load(path);
     if (!model.ok()) return from_status(fn, model.error());
     auto chat_template = choose_chat_template(**model, "");
     if (!chat_template.ok()) return from_status(fn, chat_template.error());
-    WeightOptions placement;
-    placement.copy_all = o.no_mmap != 0;
-    placement.lock = o.mlock != 0;
-    auto weights = DeviceWeights::create(*model, **device, std::move(placement));
-    if (!weights.ok()) return from_status(fn, weights.error());
+    WeightOptions weights;
+    weights.copy_all = o.no_mmap != 0;
+    weights.lock = o.mlock != 0;
+    const ContextOptions fit_context{.n_ctx = o.fit_n_ctx};
+    auto plan = plan_placement(*flags, device_name, *runtime->devices, **model, fit_context, weights, false);
+    if (!plan.ok()) return from_status(fn, plan.error());
+    auto placed = place_model(*model, *plan, device_name, *runtime->devices, weights);
+    if (!placed.ok()) return from_status(fn, placed.error());
     auto m = std::make_unique<kiln_model>();
     m->runtime = runtime;
     m->model = std::move(*model);
-    m->weights = std::move(*weights);
+    m->placed = std::move(placed->weights);
+    m->weights = m->placed.front();
+    m->kv_on_host = plan->context.kv_on_host;
     m->chat_template.emplace(std::move(*chat_template));
     ++runtime->users;
     *out = m.release();
@@ -172,8 +222,11 @@ kiln_status kiln_model_evict(kiln_model* model) {
   constexpr std::string_view fn = "kiln_model_evict";
   KILN_API_TRY(check_handle(fn, "model", model));
   return api_call(fn, [&] {
-    DeviceWeights& w = *model->weights;
-    return from_status(fn, model->runtime->devices->residency(w.device()).evict_owner(w.owner()));
+    for (const auto& w : model->placed) {
+      const Status st = model->runtime->devices->residency(w->device()).evict_owner(w->owner());
+      if (!st.ok()) return from_status(fn, st);
+    }
+    return KILN_OK;
   });
 }
 
@@ -183,9 +236,13 @@ kiln_status kiln_model_restore(kiln_model* model) {
   return api_call(fn, [&] {
     Arbiter::Use turn;  // the device token, with an arbiter (api/arbiter_api.cpp)
     KILN_API_TRY(take_turn(fn, *model->runtime, &turn));
-    DeviceWeights& w = *model->weights;
-    auto pin = model->runtime->devices->residency(w.device()).pin(w.owner());  // restores; unpins at return
-    return pin.ok() ? KILN_OK : from_status(fn, pin.error());
+    std::vector<ResidencyManager::Pin> pins;  // restore every device's share; unpinned at return
+    for (const auto& w : model->placed) {
+      auto pin = model->runtime->devices->residency(w->device()).pin(w->owner());
+      if (!pin.ok()) return from_status(fn, pin.error());
+      pins.push_back(std::move(*pin));
+    }
+    return KILN_OK;
   });
 }
 
@@ -194,8 +251,10 @@ kiln_status kiln_model_is_resident(const kiln_model* model, int32_t* resident) {
   KILN_API_TRY(check_handle(fn, "model", model));
   KILN_API_TRY(check_pointer(fn, "resident", resident));
   return api_call(fn, [&] {
-    const DeviceWeights& w = *model->weights;
-    *resident = model->runtime->devices->residency(w.device()).owner_resident(w.owner()) ? 1 : 0;
+    *resident = 1;
+    for (const auto& w : model->placed) {
+      if (!model->runtime->devices->residency(w->device()).owner_resident(w->owner())) *resident = 0;
+    }
     return KILN_OK;
   });
 }

@@ -524,6 +524,66 @@ static int32_t stop_after_three(void* user_data, int32_t token, const char* piec
   return ++*count >= 3;
 }
 
+/* The logits after "In the beginning" and its last token again, in a context of `model`; the
+ * caller frees them. */
+static float* prompt_logits(kiln_model* model, int64_t* n_logits) {
+  kiln_context* ctx = NULL;
+  int32_t tokens[64];
+  int64_t n = 0;
+  float* out = NULL;
+  OK(kiln_context_create(model, NULL, &ctx));
+  OK(kiln_tokenize(model, "In the beginning", 16, 1, 0, tokens, 64, &n));
+  if (ctx != NULL && n > 0) {
+    OK(decode_seq(ctx, tokens, n, 0, 0));
+    OK(decode_seq(ctx, &tokens[n - 1], 1, 0, (int32_t)n));
+    out = copy_logits(ctx, 0, n_logits);
+  }
+  if (ctx != NULL) OK(kiln_context_free(ctx));
+  return out;
+}
+
+/* The model split over sim0 and the CPU (-ngl 2, then -ot moving the FFN matrices to the CPU and
+ * -nkvo) gives the logits of the model on one device, bit for bit (sim computes with the CPU's
+ * kernels), and evicts, restores and saves state as a whole model does; bad split options are
+ * errors with the field named. */
+static void check_split(kiln_runtime* rt, const char* path, kiln_model* whole) {
+  kiln_model_options mo;
+  kiln_model* split = NULL;
+  int64_t n_want = 0, n_got = 0;
+  float *want = prompt_logits(whole, &n_want), *got = NULL;
+  int variant;
+  for (variant = 0; variant < 3; ++variant) {
+    OK(kiln_model_default_options(&mo));
+    mo.device = "sim0";
+    if (variant == 0) mo.n_gpu_layers = 2;
+    if (variant == 1) mo.override_tensor = "ffn_(up|down|gate)=cpu";
+    if (variant == 2) mo.no_kv_offload = 1;
+    split = NULL;
+    OK(kiln_model_load(rt, path, &mo, &split));
+    if (split == NULL) continue;
+    got = prompt_logits(split, &n_got);
+    CHECK(want != NULL && got != NULL && n_want == n_got && memcmp(want, got, (size_t)n_want * sizeof(float)) == 0);
+    free(got);
+    check_evict_restore_and_state(split);
+    OK(kiln_model_free(split));
+  }
+  free(want);
+  OK(kiln_model_default_options(&mo));
+  mo.device = "sim0";
+  mo.override_tensor = "nope";
+  CHECK(kiln_model_load(rt, path, &mo, &split) == KILN_ERROR_ARGUMENT);
+  CHECK(strstr(kiln_last_error(), "override_tensor") != NULL);
+  mo.override_tensor = NULL;
+  mo.n_tensor_split = 2;
+  mo.tensor_split = NULL;
+  CHECK(kiln_model_load(rt, path, &mo, &split) == KILN_ERROR_ARGUMENT);
+  CHECK(strstr(kiln_last_error(), "tensor_split") != NULL);
+  mo.n_tensor_split = 0;
+  mo.split_mode = 7;
+  CHECK(kiln_model_load(rt, path, &mo, &split) == KILN_ERROR_ARGUMENT);
+  CHECK(strstr(kiln_last_error(), "split_mode") != NULL);
+}
+
 static int checks(const char* path) {
   kiln_runtime_options ro;
   kiln_sim_device sim = {"sim0", 1024u * 1024u * 1024u};
@@ -558,6 +618,7 @@ static int checks(const char* path) {
   OK(kiln_sampler_free(sampler));
   OK(kiln_context_free(ctx));
   check_errors(rt, model);
+  check_split(rt, path, model);
   OK(kiln_model_free(model));
   OK(kiln_runtime_free(rt));
   CHECK(kiln_api_version() == KILN_API_VERSION && strlen(kiln_version()) > 0);

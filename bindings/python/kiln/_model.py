@@ -59,17 +59,45 @@ class Model:
         n_ctx: int = 0,
         runtime: Optional[Runtime] = None,
         mmproj: Optional[Union[str, "os.PathLike[str]"]] = None,
+        n_gpu_layers: Optional[int] = None,
+        tensor_split: Optional[Sequence[float]] = None,
+        split_mode: str = "layer",
+        main_gpu: int = 0,
+        override_tensor: Optional[str] = None,
+        no_kv_offload: bool = False,
+        fit: bool = True,
     ):
-        """path: a GGUF file; device: "cpu", "sim0", "vulkan0"...; max_mem: budgets of the
-        default runtime ("cpu=8" GiB; see kiln.Runtime); n_ctx: KV cells of each context (0: the
-        model's training context, at most 4096); runtime: a kiln.Runtime of your own; mmproj: the
-        model's vision and/or audio projector (llama.cpp's mmproj GGUF), so that generate() takes
-        images and/or audio."""
+        """path: a GGUF file; device: "cpu", "sim0", "vulkan0"..., or several ("sim0,sim1") to
+        split the model over; max_mem: budgets of the default runtime ("cpu=8" GiB; see
+        kiln.Runtime); n_ctx: KV cells of each context (0: the model's training context, at most
+        4096); runtime: a kiln.Runtime of your own; mmproj: the model's vision and/or audio
+        projector (llama.cpp's mmproj GGUF), so that generate() takes images and/or audio.
+        A model larger than a device (llama.cpp's flags, see the README): n_gpu_layers (-ngl; None:
+        all), tensor_split (-ts), split_mode ("layer" or "none", -sm), main_gpu (-mg),
+        override_tensor ("PATTERN=DEVICE,...", -ot), no_kv_offload (-nkvo), fit (--fit: on by
+        default, it splits a model that does not fit its device)."""
         self.runtime = runtime if runtime is not None else default_runtime(max_mem)
         self.n_ctx = n_ctx
         options = _native.ModelOptionsC()
         call("kiln_model_default_options", ctypes.byref(options))
-        options.device = device.encode()
+        if "," in device:
+            options.devices = device.encode()
+        else:
+            options.device = device.encode()
+        if n_gpu_layers is not None:
+            options.n_gpu_layers = n_gpu_layers
+        shares = (ctypes.c_float * len(tensor_split))(*tensor_split) if tensor_split else None
+        if shares is not None:
+            options.tensor_split = ctypes.cast(shares, ctypes.POINTER(ctypes.c_float))
+            options.n_tensor_split = len(tensor_split)
+        if split_mode not in ("layer", "none"):
+            raise ValueError(f"split_mode {split_mode!r}: 'layer' or 'none'")
+        options.split_mode = 1 if split_mode == "none" else 0
+        options.main_gpu = main_gpu
+        if override_tensor:
+            options.override_tensor = override_tensor.encode()
+        options.no_kv_offload = 1 if no_kv_offload else 0
+        options.fit = 1 if fit else 0
         handle = ctypes.c_void_p()
         call("kiln_model_load", self.runtime._handle, path.encode(), ctypes.byref(options), ctypes.byref(handle))
         self._handle = handle

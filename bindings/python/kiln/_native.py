@@ -90,7 +90,22 @@ class MemoryRowC(ctypes.Structure):
 
 
 class ModelOptionsC(ctypes.Structure):
-    _fields_ = [("device", c_char_p), ("no_mmap", c_int32), ("mlock", c_int32)]
+    _fields_ = [
+        ("device", c_char_p),
+        ("no_mmap", c_int32),
+        ("mlock", c_int32),
+        ("devices", c_char_p),
+        ("n_gpu_layers", c_int32),
+        ("split_mode", c_int32),
+        ("tensor_split", POINTER(ctypes.c_float)),
+        ("n_tensor_split", c_int32),
+        ("main_gpu", c_int32),
+        ("override_tensor", c_char_p),
+        ("no_kv_offload", c_int32),
+        ("fit", c_int32),
+        ("fit_target_mib", c_int64),
+        ("fit_n_ctx", c_int64),
+    ]
 
 
 class ContextOptionsC(ctypes.Structure):

@@ -1,5 +1,6 @@
 """The Python package over libkiln.so: generation equals `kiln run` (with an image and with audio too), streaming,
-chat with a JSON schema, embeddings equal to `kiln serve`'s, evict/restore, errors as exceptions, two threads."""
+chat with a JSON schema, embeddings equal to `kiln serve`'s, evict/restore, a model split over devices, errors as
+exceptions, two threads."""
 
 import json
 import os
@@ -156,6 +157,26 @@ def test_evict_and_restore_give_the_same_text():
         owners = [o["owner"] for d in runtime.memory() if d["device"] == "sim0" for o in d["owners"]]
         assert any(model.name in o for o in owners)
     assert before == after_evict == after_restore
+
+
+def test_a_split_model_generates_the_whole_models_text_and_evicts_per_device():
+    runtime = kiln.Runtime(sim_devices={"sim0": 1 << 30, "sim1": 1 << 30})
+    with kiln.Model(DEFAULT_MODEL, runtime=runtime) as whole:
+        want = whole.generate(PROMPT, max_tokens=16, temperature=0)
+    for options in [dict(device="sim0", n_gpu_layers=2), dict(device="sim0,sim1", tensor_split=[1, 3]),
+                    dict(device="sim0", override_tensor="ffn_(up|down|gate)=cpu"),
+                    dict(device="sim0", no_kv_offload=True)]:
+        with kiln.Model(DEFAULT_MODEL, runtime=runtime, **options) as model:
+            assert model.generate(PROMPT, max_tokens=16, temperature=0) == want, options
+            devices = {d["device"] for d in runtime.memory() for o in d["owners"] if model.name in o["owner"]}
+            assert "sim0" in devices and len(devices) >= 2, (options, devices)
+            model.evict()
+            assert not model.resident
+            assert model.generate(PROMPT, max_tokens=16, temperature=0) == want, options
+    with pytest.raises(kiln.KilnError, match="not PATTERN=DEVICE"):
+        kiln.Model(DEFAULT_MODEL, runtime=runtime, device="sim0", override_tensor="nope")
+    with pytest.raises(ValueError):
+        kiln.Model(DEFAULT_MODEL, runtime=runtime, split_mode="row")
 
 
 def test_two_runtimes_sharing_an_arbiter_dir_take_turns(tmp_path):
