@@ -25,8 +25,10 @@ const std::string kModel = kiln::test_data::path("models/llama-spm-e128-f32.gguf
 using kiln::test::CliResult;
 
 // Runs `kiln ARGS`; `redirect` says where stderr goes (with stdout by default).
+// Every command is bounded in time (coreutils' timeout: exit 124): one that serves instead of
+// failing must not hang the suite.
 CliResult run(const std::string& args, const std::string& redirect = "2>&1") {
-  return kiln::test::run_shell(kKiln + " " + args + " " + redirect);
+  return kiln::test::run_shell("timeout 300 " + kKiln + " " + args + " " + redirect);
 }
 
 std::string quote(const std::string& s) {
@@ -154,13 +156,22 @@ TEST(Cli, BadInputGetsAClearErrorAndExitCode) {
       {"run -m " + kiln::test_data::path("vocab/ggml-vocab-llama-spm.gguf") + " -p hi", 1, "model:"},
       {"perplexity -m " + kModel + " -f /nonexistent.txt", 1, "cannot read '/nonexistent.txt'"},
       {"run -m " + kModel + " -p hi --device cuda0", 2, "--device: no device 'cuda0'"},
-      {"run -m " + kModel + " -p hi --device sim0,sim1", 2, "kiln runs a model on one device"},
+      {"run -m " + kModel + " -p hi --device sim0,sim0", 2, "--device: device 'sim0' named twice in 'sim0,sim0'"},
+      {"run -m " + kModel + " -p hi --device sim0 -sm row", 2, "split mode 'row' (each matrix split across devices)"},
+      {"run -m " + kModel + " -p hi --device sim0 -ot nope", 2, "-ot: 'nope' is not PATTERN=DEVICE"},
+      {"run -m " + kModel + " -p hi --device sim0 -ts 1,-1", 2, "-ts: '-1' is not a share (>= 0)"},
+      {"run -m " + kModel + " -p hi --device sim0 -ngl many", 2, "'many' is not a layer count"},
       {"run -m " + kModel + " -p hi --sim-capacity sim0=lots", 2, "'lots' is not a number of GiB"},
       {"run -m " + kModel + " -p hi --sim-capacity gpu=1", 2, "'gpu' is not a sim device name"},
-      {"run -m " + kModel + " -p hi --device sim0 --sim-capacity sim0=0.01", 1,
+      // With --fit off a model that does not fit is refused; with fit (the default) it is split.
+      {"run -m " + kModel + " -p hi --device sim0 --sim-capacity sim0=0.01 --fit off", 1,
        "weights of 'random-llama-2x128' do not fit: sim0: out of memory for 'random-llama-2x128' (weights)"},
-      {"serve -m " + kModel + " --port 0 --device sim0 --sim-capacity sim0=0.01", 1,
+      {"serve -m " + kModel + " --port 0 --device sim0 --sim-capacity sim0=0.01 --fit off", 1,
        "do not fit: sim0: out of memory"},
+      {"run -m " + kModel + " -p hi -n 1 --device sim0 --sim-capacity sim0=0.01", 0,
+       "do not fit sim0 (10.24 MiB of room): -ngl "},
+      {"run -m " + kModel + " -p hi --device sim0 --max-mem sim0=0.0001,cpu=0.0001 -fitc 64", 1,
+       "fit: the model does not fit: the closest placement needs"},
   };
   for (const auto& c : cases) {
     const CliResult r = run(c.args);
