@@ -440,7 +440,7 @@ typedef enum kiln_media_type {
 
 /* A media file's bytes, `size` bytes at `data`, and what they hold. */
 typedef struct kiln_media {
-  kiln_media_type type;
+  int32_t type; /* a kiln_media_type (an int32_t field: an enum's size is the compiler's choice) */
   const uint8_t* data;
   int64_t size;
 } kiln_media;

@@ -224,7 +224,7 @@ static int audio_checks(const char* path, const char* mmproj_path, const char* w
   other.type = KILN_MEDIA_IMAGE;
   FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "a", &other, 1, 0, 0, NULL, NULL));
   CHECK(strstr(kiln_last_error(), "takes no images") != NULL);
-  other.type = (kiln_media_type)7;
+  other.type = 7; /* no such type */
   FAILS("kiln_decode_media_prompt", kiln_decode_media_prompt(ctx, "a", &other, 1, 0, 0, NULL, NULL));
   CHECK(strstr(kiln_last_error(), "media[0].type is 7") != NULL);
   OK(kiln_context_free(ctx));

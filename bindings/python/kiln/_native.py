@@ -123,7 +123,7 @@ MEDIA_AUDIO = 1
 
 
 class MediaC(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("data", POINTER(ctypes.c_uint8)), ("size", c_int64)]
+    _fields_ = [("type", c_int32), ("data", POINTER(ctypes.c_uint8)), ("size", c_int64)]
 
 
 class SamplerParamsC(ctypes.Structure):
