@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "chat/chat_test_util.h"
 #include "in_process_server.h"
@@ -158,7 +159,12 @@ TEST(HostilePrequeue, WorkBeforeTheQueueIsBounded) {
   auto small = test::post_json(port, "/tokenize", {{"content", "Hello world"}, {"with_pieces", true}});
   ASSERT_TRUE(small);
   EXPECT_EQ(small->status, 200) << small->body;
-  EXPECT_EQ(server->prequeue_memory().in_use(), 0u);  // given back when the request ended
+  // The hold ends when the handler returns, just after the answer is written: the client may read
+  // the answer first, so the hold must be given back within a bounded wait, not at once.
+  const auto deadline = Clock::now() + std::chrono::duration<double>(5 * test::time_scale());
+  while (server->prequeue_memory().in_use() != 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(server->prequeue_memory().in_use(), 0u);
 }
 
 }  // namespace
