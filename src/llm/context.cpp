@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "runtime/memory_breakdown.h"
 
@@ -139,8 +140,10 @@ Result<std::unique_ptr<Context>> Context::create(std::vector<ContextDevice> devi
   c->opt_ = resolve_context_options(options, hp);
   c->attention_ = options.flash_attention == FlashAttention::Off ? AttentionPath::Plain : AttentionPath::Flash;
   c->graph_weights_ = model.weights();  // the slots, whose views merge_graph_weights() sets
+  KILN_TRY(c->set_up_segments());
   KILN_TRY(c->merge_graph_weights());
-  // Each layer's K and V on the device holding its K projection (or, kv_on_host, the host's).
+  // Each layer's K and V on the device holding its K projection (or, kv_on_host, the host's), the
+  // lane of that projection's weights computing with them.
   std::vector<KvCache::LayerPlace> kv_places;
   std::vector<int64_t> layers_on(c->stages_.size(), 0);
   size_t host = 0;
@@ -148,10 +151,22 @@ Result<std::unique_ptr<Context>> Context::create(std::vector<ContextDevice> devi
   if (options.kv_on_host && host == c->stages_.size())
     return make_error("context: the KV cache in host memory (-nkvo) needs the CPU among the model's devices");
   for (int64_t il = 0; il < hp.n_layer; ++il) {
-    size_t d = 0;
-    while (d < c->stages_.size() && !c->stages_[d]->weights->weights().blocks[static_cast<size_t>(il)].attn.wk) ++d;
-    if (d == c->stages_.size()) return make_error("context: no device holds layer ", il, " of '", owner, "'");
-    if (options.kv_on_host) d = host;
+    const auto holds_wk = [il](const DecoderWeights& w) { return static_cast<bool>(w.blocks[static_cast<size_t>(il)].attn.wk); };
+    size_t lane = SIZE_MAX;
+    for (const auto& st : c->stages_) {
+      if (holds_wk(st->weights->weights())) lane = st->lane;
+      for (const Stage::Segment& seg : st->segments) {
+        if (lane == SIZE_MAX && holds_wk(seg.views)) lane = seg.lane;
+      }
+      if (lane != SIZE_MAX) break;
+    }
+    if (lane == SIZE_MAX) return make_error("context: no device holds layer ", il, " of '", owner, "'");
+    size_t d = c->lanes_[lane].stage;
+    if (options.kv_on_host) {
+      d = host;
+      lane = c->stages_[host]->lane;
+    }
+    c->kv_lane_.push_back(lane);
     kv_places.push_back({&c->stages_[d]->device(), c->stages_[d]->weights->owner()});
     ++layers_on[d];
   }
@@ -189,9 +204,11 @@ Result<std::unique_ptr<Context>> Context::create(std::vector<ContextDevice> devi
   Graph worst;
   KILN_TRY(build_decoder_graph(worst, hp, c->graph_weights_, c->kv_layers_, worst_case_step(c->opt_, c->attention_)));
   KILN_ASSIGN_OR_RETURN(SplitPlan plan, c->plan_graph(worst));
+  std::vector<size_t> transfer(c->stages_.size(), 0);  // per stage: the most any of its lanes needs
+  for (size_t l = 0; l < c->lanes_.size(); ++l)
+    transfer[c->lanes_[l].stage] = std::max(transfer[c->lanes_[l].stage], plan.transfer_bytes(l));
   for (size_t d = 0; d < c->stages_.size(); ++d) {
-    Stage& st = *c->stages_[d];
-    if (plan.transfer_bytes(d) > 0) KILN_TRY(st.allocate_inputs(layout.total + plan.transfer_bytes(d)));
+    if (transfer[d] > 0) KILN_TRY(c->stages_[d]->allocate_inputs(layout.total + transfer[d]));
   }
   KILN_TRY(plan.prepare(c->split_devices()));
   return c;
@@ -208,8 +225,125 @@ std::vector<std::unique_lock<std::mutex>> Context::take_turns() const {
 
 std::vector<std::shared_ptr<const DeviceWeights>> Context::device_weights() const {
   std::vector<std::shared_ptr<const DeviceWeights>> out;
-  for (const auto& st : stages_) out.push_back(st->weights);
+  for (const auto& st : stages_) {
+    out.push_back(st->weights);
+    for (const Stage::Segment& seg : st->segments) out.push_back(seg.weights);
+  }
   return out;
+}
+
+Status Context::set_up_segments() {
+  size_t stand_in_bytes = 0;
+  for (const auto& st : stages_) {
+    st->lane = lanes_.size();
+    lanes_.push_back({static_cast<size_t>(&st - stages_.data()), -1, st->device().name()});
+    for (const auto& w : st->weights->segments()) {
+      Stage::Segment seg;
+      seg.weights = w;
+      seg.manager = st->device().residency();
+      if (seg.manager == nullptr || st->device().is_host())
+        return make_error("context: segments of '", w->name(), "' on ", st->device().name(),
+                          ": segmented execution needs a device with its own memory and a residency manager");
+      seg.lane = lanes_.size();
+      seg.bytes = w->buffer_bytes();
+      lanes_.push_back({static_cast<size_t>(&st - stages_.data()), static_cast<int>(st->segments.size()), w->name()});
+      stand_in_bytes += (seg.bytes + 4095) / 4096 * 4096;
+      st->segments.push_back(std::move(seg));
+    }
+  }
+  if (stand_in_bytes == 0) return ok_status();
+  KILN_TRY(stand_in_.reserve(stand_in_bytes));
+  // Each segment restored once (one at a time: they need not fit together) to read where its
+  // layout puts each weight; the views are kept at the segment's stand-in range.
+  uint8_t* next = stand_in_.base();
+  for (const auto& st : stages_) {
+    for (Stage::Segment& seg : st->segments) {
+      KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, seg.manager->pin(seg.weights->owner()));
+      const auto* base = static_cast<const uint8_t*>(seg.weights->buffer()->base());
+      seg.built = next;
+      next += (seg.bytes + 4095) / 4096 * 4096;
+      seg.views = seg.weights->weights();
+      for_each_weight_slot(seg.views, [&](Weight& w, WeightUse, int64_t) {
+        if (w) w.view.data = seg.built + (static_cast<const uint8_t*>(w.view.data) - base);
+      });
+    }
+  }
+  return ok_status();
+}
+
+Status Context::run_plan(SplitPlan& plan, std::span<const SplitDevice> devices) {
+  const bool segmented = lanes_.size() > stages_.size();
+  if (!segmented) return plan.execute(devices);
+  const auto before = [&](size_t p) -> Status {
+    const Lane& lane = lanes_[plan.part_device(p)];
+    if (lane.segment < 0) return ok_status();
+    Stage::Segment& seg = stages_[lane.stage]->segments[static_cast<size_t>(lane.segment)];
+    Stage::Segment* next = nullptr;  // the segment of the next part that computes with another one
+    for (size_t q = p + 1; q < plan.part_count() && next == nullptr; ++q) {
+      const Lane& l = lanes_[plan.part_device(q)];
+      if (l.segment >= 0 && &stages_[l.stage]->segments[static_cast<size_t>(l.segment)] != &seg)
+        next = &stages_[l.stage]->segments[static_cast<size_t>(l.segment)];
+    }
+    KILN_TRY(acquire_segment(seg, next));
+    return plan.relocate(p, seg.built, seg.bytes, seg.weights->buffer()->base());
+  };
+  const Status st = plan.execute(devices, before);
+  finish_prefetch(false);
+  for (const auto& stage : stages_) {
+    for (Stage::Segment& seg : stage->segments) seg.pin.reset();  // resident, evictable again
+  }
+  return st;
+}
+
+Status Context::acquire_segment(Stage::Segment& seg, Stage::Segment* next) {
+  ++segment_clock_;
+  // The segments done are evictable again; the one prefetched keeps its pin.
+  for (const auto& stage : stages_) {
+    for (Stage::Segment& s : stage->segments) {
+      if (&s != &seg && &s != prefetching_) s.pin.reset();
+    }
+  }
+  finish_prefetch(true);
+  if (!seg.pin.held()) {
+    KILN_TRY(make_segment_room(seg, next));
+    KILN_ASSIGN_OR_RETURN(seg.pin, seg.manager->pin(seg.weights->owner()));
+  }
+  seg.last_use = segment_clock_;
+  if (next == nullptr || next->pin.held() || !opt_.prefetch_segments) return ok_status();
+  KILN_TRY(make_segment_room(*next, &seg));
+  prefetching_ = next;
+  prefetched_ = ResidencyManager::Pin{};
+  // The thread touches nothing of the context: the manager restores the owner under its own lock.
+  prefetch_ = std::thread([this, m = next->manager, owner = next->weights->owner()] { prefetched_ = m->pin(owner); });
+  return ok_status();
+}
+
+void Context::finish_prefetch(bool keep) {
+  if (!prefetch_.joinable()) return;
+  prefetch_.join();
+  // A failed prefetch (no room while the current segment was pinned) is retried when its part runs.
+  if (keep && prefetched_.ok()) prefetching_->pin = std::move(*prefetched_);
+  prefetched_ = ResidencyManager::Pin{};
+  prefetching_ = nullptr;
+}
+
+Status Context::make_segment_room(const Stage::Segment& target, const Stage::Segment* keep) {
+  ResidencyManager& m = *target.manager;
+  if (m.owner_resident(target.weights->owner())) return ok_status();
+  while (!m.fits(target.bytes)) {
+    Stage::Segment* victim = nullptr;
+    for (const auto& stage : stages_) {
+      for (Stage::Segment& s : stage->segments) {
+        if (&s == &target || &s == keep || s.manager != &m || s.pin.held() || &s == prefetching_ ||
+            !m.owner_resident(s.weights->owner()))
+          continue;
+        if (victim == nullptr || s.last_use > victim->last_use) victim = &s;
+      }
+    }
+    if (victim == nullptr) break;  // pin() evicts other owners, or names the sizes
+    KILN_TRY(m.evict_owner(victim->weights->owner()));
+  }
+  return ok_status();
 }
 
 uint64_t Context::weights_generation() const {
@@ -247,12 +381,16 @@ Status Context::merge_graph_weights() {
     w = Weight{};
     slots.push_back(&w);
   });
-  for (const auto& st : stages_) {
+  const auto merge = [&](const DecoderWeights& from) {
     size_t i = 0;
-    for_each_weight_slot(st->weights->weights(), [&](const Weight& w, WeightUse, int64_t) {
+    for_each_weight_slot(from, [&](const Weight& w, WeightUse, int64_t) {
       if (w && !*slots[i]) *slots[i] = w;
       ++i;
     });
+  };
+  for (const auto& st : stages_) {
+    merge(st->weights->weights());
+    for (const Stage::Segment& seg : st->segments) merge(seg.views);
   }
   size_t i = 0;
   Status missing = ok_status();
@@ -268,7 +406,10 @@ Status Context::merge_graph_weights() {
 std::vector<SplitDevice> Context::split_devices() const {
   const size_t crossings_at = InputLayout::of(opt_, model().hparams()).total;
   std::vector<SplitDevice> out;
-  for (const auto& st : stages_) out.push_back({st->backend, st->inputs.get(), crossings_at});
+  for (const Lane& l : lanes_) {
+    const Stage& st = *stages_[l.stage];
+    out.push_back({st.backend, st.inputs.get(), crossings_at});
+  }
   return out;
 }
 
@@ -292,20 +433,46 @@ uint64_t Context::graphs_built() const {
 
 Result<SplitPlan> Context::plan_graph(const Graph& g) {
   std::vector<ComputeArena*> arenas;
-  for (const auto& st : stages_) arenas.push_back(st->arena);
+  std::vector<Device*> devices;
+  std::vector<std::string> names;
+  for (const auto& st : stages_) devices.push_back(&st->device());
+  for (const Lane& l : lanes_) {
+    arenas.push_back(stages_[l.stage]->arena);
+    names.push_back(l.name);
+  }
+  if (lanes_.size() == stages_.size()) return SplitPlan::create(g, arenas);
+  // A segment's weights by their stand-in range, a layer's K and V by its lane, the rest by device.
+  const ExternalPlacement by_device = placement_by_holds(devices);
+  const ExternalPlacement where = [&](const TensorView& v) -> size_t {
+    const auto* p = static_cast<const uint8_t*>(v.data);
+    for (const auto& st : stages_) {
+      for (const Stage::Segment& seg : st->segments) {
+        if (p >= seg.built && p < seg.built + seg.bytes) return seg.lane;
+      }
+    }
+    for (size_t il = 0; il < kv_layers_.size(); ++il) {
+      if (v.data == kv_layers_[il].k.data || v.data == kv_layers_[il].v.data) return kv_lane_[il];
+    }
+    const size_t d = by_device(v);
+    return d == kNoDevice ? kNoDevice : stages_[d]->lane;
+  };
   // A step's crossings fit the inputs buffers sized for the worst case at creation (Buffer::view
   // refuses one that would not).
-  return SplitPlan::create(g, arenas);
+  return SplitPlan::create(g, arenas, where, names);
 }
 
 Status Context::bind_input(SplitPlan& sp, Tensor t, DType type, int64_t ne0, int64_t ne1, size_t offset,
                            const void* bytes) {
-  for (size_t d = 0; d < stages_.size(); ++d) {
-    if (!sp.reads_on(t, d)) continue;
-    Stage& st = *stages_[d];
-    KILN_ASSIGN_OR_RETURN(TensorView v, st.inputs->view(type, {ne0, ne1, 1, 1}, offset));
-    KILN_TRY(st.device().upload(v, bytes, v.span_bytes()));
-    KILN_TRY(sp.bind(t, d, v));
+  for (const auto& st : stages_) {
+    std::optional<TensorView> v;  // uploaded once per device, bound for each of its lanes that reads it
+    for (size_t l = 0; l < lanes_.size(); ++l) {
+      if (&*stages_[lanes_[l].stage] != &*st || !sp.reads_on(t, l)) continue;
+      if (!v) {
+        KILN_ASSIGN_OR_RETURN(v, st->inputs->view(type, {ne0, ne1, 1, 1}, offset));
+        KILN_TRY(st->device().upload(*v, bytes, v->span_bytes()));
+      }
+      KILN_TRY(sp.bind(t, l, *v));
+    }
   }
   return ok_status();
 }
@@ -414,7 +581,7 @@ Status Context::decode_ubatch(const Batch& batch, const DecodeOptions& options, 
   KILN_TRY(bind_input(plan, dg.kv_cells, DType::I32, T, 1, layout.cells, stage_cells_.data()));
   KILN_TRY(bind_input(plan, dg.out_rows, DType::I32, spec.n_outputs, 1, layout.rows, stage_rows_.data()));
   KILN_TRY(bind_input(plan, dg.kq_mask, DType::F32, spec.n_kv, T, layout.mask, stage_mask_.data()));
-  KILN_TRY(plan.execute(devices));
+  KILN_TRY(run_plan(plan, devices));
 
   if (any_output) {
     const size_t bytes = stage_rows_.size() * output_width() * sizeof(float);
@@ -468,7 +635,7 @@ Status Context::apply_kv_shift() {
   // The shifts go where a micro-batch's mask goes (it holds n_ctx * n_ubatch floats).
   const InputLayout layout = InputLayout::of(opt_, model().hparams());
   KILN_TRY(bind_input(plan, shift, DType::I32, n_ctx, 1, layout.mask, kv_->positions_shift().data()));
-  KILN_TRY(plan.execute(devices));
+  KILN_TRY(run_plan(plan, devices));
   kv_->clear_shift();
   return ok_status();
 }

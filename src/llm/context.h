@@ -42,6 +42,21 @@
 // CPU's kernels (sim) gives the bits of the one-device run. Pins, admission and eviction are per
 // device: each stage is a resident of its weights' owner there.
 //
+// Segmented execution (weights streamed through a device smaller than them): a device's weights
+// may come with segments (DeviceWeights::segments: runs of consecutive layers, each an owner of its
+// own). The stage keeps the rest (its own weights, the K and V of its layers, its arena and inputs)
+// pinned for a pass as before; each segment is a lane of the split plan of its own (parts cut at its
+// layers' boundaries, planned in the stage's arena one after the other) and is made resident only
+// for the part that computes with it: before the part runs, its weights are pinned (restored if
+// they were evicted) and, while it computes, the next segment's are restored on another thread
+// (prefetch). Room is made by evicting the context's own segments that are done, the one used
+// last first (the one a cycle of passes needs latest), never the segment computing or the next.
+// Step graphs address each segment's weights at a stand-in range of addresses that no memory backs
+// (captured once at creation, as the segment's layout is fixed); before a part runs, its plan is
+// relocated to where the segment lies now (SplitPlan::relocate), so graphs and plans are built once
+// per shape and cached as for resident weights. Segments compute with the device's kernels: the
+// bits are those of the same weights held whole.
+//
 // Ownership: shares the DeviceWeights (and through them the Model); the Backends (and shared
 // arenas) must outlive the Context.
 // Thread-safety: every public method takes the context's mutex (one pass at a time), and the
@@ -52,6 +67,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "llm/batch.h"
@@ -60,6 +76,7 @@
 #include "llm/kv_cache.h"
 #include "llm/model.h"
 #include "models/decoder_graph.h"
+#include "runtime/address_reservation.h"
 #include "runtime/backend.h"
 #include "runtime/graph_split.h"
 #include "runtime/planner.h"
@@ -92,6 +109,9 @@ struct ContextOptions {
   // Every layer's K and V in host memory (llama.cpp's -nkvo/--no-kv-offload): on the device of
   // the context that is the host's (an Error when none is), whichever device computes the layer.
   bool kv_on_host = false;
+  // Segmented execution: restore the next segment's weights while the current one computes.
+  // false: each is restored when its part is about to run (the same bits; for measuring).
+  bool prefetch_segments = true;
 };
 
 struct DecodeOptions {
@@ -172,7 +192,8 @@ class Context final {
   const Model& model() const { return stages_[0]->weights->model(); }
   // The weights on the context's first device (all of them unless the model is split).
   const DeviceWeights& weights() const { return *stages_[0]->weights; }
-  // Every device's weights, in create()'s order (one entry unless the model is split).
+  // Every device's weights, in create()'s order (one entry unless the model is split), each
+  // followed by its segments (segmented execution).
   std::vector<std::shared_ptr<const DeviceWeights>> device_weights() const;
   // The context size asked for (context_size()): what one sequence may hold. The KV cache has it
   // rounded up to whole blocks (kv().size()), room that other sequences' blocks may take.
@@ -217,7 +238,20 @@ class Context final {
   // One device's share (see the header): an Evictable for its compute memory (the arena when it is
   // the stage's own, and the inputs buffer), a resident of the weights' owner there.
   struct Stage final : Evictable {
+    // A segment of weights streamed through the stage's device (see the header).
+    struct Segment {
+      std::shared_ptr<const DeviceWeights> weights;
+      ResidencyManager* manager = nullptr;  // the device's (segments need one)
+      size_t lane = 0;                      // its index in the split plans
+      uint8_t* built = nullptr;             // where the step graphs address its buffer (stand-in)
+      size_t bytes = 0;                     // its buffer's bytes
+      DecoderWeights views;                 // its weights' views at `built`
+      ResidencyManager::Pin pin;            // held while a part computes with it, or prefetched
+      uint64_t last_use = 0;                // segment_clock_ when a part last computed with it
+    };
     std::shared_ptr<const DeviceWeights> weights;
+    std::vector<Segment> segments;
+    size_t lane = 0;  // the lane of `weights` in the split plans
     Backend* backend = nullptr;
     Resident compute;  // before the arena and inputs: outlives their buffers
     std::unique_ptr<ComputeArena> own_arena;  // null when sharing one
@@ -242,8 +276,23 @@ class Context final {
   // Every stage's arena turn, taken in address order (so that contexts over several shared arenas
   // never wait on each other in a cycle).
   std::vector<std::unique_lock<std::mutex>> take_turns() const;
-  // Splits and plans `g` over the stages' arenas.
+  // Splits and plans `g` over the lanes (each stage's, each segment's) in their stages' arenas.
   Result<SplitPlan> plan_graph(const Graph& g);
+  // Sets up the segments of every stage: lanes, stand-in addresses and views (each restored once
+  // to read its layout), kv_lane_. Called once by create() with the stages' memory held.
+  Status set_up_segments();
+  // Runs `plan` (prepared, inputs bound): each segment's part with its weights pinned and the
+  // next one prefetched; every segment unpinned at the end.
+  Status run_plan(SplitPlan& plan, std::span<const SplitDevice> devices);
+  // Pins `seg` (taking a prefetch's pin, or restoring it now) and starts restoring `next` (null:
+  // none) on the prefetch thread.
+  Status acquire_segment(Stage::Segment& seg, Stage::Segment* next);
+  // Evicts this context's unpinned segments on `target`'s device, the one used last first, but not
+  // `target` or `keep`, until `target` fits (or none is left).
+  Status make_segment_room(const Stage::Segment& target, const Stage::Segment* keep);
+  // Waits for the prefetch thread; its pin goes to the segment it restored (dropped with `keep`
+  // false).
+  void finish_prefetch(bool keep);
   // The stages as a split plan executes them (their backends and inputs buffers, crossings after
   // the micro-batch inputs).
   std::vector<SplitDevice> split_devices() const;
@@ -266,6 +315,19 @@ class Context final {
   std::span<const float> output_row(size_t i) const;  // under mutex_
 
   std::vector<std::unique_ptr<Stage>> stages_;  // by pointer: residents do not move
+  // Lanes of the split plans: per index, its stage and segment (-1: the stage's own weights).
+  struct Lane {
+    size_t stage = 0;
+    int segment = -1;
+    std::string name;  // "sim0", "sim0 layers 4-7"
+  };
+  std::vector<Lane> lanes_;
+  std::vector<size_t> kv_lane_;  // per layer: the lane of its K and V
+  AddressReservation stand_in_;  // the stand-in addresses of the segments (no memory)
+  std::thread prefetch_;         // restoring prefetching_'s weights (joinable while it runs)
+  Stage::Segment* prefetching_ = nullptr;
+  Result<ResidencyManager::Pin> prefetched_ = ResidencyManager::Pin{};
+  uint64_t segment_clock_ = 0;
   DecoderWeights graph_weights_;  // every stage's weights views merged, at graph_weights_gen_
   uint64_t graph_weights_gen_ = 0;
   ContextOptions opt_;

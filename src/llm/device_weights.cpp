@@ -34,7 +34,7 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
   std::shared_ptr<DeviceWeights> dw(new DeviceWeights());
   dw->model_ = std::move(model);
   dw->file_ = &dw->model_->file();
-  dw->name_ = dw->model_->name();
+  dw->name_ = dw->model_->name() + (options.name_suffix.empty() ? "" : " " + options.name_suffix);
   dw->options_ = std::move(options);
   dw->weights_ = dw->model_->weights();
   if (dw->options_.holds) {

@@ -87,6 +87,9 @@ struct WeightOptions {
   // llm/layer_split.h): fn(layer, tensor) as for_each_weight_slot numbers layers; the others' views
   // are null. Null: every weight.
   std::function<bool(int64_t layer, const GgufTensorInfo& tensor)> holds = {};
+  // Appended to the owner's name ("llama (layers 4-7)"): tells apart several shares of one model
+  // on one device (segments). Empty: the model's name.
+  std::string name_suffix = {};
 };
 
 class DeviceWeights : private Evictable {
@@ -140,6 +143,12 @@ class DeviceWeights : private Evictable {
   const std::vector<Placement>& placements() const { return placements_; }
   // The buffer (null when released or when nothing is copied); read it with Buffer::read.
   const Buffer* buffer() const { return buffer_.get(); }
+  // Segmented execution (llm/context.h): shares of the same model on the same device, each holding
+  // a run of consecutive layers as an owner of its own, resident only while a pass computes with
+  // them. These weights then hold the rest of the device's share. Empty: none.
+  const std::vector<std::shared_ptr<const DeviceWeights>>& segments() const { return segments_; }
+  // Sets the segments (by the placement, before any context uses these weights).
+  void set_segments(std::vector<std::shared_ptr<const DeviceWeights>> segments) { segments_ = std::move(segments); }
 
   // The bytes a placement of `weights` (a text model's, whole or as WeightOptions::holds filters it)
   // on `device` takes, computed as create() lays it out, without allocating: the buffer, and on a
@@ -216,6 +225,7 @@ class DeviceWeights : private Evictable {
   std::vector<size_t> placement_of_;  // per weight in for_each_weight order: its placements_ index
   size_t buffer_bytes_ = 0, mapped_bytes_ = 0;
   std::unique_ptr<Buffer> buffer_;
+  std::vector<std::shared_ptr<const DeviceWeights>> segments_;
   bool resident_ = false;
   uint64_t generation_ = 0;  // bind_views() calls
 };

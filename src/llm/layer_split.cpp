@@ -108,14 +108,50 @@ std::string LayerSplit::describe(int64_t n_layer) const {
   return out;
 }
 
+std::vector<std::vector<int64_t>> segment_layer_runs(const LayerSplit& split, const DecoderWeights& w,
+                                                     const Device& device, int64_t layers_per_segment) {
+  std::vector<bool> on(w.blocks.size(), false);
+  for_each_weight_slot(w, [&](const Weight& x, WeightUse, int64_t layer) {
+    if (x && layer >= 0 && layer < static_cast<int64_t>(on.size()) && split.device_of(layer, x.info->name) == &device)
+      on[static_cast<size_t>(layer)] = true;
+  });
+  std::vector<std::vector<int64_t>> runs;
+  for (size_t il = 0; il < on.size(); ++il) {
+    if (!on[il]) continue;
+    if (runs.empty() || static_cast<int64_t>(runs.back().size()) == layers_per_segment) runs.emplace_back();
+    runs.back().push_back(static_cast<int64_t>(il));
+  }
+  return runs;
+}
+
 Result<std::vector<std::shared_ptr<DeviceWeights>>> place_split(std::shared_ptr<const Model> model,
                                                                 const LayerSplit& split,
-                                                                const WeightOptions& options) {
+                                                                const WeightOptions& options,
+                                                                const SegmentLayers& segments) {
   std::vector<std::shared_ptr<DeviceWeights>> out;
+  const int64_t n_layer = model->hparams().n_layer;
   for (Device* d : split.devices_used(model->weights())) {
+    const auto seg = segments.find(d);
+    const bool streams = seg != segments.end() && seg->second > 0;
     WeightOptions o = options;
-    o.holds = [&split, d](int64_t layer, const GgufTensorInfo& t) { return split.device_of(layer, t.name) == d; };
+    o.holds = [&split, d, streams, n_layer](int64_t layer, const GgufTensorInfo& t) {
+      return split.device_of(layer, t.name) == d && (!streams || layer < 0 || layer >= n_layer);
+    };
     KILN_ASSIGN_OR_RETURN(auto w, DeviceWeights::create(model, *d, std::move(o)));
+    if (streams) {
+      std::vector<std::shared_ptr<const DeviceWeights>> parts;
+      for (const std::vector<int64_t>& run : segment_layer_runs(split, model->weights(), *d, seg->second)) {
+        WeightOptions so = options;
+        so.holds = [&split, d, &run](int64_t layer, const GgufTensorInfo& t) {
+          return split.device_of(layer, t.name) == d && std::find(run.begin(), run.end(), layer) != run.end();
+        };
+        so.name_suffix = "(layers " + std::to_string(run.front()) +
+                         (run.size() > 1 ? "-" + std::to_string(run.back()) : "") + ")";
+        KILN_ASSIGN_OR_RETURN(auto part, DeviceWeights::create(model, *d, std::move(so)));
+        parts.push_back(std::move(part));
+      }
+      w->set_segments(std::move(parts));
+    }
     out.push_back(std::move(w));
   }
   return out;

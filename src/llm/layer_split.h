@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <regex>
 #include <string>
@@ -73,11 +74,23 @@ class LayerSplit {
   std::vector<std::pair<std::shared_ptr<const std::regex>, Device*>> overrides_;
 };
 
+// Segmented execution (llm/context.h): per device, how many consecutive layers each segment of its
+// share holds; a device not listed holds its share whole.
+using SegmentLayers = std::map<const Device*, int64_t>;
+
+// The layers (0..n_layer-1) with some weight of `w` on `device`, in order, cut into runs of
+// `layers_per_segment` (> 0): the segments of that device.
+std::vector<std::vector<int64_t>> segment_layer_runs(const LayerSplit& split, const DecoderWeights& w,
+                                                     const Device& device, int64_t layers_per_segment);
+
 // Places `model` as `split` says: one DeviceWeights per device used (LayerSplit::devices_used, in
 // that order), each holding the weights the split gives its device (WeightOptions::holds), all
-// with `options` otherwise. An Error (nothing left placed) when a device has no room.
+// with `options` otherwise. A device in `segments` holds the layers of segment_layer_runs() in
+// DeviceWeights of their own (DeviceWeights::segments of its share, which keeps the rest: the input
+// and output layers' weights there). An Error (nothing left placed) when a device has no room.
 Result<std::vector<std::shared_ptr<DeviceWeights>>> place_split(std::shared_ptr<const Model> model,
                                                                 const LayerSplit& split,
-                                                                const WeightOptions& options);
+                                                                const WeightOptions& options,
+                                                                const SegmentLayers& segments = {});
 
 }  // namespace kiln

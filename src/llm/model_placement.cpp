@@ -48,6 +48,29 @@ Result<SplitOptions> resolve_split(const SplitFlags& flags, const std::string& m
   return so;
 }
 
+namespace {
+
+// Sets p.segments (and p.fit_summary) for p's placement: each offload device whose share does not
+// fit its room streams it.
+Status plan_segments(PlacementPlan& p, const FitOptions& fit, const std::string& main, const DeviceRegistry& devices,
+                     const Model& model, const WeightOptions& weights) {
+  KILN_ASSIGN_OR_RETURN(const LayerSplit split, split_of(p, main, devices, model.hparams()));
+  p.fit_summary.clear();
+  for (size_t i = 0; i < p.split.offload.size(); ++i) {
+    Device& d = *p.split.offload[i];
+    const size_t room = device_room(d, fit_target(fit, i, d), fit.in_turns);
+    KILN_ASSIGN_OR_RETURN(const int64_t per, fit_segment_layers(model, split, d, p.context, weights, room));
+    if (per == 0) continue;
+    p.segments[&d] = per;
+    p.fit_summary += std::string(p.fit_summary.empty() ? "" : "; ") + d.name() + " streams its layers in segments of " +
+                     std::to_string(per) + " (room " + format_memory_size(room) + ")";
+  }
+  if (p.fit_summary.empty()) p.fit_summary = "segmented: every device holds its layers (nothing to stream)";
+  return ok_status();
+}
+
+}  // namespace
+
 Result<PlacementPlan> plan_placement(const SplitFlags& flags, const std::string& main, const DeviceRegistry& devices,
                                      const Model& model, const ContextOptions& options, const WeightOptions& weights,
                                      bool ctx_given) {
@@ -56,13 +79,24 @@ Result<PlacementPlan> plan_placement(const SplitFlags& flags, const std::string&
   p.context = options;
   p.context.kv_on_host = flags.no_kv_offload;
   p.whole = !flags.splits();
+  const FitOptions fit{.targets = flags.fit_targets,
+                       .min_ctx = flags.fit_min_ctx,
+                       .ctx_set = ctx_given,
+                       .in_turns = flags.devices_in_turns};
+  if (flags.segmented) {
+    KILN_TRY(plan_segments(p, fit, main, devices, model, weights));
+    return p;
+  }
   if (flags.fit && p.whole && !p.split.offload.empty()) {
-    const FitOptions fit{.targets = flags.fit_targets,
-                         .min_ctx = flags.fit_min_ctx,
-                         .ctx_set = ctx_given,
-                         .in_turns = flags.devices_in_turns};
-    KILN_ASSIGN_OR_RETURN(const FitChoice choice,
-                          fit_placement(model, p.split.offload, devices.cpu(), options, weights, fit));
+    auto fitted = fit_placement(model, p.split.offload, devices.cpu(), options, weights, fit);
+    if (!fitted.ok()) {
+      // The last resort: the whole model, streamed through the devices that cannot hold it.
+      PlacementPlan streamed = p;
+      if (!plan_segments(streamed, fit, main, devices, model, weights).ok()) return fitted.error();
+      streamed.fit_summary = fitted.error().message + "; segmented instead: " + streamed.fit_summary;
+      return streamed;
+    }
+    const FitChoice& choice = *fitted;
     if (choice.split) {
       p.split.n_gpu_layers = choice.options.n_gpu_layers;
       p.split.tensor_split = choice.options.tensor_split;
@@ -77,16 +111,16 @@ Result<PlacementPlan> plan_placement(const SplitFlags& flags, const std::string&
 Result<PlacedModel> place_model(std::shared_ptr<const Model> model, const PlacementPlan& plan, const std::string& main,
                                 const DeviceRegistry& devices, const WeightOptions& weights) {
   PlacedModel out;
-  if (plan.whole) {
+  if (plan.whole && plan.segments.empty()) {
     KILN_ASSIGN_OR_RETURN(Device * d, devices.find(main));
     KILN_ASSIGN_OR_RETURN(auto w, DeviceWeights::create(std::move(model), *d, weights));
     out.weights.push_back(std::move(w));
     return out;
   }
-  KILN_ASSIGN_OR_RETURN(const LayerSplit split, LayerSplit::make(model->hparams(), plan.split, devices.cpu()));
-  out.layers = split.describe(model->hparams().n_layer);
+  KILN_ASSIGN_OR_RETURN(const LayerSplit split, split_of(plan, main, devices, model->hparams()));
+  if (!plan.whole) out.layers = split.describe(model->hparams().n_layer);
   if (plan.context.kv_on_host) out.layers += "; every layer's K and V on " + devices.cpu().name();
-  KILN_ASSIGN_OR_RETURN(out.weights, place_split(std::move(model), split, weights));
+  KILN_ASSIGN_OR_RETURN(out.weights, place_split(std::move(model), split, weights, plan.segments));
   return out;
 }
 

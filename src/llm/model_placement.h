@@ -34,6 +34,9 @@ struct SplitFlags {
   std::vector<size_t> fit_targets = {};             // -fitt, bytes
   int64_t fit_min_ctx = 4096;                       // -fitc
   bool devices_in_turns = false;  // the devices are taken in turns with other processes (--arbiter)
+  // --segmented: each offload device streams its layers through its room in segments
+  // (llm/context.h) instead of holding them; fit leaves the layers where the flags put them.
+  bool segmented = false;
   // Whether the flags split the model themselves (several devices, -ngl short of all, -ot, -nkvo:
   // the CPU then holds the input layer and the K/V):
   // then --fit leaves it as they say.
@@ -47,6 +50,7 @@ struct SplitFlags {
 struct PlacementPlan {
   bool whole = true;
   SplitOptions split;
+  SegmentLayers segments;  // segmented execution: the layers per segment on the devices that stream
   ContextOptions context;
   std::string fit_summary;
 };
@@ -56,7 +60,8 @@ struct PlacementPlan {
 Result<SplitOptions> resolve_split(const SplitFlags& flags, const std::string& main, const DeviceRegistry& devices);
 
 // The placement for `model` with a context of `options` (ctx_given: the user set its size, which fit
-// keeps).
+// keeps). With --segmented, or as fit's last resort when no placement of whole layers fits, the
+// offload devices whose share does not fit their room stream it in segments (fit_segment_layers).
 Result<PlacementPlan> plan_placement(const SplitFlags& flags, const std::string& main, const DeviceRegistry& devices,
                                      const Model& model, const ContextOptions& options, const WeightOptions& weights,
                                      bool ctx_given);

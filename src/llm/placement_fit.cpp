@@ -27,16 +27,16 @@ size_t index_of(const std::vector<Device*>& devices, const Device* d) {
 
 size_t saturating_sub(size_t a, size_t b) { return a > b ? a - b : 0; }
 
-size_t target_for(const FitOptions& fit, size_t i, const Device& device) {
-  if (fit.targets.empty()) return device.default_fit_target();
-  return fit.targets[std::min(i, fit.targets.size() - 1)];
-}
-
 std::string estimate_text(const DeviceEstimate& e) {
   return e.device->name() + " " + format_memory_size(e.total());
 }
 
 }  // namespace
+
+size_t fit_target(const FitOptions& fit, size_t i, const Device& device) {
+  if (fit.targets.empty()) return device.default_fit_target();
+  return fit.targets[std::min(i, fit.targets.size() - 1)];
+}
 
 size_t device_room(const Device& device, size_t target, bool in_turns) {
   const ResidencyManager* m = device.residency();
@@ -100,6 +100,38 @@ Result<std::vector<DeviceEstimate>> estimate_placement(const Model& model, const
   return out;
 }
 
+Result<int64_t> fit_segment_layers(const Model& model, const LayerSplit& split, Device& device,
+                                   const ContextOptions& options, const WeightOptions& weights, size_t room) {
+  DeviceWeights::LayoutCache cache;
+  KILN_ASSIGN_OR_RETURN(const std::vector<DeviceEstimate> all, estimate_placement(model, split, options, weights, &cache));
+  const auto here = std::find_if(all.begin(), all.end(), [&](const DeviceEstimate& e) { return e.device == &device; });
+  if (here == all.end()) return int64_t{0};
+  if (here->total() <= room) return int64_t{0};
+  // Each layer's weights on the device as a segment of its own lays them out.
+  const auto layer_bytes = [&](const std::vector<int64_t>& run) {
+    DecoderWeights held = model.weights();
+    for_each_weight_slot(held, [&](Weight& w, WeightUse, int64_t layer) {
+      if (w && (split.device_of(layer, w.info->name) != &device || std::find(run.begin(), run.end(), layer) == run.end()))
+        w = Weight{};
+    });
+    return DeviceWeights::footprint(held, device, weights, &cache).total();
+  };
+  const std::vector<std::vector<int64_t>> layers = segment_layer_runs(split, model.weights(), device, 1);
+  size_t streamed = 0;
+  for (const auto& one : layers) streamed += layer_bytes(one);
+  const size_t stays = here->total() - std::min(here->total(), streamed);
+  for (auto per = static_cast<int64_t>(layers.size()) / 2; per >= 1; --per) {
+    size_t largest = 0;
+    for (const auto& run : segment_layer_runs(split, model.weights(), device, per))
+      largest = std::max(largest, layer_bytes(run));
+    if (stays + 2 * largest <= room) return per;
+  }
+  return make_error("segmented: ", device.name(), " has ", format_memory_size(room), " of room; what stays there (",
+                    "the K and V of its layers, compute and its other weights) takes ", format_memory_size(stays),
+                    ", and two segments of one layer ",
+                    format_memory_size(2 * (layers.empty() ? 0 : layer_bytes(layers.front()))), " more");
+}
+
 std::string describe_estimate(const std::vector<DeviceEstimate>& estimate) {
   std::string out;
   for (const DeviceEstimate& e : estimate) {
@@ -124,8 +156,8 @@ Result<FitChoice> fit_placement(const Model& model, const std::vector<Device*>& 
   };
   std::vector<size_t> room;  // per offload device, then the CPU, less the targets
   for (size_t i = 0; i < offload.size(); ++i)
-    room.push_back(device_room(*offload[i], target_for(fit, i, *offload[i]), fit.in_turns));
-  const size_t cpu_room = device_room(cpu, target_for(fit, offload.size(), cpu), false);
+    room.push_back(device_room(*offload[i], fit_target(fit, i, *offload[i]), fit.in_turns));
+  const size_t cpu_room = device_room(cpu, fit_target(fit, offload.size(), cpu), false);
   if (offload.empty()) return choice;
 
   // The whole model on the main device, as without fit.

@@ -63,6 +63,10 @@ struct FitChoice {
   std::string summary;         // one or two lines: what was chosen and why
 };
 
+// The fit target of device i (the offload devices, then the CPU): the -fitt value given for it (the
+// last one for those after), else the device's default_fit_target().
+size_t fit_target(const FitOptions& fit, size_t i, const Device& device);
+
 // The room on `device` for a model: its --max-mem budget when it has one (the residency manager
 // evicts other owners to make room within it; the budget is the user's margin, no target is
 // taken off); else, for a device taken in turns with other processes (--arbiter: they yield all
@@ -76,6 +80,14 @@ size_t device_room(const Device& device, size_t target, bool in_turns);
 // default).
 Result<FitChoice> fit_placement(const Model& model, const std::vector<Device*>& offload, Device& cpu,
                                 const ContextOptions& options, const WeightOptions& weights, const FitOptions& fit);
+
+// Segmented execution (--segmented, llm/context.h): how many consecutive layers each segment on
+// `device` holds so that what stays there (its other weights, the K and V of its layers, compute)
+// and two segments (the one computing and the one prefetched) fit `room`: the most that do, at
+// most half the device's layers (two segments at least). 0 when the device's whole share fits
+// `room` (nothing to stream). An Error naming the sizes when one layer per segment does not fit.
+Result<int64_t> fit_segment_layers(const Model& model, const LayerSplit& split, Device& device,
+                                   const ContextOptions& options, const WeightOptions& weights, size_t room);
 
 // Lines for -fitp: each device's estimate (weights, KV, compute, total) against its room.
 std::string describe_estimate(const std::vector<DeviceEstimate>& estimate);

@@ -1,5 +1,7 @@
 #include "runtime/graph_split.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace kiln {
@@ -231,17 +233,27 @@ Result<SplitPlan> SplitPlan::cut(const Graph& g, const std::vector<size_t>& devi
 
 Result<SplitPlan> SplitPlan::create(const Graph& g, std::span<ComputeArena* const> arenas) {
   std::vector<Device*> devices;
+  for (ComputeArena* a : arenas) devices.push_back(&a->device());
+  return create(g, arenas, placement_by_holds(devices), device_names(devices));
+}
+
+Result<SplitPlan> SplitPlan::create(const Graph& g, std::span<ComputeArena* const> arenas,
+                                    const ExternalPlacement& where, std::span<const std::string> names) {
+  if (names.size() != arenas.size()) return make_error("graph split: ", names.size(), " names for ", arenas.size(), " arenas");
   std::vector<size_t> alignments;
-  for (ComputeArena* a : arenas) {
-    devices.push_back(&a->device());
-    alignments.push_back(arena_alignment(a->device()));
-  }
-  KILN_ASSIGN_OR_RETURN(const std::vector<size_t> device_of,
-                        assign_devices(g, placement_by_holds(devices), device_names(devices)));
+  for (ComputeArena* a : arenas) alignments.push_back(arena_alignment(a->device()));
+  KILN_ASSIGN_OR_RETURN(const std::vector<size_t> device_of, assign_devices(g, where, names));
   KILN_ASSIGN_OR_RETURN(SplitPlan sp, cut(g, device_of, alignments));
-  for (auto& part : sp.parts_) {
-    KILN_ASSIGN_OR_RETURN(ExecPlan plan, arenas[part->device]->plan(*part->graph));
-    part->plan.emplace(std::move(plan));
+  for (size_t p = 0; p < sp.parts_.size(); ++p) {
+    Part& part = *sp.parts_[p];
+    KILN_ASSIGN_OR_RETURN(ExecPlan plan, arenas[part.device]->plan(*part.graph));
+    part.plan.emplace(std::move(plan));
+    for (size_t q = p + 1; q < sp.parts_.size() && !part.outputs.empty(); ++q)
+      part.stage_outputs = part.stage_outputs || arenas[sp.parts_[q]->device] == arenas[part.device];
+    if (!part.stage_outputs) continue;
+    sp.staging_.resize(g.size());
+    for (const auto& [orig, there] : part.outputs)
+      sp.staging_[static_cast<size_t>(orig)].resize(g.tensor(Tensor{orig}).view.span_bytes());
   }
   for (ComputeArena* a : arenas) KILN_TRY(a->allocate());
   return sp;
@@ -291,8 +303,35 @@ Status SplitPlan::prepare(std::span<const SplitDevice> devices) {
   return ok_status();
 }
 
-Status SplitPlan::execute(std::span<const SplitDevice> devices) {
-  for (auto& part : parts_) {
+Status SplitPlan::relocate(size_t p, const void* built, size_t bytes, void* now) {
+  Part& part = *parts_[p];
+  if (!part.own) return make_error("graph split: the one part of a graph that is not cut cannot move its memory");
+  auto it = std::find_if(part.moved.begin(), part.moved.end(), [&](const auto& m) { return m.first == built; });
+  if (it == part.moved.end()) it = part.moved.insert(part.moved.end(), {built, const_cast<void*>(built)});
+  if (it->second == now) return ok_status();
+  const auto* from = static_cast<const uint8_t*>(it->second);
+  const std::vector<GraphTensor>& ts = part.own->tensors();
+  for (size_t id = 0; id < ts.size(); ++id) {
+    if (ts[id].role != TensorRole::External) continue;
+    const auto* data = static_cast<const uint8_t*>(ts[id].view.data);
+    if (data < from || data >= from + bytes) continue;
+    KILN_TRY(part.own->rebind_external(Tensor{static_cast<int32_t>(id)}, static_cast<uint8_t*>(now) + (data - from),
+                                       ts[id].view.layout));
+  }
+  it->second = now;
+  return ok_status();
+}
+
+Status SplitPlan::execute(std::span<const SplitDevice> devices) { return run(devices, nullptr); }
+
+Status SplitPlan::execute(std::span<const SplitDevice> devices, FunctionRef<Status(size_t part)> before) {
+  return run(devices, &before);
+}
+
+Status SplitPlan::run(std::span<const SplitDevice> devices, const FunctionRef<Status(size_t part)>* before) {
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    if (before != nullptr) KILN_TRY((*before)(p));
+    const auto& part = parts_[p];
     const SplitDevice& sd = devices[part->device];
     Device& dev = sd.backend->device();
     for (const Crossing& r : part->reads) {
@@ -309,6 +348,11 @@ Status SplitPlan::execute(std::span<const SplitDevice> devices) {
       std::vector<uint8_t>& bytes = staging_[static_cast<size_t>(w.source)];
       KILN_TRY(dev.download(part->plan->view(w.tensor), bytes.data(), bytes.size()));
     }
+    for (const auto& [orig, there] : part->outputs) {
+      if (!part->stage_outputs) break;
+      std::vector<uint8_t>& bytes = staging_[static_cast<size_t>(orig)];
+      KILN_TRY(dev.download(part->plan->view(there), bytes.data(), bytes.size()));
+    }
   }
   return ok_status();
 }
@@ -321,6 +365,10 @@ Status SplitPlan::download(Tensor t, void* dst, size_t n) const {
       if (n != v.span_bytes())
         return make_error("graph split: download of ", part->graph->describe(there.id), ": ", n, " bytes for ",
                           v.span_bytes());
+      if (part->stage_outputs) {
+        std::memcpy(dst, staging_[static_cast<size_t>(orig)].data(), n);
+        return ok_status();
+      }
       return part->plan->arena().device().download(v, dst, n);
     }
   }

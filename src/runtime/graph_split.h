@@ -24,6 +24,14 @@
 //   KILN_TRY(sp.execute(devices));   // per device: backend and transfer memory
 //   KILN_TRY(sp.download(output, host, bytes));
 //
+// Several indices may name one arena (parts that take turns on one device: a model whose weights
+// stream through it in segments, llm/context.h): the parts then run one after the other in it, and
+// a graph output computed by a part whose arena a later part reuses is kept in host staging after
+// that part runs (download() reads it there).
+//
+// Moving memory (relocate()): a part's externals may be rebound to where their bytes are now (a
+// segment of weights evicted and restored elsewhere) without cutting or planning again.
+//
 // Ownership: the Graph and the arenas must outlive the plan; the plan owns its parts' graphs and
 // the host staging (sized at create(): execute() allocates nothing).
 // Thread-safety: none; one execution at a time, holding the arenas' turns.
@@ -40,6 +48,7 @@
 
 #include "core/result.h"
 #include "runtime/backend.h"
+#include "runtime/function_ref.h"
 #include "runtime/graph.h"
 #include "runtime/planner.h"
 
@@ -79,6 +88,10 @@ class SplitPlan {
   // indexes) and plans every part in its device's arena (reserving and allocating it as
   // ComputeArena::plan requires).
   static Result<SplitPlan> create(const Graph& g, std::span<ComputeArena* const> arenas);
+  // The same with the externals placed by `where` (indices into `arenas`; `names`: one per index,
+  // for messages) instead of by the arenas' devices.
+  static Result<SplitPlan> create(const Graph& g, std::span<ComputeArena* const> arenas,
+                                  const ExternalPlacement& where, std::span<const std::string> names);
   // The bytes create() would plan on each device for `g`, with its externals placed by `where`
   // (any addresses: nothing is read) and each device's arena `alignments` (ComputeArena's:
   // arena_alignment()). For estimates before anything is allocated (llm/placement_fit.h).
@@ -88,6 +101,13 @@ class SplitPlan {
   SplitPlan& operator=(SplitPlan&&) = default;
 
   size_t part_count() const { return parts_.size(); }
+  // The device index part p runs on (p < part_count()).
+  size_t part_device(size_t p) const { return parts_[p]->device; }
+  // Rebinds the externals of part p that the graph placed in [built, built + bytes) to the same
+  // offsets from `now` (where that memory lies today); the plan remembers where it bound them, so
+  // calling it again with the same `now` does nothing. A part that is the graph itself (one part)
+  // cannot move: an Error.
+  Status relocate(size_t p, const void* built, size_t bytes, void* now);
   // Bytes of transfer memory a part on device d reads its crossings from (the largest part's).
   size_t transfer_bytes(size_t d) const { return d < transfer_bytes_.size() ? transfer_bytes_[d] : 0; }
   // Whether a part on device d reads graph input `t` (the caller uploads it there).
@@ -97,8 +117,10 @@ class SplitPlan {
   // Makes each part's backend ready for it (Backend::prepare: before execute(), which allocates
   // nothing). `devices` indexes as the arenas did.
   Status prepare(std::span<const SplitDevice> devices);
-  // Runs the parts in order, moving the crossings between them; every graph input bound.
+  // Runs the parts in order, moving the crossings between them; every graph input bound. `before`
+  // (when given) is called with each part's index before the part runs: an Error stops the run.
   Status execute(std::span<const SplitDevice> devices);
+  Status execute(std::span<const SplitDevice> devices, FunctionRef<Status(size_t part)> before);
   // Copies graph output `t` (marked output in the graph) to host memory: n must be its bytes.
   Status download(Tensor t, void* dst, size_t n) const;
 
@@ -116,8 +138,12 @@ class SplitPlan {
     std::vector<Crossing> reads;                     // crossings uploaded before the part runs
     std::vector<Crossing> writes;                    // crossings downloaded after it runs
     std::vector<std::pair<int32_t, Tensor>> outputs; // original graph output id -> its tensor here
+    bool stage_outputs = false;  // a later part reuses this part's arena: outputs go to staging_
     std::optional<ExecPlan> plan;
+    // relocate(): per range as built, where its externals are bound now.
+    std::vector<std::pair<const void*, void*>> moved;
   };
+  Status run(std::span<const SplitDevice> devices, const FunctionRef<Status(size_t part)>* before);
   SplitPlan() = default;
   // The parts of `g` for nodes on `device_of` (assign_devices), crossings aligned per device; not
   // planned.

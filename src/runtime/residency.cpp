@@ -181,6 +181,14 @@ Error ResidencyManager::no_room(OwnerId requester, size_t need, const std::strin
                     others ? "; nothing left to evict (the rest is pinned by a request or never evicted)" : "");
 }
 
+bool ResidencyManager::fits(size_t bytes) const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  const size_t need = counted_size(bytes);
+  if (budget_ != kNoBudget && used_ + need > budget_) return false;
+  const std::optional<size_t> device_room = device_->largest_free_block();
+  return !device_room || *device_room >= need;
+}
+
 Status ResidencyManager::admit(OwnerId owner, size_t bytes, const std::string& what) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   return make_room(owner, bytes, what, /*device_memory=*/true);

@@ -132,6 +132,7 @@ class ResidencyManager {
     Pin& operator=(Pin&& o) noexcept;
     ~Pin() { reset(); }
     void reset();
+    bool held() const { return manager_ != nullptr; }
 
    private:
     friend class ResidencyManager;
@@ -154,6 +155,10 @@ class ResidencyManager {
   // nothing. An Error with the numbers, naming `what` ("'llama' (a context of 4096 tokens: ...)"),
   // when there is no room, so that a caller refuses before it allocates anything.
   Status admit(OwnerId owner, size_t bytes, const std::string& what);
+
+  // Whether `bytes` of device memory could be allocated now without evicting anything: within the
+  // budget and what the device can give (Device::largest_free_block).
+  bool fits(size_t bytes) const;
 
   DeviceMemoryBreakdown breakdown() const;
 

@@ -26,7 +26,7 @@ using Section = std::vector<std::pair<std::string, PresetValue>>;  // key, value
 const char* const kHonoured =
     "model (m), ctx-size (c), parallel (np), kv-unified (kvu), kv-unified-per-slot, load-on-startup, "
     "sleep-idle-seconds, pin, n-gpu-layers (ngl), split-mode (sm), tensor-split (ts), main-gpu (mg), "
-    "override-tensor (ot), fit";
+    "override-tensor (ot), fit, segmented";
 
 // The preset key's canonical name; empty for a key kiln does not honour.
 std::string canonical_key(const std::string& key) {
@@ -65,7 +65,8 @@ std::string canonical_key(const std::string& key) {
       {"ot", "override-tensor"},
       {"LLAMA_ARG_OVERRIDE_TENSOR", "override-tensor"},
       {"fit", "fit"},
-      {"LLAMA_ARG_FIT", "fit"}};
+      {"LLAMA_ARG_FIT", "fit"},
+      {"segmented", "segmented"}};
   auto it = names.find(key);
   return it == names.end() ? std::string() : it->second;
 }
@@ -124,6 +125,9 @@ Status apply_key(const std::string& key, const std::string& value, ModelSpec& sp
   } else if (key == "fit") {
     KILN_ASSIGN_OR_RETURN(bool on, to_bool(value));
     spec.fit = on;
+  } else if (key == "segmented") {
+    KILN_ASSIGN_OR_RETURN(bool on, to_bool(value));
+    spec.segmented = on;
   } else if (key == "sleep-idle-seconds") {
     KILN_ASSIGN_OR_RETURN(int64_t n, to_integer(value, -1, int64_t{1} << 30));
     spec.sleep_idle_seconds = static_cast<int32_t>(std::max<int64_t>(n, 0));

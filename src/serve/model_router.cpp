@@ -59,6 +59,7 @@ ServerOptions model_options(const ServerOptions& base, const ModelSpec& spec) {
   if (spec.main_gpu) o.split.main_gpu = *spec.main_gpu;
   if (spec.overrides) o.split.overrides = *spec.overrides;
   if (spec.fit) o.split.fit = *spec.fit;
+  if (spec.segmented) o.split.segmented = *spec.segmented;
   return o;
 }
 

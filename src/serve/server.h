@@ -86,14 +86,15 @@ struct ModelSpec {
   std::optional<int32_t> n_parallel;  // slots; none: the server's (--parallel)
   std::optional<bool> kv_unified;     // none: the server's (-kvu / -no-kvu)
   std::optional<int32_t> kv_unified_per_slot;  // none: the server's (--kv-unified-per-slot)
-  // Placement keys (n-gpu-layers, split-mode, tensor-split, main-gpu, override-tensor, fit); none:
-  // the server's flags.
+  // Placement keys (n-gpu-layers, split-mode, tensor-split, main-gpu, override-tensor, fit,
+  // segmented); none: the server's flags.
   std::optional<int64_t> n_gpu_layers;
   std::optional<SplitMode> split_mode;
   std::optional<std::vector<float>> tensor_split;
   std::optional<int32_t> main_gpu;
   std::optional<std::vector<std::pair<std::string, std::string>>> overrides;
   std::optional<bool> fit;
+  std::optional<bool> segmented;
   bool pin = false;                 // never evicted while loaded (nor the device's compute arena)
   bool load_on_startup = false;     // loaded when the server starts
   int32_t sleep_idle_seconds = 0;   // > 0: evicted (sleeping) after this many idle seconds

@@ -499,6 +499,41 @@ TEST(Cli, BenchSweepsEveryCombinationInLlamaBenchsOrder) {
   EXPECT_NE(md.out.find("vs tg2 @ d3 |"), std::string::npos) << md.out;
 }
 
+// The placement flags take llama-bench's lists: -ngl (ranges too), -sm, -mg, -ts (shares within one
+// value separated by '/'), -ot (overrides within one value separated by ';'), -nkvo; each
+// combination in llama-bench's order with its fields; the table shows ngl on an offload device.
+TEST(Cli, BenchSweepsThePlacementFlags) {
+  const CliResult r = run("bench -m " + kModel + " --device sim0,sim1 -p 4 -n 0 -ngl 0,1-2 -ts 1/1,3/1 "
+                              "-ot 'ffn_up=cpu;ffn_down=cpu,' -nkvo 0,1 -r 1 --no-warmup -o jsonl",
+                          "2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::istringstream lines(r.out);
+  std::string line;
+  for (int ngl : {0, 1, 2})
+    for (const char* ts : {"1.00/1.00", "3.00/1.00"})
+      for (const char* ot : {"ffn_up=cpu;ffn_down=cpu", "none"})
+        for (bool nkvo : {false, true}) {
+          ASSERT_TRUE(std::getline(lines, line)) << r.out;
+          const nlohmann::json t = nlohmann::json::parse(line);
+          EXPECT_EQ(t["n_gpu_layers"], ngl) << t;
+          EXPECT_EQ(t["tensor_split"], ts) << t;
+          EXPECT_EQ(t["tensor_buft_overrides"], ot) << t;
+          EXPECT_EQ(t["no_kv_offload"], nkvo) << t;
+          EXPECT_EQ(t["split_mode"], "layer") << t;
+          EXPECT_EQ(t["main_gpu"], 0) << t;
+        }
+  EXPECT_FALSE(std::getline(lines, line)) << r.out;
+
+  const CliResult md = run("bench -m " + kModel + " --device sim0 -p 4 -n 0 -ngl 1 -sm none -r 1", "2>/dev/null");
+  ASSERT_EQ(md.exit_code, 0) << md.out;
+  EXPECT_NE(md.out.find("| model | size | params | backend | threads | ngl | sm | test |"), std::string::npos)
+      << md.out;
+  EXPECT_NE(md.out.find("| sim0 | 2 | 1 | none | pp4 |"), std::string::npos) << md.out;
+  const CliResult bad = run("bench -m " + kModel + " --device sim0 -ngl 3-1 -r 1", "2>&1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("is not a range"), std::string::npos) << bad.out;
+}
+
 // -d N: each test starts with N tokens in the KV cache. The context must hold the depth and the
 // test (a larger depth is refused before anything runs), and every run starts from the same depth
 // (-r 3 in a context of exactly depth + test cells: leftovers of a run would overflow it).

@@ -152,13 +152,15 @@ struct SplitContext {
   std::unique_ptr<Context> ctx;
 };
 
+// `model` placed as `so` says (with `segments`: streamed there, llm/context.h) and a context over it.
 inline SplitContext place_split_context(DeviceRegistry& r, std::shared_ptr<const Model> model,
-                                        const SplitOptions& so, const ContextOptions& opt) {
+                                        const SplitOptions& so, const ContextOptions& opt,
+                                        const SegmentLayers& segments = {}) {
   SplitContext s;
   auto split = LayerSplit::make(model->hparams(), so, r.cpu());
   EXPECT_TRUE(split.ok()) << split.error().message;
   if (!split.ok()) return s;
-  auto placed = place_split(model, *split, {});
+  auto placed = place_split(model, *split, {}, segments);
   EXPECT_TRUE(placed.ok()) << placed.error().message;
   if (!placed.ok()) return s;
   s.weights = *placed;

@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "backends/sim/sim_device.h"
+#include "llm/device_weights.h"
 #include "http_client.h"
 #include "serve/model_catalog.h"
 #include "serve/model_router.h"
@@ -209,6 +210,58 @@ TEST(ManyModels, SplitModelsOnABudgetForOneAnswerAsUnsplitOnes) {
   const auto* sim = dynamic_cast<const SimDevice*>(*sim0);
   ASSERT_NE(sim, nullptr);
   EXPECT_LE(sim->peak_used(), static_cast<size_t>(kRoomForOne * double(size_t{1} << 30)));
+}
+
+// GET /v1/memory: sim0's "counted" bytes.
+size_t sim0_counted(const ModelsServer& s) {
+  httplib::Client c("127.0.0.1", s.port);
+  auto r = c.Get("/v1/memory");
+  EXPECT_TRUE(r && r->status == 200);
+  if (!r) return 0;
+  const json body = json::parse(r->body);
+  for (const json& d : body["devices"])
+    if (d["device"] == "sim0") return d["counted"];
+  return 0;
+}
+
+// A model streamed through sim0 (the preset key `segmented`): on a budget for two thirds of its
+// six layers beside the rest of what it holds there, its layers go in segments, each an owner of
+// its own in /v1/memory; its answers equal a roomy server's and sim0 never holds more than the
+// budget.
+TEST(ManyModels, ASegmentedModelAnswersAsAWholeOne) {
+  const std::string path = test_data::path("segmented/llama-spm-e64-l6.gguf");
+  ServerOptions roomy_options = options(kRoomForBoth);
+  roomy_options.models = {spec("l6", path)};
+  ModelsServer roomy(roomy_options);
+  const std::vector<std::string> prompts = {"Once upon a time", "The sea was", "Once upon a time there"};
+  std::vector<std::string> want;
+  for (const std::string& p : prompts) want.push_back(answer(roomy, completion("l6", p)).text);
+  // One layer's weights on sim0 (the six are alike): the model's whole share less what the
+  // segmented server keeps.
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok());
+  auto sim0_whole = roomy.server.router()->devices()->find("sim0");
+  ASSERT_TRUE(sim0_whole.ok());
+  DecoderWeights one = (*model)->weights();
+  for_each_weight_slot(one, [](Weight& w, WeightUse, int64_t layer) {
+    if (layer != 0) w = Weight{};
+  });
+  const size_t layer = DeviceWeights::footprint(one, **sim0_whole, {}, nullptr).total();
+  const size_t budget = sim0_counted(roomy) - 2 * layer + (size_t{32} << 10);
+
+  ServerOptions tight_options = options(static_cast<double>(budget) / double(size_t{1} << 30));
+  tight_options.models = {spec("l6", path)};
+  tight_options.models[0].segmented = true;
+  ModelsServer tight(tight_options);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(answer(tight, completion("l6", prompts[i])).text, want[i]) << i;
+  int segments = 0;
+  for (const json& o : tight.sim0_owners()) segments += o["name"].get<std::string>().find("(layers ") != std::string::npos;
+  EXPECT_GE(segments, 3) << tight.sim0_owners();
+  auto sim0 = tight.server.router()->devices()->find("sim0");
+  ASSERT_TRUE(sim0.ok());
+  const auto* sim = dynamic_cast<const SimDevice*>(*sim0);
+  ASSERT_NE(sim, nullptr);
+  EXPECT_LE(sim->peak_used(), budget);
 }
 
 // The models on sim0 take turns in one compute arena: one owner line in /v1/memory whose bytes

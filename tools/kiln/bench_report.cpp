@@ -59,6 +59,23 @@ std::vector<double> tokens_per_second(const BenchRow& row) {
   return ts;
 }
 
+// llama-bench's tensor_split value: each share as %.2f up to the last positive one, '/' between.
+std::string tensor_split_text(const std::vector<float>& ts) {
+  size_t last = 0;
+  for (size_t i = 0; i < ts.size(); ++i) last = ts[i] > 0 ? i : last;
+  std::string out;
+  for (size_t i = 0; i <= last; ++i) out += (i ? "/" : "") + number(i < ts.size() ? ts[i] : 0.0, "%.2f");
+  return out;
+}
+
+// llama-bench's tensor_buft_overrides value: PATTERN=DEVICE joined by ';', or "none".
+std::string overrides_text(const std::vector<std::pair<std::string, std::string>>& ot) {
+  if (ot.empty()) return "none";
+  std::string out;
+  for (const auto& [pattern, device] : ot) out += (out.empty() ? "" : ";") + pattern + "=" + device;
+  return out;
+}
+
 // The row's record with llama-bench's field names, in its order (n_streams is kiln's own).
 Record record_of(const BenchSetting& s, const BenchRow& row) {
   const BenchConfig& c = s.config;
@@ -75,7 +92,13 @@ Record record_of(const BenchSetting& s, const BenchRow& row) {
       {"n_threads", std::to_string(s.n_threads)},
       {"type_k", json_string(std::string(dtype_name(c.type_k)))},
       {"type_v", json_string(std::string(dtype_name(c.type_v)))},
+      {"n_gpu_layers", std::to_string(c.n_gpu_layers)},
+      {"split_mode", json_string(c.split_mode == SplitMode::None ? "none" : "layer")},
+      {"main_gpu", std::to_string(c.main_gpu)},
+      {"no_kv_offload", c.no_kv_offload ? "true" : "false"},
       {"flash_attn", std::to_string(flash_attn_field(c.flash_attn))},
+      {"tensor_split", json_string(tensor_split_text(c.tensor_split))},
+      {"tensor_buft_overrides", json_string(overrides_text(c.overrides))},
       {"use_mmap", c.use_mmap ? "true" : "false"},
       {"n_prompt", std::to_string(row.n_prompt)},
       {"n_gen", std::to_string(row.n_gen)},
@@ -109,8 +132,11 @@ std::string csv_field(const std::string& literal) {
 }
 
 std::string display_name(const std::string& field) {  // llama-bench's md headers
-  if (field == "flash_attn") return "fa";
-  if (field == "use_mmap") return "mmap";
+  static const std::vector<std::pair<std::string, std::string>> names = {
+      {"flash_attn", "fa"},    {"use_mmap", "mmap"},      {"n_gpu_layers", "ngl"},        {"split_mode", "sm"},
+      {"no_kv_offload", "nkvo"}, {"tensor_split", "ts"}, {"tensor_buft_overrides", "ot"}};
+  for (const auto& [f, name] : names)
+    if (f == field) return name;
   return field;
 }
 

@@ -278,7 +278,7 @@ int run_bench(int argc, char** argv) {
   std::string prompt_text = "The quick brown fox jumps over the lazy dog.";
   if (!read_file_option(prompt_file, "bench", &prompt_text)) return 1;
 
-  BenchReport report(format, sweep.shown_fields(mf.context));
+  BenchReport report(format, sweep.shown_fields(mf.context, mf.device != "cpu" || mf.split.devices.size() > 1));
   std::shared_ptr<const Model> model;
   std::optional<ModelContext> mc;
   const BenchConfig* previous = nullptr;
@@ -327,6 +327,7 @@ int run_bench(int argc, char** argv) {
       mc.reset();
       mf.no_mmap = !config.use_mmap;
       mf.threads = config.n_threads;
+      mf.split = config.placement(mf.split);
       mc = mf.create_context("bench", model, co);
       if (!mc) return 1;
     } else if (!mf.replace_context("bench", *mc, co)) {

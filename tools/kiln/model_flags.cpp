@@ -173,23 +173,25 @@ void ModelFlags::declare(OptionParser& p) {
       "NAME[,NAME...]",
       "device the model runs on: cpu (default), a Vulkan GPU (vulkan0, vulkan1, ...) or a sim device (sim0, sim1, "
       "...); several split the model's layers over them (with -ts)");
-  p.custom(
-      {"-ngl", "--gpu-layers", "--n-gpu-layers"},
-      [this](const std::string& v) { return parse_gpu_layers(v, &split.n_gpu_layers); }, "N|auto|all",
-      "layers on the --device devices, counted as llama.cpp counts them (the output layer is one; the last N of "
-      "n_layer + 1 go there, the rest and the token embedding stay on the CPU); default all: the whole model");
-  p.custom(
-      {"-sm", "--split-mode"}, [this](const std::string& v) { return parse_split_mode(v, &split.mode); },
-      "none|layer", "how layers spread over several devices: layer (default, by -ts) or none (all on -mg)");
-  p.custom(
-      {"-ts", "--tensor-split"}, [this](const std::string& v) { return parse_tensor_split(v, &split.tensor_split); },
-      "A,B,...", "share of the layers per device, e.g. 3,1 (default: each device's free memory)");
-  p.value({"-mg", "--main-gpu"}, &split.main_gpu, "N", "the device (index in --device) for -sm none");
-  p.custom(
-      {"-ot", "--override-tensor"}, [this](const std::string& v) { return parse_overrides(v, &split.overrides); },
-      "PATTERN=DEVICE,...",
-      "tensors whose name matches the regular expression go to DEVICE (cpu, CPU, sim0, vulkan0, Vulkan0), e.g. "
-      "-ot 'ffn_(up|down|gate)=cpu'");
+  if (!swept) {
+    p.custom(
+        {"-ngl", "--gpu-layers", "--n-gpu-layers"},
+        [this](const std::string& v) { return parse_gpu_layers(v, &split.n_gpu_layers); }, "N|auto|all",
+        "layers on the --device devices, counted as llama.cpp counts them (the output layer is one; the last N of "
+        "n_layer + 1 go there, the rest and the token embedding stay on the CPU); default all: the whole model");
+    p.custom(
+        {"-sm", "--split-mode"}, [this](const std::string& v) { return parse_split_mode(v, &split.mode); },
+        "none|layer", "how layers spread over several devices: layer (default, by -ts) or none (all on -mg)");
+    p.custom(
+        {"-ts", "--tensor-split"}, [this](const std::string& v) { return parse_tensor_split(v, &split.tensor_split); },
+        "A,B,...", "share of the layers per device, e.g. 3,1 (default: each device's free memory)");
+    p.value({"-mg", "--main-gpu"}, &split.main_gpu, "N", "the device (index in --device) for -sm none");
+    p.custom(
+        {"-ot", "--override-tensor"}, [this](const std::string& v) { return parse_overrides(v, &split.overrides); },
+        "PATTERN=DEVICE,...",
+        "tensors whose name matches the regular expression go to DEVICE (cpu, CPU, sim0, vulkan0, Vulkan0), e.g. "
+        "-ot 'ffn_(up|down|gate)=cpu'");
+  }
   p.custom(
       {"--sim-capacity"}, [this](const std::string& v) { return parse_sim_capacities(v, &sim_devices); },
       "SIM=GiB,...", "capacity of sim devices, e.g. sim0=0.5 (default 4 GiB each)");
@@ -203,8 +205,17 @@ void ModelFlags::declare(OptionParser& p) {
   p.path({"--swap-dir"}, &swap_dir, "DIR",
           "an evicted model's KV cache goes to a file in DIR (unnamed, mode 0600, gone at restore) instead "
           "of host memory; on the CPU the KV cache is then evictable too");
-  p.flag({"-nkvo", "--no-kv-offload"}, &split.no_kv_offload,
-         "keep every layer's K and V in host memory (the layers' attention then runs on the CPU)");
+  if (!swept) {
+    p.flag({"-nkvo", "--no-kv-offload"}, &split.no_kv_offload,
+           "keep every layer's K and V in host memory (the layers' attention then runs on the CPU)");
+  }
+  p.flag({"--segmented"}, &split.segmented,
+         "stream the layers through each --device device in segments when they do not fit its room (--max-mem "
+         "or free memory): each segment's weights are uploaded just before it computes, the next one's while "
+         "it computes; pays for prompts, not for one-token decode");
+  p.custom(
+      {"--segment-prefetch"}, [this](const std::string& v) { return parse_on_off(v, &context.prefetch_segments); },
+      "on|off", "with --segmented: upload the next segment while one computes (default on; off measures the overlap)");
   p.custom(
       {"-fit", "--fit"}, [this](const std::string& v) { return parse_on_off(v, &split.fit); }, "on|off",
       "when the model and its context do not fit the --device devices, choose -ngl, -ts and (without -c) a smaller "

@@ -72,8 +72,8 @@ struct ModelFlags {
   bool mlock = false;                         // --mlock
   bool list_devices = false;                  // --list-devices
   std::string ctx_default;
-  // Set before declare() (kiln bench): -m, -t, -b, -ub, -ctk, -ctv and -fa are left to the command,
-  // which takes lists of them (bench_sweep.h).
+  // Set before declare() (kiln bench): -m, -t, -b, -ub, -ctk, -ctv, -fa, -ngl, -sm, -mg, -ts, -ot and
+  // -nkvo are left to the command, which takes lists of them (bench_sweep.h).
   bool swept = false;
 
   // Declares -m, -t, -c, -b, -ub, -ctk, -ctv, -fa (not the `swept` ones), --device, -ngl, -sm,
