@@ -16,67 +16,13 @@
 #include "llm/model_placement.h"
 #include "llm/model_test_util.h"
 #include "llm/placement_fit.h"
+#include "llm/segmented_suite.h"
 #include "test_data.h"
 
 namespace kiln {
 namespace {
 
 using namespace kiln::test;
-
-// Room for the buffers' alignment as the manager counts them and for the arena a context shift grows:
-// less than a layer of the test models.
-constexpr size_t kSlack = size_t{32} << 10;
-
-// What sim0 must hold for `model` with its blocks there and the output layer (or tied head) on the CPU: the
-// stage's K/V and compute (`stays`), and the largest layer's weights.
-struct Sizes {
-  size_t stays = 0, largest_layer = 0;
-};
-
-// A registry with a sim0 of 256 MiB, with a budget of `budget` bytes (0: none).
-std::unique_ptr<DeviceRegistry> sim0_with_budget(size_t budget) {
-  std::vector<DeviceBudget> budgets;
-  if (budget > 0) budgets.push_back({"sim0", static_cast<double>(budget) / (1 << 30)});
-  auto r = DeviceRegistry::create(
-      {.n_threads = 2, .sim = {{.name = "sim0", .capacity = size_t{256} << 20}}, .budgets = std::move(budgets)});
-  EXPECT_TRUE(r.ok()) << r.error().message;
-  return r.ok() ? std::move(*r) : nullptr;
-}
-
-SplitOptions blocks_on_sim0(DeviceRegistry& r) {
-  return {.offload = {*r.find("sim0")}, .overrides = {{"^output|^token_embd", &r.cpu()}}};  // a tied head too
-}
-
-Sizes sizes_on_sim0(std::shared_ptr<const Model> model, const ContextOptions& opt) {
-  auto r = sim0_with_budget(0);
-  if (!r) return {};
-  auto split = LayerSplit::make(model->hparams(), blocks_on_sim0(*r), r->cpu());
-  EXPECT_TRUE(split.ok());
-  auto est = estimate_placement(*model, *split, opt, {}, nullptr);
-  EXPECT_TRUE(est.ok()) << est.error().message;
-  if (!est.ok()) return {};
-  Sizes s;
-  for (const DeviceEstimate& e : *est) {
-    if (e.device->name() == "sim0") s.stays = e.kv + e.compute;
-  }
-  Device& sim0 = **r->find("sim0");
-  for (const auto& run : segment_layer_runs(*split, model->weights(), sim0, 1)) {
-    DecoderWeights held = model->weights();
-    for_each_weight_slot(held, [&](Weight& w, WeightUse, int64_t layer) {
-      if (w && (layer != run.front() || split->device_of(layer, w.info->name) != &sim0)) w = Weight{};
-    });
-    s.largest_layer = std::max(s.largest_layer, DeviceWeights::footprint(held, sim0, {}, nullptr).total());
-  }
-  return s;
-}
-
-
-// How many of the context's segments are on their device now.
-size_t resident_segments(const Context& c) {
-  size_t n = 0;
-  for (const auto& w : c.device_weights()) n += w->resident() && w->segments().empty() && w->device().name() == "sim0";
-  return n;
-}
 
 // Streams `model` through sim0 on a budget for `window` segments (one layer each) beside what stays
 // there, with and without prefetch: the CPU run's bits, sim0's peak within the budget, and (more
@@ -85,10 +31,10 @@ void expect_streamed_equals_cpu(const std::string& path, size_t window) {
   auto model = load(path);
   ASSERT_TRUE(model);
   const ContextOptions opt{.n_ctx = 64, .n_batch = 64, .n_ubatch = 8};
-  const Sizes sz = sizes_on_sim0(model, opt);
+  const Sizes sz = sizes_on(model, opt, "sim0");
   ASSERT_GT(sz.largest_layer, 0u);
-  const size_t budget = sz.stays + window * sz.largest_layer + kSlack;
-  auto r = sim0_with_budget(budget);
+  const size_t budget = sz.stays + window * sz.largest_layer + kSegmentSlack;
+  auto r = with_budget("sim0", budget);
   ASSERT_TRUE(r);
   const std::string state = ::testing::TempDir() + "/segmented-" + std::to_string(getpid()) + ".state";
   OnDevice cpu = place(*r, "cpu", model, opt);
@@ -102,13 +48,13 @@ void expect_streamed_equals_cpu(const std::string& path, size_t window) {
   for (const bool prefetch : {true, false}) {
     ContextOptions o = opt;
     o.prefetch_segments = prefetch;
-    SplitContext s = place_split_context(*r, model, blocks_on_sim0(*r), o, {{sim0, 1}});
+    SplitContext s = place_split_context(*r, model, blocks_on(*r, "sim0"), o, {{sim0, 1}});
     ASSERT_TRUE(s.ctx) << "prefetch " << prefetch;
     ASSERT_EQ(s.ctx->device_weights().size(), 2 + static_cast<size_t>(n_layer)) << "cpu, sim0 and a segment per layer";
     sim0->reset_peak_used();
     EXPECT_TRUE(same_bits(want, prompt_and_generation(*s.ctx))) << "prefetch " << prefetch;
     if (n_layer > static_cast<int64_t>(window)) {
-      EXPECT_LE(resident_segments(*s.ctx), window) << "segments done were evicted to make room";
+      EXPECT_LE(resident_segments(*s.ctx, "sim0"), window) << "segments done were evicted to make room";
     }
     s.ctx->clear();
     EXPECT_TRUE(same_bits(want_edits, edits_and_state(*s.ctx, state))) << "prefetch " << prefetch;
@@ -125,6 +71,9 @@ TEST_P(SegmentedMatchesCpu, OneSegmentAtATime) { expect_streamed_equals_cpu(GetP
 
 INSTANTIATE_TEST_SUITE_P(Models, SegmentedMatchesCpu, ::testing::ValuesIn(fixture_models()), model_param_name);
 
+// The same through sim0 against the layers held whole on sim0 (what the Vulkan tests run on vulkan0).
+TEST(Segmented, LayersStreamedGiveTheBitsOfTheLayersHeldWhole) { streamed_equals_whole("sim0"); }
+
 // Six layers through a window of two segments: the next segment is restored while one computes, the
 // one done last is evicted first.
 TEST(Segmented, SixLayersThroughAWindowOfTwo) {
@@ -137,10 +86,10 @@ TEST(Segmented, EvictedBetweenPassesGivesTheSameLogits) {
   auto model = load(test_data::path("segmented/llama-spm-e64-l6.gguf"));
   ASSERT_TRUE(model);
   const ContextOptions opt{.n_ctx = 64, .n_batch = 64, .n_ubatch = 8};
-  const Sizes sz = sizes_on_sim0(model, opt);
-  auto r = sim0_with_budget(sz.stays + 2 * sz.largest_layer + kSlack);
+  const Sizes sz = sizes_on(model, opt, "sim0");
+  auto r = with_budget("sim0", sz.stays + 2 * sz.largest_layer + kSegmentSlack);
   ASSERT_TRUE(r);
-  SplitContext s = place_split_context(*r, model, blocks_on_sim0(*r), opt, {{*r->find("sim0"), 2}});
+  SplitContext s = place_split_context(*r, model, blocks_on(*r, "sim0"), opt, {{*r->find("sim0"), 2}});
   ASSERT_TRUE(s.ctx);
   const auto want = prompt_and_generation(*s.ctx);
   for (int cycle = 0; cycle < 3; ++cycle) {
@@ -159,11 +108,11 @@ TEST(Segmented, FitChoosesTheSegmentSize) {
   auto model = load(test_data::path("segmented/llama-spm-e64-l6.gguf"));
   ASSERT_TRUE(model);
   const ContextOptions opt{.n_ctx = 64, .n_batch = 64, .n_ubatch = 8};
-  const Sizes sz = sizes_on_sim0(model, opt);
-  auto r = sim0_with_budget(size_t{64} << 20);
+  const Sizes sz = sizes_on(model, opt, "sim0");
+  auto r = with_budget("sim0", size_t{64} << 20);
   ASSERT_TRUE(r);
   Device& sim0 = **r->find("sim0");
-  auto split = LayerSplit::make(model->hparams(), blocks_on_sim0(*r), r->cpu());
+  auto split = LayerSplit::make(model->hparams(), blocks_on(*r, "sim0"), r->cpu());
   ASSERT_TRUE(split.ok());
   const auto per = [&](size_t room) { return fit_segment_layers(*model, *split, sim0, opt, {}, room); };
   const size_t L = sz.largest_layer, pad = 1024;  // the six layers are alike; pad: alignment
@@ -184,7 +133,7 @@ TEST(Segmented, FitStreamsWhenNoPlacementOfWholeLayersFits) {
   ASSERT_TRUE(model);
   const ContextOptions opt{.n_ctx = 64, .n_batch = 64, .n_ubatch = 8};
   // The whole model on sim0: what stays there is the token embedding and the output layer too.
-  auto roomy = sim0_with_budget(0);
+  auto roomy = with_budget("sim0", 0);
   ASSERT_TRUE(roomy);
   Device& sim0_roomy = **roomy->find("sim0");
   auto whole = LayerSplit::make(model->hparams(), {.offload = {&sim0_roomy}, .overrides = {{".*", &sim0_roomy}}},
@@ -192,7 +141,7 @@ TEST(Segmented, FitStreamsWhenNoPlacementOfWholeLayersFits) {
   ASSERT_TRUE(whole.ok());
   auto est = estimate_placement(*model, *whole, opt, {}, nullptr);
   ASSERT_TRUE(est.ok()) << est.error().message;
-  const Sizes sz = sizes_on_sim0(model, opt);
+  const Sizes sz = sizes_on(model, opt, "sim0");
   const size_t budget = est->front().total() - 2 * sz.largest_layer;  // four of the six layers
   auto r = DeviceRegistry::create({.n_threads = 2,
                                    .sim = {{.name = "sim0", .capacity = size_t{256} << 20}},

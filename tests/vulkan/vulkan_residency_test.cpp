@@ -3,10 +3,12 @@
 // freed for real (vkFreeMemory) at each, the logits equal an uninterrupted run's bit for bit, with the KV
 // cache's copy in host memory or in a swap file; two models on a budget that holds one take turns,
 // each answer bit for bit the one with room for both; a budget that the weights alone pass is refused
-// with the device, the bytes asked and free named and nothing left allocated.
+// with the device, the bytes asked and free named and nothing left allocated; a model's layers
+// streamed through vulkan0 in segments give the bits of the same layers held whole there.
 #include <gtest/gtest.h>
 
 #include "llm/device_residency_suite.h"
+#include "llm/segmented_suite.h"
 #include "vulkan_test_util.h"
 
 namespace kiln::test {
@@ -23,6 +25,8 @@ TEST(VulkanResidency, FiftyEvictRestoreCyclesThroughASwapFileGiveIdenticalLogits
 }
 
 TEST(VulkanResidency, TwoModelsTakeTurnsOnABudgetThatHoldsOne) { two_models_take_turns("vulkan0", 4); }
+
+TEST(VulkanResidency, LayersStreamedInSegmentsGiveTheBitsOfTheLayersHeldWhole) { streamed_equals_whole("vulkan0"); }
 
 TEST(VulkanResidency, WeightsAboveTheBudgetAreRefusedNamingTheDeviceWithNothingAllocated) {
   auto model = load(model_path("llama-spm-e256-Q4_0.gguf"));
