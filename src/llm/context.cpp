@@ -14,6 +14,9 @@ constexpr size_t kInputAlign = 64;
 
 size_t align_up(size_t n) { return (n + kInputAlign - 1) / kInputAlign * kInputAlign; }
 
+// The stand-in addresses a segment of `bytes` takes: whole pages, so that no two share one.
+size_t stand_in_span(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
 // Byte offsets of a micro-batch's inputs inside the context's input buffer. Input embeddings
 // (n_embd_in floats per token; 0 without input_embeddings) come last.
 struct InputLayout {
@@ -247,7 +250,7 @@ Status Context::set_up_segments() {
       seg.lane = lanes_.size();
       seg.bytes = w->buffer_bytes();
       lanes_.push_back({static_cast<size_t>(&st - stages_.data()), static_cast<int>(st->segments.size()), w->name()});
-      stand_in_bytes += (seg.bytes + 4095) / 4096 * 4096;
+      stand_in_bytes += stand_in_span(seg.bytes);
       st->segments.push_back(std::move(seg));
     }
   }
@@ -261,7 +264,7 @@ Status Context::set_up_segments() {
       KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, seg.manager->pin(seg.weights->owner()));
       const auto* base = static_cast<const uint8_t*>(seg.weights->buffer()->base());
       seg.built = next;
-      next += (seg.bytes + 4095) / 4096 * 4096;
+      next += stand_in_span(seg.bytes);
       seg.views = seg.weights->weights();
       for_each_weight_slot(seg.views, [&](Weight& w, WeightUse, int64_t) {
         if (w) w.view.data = seg.built + (static_cast<const uint8_t*>(w.view.data) - base);
@@ -463,13 +466,14 @@ Result<SplitPlan> Context::plan_graph(const Graph& g) {
 
 Status Context::bind_input(SplitPlan& sp, Tensor t, DType type, int64_t ne0, int64_t ne1, size_t offset,
                            const void* bytes) {
-  for (const auto& st : stages_) {
+  for (size_t d = 0; d < stages_.size(); ++d) {
+    Stage& st = *stages_[d];
     std::optional<TensorView> v;  // uploaded once per device, bound for each of its lanes that reads it
     for (size_t l = 0; l < lanes_.size(); ++l) {
-      if (&*stages_[lanes_[l].stage] != &*st || !sp.reads_on(t, l)) continue;
+      if (lanes_[l].stage != d || !sp.reads_on(t, l)) continue;
       if (!v) {
-        KILN_ASSIGN_OR_RETURN(v, st->inputs->view(type, {ne0, ne1, 1, 1}, offset));
-        KILN_TRY(st->device().upload(*v, bytes, v->span_bytes()));
+        KILN_ASSIGN_OR_RETURN(v, st.inputs->view(type, {ne0, ne1, 1, 1}, offset));
+        KILN_TRY(st.device().upload(*v, bytes, v->span_bytes()));
       }
       KILN_TRY(sp.bind(t, l, *v));
     }
