@@ -191,6 +191,8 @@ typedef struct kiln_model_options {
   int32_t fit;                  /* non-zero (default): fit a model that does not fit (see above) */
   int64_t fit_target_mib;       /* memory fit leaves free per device; -1 (default): each device's own */
   int64_t fit_n_ctx;            /* the context fit plans for; 0 (default): 4096 or the training context */
+  int32_t segmented;            /* non-zero: devices that cannot hold their layers stream them in segments
+                                   (`--segmented`); kiln_model_evict evicts the segments too */
 } kiln_model_options;
 
 /* Fills *options with the defaults (the CPU, weights read from the mapped file, fit on). Zeroed

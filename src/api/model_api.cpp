@@ -38,6 +38,7 @@ Result<SplitFlags> split_flags(std::string_view fn, const kiln_model_options& o,
   if (o.override_tensor != nullptr && o.override_tensor[0] != '\0')
     KILN_TRY(check("override_tensor", parse_overrides(o.override_tensor, &f.overrides)));
   f.no_kv_offload = o.no_kv_offload != 0;
+  f.segmented = o.segmented != 0;
   f.fit = o.fit != 0;
   if (o.fit_target_mib >= 0) f.fit_targets = {static_cast<size_t>(o.fit_target_mib) << 20};
   if (o.fit_n_ctx < 0) return make_error(fn, ": fit_n_ctx ", o.fit_n_ctx, " (0: the default context)");
@@ -223,7 +224,11 @@ kiln_status kiln_model_evict(kiln_model* model) {
   KILN_API_TRY(check_handle(fn, "model", model));
   return api_call(fn, [&] {
     for (const auto& w : model->placed) {
-      const Status st = model->runtime->devices->residency(w->device()).evict_owner(w->owner());
+      ResidencyManager& m = model->runtime->devices->residency(w->device());
+      Status st = m.evict_owner(w->owner());
+      for (const auto& segment : w->segments()) {
+        if (st.ok()) st = m.evict_owner(segment->owner());
+      }
       if (!st.ok()) return from_status(fn, st);
     }
     return KILN_OK;

@@ -66,6 +66,7 @@ class Model:
         override_tensor: Optional[str] = None,
         no_kv_offload: bool = False,
         fit: bool = True,
+        segmented: bool = False,
     ):
         """path: a GGUF file; device: "cpu", "sim0", "vulkan0"..., or several ("sim0,sim1") to
         split the model over; max_mem: budgets of the default runtime ("cpu=8" GiB; see
@@ -75,7 +76,8 @@ class Model:
         A model larger than a device (llama.cpp's flags, see the README): n_gpu_layers (-ngl; None:
         all), tensor_split (-ts), split_mode ("layer" or "none", -sm), main_gpu (-mg),
         override_tensor ("PATTERN=DEVICE,...", -ot), no_kv_offload (-nkvo), fit (--fit: on by
-        default, it splits a model that does not fit its device)."""
+        default, it splits a model that does not fit its device), segmented (--segmented: a device
+        that cannot hold its layers streams them through its memory in segments)."""
         self.runtime = runtime if runtime is not None else default_runtime(max_mem)
         self.n_ctx = n_ctx
         options = _native.ModelOptionsC()
@@ -98,6 +100,7 @@ class Model:
             options.override_tensor = override_tensor.encode()
         options.no_kv_offload = 1 if no_kv_offload else 0
         options.fit = 1 if fit else 0
+        options.segmented = 1 if segmented else 0
         handle = ctypes.c_void_p()
         call("kiln_model_load", self.runtime._handle, path.encode(), ctypes.byref(options), ctypes.byref(handle))
         self._handle = handle

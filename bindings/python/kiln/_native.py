@@ -105,6 +105,7 @@ class ModelOptionsC(ctypes.Structure):
         ("fit", c_int32),
         ("fit_target_mib", c_int64),
         ("fit_n_ctx", c_int64),
+        ("segmented", c_int32),
     ]
 
 

@@ -179,6 +179,28 @@ def test_a_split_model_generates_the_whole_models_text_and_evicts_per_device():
         kiln.Model(DEFAULT_MODEL, runtime=runtime, split_mode="row")
 
 
+SIX_LAYERS = os.path.join(os.path.dirname(os.environ["KILN_TEST_MODELS"]), "segmented", "llama-spm-e64-l6.gguf")
+
+
+def test_a_segmented_model_generates_the_whole_models_text_and_evicts_its_segments():
+    roomy = kiln.Runtime(sim_devices={"sim0": 1 << 30})
+    with kiln.Model(SIX_LAYERS, runtime=roomy, device="sim0") as whole:
+        want = whole.generate(PROMPT, max_tokens=16, temperature=0)
+        counted = next(d["counted"] for d in roomy.memory() if d["device"] == "sim0")
+    # Room for about four of the six layers (about 200 KB each) beside the rest of the model.
+    runtime = kiln.Runtime(sim_devices={"sim0": 1 << 30}, max_mem=f"sim0={(counted - 400_000) / 2**30}")
+    with kiln.Model(SIX_LAYERS, runtime=runtime, device="sim0", segmented=True) as model:
+        assert model.generate(PROMPT, max_tokens=16, temperature=0) == want
+
+        def segments():
+            return [o for d in runtime.memory() if d["device"] == "sim0" for o in d["owners"] if "(layers " in o["owner"]]
+
+        assert len(segments()) >= 3, segments()
+        model.evict()
+        assert all(o["evicted"] for o in segments()), segments()
+        assert model.generate(PROMPT, max_tokens=16, temperature=0) == want
+
+
 def test_two_runtimes_sharing_an_arbiter_dir_take_turns(tmp_path):
     def side():
         runtime = kiln.Runtime(sim_devices={"sim0": 1 << 30}, arbiter_dir=str(tmp_path), arbiter_timeout=20)
