@@ -1,5 +1,6 @@
 #include "runtime/memory_breakdown.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace kiln {
@@ -12,7 +13,7 @@ std::string mib(size_t bytes) {
 }
 
 std::string line(const char* fmt, auto... args) {
-  char buf[256];
+  char buf[512];
   std::snprintf(buf, sizeof buf, fmt, args...);
   return buf;
 }
@@ -29,16 +30,21 @@ std::string format_memory_size(size_t bytes) {
 }
 
 std::string format_memory_breakdown(std::span<const DeviceMemoryBreakdown> devices) {
-  std::string out = line("%-24s | %7s %7s %7s %7s | %7s %7s %7s %7s | %11s\n", "memory breakdown [MiB]", "total",
+  // The first column as wide as its longest name (a segmented model's owners are long).
+  const auto owner_name = [](const OwnerMemory& o) { return "   - " + o.name + " #" + std::to_string(o.owner); };
+  int width = 24;
+  for (const DeviceMemoryBreakdown& d : devices) {
+    for (const OwnerMemory& o : d.owners) width = std::max(width, static_cast<int>(owner_name(o).size()));
+  }
+  std::string out = line("%-*s | %7s %7s %7s %7s | %7s %7s %7s %7s | %11s\n", width, "memory breakdown [MiB]", "total",
                          "free", "budget", "counted", "weights", "kv", "compute", "evicted", "unaccounted");
   for (const DeviceMemoryBreakdown& d : devices) {
     const std::string budget = d.budget == kNoBudget ? "-" : mib(d.budget);
-    out += line("%-24s | %7s %7s %7s %7s | %7s %7s %7s %7s | %11s\n", (" - " + d.device).c_str(),
+    out += line("%-*s | %7s %7s %7s %7s | %7s %7s %7s %7s | %11s\n", width, (" - " + d.device).c_str(),
                 mib(d.total).c_str(), mib(d.free).c_str(), budget.c_str(), mib(d.counted).c_str(), "", "", "", "",
                 mib(d.unaccounted).c_str());
     for (const OwnerMemory& o : d.owners) {
-      const std::string name = "   - " + o.name + " #" + std::to_string(o.owner);
-      out += line("%-24s | %7s %7s %7s %7s | %7s %7s %7s %7zu | %11s\n", name.c_str(), "", "", "", "",
+      out += line("%-*s | %7s %7s %7s %7s | %7s %7s %7s %7zu | %11s\n", width, owner_name(o).c_str(), "", "", "", "",
                   mib(o.bytes[static_cast<int>(MemoryKind::Weights)]).c_str(),
                   mib(o.bytes[static_cast<int>(MemoryKind::Kv)]).c_str(),
                   mib(o.bytes[static_cast<int>(MemoryKind::Compute)] + o.bytes[static_cast<int>(MemoryKind::Scratch)])
