@@ -16,6 +16,10 @@ if [[ "${1:-build}" != build ]]; then
   # clang + its runtime: the libFuzzer targets (fuzz/). python3-numpy: the test data
   # generator (tools/fixtures); git: it reads llama.cpp's vocabularies out of a git bundle.
   want+=(clang libclang-rt-14-dev python3-numpy git)
+  # Test speech: pocketsphinx-testdata's 16 kHz LibriVox clips (read in place by the audio
+  # conformance tests); espeak-ng and lame make the committed synthetic speech and its MP3
+  # (tools/fixtures/mkspeech.py).
+  want+=(pocketsphinx-testdata espeak-ng lame)
   # The C API's tests (tests/api): pkg-config finds the installed libkiln (kiln.pc) for the C
   # test; python3-pip and python3-setuptools install the Python package offline
   # (--no-build-isolation), python3-pytest runs its tests, python3-jsonschema checks a chat

@@ -99,8 +99,7 @@ kiln_status kiln_context_create(kiln_model* model, const kiln_context_options* o
         c->encoder = std::move(*encoder);
       }
       if (mmproj->audio) {
-        auto encoder =
-            AudioEncoder::create(mmproj->audio, *c->backend, FlashAttention::Auto, &devices.arena(device));
+        auto encoder = AudioEncoder::create(mmproj->audio, *c->backend, {.arena = &devices.arena(device)});
         if (!encoder.ok()) return from_status(fn, encoder.error());
         c->audio_encoder = std::move(*encoder);
       }

@@ -69,7 +69,7 @@ struct kiln_context {
   std::vector<std::unique_ptr<kiln::Backend>> split_backends;  // the other devices' of a split model
   std::unique_ptr<kiln::Context> context;
   std::unique_ptr<kiln::VisionEncoder> encoder;  // with a vision mmproj: computes in the context's arena
-  std::unique_ptr<kiln::AudioEncoder> audio_encoder;  // with an audio mmproj: takes the arena's turn
+  std::unique_ptr<kiln::AudioEncoder> audio_encoder;  // with an audio mmproj: computes in the context's arena
 };
 
 struct kiln_sampler {

@@ -1,50 +1,55 @@
-// AudioEncoder: runs an AudioModel on a host Backend: one PreparedAudio chunk in, embeddings out
-// (one row of the text model's n_embd floats per audio token), as llama.cpp's mtmd_encode does for
-// an audio chunk.
+// AudioEncoder: runs an AudioModel on a Backend: one PreparedAudio chunk in, embeddings out (one
+// row of the text model's n_embd floats per audio token), as llama.cpp's mtmd_encode does for an
+// audio chunk.
 //
-// Memory (first version, issue 36): the encoder plans its graph in a ComputeArena of its own,
-// reserved for a 30-second chunk at creation, and reads the mmproj's weights in place in the
-// mapping, so it runs on a host device only (the CPU backend); it is not yet a resident of the
-// device's residency manager and does not share the text model's arena, as VisionEncoder does.
-// Embeddings are not cached.
+// Memory and cache: llm/media_encoder.h, as the vision encoder. The encoder's residents (the
+// mmproj's tensors, its mul_mat weights prepared in the kernels' layouts, and the input buffer of a
+// 30-second log-mel chunk) are the owner "mmproj NAME (audio)", apart from a vision encoder of the
+// same file; its graphs run in the shared arena (EncoderOptions::arena), reserved for a 30-second
+// chunk at creation. Embeddings are cached by the chunk's id (PreparedAudio::id: the file's
+// content id and the chunk's index), so an audio file sent again is not encoded again.
 //
-// Ownership: shares the AudioModel; the Backend must outlive the encoder.
-// Thread-safety: encode() takes the encoder's mutex (and the `turn` arena's turn, see create).
+// Ownership: shares the AudioModel; the Backend (and a shared arena) must outlive the encoder.
+// Thread-safety: as MediaEncoder: any thread.
 #pragma once
 
 #include <memory>
-#include <mutex>
 
 #include "llm/audio_model.h"
-#include "llm/vision_encoder.h"
-#include "runtime/backend.h"
-#include "runtime/planner.h"
+#include "llm/media_encoder.h"
 
 namespace kiln {
 
+using AudioEncoderOptions = EncoderOptions;
+
 class AudioEncoder {
  public:
-  // Errors: the backend's device is not the host ("audio encoder: ... runs on the CPU only").
-  // `turn`: an arena whose turn (ComputeArena::take_turn) encode() holds while it computes, so the
-  // encoder and the owners of that arena (a server's engine) do not run on the backend at once;
-  // null: none. It must outlive the encoder.
-  static Result<std::unique_ptr<AudioEncoder>> create(std::shared_ptr<const AudioModel> model, Backend& backend,
-                                                      FlashAttention flash_attention = FlashAttention::Auto,
-                                                      ComputeArena* turn = nullptr);
+  // Errors: as MediaEncoder::create ("audio encoder: ...").
+  static Result<std::unique_ptr<AudioEncoder>> create(std::shared_ptr<const AudioModel> model,
+                                                      Backend& backend, const AudioEncoderOptions& options);
 
-  // The embeddings of one chunk ([n_tokens][n_embd], causal). Errors come from the backend.
+  // The embeddings of one chunk ([n_tokens][n_embd], causal): from the cache when a chunk of the
+  // same id was encoded, else computed (and cached). Errors come from the backend.
   Result<std::shared_ptr<const ImageEmbeddings>> encode(const PreparedAudio& chunk);
 
   const AudioModel& model() const { return *model_; }
+  // The owner of the encoder's weights and inputs on its device.
+  OwnerId owner() const { return core_->owner(); }
+  const DeviceWeights& weights() const { return core_->weights(); }
+  const ComputeArena& arena() const { return core_->arena(); }
+  // Compute-arena bytes a 30-second chunk's graph needs.
+  size_t worst_case_arena_bytes() const { return core_->worst_case_arena_bytes(); }
+  MediaEncoder::CacheStats cache_stats() const { return core_->cache_stats(); }
 
  private:
   AudioEncoder() = default;
+  // The graph of a chunk of `n_frames` log-mel frames whose values are at `mel` (non-owning:
+  // must outlive the pass; its bytes are not read while building).
+  Result<EncoderPass> build(Graph& g, int64_t n_frames, const float* mel) const;
+
   std::shared_ptr<const AudioModel> model_;
-  Backend* backend_ = nullptr;
   AttentionPath attention_ = AttentionPath::Flash;
-  std::unique_ptr<ComputeArena> arena_;
-  ComputeArena* turn_ = nullptr;
-  std::mutex mutex_;
+  std::unique_ptr<MediaEncoder> core_;
 };
 
 }  // namespace kiln

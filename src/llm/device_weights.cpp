@@ -9,7 +9,6 @@
 #include <span>
 
 #include "core/index_threads.h"
-#include "llm/vision_model.h"
 
 namespace kiln {
 namespace {
@@ -46,14 +45,14 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
   return place(std::move(dw), device);
 }
 
-Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<const VisionModel> mmproj,
-                                                             Device& device,
+Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<const GgufFile> mmproj,
+                                                             std::string name, Device& device,
                                                              const std::vector<std::string>& matmul,
                                                              WeightOptions options) {
   std::shared_ptr<DeviceWeights> dw(new DeviceWeights());
   dw->mmproj_ = std::move(mmproj);
-  dw->file_ = &dw->mmproj_->file();
-  dw->name_ = "mmproj " + dw->mmproj_->name();
+  dw->file_ = dw->mmproj_.get();
+  dw->name_ = std::move(name);
   dw->options_ = std::move(options);
   for (const GgufTensorInfo& t : dw->file_->tensors()) {
     dw->tensors_.push_back({&t, dw->file_->tensor_view(t)});

@@ -1,6 +1,6 @@
 // DeviceWeights: a Model's weights placed on one Device, in the layouts that device's kernels read.
-// One object per (model, device); every Context of that model on that device shares it. An mmproj
-// (llm/vision_model.h) is placed the same way, as an owner of its own: every tensor of its file
+// One object per (model, device); every Context of that model on that device shares it. An mmproj's
+// encoder (llm/media_encoder.h) is placed the same way, as an owner of its own: every tensor of its file
 // plain (its encoder graphs read them as the file holds them), so on a host device nothing is
 // copied and on another every tensor is (tensors(): their views there).
 //
@@ -65,8 +65,6 @@
 
 namespace kiln {
 
-class VisionModel;
-
 // How weights are held on a host device (llama.cpp's --no-mmap and --mlock); no effect elsewhere.
 struct WeightOptions {
   // Every tensor is copied into the buffer (private anonymous memory), none read in place from the
@@ -107,11 +105,13 @@ class DeviceWeights : private Evictable {
   // with the bytes needed and the budget) or a tensor cannot be prepared.
   static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const Model> model, Device& device,
                                                        WeightOptions options = {});
-  // The same for an mmproj's tensors, under the owner name "mmproj NAME" (the name in messages).
-  // Those named in `matmul` (read only as mul_mat weights by the encoder's graphs:
-  // Graph::read_only_as_weights) take the kernels' layouts; the others are placed plain.
-  static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const VisionModel> mmproj,
-                                                       Device& device,
+  // The same for the tensors of an mmproj's file, under the owner name `name` (the name in
+  // messages; the encoders use "mmproj NAME" and "mmproj NAME (audio)"). `mmproj` keeps the file
+  // alive (an aliasing pointer into the model that owns the mapping). Those named in `matmul` (read
+  // only as mul_mat weights by the encoder's graphs: Graph::read_only_as_weights) take the kernels'
+  // layouts; the others are placed plain.
+  static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const GgufFile> mmproj,
+                                                       std::string name, Device& device,
                                                        const std::vector<std::string>& matmul = {},
                                                        WeightOptions options = {});
   ~DeviceWeights();
@@ -120,7 +120,7 @@ class DeviceWeights : private Evictable {
 
   // The text model (placements of a text model only).
   const Model& model() const { return *model_; }
-  // The owner's name: the model's, or "mmproj NAME".
+  // The owner's name: the model's, or the mmproj's as create() was given it.
   const std::string& name() const { return name_; }
   Device& device() const { return *device_; }
   // The owner of these weights and of the contexts over them in the device's residency manager.
@@ -210,7 +210,7 @@ class DeviceWeights : private Evictable {
   Status restore() override;
 
   std::shared_ptr<const Model> model_;         // a text model's placement, or
-  std::shared_ptr<const VisionModel> mmproj_;  // an mmproj's
+  std::shared_ptr<const GgufFile> mmproj_;     // an mmproj's
   const GgufFile* file_ = nullptr;             // the mapped file of either
   std::string name_;
   Device* device_ = nullptr;

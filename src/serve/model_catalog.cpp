@@ -26,7 +26,7 @@ using Section = std::vector<std::pair<std::string, PresetValue>>;  // key, value
 const char* const kHonoured =
     "model (m), ctx-size (c), parallel (np), kv-unified (kvu), kv-unified-per-slot, load-on-startup, "
     "sleep-idle-seconds, pin, n-gpu-layers (ngl), split-mode (sm), tensor-split (ts), main-gpu (mg), "
-    "override-tensor (ot), fit, segmented";
+    "override-tensor (ot), fit, segmented, mmproj";
 
 // The preset key's canonical name; empty for a key kiln does not honour.
 std::string canonical_key(const std::string& key) {
@@ -61,6 +61,8 @@ std::string canonical_key(const std::string& key) {
       {"main-gpu", "main-gpu"},
       {"mg", "main-gpu"},
       {"LLAMA_ARG_MAIN_GPU", "main-gpu"},
+      {"mmproj", "mmproj"},
+      {"LLAMA_ARG_MMPROJ", "mmproj"},
       {"override-tensor", "override-tensor"},
       {"ot", "override-tensor"},
       {"LLAMA_ARG_OVERRIDE_TENSOR", "override-tensor"},
@@ -89,6 +91,8 @@ Result<bool> to_bool(const std::string& v) {
 Status apply_key(const std::string& key, const std::string& value, ModelSpec& spec) {
   if (key == "model") {
     spec.path = value;
+  } else if (key == "mmproj") {
+    spec.mmproj = value;
   } else if (key == "ctx-size") {
     KILN_ASSIGN_OR_RETURN(int64_t n, to_integer(value, 0, int64_t{1} << 31));
     spec.n_ctx = n == 0 ? ContextOptions::kTrainingContext : n;  // llama.cpp's -c 0

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "llm/audio_model.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
@@ -60,6 +61,7 @@ ServerOptions model_options(const ServerOptions& base, const ModelSpec& spec) {
   if (spec.overrides) o.split.overrides = *spec.overrides;
   if (spec.fit) o.split.fit = *spec.fit;
   if (spec.segmented) o.split.segmented = *spec.segmented;
+  if (spec.mmproj) o.mmproj = *spec.mmproj;
   return o;
 }
 
@@ -68,6 +70,7 @@ ServerOptions model_options(const ServerOptions& base, const ModelSpec& spec) {
 struct ModelRouter::Entry {
   ModelSpec spec;
   ServerOptions options;  // base_ with spec's fields
+  MmprojEncoders modalities;                   // of options.mmproj; none without one
   ModelStatus status = ModelStatus::Unloaded;  // Unloaded, Loading or Loaded (Sleeping is computed)
   std::shared_ptr<ServerState> st;             // while Loaded
   std::shared_ptr<const ModelInfo> info;       // since first loaded
@@ -109,6 +112,10 @@ ModelRouter::ModelRouter(const ServerOptions& base, std::shared_ptr<DeviceRegist
     auto e = std::make_unique<Entry>();
     e->spec = spec;
     e->options = model_options(base, spec);
+    if (!e->options.mmproj.empty()) {
+      const auto has = mmproj_encoders(e->options.mmproj);
+      if (has.ok()) e->modalities = *has;
+    }
     sleeps = sleeps || spec.sleep_idle_seconds > 0;
     entries_.push_back(std::move(e));
   }
@@ -156,7 +163,7 @@ std::vector<ModelRouter::Listing> ModelRouter::list() const {
   {
     std::lock_guard lock(mu_);
     for (const auto& e : entries_) {
-      out.push_back({e->spec.name, e->spec.path, e->status, e->spec.pin});
+      out.push_back({e->spec.name, e->spec.path, e->status, e->spec.pin, e->modalities.vision, e->modalities.audio});
       states.push_back(e->st);
     }
   }

@@ -64,6 +64,10 @@ class ModelRouter {
     std::string name, path;
     ModelStatus status = ModelStatus::Unloaded;
     bool pinned = false;  // ModelSpec::pin
+    // What its requests may carry: its mmproj's encoders (mmproj_encoders, read from the file's
+    // header when the router is made; both false without an mmproj or when the file cannot be read,
+    // which loading the model then reports).
+    bool vision = false, audio = false;
   };
   std::vector<Listing> list() const;  // in the order of the options
   bool has(const std::string& name) const;

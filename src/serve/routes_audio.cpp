@@ -14,6 +14,7 @@
 #include "serve/choice_set.h"
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
+#include "serve/queue_completion.h"
 #include "serve/http/multipart.h"
 #include "serve/server_state.h"
 #include "serve/sse_writer.h"
@@ -68,12 +69,8 @@ void transcription_handler(const RouteContext& rc, const http::Request& req, htt
     return send_error(ex, *e);
   chat::ChatPlan plan;
   if (auto e = plan_chat_request(*st, rc.options, ordered_json(t.chat), p, plan)) return send_error(ex, *e);
-  if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
-  if (p.gen.grammar) p.gen.grammar->work_limit = rc.options.grammar_work_limit;
-  auto submitted = ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
-  admitted.reset();
-  if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);
-  auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
+  auto set = queue_completion(rc, *st, p, admitted, ex);  // p.n is 1: the form has no choices
+  if (!set) return;
   auto filter = std::make_shared<ContentFilter>(plan);
 
   if (!t.stream) {

@@ -21,6 +21,7 @@
 #include "serve/completion_json.h"
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
+#include "serve/queue_completion.h"
 #include "serve/live_completions.h"
 #include "serve/media_request.h"
 #include "serve/routes_native.h"
@@ -105,12 +106,8 @@ http::Handler completion_handler(const RouteContext& rc, bool chat, std::shared_
       for (int32_t i = 0; i < p.n; ++i)
         parsers->push_back(std::make_shared<chat::ChatOutputParser>(plan.parser, random_call_id));
     }
-    if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
-    if (p.gen.grammar) p.gen.grammar->work_limit = rc.options.grammar_work_limit;
-    auto submitted = ChoiceSet::submit(*st->engine, p.gen, p.n, p.seeded);
-    admitted.reset();
-    if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);
-    auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
+    auto set = queue_completion(rc, *st, p, admitted, ex);
+    if (!set) return;
 
     const std::string id = make_id(chat ? "chatcmpl-" : "cmpl-");
     if (chat) live->add(id, std::string(req.header("Authorization")), set, p.reasoning_control);

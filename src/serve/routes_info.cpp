@@ -10,7 +10,9 @@
 // kv_cache_tokens, requests_processing, requests_deferred (gauges); spec_decode_num_draft_tokens_total,
 // spec_decode_num_accepted_tokens_total, spec_decode_num_drafts_total (speculative decoding); plus
 // kiln:requests_total, kiln:requests_rejected_total (503 because the queue was full),
-// kiln:generations_parked_total and kiln:idle_caches_cleared_total (a full KV pool), and the
+// kiln:generations_parked_total and kiln:idle_caches_cleared_total (a full KV pool), with an
+// mmproj kiln:media_encoded_total{modality} and kiln:media_cache_hits_total{modality} (images and
+// audio chunks encoded, and served from the encoders' embedding caches), and the
 // memory breakdown as gauges (kiln:memory_device_bytes{device,what} and
 // kiln:memory_owner_bytes{device,owner,kind}, the figures of /v1/memory); with --arbiter,
 // kiln:arbiter_holding (gauge) and kiln:arbiter_yields_total. The counters belong to
@@ -24,7 +26,9 @@
 //   (sim0)": one per device, shared by every model there) or a backend's kernel scratch; a
 //   sleeping model shows its evicted residents; while the one model first loads "devices" is
 //   empty.
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "serve/api_json.h"
 #include "serve/server_state.h"
@@ -104,6 +108,23 @@ std::string metrics_text(const EngineMetrics& m) {
   e.add("kiln:idle_caches_cleared_total", "counter",
         "Idle slots' cached prompts dropped for room in the KV pool.",
         static_cast<double>(m.idle_caches_cleared));
+  return e.str();
+}
+
+// With an mmproj: per encoder (modality "image", "audio"), the inputs it encoded and those its
+// embedding cache served.
+std::string media_metrics_text(const ServerState& st) {
+  Exposition e;
+  const std::pair<const char*, std::optional<MediaEncoder::CacheStats>> encoders[] = {
+      {"image", st.encoder ? std::optional(st.encoder->cache_stats()) : std::nullopt},
+      {"audio", st.audio_encoder ? std::optional(st.audio_encoder->cache_stats()) : std::nullopt}};
+  if (!st.encoder && !st.audio_encoder) return "";
+  e.describe("kiln:media_encoded_total", "counter", "Images and audio chunks encoded (embedding cache misses).");
+  for (const auto& [modality, s] : encoders)
+    if (s) e.sample("kiln:media_encoded_total", "{" + Exposition::label("modality", modality) + "}", static_cast<double>(s->encoded));
+  e.describe("kiln:media_cache_hits_total", "counter", "Images and audio chunks served from the embedding cache.");
+  for (const auto& [modality, s] : encoders)
+    if (s) e.sample("kiln:media_cache_hits_total", "{" + Exposition::label("modality", modality) + "}", static_cast<double>(s->hits));
   return e.str();
 }
 
@@ -215,8 +236,8 @@ void add_info_routes(http::Router& r, const RouteContext& rc) {
     if (!st) return send_error(ex, {503, "no model is loaded now: no metrics"});
     ex.respond({.status = 200,
                 .content_type = "text/plain; version=0.0.4",
-                .body = metrics_text(st->engine->metrics()) + memory_metrics_text(st->devices->memory_breakdown()) +
-                        arbiter_metrics_text(rc.server.arbiter()),
+                .body = metrics_text(st->engine->metrics()) + media_metrics_text(*st) +
+                        memory_metrics_text(st->devices->memory_breakdown()) + arbiter_metrics_text(rc.server.arbiter()),
                 .headers = {}});
   });
 }

@@ -1,8 +1,9 @@
 // GET /v1/models and /models (OpenAI's list; with many models llama-server's router listing, each
 // model with "status": {"value": "unloaded" | "loading" | "loaded" | "sleeping"}), POST
 // /models/load and /models/unload ({"model": NAME} -> {"success": true}; llama-server's router
-// routes). Listing only looks: it never wakes or loads a model. The one model of a server of one
-// also says what its requests may carry, as /props does: "modalities": {"vision", "audio"}.
+// routes). Listing only looks: it never wakes or loads a model. Each model also says what its
+// requests may carry, as /props does: "modalities": {"vision", "audio"} (with many models, from its
+// mmproj file's header, loaded or not).
 #include "serve/api_json.h"
 #include "serve/model_router.h"
 #include "serve/server_state.h"
@@ -22,6 +23,7 @@ json list_json(const RouteContext& rc) {
       json m = model_json(l.name, created);
       m["path"] = l.path;
       m["status"] = {{"value", model_status_name(l.status)}, {"pinned", l.pinned}};
+      m["modalities"] = {{"vision", l.vision}, {"audio", l.audio}};
       data.push_back(std::move(m));
     }
   } else if (auto info = rc.server.info()) {

@@ -21,6 +21,7 @@
 #include "serve/completion_json.h"
 #include "serve/completion_request.h"
 #include "serve/deferred_response.h"
+#include "serve/queue_completion.h"
 #include "serve/media_request.h"
 #include "serve/server_state.h"
 #include "serve/sse_writer.h"
@@ -88,12 +89,8 @@ void add_native_completion_routes(http::Router& r, const RouteContext& rc) {
     if (!handled)
       if (auto e = parse_prompt(*it, tok, "prompt", st->engine->n_ctx_slot(), p.gen.prompt))
         return send_error(ex, *e);
-    if (auto e = check_prompt(*st, p.gen.prompt)) return send_error(ex, *e);
-    if (p.gen.grammar) p.gen.grammar->work_limit = rc.options.grammar_work_limit;
-    auto submitted = ChoiceSet::submit(*st->engine, p.gen, 1, p.seeded);
-    admitted.reset();
-    if (auto* e = std::get_if<HttpError>(&submitted)) return send_error(ex, *e);
-    auto set = std::get<std::shared_ptr<ChoiceSet>>(std::move(submitted));
+    auto set = queue_completion(rc, *st, p, admitted, ex);  // p.n is 1: /completion has no choices
+    if (!set) return;
     const std::string model_name = st->name;
     const int32_t n_ctx_slot = st->engine->n_ctx_slot();
     const bool probs = p.gen.logprobs, return_tokens = p.return_tokens;

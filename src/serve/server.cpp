@@ -162,7 +162,10 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
                          {.flash_attention = co.flash_attention, .arena = co.arena, .weights = weights}));
   }
   if (st->audio) {
-    KILN_ASSIGN_OR_RETURN(st->audio_encoder, AudioEncoder::create(st->audio, backend, co.flash_attention, co.arena));
+    KILN_ASSIGN_OR_RETURN(
+        st->audio_encoder,
+        AudioEncoder::create(st->audio, backend,
+                             {.flash_attention = co.flash_attention, .arena = co.arena, .weights = weights}));
   }
   if (n_ctx_per_slot(st->ctx->n_ctx(), slots) < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", slots.n_slots,
@@ -207,8 +210,9 @@ Status evict_memory(ServerState& st) {
       if (ResidencyManager* m = w->device().residency()) KILN_TRY(m->evict_owner(w->owner()));
     }
   }
-  if (st.encoder && st.encoder->owner() != 0)
-    if (ResidencyManager* m = st.weights->device().residency()) KILN_TRY(m->evict_owner(st.encoder->owner()));
+  for (const OwnerId encoder : {st.encoder ? st.encoder->owner() : 0, st.audio_encoder ? st.audio_encoder->owner() : 0})
+    if (ResidencyManager* m = st.weights->device().residency(); m != nullptr && encoder != 0)
+      KILN_TRY(m->evict_owner(encoder));
   // Last, the devices' arenas: another model's request may pin one (the Error, the model's own
   // memory gone all the same).
   for (const auto& w : st.placed) {

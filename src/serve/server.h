@@ -95,6 +95,7 @@ struct ModelSpec {
   std::optional<std::vector<std::pair<std::string, std::string>>> overrides;
   std::optional<bool> fit;
   std::optional<bool> segmented;
+  std::optional<std::string> mmproj;  // preset key mmproj: its projector; none: the server's --mmproj
   bool pin = false;                 // never evicted while loaded (nor the device's compute arena)
   bool load_on_startup = false;     // loaded when the server starts
   int32_t sleep_idle_seconds = 0;   // > 0: evicted (sleeping) after this many idle seconds

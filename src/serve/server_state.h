@@ -53,8 +53,8 @@ struct ServerState {
   std::shared_ptr<const VisionModel> vision;  // the mmproj (options.mmproj); null without one
   std::unique_ptr<Context> ctx;
   std::unique_ptr<VisionEncoder> encoder;  // with `vision`: encodes request images (any thread)
-  // The mmproj's audio encoder (a file with clip.has_audio_encoder); null without one. Its encoder
-  // runs on the host CPU, taking the compute arena's turn while it computes.
+  // The mmproj's audio encoder (a file with clip.has_audio_encoder); null without one. As the vision
+  // encoder: an owner of its own on the model's device, computing in the device's arena.
   std::shared_ptr<const AudioModel> audio;
   std::unique_ptr<AudioEncoder> audio_encoder;
   std::string media_path;                  // ServerOptions::media_path
@@ -104,7 +104,7 @@ bool engine_idle(const ServerState& st);
 
 // Idle sleep: evicts what `st` holds on its device through the residency manager, the model's
 // weights and KV cache (a host device's KV cache only with --swap-dir, else it stays), the
-// draft model's and the vision encoder's (its weights and inputs), then the device's compute
+// draft model's and the vision and audio encoders' (their weights and inputs), then the device's compute
 // arena, and frees their contexts' host output buffers (the engine must be idle: the last
 // decode's outputs are gone). The state itself stays, so the slots keep their token history: the
 // next pass that pins an owner restores its memory bit for bit and a returning conversation

@@ -43,8 +43,8 @@ TEST(VisionOnSim, EmbeddingsEqualTheCpusBitForBit) {
     for (const FlashAttention fa : {FlashAttention::On, FlashAttention::Off}) {
       const std::string what = std::string(file) + (fa == FlashAttention::On ? ", flash" : "");
       const size_t sim_weights_before = sim.allocated_bytes(MemoryKind::Weights);
-      auto cpu = encoder(*devices, "cpu", v, {.flash_attention = fa, .cache_images = 0});
-      auto on_sim = encoder(*devices, "sim0", v, {.flash_attention = fa, .cache_images = 0});
+      auto cpu = encoder(*devices, "cpu", v, {.flash_attention = fa, .cache_entries = 0});
+      auto on_sim = encoder(*devices, "sim0", v, {.flash_attention = fa, .cache_entries = 0});
       ASSERT_TRUE(cpu && on_sim) << what;
       // On the sim device every tensor is copied (the CPU reads them in place from the mapping).
       EXPECT_GE(sim.allocated_bytes(MemoryKind::Weights) - sim_weights_before, v->weight_bytes()) << what;
@@ -78,7 +78,7 @@ VisionOnDevice place_vision(DeviceRegistry& devices, const std::string& device,
   Device& dev = **devices.find(device);
   opt.arena = &devices.arena(dev);
   o.text = place(devices, device, model, opt);
-  o.encoder = encoder(devices, device, v, {.arena = opt.arena, .cache_images = 0});
+  o.encoder = encoder(devices, device, v, {.arena = opt.arena, .cache_entries = 0});
   return o;
 }
 

@@ -59,7 +59,7 @@ class VisionTest : public ::testing::Test {
   }
   std::unique_ptr<VisionEncoder> encoder(const std::shared_ptr<const VisionModel>& v, ComputeArena* arena,
                                          size_t cache_images = 16) {
-    auto e = VisionEncoder::create(v, engine_.backend, {.arena = arena, .cache_images = cache_images});
+    auto e = VisionEncoder::create(v, engine_.backend, {.arena = arena, .cache_entries = cache_images});
     EXPECT_TRUE(e.ok()) << e.error().message;
     return e.ok() ? std::move(*e) : nullptr;
   }
@@ -147,7 +147,7 @@ TEST_F(VisionTest, EncoderWeightsAndInputsAreAResidentOwnerOfTheirOwn) {
       if (o.owner == id) return o;
     return std::nullopt;
   };
-  auto e = VisionEncoder::create(gemma3_, engine.backend, {.cache_images = 0});
+  auto e = VisionEncoder::create(gemma3_, engine.backend, {.cache_entries = 0});
   ASSERT_TRUE(e.ok()) << e.error().message;
   VisionEncoder& enc = **e;
   ASSERT_NE(enc.owner(), 0u);
@@ -215,10 +215,10 @@ TEST_F(VisionTest, MatMulWeightsOfTheMmprojTakeTheKernelsLayout) {
 TEST_F(VisionTest, EncoderWeightsTakeTheWeightOptionsGiven) {
   auto f16 = VisionModel::load(kMtmd + "mmproj-mlp-f16.gguf", *model_);
   ASSERT_TRUE(f16.ok()) << f16.error().message;
-  VisionEncoderOptions copy_on_three{.cache_images = 0};
+  VisionEncoderOptions copy_on_three{.cache_entries = 0};
   copy_on_three.weights.copy_all = true;
   copy_on_three.weights.prepare_threads = 3;
-  auto mapped = VisionEncoder::create(*f16, engine_.backend, {.cache_images = 0});
+  auto mapped = VisionEncoder::create(*f16, engine_.backend, {.cache_entries = 0});
   auto copied = VisionEncoder::create(*f16, engine_.backend, copy_on_three);
   ASSERT_TRUE(mapped.ok() && copied.ok());
   EXPECT_GT((*mapped)->weights().mapped_bytes(), 0u);
@@ -250,7 +250,7 @@ TEST_F(VisionTest, EmbeddingsAreCachedByContent) {
   // Least recently used first out: with room for 2, a b c pushes a out.
   ASSERT_TRUE(e->encode(*b).ok());
   ASSERT_TRUE(e->encode(*c).ok());
-  EXPECT_EQ(e->cache_stats().images, 2u);
+  EXPECT_EQ(e->cache_stats().entries, 2u);
   auto third = e->encode(*a);
   ASSERT_TRUE(third.ok());
   EXPECT_EQ(e->cache_stats().encoded, 4u);

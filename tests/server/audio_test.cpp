@@ -5,6 +5,7 @@
 // route answers for llama-server's transcription message, as JSON, plain text and a stream.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -105,6 +106,46 @@ TEST(ServerAudio, BadAudioGetsA400AndTheServerKeepsServing) {
     EXPECT_EQ(status, 400) << out.dump();
     EXPECT_NE(out.dump().find("audio input needs an mmproj with an audio encoder"), std::string::npos) << out.dump();
   }
+}
+
+// A counter of /metrics: the value of the line that starts with `sample` ("name{labels}"), -1 if none.
+double metric(const MmprojTestServer& s, const std::string& sample) {
+  httplib::Client c("127.0.0.1", s.port);
+  auto r = c.Get("/metrics");
+  EXPECT_TRUE(r && r->status == 200);
+  if (!r) return -1;
+  const size_t at = r->body.find("\n" + sample + " ");
+  return at == std::string::npos ? -1 : std::stod(r->body.substr(at + sample.size() + 2));
+}
+
+// The audio encoder's embedding cache (keyed by the audio bytes' content id): the same audio sent
+// again (a conversation's next turn) is not encoded again and gives the same answer; other audio is.
+TEST(ServerAudio, ARepeatedAudioIsServedFromTheEmbeddingCache) {
+  TestServer s(kData + "mmproj-qwen2a.gguf");
+  const std::string encoded = "kiln:media_encoded_total{modality=\"audio\"}";
+  const std::string hits = "kiln:media_cache_hits_total{modality=\"audio\"}";
+  EXPECT_EQ(metric(s, encoded), 0);
+  EXPECT_EQ(metric(s, hits), 0);
+  EXPECT_EQ(metric(s, "kiln:media_encoded_total{modality=\"image\"}"), -1);  // no vision encoder
+  const json chat = audio_chat({{"data", wav_base64()}, {"format", "wav"}});
+  const auto [status1, first] = s.post("/v1/chat/completions", chat);
+  const auto [status2, again] = s.post("/v1/chat/completions", chat);
+  ASSERT_EQ(status1, 200) << first.dump();
+  ASSERT_EQ(status2, 200) << again.dump();
+  EXPECT_EQ(again["choices"][0]["message"]["content"], first["choices"][0]["message"]["content"]);
+  EXPECT_EQ(metric(s, encoded), 1);
+  EXPECT_EQ(metric(s, hits), 1);
+  // Other bytes (the same samples with one more at the end): another id, encoded.
+  std::string longer = wav_bytes();
+  longer.append(2, '\0');
+  const uint32_t riff = static_cast<uint32_t>(longer.size() - 8), data = static_cast<uint32_t>(longer.size() - 44);
+  std::memcpy(longer.data() + 4, &riff, 4);
+  std::memcpy(longer.data() + 40, &data, 4);
+  const std::string b64 = encode_base64(std::span(reinterpret_cast<const uint8_t*>(longer.data()), longer.size()));
+  const auto [status3, other] = s.post("/v1/chat/completions", audio_chat({{"data", b64}, {"format", "wav"}}));
+  ASSERT_EQ(status3, 200) << other.dump();
+  EXPECT_EQ(metric(s, encoded), 2);
+  EXPECT_EQ(metric(s, hits), 1);
 }
 
 // A transcription form: the fixture WAV as `file`, then `fields`.

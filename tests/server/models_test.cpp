@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -16,6 +18,7 @@
 #include <variant>
 
 #include "backends/sim/sim_device.h"
+#include "image/data_uri.h"
 #include "llm/device_weights.h"
 #include "http_client.h"
 #include "serve/model_catalog.h"
@@ -497,6 +500,54 @@ TEST(ManyModels, ARequestThatCannotGetRoomInTimeGets503) {
   EXPECT_FALSE(answer(tight, completion("qwen3", "Near")).text.empty());
 }
 
+// Each model of the listing says what its requests may carry, as the one model of a server of one
+// does, from its own mmproj (preset key mmproj), before it is loaded and after; the model with the
+// audio mmproj answers an input_audio part.
+TEST(ManyModels, EachModelReportsItsModalities) {
+  const std::string text = test_data::path("models/llama-spm-e128-f32.gguf");
+  const std::string data = std::string(KILN_SOURCE_DIR) + "/tests/conformance/data/";
+  ServerOptions o = options(kRoomForBoth);
+  o.models = {spec("plain", text), spec("hears", text), spec("sees", text)};
+  o.models[1].mmproj = data + "mtmd-audio/mmproj-ultravox.gguf";
+  o.models[2].mmproj = data + "mtmd/mmproj-mlp.gguf";
+  o.context.n_ctx = 512;  // the audio's 375 positions
+  o.chat_template_source = "{% for m in messages %}USER: {{ m['content'] }}\nASSISTANT:{% endfor %}";
+  ModelsServer s(o);
+  auto modalities = [&] {
+    httplib::Client c("127.0.0.1", s.port);
+    auto r = c.Get("/v1/models");
+    EXPECT_TRUE(r && r->status == 200);
+    std::map<std::string, std::pair<bool, bool>> out;  // name: vision, audio
+    if (!r) return out;
+    const json body = json::parse(r->body);
+    for (const json& m : body["data"]) out[m["id"]] = {m["modalities"]["vision"], m["modalities"]["audio"]};
+    return out;
+  };
+  const std::map<std::string, std::pair<bool, bool>> want = {
+      {"plain", {false, false}}, {"hears", {false, true}}, {"sees", {true, false}}};
+  EXPECT_EQ(modalities(), want);
+  EXPECT_EQ(s.states().at("hears"), "unloaded");
+
+  std::ifstream wav(std::string(KILN_SOURCE_DIR) + "/tests/data/audio/voiced-16k.wav", std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(wav), {}};
+  const json audio_part = {{"type", "input_audio"},
+                           {"input_audio",
+                            {{"data", encode_base64(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()))},
+                             {"format", "wav"}}}};
+  const json chat = {{"messages", {{{"role", "user"}, {"content", {audio_part}}}}}, {"max_tokens", 2}};
+  json hears = chat, plain = chat;
+  hears["model"] = "hears";
+  plain["model"] = "plain";
+  auto r = s.post("/v1/chat/completions", hears);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = s.post("/v1/chat/completions", plain);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;  // no audio encoder
+  EXPECT_EQ(s.states().at("hears"), "loaded");
+  EXPECT_EQ(modalities(), want);
+}
+
 TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
   std::vector<ModelSpec> models = {spec("a", "/m/a.gguf")};
   const std::string preset =
@@ -514,6 +565,7 @@ TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
       "mg = 1\n"
       "override-tensor = ffn_up=cpu,ffn_down=Vulkan0\n"
       "fit = off\n"
+      "mmproj = /m/a-mmproj.gguf\n"
       "[b]\n"
       "model = /m/b.gguf\n"
       "ctx-size = 1024\n"
@@ -532,6 +584,8 @@ TEST(ModelCatalog, PresetKeysApplyPerModelAndUnknownKeysAreRefused) {
   EXPECT_EQ(models[0].main_gpu, 1);
   EXPECT_EQ(models[0].overrides, (std::vector<std::pair<std::string, std::string>>{{"ffn_up", "cpu"}, {"ffn_down", "vulkan0"}}));
   EXPECT_EQ(models[0].fit, false);
+  EXPECT_EQ(models[0].mmproj, "/m/a-mmproj.gguf");
+  EXPECT_EQ(models[1].mmproj, std::nullopt);
   EXPECT_EQ(models[1].n_gpu_layers, std::nullopt);
   EXPECT_FALSE(apply_models_preset("[a]\nngl = lots\n", "p.ini", models).ok());
   EXPECT_FALSE(apply_models_preset("[a]\nsm = row\n", "p.ini", models).ok());

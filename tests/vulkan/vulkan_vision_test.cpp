@@ -19,8 +19,8 @@ TEST(VulkanVision, EmbeddingsAgreeWithTheCpus) {
     ASSERT_TRUE(v);
     for (const FlashAttention fa : {FlashAttention::On, FlashAttention::Off}) {
       const std::string what = std::string(file) + (fa == FlashAttention::On ? ", flash" : "");
-      auto cpu = encoder(*devices, "cpu", v, {.flash_attention = fa, .cache_images = 0});
-      auto gpu = encoder(*devices, "vulkan0", v, {.flash_attention = fa, .cache_images = 0});
+      auto cpu = encoder(*devices, "cpu", v, {.flash_attention = fa, .cache_entries = 0});
+      auto gpu = encoder(*devices, "vulkan0", v, {.flash_attention = fa, .cache_entries = 0});
       ASSERT_TRUE(cpu && gpu) << what;
       for (const char* name : kImages) {
         const auto img = image(*v, name);

@@ -353,7 +353,7 @@ int run_bench(int argc, char** argv) {
         auto enc = VisionEncoder::create(*vision, mc->backend(),
                                          {.flash_attention = co.flash_attention,
                                           .arena = &mc->arena(),
-                                          .cache_images = 0,
+                                          .cache_entries = 0,
                                           .weights = mf.weight_options("bench")});
         if (!enc.ok()) return fail("bench", enc.error().message);
         auto img = read_image(**vision, media.images[0]);

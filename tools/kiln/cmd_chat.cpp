@@ -520,12 +520,14 @@ int run_chat(int argc, char** argv) {
   std::unique_ptr<VisionEncoder> encoder;
   std::unique_ptr<AudioEncoder> audio_encoder;
   if (mmproj->vision) {
-    auto enc = make_encoder(mmproj->vision, *mc, mf.context, mf.weight_options("chat"));
+    auto enc = VisionEncoder::create(mmproj->vision, mc->backend(),
+                                     encoder_options(*mc, mf.context, mf.weight_options("chat")));
     if (!enc.ok()) return fail("chat", enc.error().message);
     encoder = std::move(*enc);
   }
   if (mmproj->audio) {
-    auto enc = AudioEncoder::create(mmproj->audio, mc->backend(), mf.context.flash_attention, &mc->arena());
+    auto enc = AudioEncoder::create(mmproj->audio, mc->backend(),
+                                    encoder_options(*mc, mf.context, mf.weight_options("chat")));
     if (!enc.ok()) return fail("chat", enc.error().message);
     audio_encoder = std::move(*enc);
   }

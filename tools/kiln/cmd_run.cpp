@@ -127,7 +127,7 @@ int run_run(int argc, char** argv) {
   MediaPrompt media_prompt;
   if (*vision || *audio_model) {
     if (*vision) {
-      auto enc = make_encoder(*vision, *mc, mf.context, mf.weight_options("run"));
+      auto enc = VisionEncoder::create(*vision, mc->backend(), encoder_options(*mc, mf.context, mf.weight_options("run")));
       if (!enc.ok()) {
         std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
         return 1;
@@ -135,7 +135,8 @@ int run_run(int argc, char** argv) {
       encoder = std::move(*enc);
     }
     if (*audio_model) {
-      auto enc = AudioEncoder::create(*audio_model, mc->backend(), mf.context.flash_attention);
+      auto enc =
+          AudioEncoder::create(*audio_model, mc->backend(), encoder_options(*mc, mf.context, mf.weight_options("run")));
       if (!enc.ok()) {
         std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
         return 1;

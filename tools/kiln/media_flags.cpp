@@ -76,12 +76,8 @@ Result<std::shared_ptr<const VisionModel>> MediaFlags::load_vision(const Model& 
   return VisionModel::load(mmproj, model);
 }
 
-Result<std::unique_ptr<VisionEncoder>> make_encoder(std::shared_ptr<const VisionModel> vision,
-                                                    const ModelContext& mc, const ContextOptions& context,
-                                                    const WeightOptions& weights) {
-  return VisionEncoder::create(
-      std::move(vision), mc.backend(),
-      {.flash_attention = context.flash_attention, .arena = &mc.arena(), .weights = weights});
+EncoderOptions encoder_options(const ModelContext& mc, const ContextOptions& context, const WeightOptions& weights) {
+  return {.flash_attention = context.flash_attention, .arena = &mc.arena(), .weights = weights};
 }
 
 Result<std::shared_ptr<const PreparedImage>> read_image(const VisionModel& vision, const std::string& path) {

@@ -49,12 +49,10 @@ struct MediaFlags {
   Result<std::vector<MediaItem>> read_media(const VisionModel* vision, const AudioModel* audio_model) const;
 };
 
-// The encoder of `vision` for the context of `mc`, made with `context`: on its device and backend,
-// planning in its compute arena, with its attention path; its weights held and prepared with
-// `weights` (the model's). `mc` must outlive the encoder.
-Result<std::unique_ptr<VisionEncoder>> make_encoder(std::shared_ptr<const VisionModel> vision,
-                                                    const ModelContext& mc, const ContextOptions& context,
-                                                    const WeightOptions& weights);
+// The options of the mmproj's encoders (vision and audio) for the context of `mc`, made with
+// `context`: planning in its device's compute arena, with its attention path; their weights held
+// and prepared with `weights` (the model's). `mc` must outlive the encoders.
+EncoderOptions encoder_options(const ModelContext& mc, const ContextOptions& context, const WeightOptions& weights);
 
 // The image file at `path`, prepared for `vision`; errors name the file ("'cat.svg': image: SVG is
 // not supported ...").

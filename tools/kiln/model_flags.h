@@ -22,9 +22,9 @@ namespace kiln::cli {
 
 // What run, chat, perplexity and bench compute with: the process's devices, the model's weights
 // on the device --device names, and a context planning in that device's compute arena
-// (DeviceRegistry::arena; members are destroyed context first). A vision encoder made for the
-// context and a draft model plan in the same arena (media_flags.h: make_encoder), so the arena
-// fits the largest of their worst cases.
+// (DeviceRegistry::arena; members are destroyed context first). The vision and audio encoders made
+// for the context and a draft model plan in the same arena (media_flags.h: encoder_options), so the
+// arena fits the largest of their worst cases.
 struct ModelContext {
   std::unique_ptr<DeviceRegistry> devices;
   // The weights on the model's main device: the --device one, or the first device of a split.
