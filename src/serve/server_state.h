@@ -91,6 +91,10 @@ struct ModelInfo {
   bool stream_default = false;
 };
 
+// The devices of a server's models: the options' sim devices, budgets, shared sim ledger and swap
+// directory (a registry shared by the models of a server of many, or one model's own).
+DeviceRegistryOptions registry_options(const ServerOptions& opt);
+
 // The model's state as the routes use it: chat template, context and engine over `model`, on
 // `devices` (null: a registry of its own from the options' devices and budgets).
 Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::shared_ptr<const Model> model,
