@@ -25,7 +25,11 @@ namespace kiln::diffusion {
 namespace {
 
 // ||kiln - sd.cpp|| / ||sd.cpp|| over a case's 256 outputs (the issue asks 1e-3), and the worst
-// value against the largest.
+// value against the largest. Measured on an AMD EPYC (Zen 4, AVX-512): 6.8e-4 to 8.0e-4, worst
+// values 9.6e-4. That is the test network's conditioning, not an op: in kiln alone, moving every
+// input by one ulp (6e-8) moves the output by 4.3e-5 (x) and 4.5e-5 (the conditioning), a gain of
+// about 700, so float-order differences of 1e-7 in any op reach 1e-4 to 1e-3; with the GEGLU gates
+// zeroed (no GELU table lookups that could flip) the error stays at 5.4e-4 to 6.9e-4.
 constexpr double kTolerance = 1e-3;
 
 // sdcpp_unet_oracle.cpp's inputs: exact floats from a hash, so both programs make the same ones.
