@@ -61,6 +61,10 @@ const ops::KernelFns& kernel_of(OpKind k) {
       return ops::kGroupNormKernel;
     case OpKind::Upscale:
       return ops::kUpscaleKernel;
+    case OpKind::Tanh:
+      return ops::kTanhKernel;
+    case OpKind::Relu:
+      return ops::kReluKernel;
   }
   KILN_ASSERT(false, "kernel_of: unknown OpKind");
 }
@@ -144,12 +148,16 @@ const char* op_name(OpKind k) {
       return "group_norm";
     case OpKind::Upscale:
       return "upscale";
+    case OpKind::Tanh:
+      return "tanh";
+    case OpKind::Relu:
+      return "relu";
   }
   return "unknown";
 }
 
 Status check_kernel(const OpCall& call) {
-  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::Upscale)) {
+  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::Relu)) {
     return make_error("[op] unknown op kind ", static_cast<int>(call.kind));
   }
   if (call.n_src < 0 || call.n_src > 4) {

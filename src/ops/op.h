@@ -48,6 +48,8 @@ enum class OpKind : uint8_t {
                // [c * kh * kw, out_w, out_h, b]
   GroupNorm,   // per item and group of channels: (x - mean) / sqrt(var + eps) over the group's whole grid
   Upscale,     // nearest-neighbour upscale of a grid of channel vectors by an integer factor
+  Tanh,
+  Relu,
 };
 
 // Shapes and types of each op in detail (ggml's conventions, ne[0] innermost):
@@ -55,7 +57,8 @@ enum class OpKind : uint8_t {
 //   MulMat    src0 [k, n, a, b] weights, src1 F32 [k, m, A, B] with A % a == 0, B % b == 0,
 //             dst F32 [n, m, A, B]; src0 rows must be contiguous (nb[0] = block bytes).
 //   Add, Mul  src0/dst F32 of one shape, src1 F32 whose sizes divide src0's (ggml_can_repeat).
-//   Scale, Silu, Gelu, GeluQuick, GeluErf: src0/dst F32, same shape. SwiGlu: src0, src1, dst F32, same shape.
+//   Scale, Silu, Gelu, GeluQuick, GeluErf, Tanh, Relu: src0/dst F32, same shape (Tanh: tanhf;
+//             Relu: x > 0 ? x : 0, as ggml's). SwiGlu: src0, src1, dst F32, same shape.
 //   RmsNorm, LayerNorm: src0/dst F32, per row of ne[0].
 //   RmsNormMul src0/dst F32 of one shape, src1 F32 whose sizes divide src0's (repeated as Mul's
 //             src1); params.eps as RmsNorm's. Each value is rounded twice, as RmsNorm's result

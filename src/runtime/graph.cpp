@@ -260,6 +260,16 @@ Tensor Graph::gelu_erf(Tensor a, std::string_view name) {
   return add_op(OpKind::GeluErf, {a}, {}, DType::F32, tensor(a).view.ne, name);
 }
 
+Tensor Graph::tanh(Tensor a, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  return add_op(OpKind::Tanh, {a}, {}, DType::F32, tensor(a).view.ne, name);
+}
+
+Tensor Graph::relu(Tensor a, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  return add_op(OpKind::Relu, {a}, {}, DType::F32, tensor(a).view.ne, name);
+}
+
 Tensor Graph::im2col_1d(Tensor a, const Conv1dParams& conv, std::string_view name) {
   if (!usable({a})) return Tensor{};
   const Shape& an = tensor(a).view.ne;

@@ -96,6 +96,8 @@ class Graph {
   Tensor gelu(Tensor a, std::string_view name = {});
   Tensor gelu_quick(Tensor a, std::string_view name = {});
   Tensor gelu_erf(Tensor a, std::string_view name = {});
+  Tensor tanh(Tensor a, std::string_view name = {});
+  Tensor relu(Tensor a, std::string_view name = {});
   // The columns of a 1-D convolution of a [len, channels, b] (OpKind::Im2Col1d): F16
   // [channels * kernel, out_len, b]; mul_mat(columns, kernel [channels * kernel, c_out]) convolves.
   Tensor im2col_1d(Tensor a, const Conv1dParams& conv, std::string_view name = {});

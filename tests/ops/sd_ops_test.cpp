@@ -1,4 +1,4 @@
-// Stable Diffusion's kernels (issue 34): im2col_2d, group_norm and upscale against scalar
+// Stable Diffusion's kernels (issue 34): im2col_2d, group_norm, upscale, tanh and relu against scalar
 // references over awkward layouts and sizes, a convolution through im2col_2d and mul_mat against
 // a direct one, and their refusals.
 #include <gtest/gtest.h>
@@ -189,6 +189,26 @@ TEST(OpsGroupNorm, RefusesBadGroupCountsAndShapes) {
   HostTensor wrong(DType::F32, {8, 2, 3, 1});
   EXPECT_FALSE(kernel_supported(make_call(OpKind::GroupNorm, wrong, {&x}, p)));
   EXPECT_TRUE(kernel_supported(make_call(OpKind::GroupNorm, d, {&x}, p)));
+}
+
+TEST(OpsTanhRelu, ElementwiseAsGgml) {
+  std::mt19937 rng(55);
+  for (Layout l : kLayouts) {
+    HostTensor x(DType::F32, {37, 3, 2, 1}, l), d(DType::F32, {37, 3, 2, 1}, Layout::Padded);
+    x.fill_uniform(rng, -6, 6);
+    x.set(0, 0, 0, 0, 0.0);
+    run_checked(make_call(OpKind::Tanh, d, {&x}), d);
+    expect_near(
+        d, [&](int64_t a, int64_t b, int64_t c, int64_t e) { return std::tanh(x.get(a, b, c, e)); }, 1e-7, 1e-6,
+        std::string("tanh ") + layout_name(l));
+    run_checked(make_call(OpKind::Relu, d, {&x}), d);
+    expect_near(
+        d, [&](int64_t a, int64_t b, int64_t c, int64_t e) { return std::max(x.get(a, b, c, e), 0.0); }, 0, 0,
+        std::string("relu ") + layout_name(l));
+  }
+  HostTensor x(DType::F32, {4, 1, 1, 1}), wrong(DType::F32, {5, 1, 1, 1});
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::Tanh, wrong, {&x})));
+  EXPECT_FALSE(kernel_supported(make_call(OpKind::Relu, wrong, {&x})));
 }
 
 TEST(OpsUpscale, NearestCellOfEachOutputCell) {

@@ -128,6 +128,8 @@ Status vk_check_op(const OpCall& call) {
     case OpKind::Im2Col2d:
     case OpKind::GroupNorm:
     case OpKind::Upscale:
+    case OpKind::Tanh:
+    case OpKind::Relu:
       // Stable Diffusion's ops (issue 34) have no shader yet: its networks run on the CPU only.
       return unsupported(call, "no shader for this op yet (Stable Diffusion's networks run on the CPU)");
   }
@@ -224,6 +226,8 @@ VkOpDispatch vk_plan_op(const OpCall& call, VkCallParams& p) {
     case OpKind::Im2Col2d:
     case OpKind::GroupNorm:
     case OpKind::Upscale:
+    case OpKind::Tanh:
+    case OpKind::Relu:
       break;  // refused by vk_check_op
   }
   KILN_ASSERT(false, "vk_plan_op: an unknown op");
