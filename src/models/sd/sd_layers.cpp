@@ -35,7 +35,10 @@ Result<Linear> bind_linear(const WeightBinder& b, const std::string& name, int64
 Tensor conv2d(Graph& g, const Conv2d& c, Tensor x, const std::string& name) {
   const Shape wn = c.w.view.ne;  // [k, k, c_in, c_out]
   const int64_t K = wn[0] * wn[1] * wn[2], c_out = wn[3];
-  const Tensor kernel = g.reshape(weight_tensor(g, c.w), {K, c_out, 1, 1});
+  // ref: Conv2d::init_params: stable-diffusion.cpp holds every conv weight in F16, whatever the
+  // file's type (it converts at load), so its im2col rounds the columns to F16 too.
+  Tensor kernel = g.reshape(weight_tensor(g, c.w), {K, c_out, 1, 1});
+  if (c.w.view.type != DType::F16) kernel = g.cast(kernel, DType::F16, name + ".w_f16");
   Tensor y;
   if (c.k == 1 && c.stride == 1 && c.padding == 0) {
     y = g.mul_mat(kernel, x, name);
