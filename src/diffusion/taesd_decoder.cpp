@@ -1,5 +1,7 @@
 #include "diffusion/taesd_decoder.h"
 
+#include "core/check.h"
+
 namespace kiln::diffusion {
 
 Result<std::unique_ptr<TaesdDecoder>> TaesdDecoder::create(std::shared_ptr<const sd::SdWeightFile> file,
@@ -53,6 +55,7 @@ Result<std::vector<float>> TaesdDecoder::decode(std::span<const float> z, int64_
 
 std::vector<uint8_t> rgb_planes_to_pixels(std::span<const float> planes, int64_t width, int64_t height) {
   const size_t n = static_cast<size_t>(width * height);
+  KILN_ASSERT(planes.size() == 3 * n, "rgb_planes_to_pixels: not 3 planes of width * height floats");
   std::vector<uint8_t> pixels(n * 3);
   for (size_t c = 0; c < 3; ++c) {
     for (size_t i = 0; i < n; ++i) {

@@ -43,7 +43,7 @@ class TaesdDecoder {
   std::unique_ptr<ComputeArena> own_arena_;
 };
 
-// planes: 3 planes of width * height floats -> width * height RGB bytes, row-major, each value
+// planes: exactly 3 planes of width * height floats (asserted) -> width * height RGB bytes, row-major, each value
 // 0 at or below 0, 255 at or above 1, else value * 255 + 0.5 truncated (sd-cli's
 // preprocessing_float_to_u8).
 std::vector<uint8_t> rgb_planes_to_pixels(std::span<const float> planes, int64_t width, int64_t height);
