@@ -1,6 +1,7 @@
 // Element-wise F32 kernels: add, mul (with ggml's broadcasting), scale, silu, gelu, gelu_quick, gelu_erf,
-// swiglu (silu in the arithmetic of ggml's AVX-512 build, quant/silu_rows.h).
+// tanh, relu, swiglu (silu in the arithmetic of ggml's AVX-512 build, quant/silu_rows.h).
 // One work unit is one row of dst; any strides, including non-contiguous dim 0.
+#include <cmath>
 #include <cstdint>
 
 #include "ops/activations.h"
@@ -147,6 +148,14 @@ void run_gelu_erf(const OpCall& call, int, int64_t begin, int64_t end, void*) {
   run_unary(call, begin, end, gelu_erf_f32);
 }
 
+// ref: ggml_vec_tanh_f32 and ggml_vec_relu_f32.
+void run_tanh(const OpCall& call, int, int64_t begin, int64_t end, void*) {
+  run_unary(call, begin, end, [](float x) { return std::tanh(x); });
+}
+void run_relu(const OpCall& call, int, int64_t begin, int64_t end, void*) {
+  run_unary(call, begin, end, [](float x) { return x > 0.0f ? x : 0.0f; });
+}
+
 Status check_swiglu(const OpCall& call) {
   KILN_TRY(check_arity(call, 2, 2));
   for (int i = 0; i < 2; ++i) KILN_TRY(check_type(call, call.src[i], DType::F32, i ? "src1" : "src0"));
@@ -174,5 +183,7 @@ const KernelFns kGeluKernel{check_unary, row_plan, run_gelu};
 const KernelFns kGeluQuickKernel{check_unary, row_plan, run_gelu_quick};
 const KernelFns kGeluErfKernel{check_unary, row_plan, run_gelu_erf};
 const KernelFns kSwiGluKernel{check_swiglu, row_plan, run_swiglu};
+const KernelFns kTanhKernel{check_unary, row_plan, run_tanh};
+const KernelFns kReluKernel{check_unary, row_plan, run_relu};
 
 }  // namespace kiln::ops

@@ -41,6 +41,11 @@ extern const KernelFns kRmsNormMulKernel;
 extern const KernelFns kSetRowsKernel;
 extern const KernelFns kGeluErfKernel;
 extern const KernelFns kIm2Col1dKernel;
+extern const KernelFns kIm2Col2dKernel;
+extern const KernelFns kGroupNormKernel;
+extern const KernelFns kUpscaleKernel;
+extern const KernelFns kTanhKernel;
+extern const KernelFns kReluKernel;
 
 // (i1, i2, i3) of flat row r of a view with sizes ne (rows counted over dims 1..3).
 struct RowIdx {

@@ -55,6 +55,16 @@ const ops::KernelFns& kernel_of(OpKind k) {
       return ops::kGeluErfKernel;
     case OpKind::Im2Col1d:
       return ops::kIm2Col1dKernel;
+    case OpKind::Im2Col2d:
+      return ops::kIm2Col2dKernel;
+    case OpKind::GroupNorm:
+      return ops::kGroupNormKernel;
+    case OpKind::Upscale:
+      return ops::kUpscaleKernel;
+    case OpKind::Tanh:
+      return ops::kTanhKernel;
+    case OpKind::Relu:
+      return ops::kReluKernel;
   }
   KILN_ASSERT(false, "kernel_of: unknown OpKind");
 }
@@ -132,12 +142,22 @@ const char* op_name(OpKind k) {
       return "gelu_erf";
     case OpKind::Im2Col1d:
       return "im2col_1d";
+    case OpKind::Im2Col2d:
+      return "im2col_2d";
+    case OpKind::GroupNorm:
+      return "group_norm";
+    case OpKind::Upscale:
+      return "upscale";
+    case OpKind::Tanh:
+      return "tanh";
+    case OpKind::Relu:
+      return "relu";
   }
   return "unknown";
 }
 
 Status check_kernel(const OpCall& call) {
-  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::Im2Col1d)) {
+  if (static_cast<unsigned>(call.kind) > static_cast<unsigned>(OpKind::Relu)) {
     return make_error("[op] unknown op kind ", static_cast<int>(call.kind));
   }
   if (call.n_src < 0 || call.n_src > 4) {

@@ -44,6 +44,12 @@ enum class OpKind : uint8_t {
   SetRows,     // dst[:, src1[i]] = src0[:, i] converted to dst.type (src1: I32 row ids); other rows kept
   GeluErf,     // 0.5 x (1 + erf(x / sqrt(2))) in float (exact GELU, PyTorch's default)
   Im2Col1d,    // the columns of a 1-D convolution: src0 F32 [len, channels, b] -> F16 [channels * k, out_len, b]
+  Im2Col2d,    // the columns of a 2-D convolution of a grid of channel vectors: src0 F32 [c, w, h, b] -> F32
+               // [c * kh * kw, out_w, out_h, b]
+  GroupNorm,   // per item and group of channels: (x - mean) / sqrt(var + eps) over the group's whole grid
+  Upscale,     // nearest-neighbour upscale of a grid of channel vectors by an integer factor
+  Tanh,
+  Relu,
 };
 
 // Shapes and types of each op in detail (ggml's conventions, ne[0] innermost):
@@ -51,7 +57,8 @@ enum class OpKind : uint8_t {
 //   MulMat    src0 [k, n, a, b] weights, src1 F32 [k, m, A, B] with A % a == 0, B % b == 0,
 //             dst F32 [n, m, A, B]; src0 rows must be contiguous (nb[0] = block bytes).
 //   Add, Mul  src0/dst F32 of one shape, src1 F32 whose sizes divide src0's (ggml_can_repeat).
-//   Scale, Silu, Gelu, GeluQuick, GeluErf: src0/dst F32, same shape. SwiGlu: src0, src1, dst F32, same shape.
+//   Scale, Silu, Gelu, GeluQuick, GeluErf, Tanh, Relu: src0/dst F32, same shape (Tanh: tanhf;
+//             Relu: x > 0 ? x : 0, as ggml's). SwiGlu: src0, src1, dst F32, same shape.
 //   RmsNorm, LayerNorm: src0/dst F32, per row of ne[0].
 //   RmsNormMul src0/dst F32 of one shape, src1 F32 whose sizes divide src0's (repeated as Mul's
 //             src1); params.eps as RmsNorm's. Each value is rounded twice, as RmsNorm's result
@@ -76,9 +83,22 @@ enum class OpKind : uint8_t {
 //             padding, dilation of params.conv): dst[c * k + j, o, n] = src0[o s + j d - p, c, n],
 //             0 outside [0, L). MulMat(dst, kernel [C * k, C_out]) is then the convolution
 //             [L_out, C_out, b] (ggml_conv_1d).
+//   Im2Col2d  src0 F32 [C, W, H, b] (a W x H grid of C-channel vectors, x along dim 1), dst F32
+//             [C * kh * kw, W_out, H_out, b] with kw, kh = params.conv2d.kernel[0], [1] and each output
+//             size as Conv1dParams::out_len per axis: dst[(c * kh + j) * kw + i, ox, oy, n] =
+//             src0[c, ox sx + i dx - px, oy sy + j dy - py, n], 0 outside the grid. The column order
+//             is a PyTorch conv weight's [C_out, C, kh, kw] flattened (ggml ne [kw, kh, C, C_out]):
+//             MulMat(weight reshaped [C * kh * kw, C_out], dst) is the convolution [C_out, W_out,
+//             H_out, b] (ggml_conv_2d: an F16 weight rounds the columns to F16 as ggml's F16 im2col).
+//   GroupNorm src0/dst F32 [C, W, H, b] of one shape: channels split into params.groups groups of
+//             ceil(C / groups) (the last one shorter, as ggml_group_norm), each group of each item
+//             normalized over its channels and the whole grid: mean and variance summed in double,
+//             dst = (x - mean) * (1 / sqrtf(var + params.eps)) in float.
+//   Upscale   src0 F32 [C, W, H, b], dst F32 [C, W f, H f, b] with f = params.scale_factor:
+//             dst[:, x, y, n] = src0[:, x / f, y / f, n] (ggml_upscale, GGML_SCALE_MODE_NEAREST).
 // Every op runs in place when dst is exactly src0 (same data and strides), except MulMat,
-// GetRows, Concat, ArgMax, Attention, AvgPool2d, SetRows and Im2Col1d. Kernels that see bad data (a row id
-// out of range) never read out of bounds: they write NaN rows (GetRows).
+// GetRows, Concat, ArgMax, Attention, AvgPool2d, SetRows, Im2Col1d, Im2Col2d and Upscale. Kernels that see
+// bad data (a row id out of range) never read out of bounds: they write NaN rows (GetRows).
 
 // Arithmetic of Attention. Both agree within float tolerance; each matches one llama.cpp setting.
 enum class AttentionPath : uint8_t {
@@ -120,14 +140,29 @@ struct Conv1dParams {
   }
 };
 
+// Im2Col2d: a 2-D convolution's window; index 0 is x (width, dim 1), index 1 is y (height, dim 2).
+struct Conv2dParams {
+  int32_t kernel[2] = {1, 1};
+  int32_t stride[2] = {1, 1};
+  int32_t padding[2] = {0, 0};  // zeros on each side
+  int32_t dilation[2] = {1, 1};
+  // Output size along `axis` for an input of `size` (<= 0 when the window does not fit).
+  int64_t out_size(int axis, int64_t size) const {
+    return Conv1dParams{kernel[axis], stride[axis], padding[axis], dilation[axis]}.out_len(size);
+  }
+};
+
 struct OpParams {
-  float eps = 0.0f;       // RmsNorm, LayerNorm, RmsNormMul
-  float scale = 1.0f;     // Scale, SoftMax, Attention
-  float max_bias = 0.0f;  // SoftMax (ALiBi), 0 = none
-  int32_t axis = 0;       // Concat
-  int32_t pool = 0;       // AvgPool2d: window side (and stride)
-  RopeParams rope;        // Rope
-  Conv1dParams conv;      // Im2Col1d
+  float eps = 0.0f;          // RmsNorm, LayerNorm, RmsNormMul
+  float scale = 1.0f;        // Scale, SoftMax, Attention
+  float max_bias = 0.0f;     // SoftMax (ALiBi), 0 = none
+  int32_t axis = 0;          // Concat
+  int32_t pool = 0;          // AvgPool2d: window side (and stride)
+  RopeParams rope;           // Rope
+  Conv1dParams conv;         // Im2Col1d
+  Conv2dParams conv2d;       // Im2Col2d
+  int32_t groups = 0;        // GroupNorm (eps as the norms')
+  int32_t scale_factor = 0;  // Upscale
   // Attention without a mask tensor: query i sees keys j <= q_pos0 + i when causal.
   bool causal = true;
   int32_t q_pos0 = 0;

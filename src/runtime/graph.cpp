@@ -260,6 +260,16 @@ Tensor Graph::gelu_erf(Tensor a, std::string_view name) {
   return add_op(OpKind::GeluErf, {a}, {}, DType::F32, tensor(a).view.ne, name);
 }
 
+Tensor Graph::tanh(Tensor a, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  return add_op(OpKind::Tanh, {a}, {}, DType::F32, tensor(a).view.ne, name);
+}
+
+Tensor Graph::relu(Tensor a, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  return add_op(OpKind::Relu, {a}, {}, DType::F32, tensor(a).view.ne, name);
+}
+
 Tensor Graph::im2col_1d(Tensor a, const Conv1dParams& conv, std::string_view name) {
   if (!usable({a})) return Tensor{};
   const Shape& an = tensor(a).view.ne;
@@ -267,6 +277,35 @@ Tensor Graph::im2col_1d(Tensor a, const Conv1dParams& conv, std::string_view nam
   p.conv = conv;
   const int64_t out_len = std::max<int64_t>(conv.out_len(an[0]), 1);  // the kernel's check names a bad window
   return add_op(OpKind::Im2Col1d, {a}, p, DType::F16, {an[1] * conv.kernel, out_len, an[2], an[3]}, name);
+}
+
+Tensor Graph::im2col_2d(Tensor a, const Conv2dParams& conv, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  const Shape& an = tensor(a).view.ne;
+  OpParams p;
+  p.conv2d = conv;
+  // Sizes of at least 1 keep the node valid: the kernel's check names a window that does not fit.
+  const int64_t out_w = std::max<int64_t>(conv.out_size(0, an[1]), 1);
+  const int64_t out_h = std::max<int64_t>(conv.out_size(1, an[2]), 1);
+  const int64_t cols = an[0] * std::max(conv.kernel[0], 1) * std::max(conv.kernel[1], 1);
+  return add_op(OpKind::Im2Col2d, {a}, p, DType::F32, {cols, out_w, out_h, an[3]}, name);
+}
+
+Tensor Graph::group_norm(Tensor a, int groups, float eps, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  OpParams p;
+  p.groups = groups;
+  p.eps = eps;
+  return add_op(OpKind::GroupNorm, {a}, p, DType::F32, tensor(a).view.ne, name);
+}
+
+Tensor Graph::upscale(Tensor a, int f, std::string_view name) {
+  if (!usable({a})) return Tensor{};
+  if (f < 1) return fail(make_error("graph: upscale factor ", f, " is not positive"));
+  const Shape& an = tensor(a).view.ne;
+  OpParams p;
+  p.scale_factor = f;
+  return add_op(OpKind::Upscale, {a}, p, DType::F32, {an[0], an[1] * f, an[2] * f, an[3]}, name);
 }
 
 Tensor Graph::swiglu(Tensor a, Tensor b, std::string_view name) {

@@ -96,9 +96,18 @@ class Graph {
   Tensor gelu(Tensor a, std::string_view name = {});
   Tensor gelu_quick(Tensor a, std::string_view name = {});
   Tensor gelu_erf(Tensor a, std::string_view name = {});
+  Tensor tanh(Tensor a, std::string_view name = {});
+  Tensor relu(Tensor a, std::string_view name = {});
   // The columns of a 1-D convolution of a [len, channels, b] (OpKind::Im2Col1d): F16
   // [channels * kernel, out_len, b]; mul_mat(columns, kernel [channels * kernel, c_out]) convolves.
   Tensor im2col_1d(Tensor a, const Conv1dParams& conv, std::string_view name = {});
+  // The columns of a 2-D convolution of a [c, w, h, b] grid (OpKind::Im2Col2d): F32
+  // [c * kh * kw, out_w, out_h, b]; mul_mat(kernel [c * kh * kw, c_out], columns) convolves.
+  Tensor im2col_2d(Tensor a, const Conv2dParams& conv, std::string_view name = {});
+  // a [c, w, h, b] normalized per item over each of `groups` groups of channels (OpKind::GroupNorm).
+  Tensor group_norm(Tensor a, int groups, float eps, std::string_view name = {});
+  // a [c, w, h, b] -> [c, w * f, h * f, b], nearest neighbour (OpKind::Upscale).
+  Tensor upscale(Tensor a, int f, std::string_view name = {});
   Tensor swiglu(Tensor a, Tensor b, std::string_view name = {});
   Tensor concat(Tensor a, Tensor b, int axis, std::string_view name = {});
   Tensor argmax(Tensor a, std::string_view name = {});  // I32 [rows of a]

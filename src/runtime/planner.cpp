@@ -19,6 +19,8 @@ int inplace_sources(OpKind kind) {
     case OpKind::Gelu:
     case OpKind::GeluQuick:
     case OpKind::GeluErf:
+    case OpKind::Tanh:
+    case OpKind::Relu:
       return 1;
     case OpKind::SwiGlu:
       return 2;

@@ -60,23 +60,6 @@ class ClipTextEncoderTest : public ::testing::Test {
   static inline std::unique_ptr<ClipTextEncoder> encoder_;
 };
 
-struct Errors {
-  double l2 = 0;   // ||a - b|| / ||b||: the relative error of the set
-  double max = 0;  // max |a - b| / max |b|: the worst value
-};
-
-Errors relative_errors(std::span<const float> actual, std::span<const float> expected) {
-  double d2 = 0, e2 = 0, dmax = 0, emax = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double d = static_cast<double>(actual[i]) - expected[i];
-    d2 += d * d;
-    e2 += static_cast<double>(expected[i]) * expected[i];
-    dmax = std::max(dmax, std::fabs(d));
-    emax = std::max(emax, std::fabs(static_cast<double>(expected[i])));
-  }
-  return {std::sqrt(d2 / e2), dmax / emax};
-}
-
 TEST_F(ClipTextEncoderTest, ConditioningMatchesStableDiffusionCpp) {
   const std::vector<std::string> keys = test::ref_keys("clip/");
   std::vector<std::string> cases;
@@ -104,7 +87,8 @@ TEST_F(ClipTextEncoderTest, ConditioningMatchesStableDiffusionCpp) {
     const std::vector<float> ref_samples = test::ref_floats(c + "/samples");
     ASSERT_EQ(ref_sums.size(), sums.size());
     ASSERT_EQ(ref_samples.size(), samples.size());
-    const Errors e_sums = relative_errors(sums, ref_sums), e_samples = relative_errors(samples, ref_samples);
+    const test::RelativeErrors e_sums = test::relative_errors(sums, ref_sums);
+    const test::RelativeErrors e_samples = test::relative_errors(samples, ref_samples);
     EXPECT_LE(e_sums.l2, kRowSumTolerance);
     EXPECT_LE(e_samples.l2, kTolerance);
     EXPECT_LE(e_samples.max, kWorstTolerance);

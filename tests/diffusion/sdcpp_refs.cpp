@@ -1,6 +1,8 @@
 #include "sdcpp_refs.h"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -11,7 +13,9 @@ namespace kiln::diffusion::test {
 const std::map<std::string, std::vector<uint32_t>>& sdcpp_refs() {
   static const std::map<std::string, std::vector<uint32_t>> refs = [] {
     std::map<std::string, std::vector<uint32_t>> out;
-    for (const char* file : {"diffusion/sdcpp-refs.txt", "diffusion/sdcpp-clip-refs.txt"}) {
+    for (const char* file :
+         {"diffusion/sdcpp-refs.txt", "diffusion/sdcpp-clip-refs.txt", "diffusion/sdcpp-unet-refs.txt",
+          "diffusion/sdcpp-taesd-refs.txt"}) {
       std::ifstream in(test_data::path(file));
       std::string line;
       while (std::getline(in, line)) {
@@ -72,6 +76,18 @@ std::vector<std::string> ref_keys(const std::string& prefix) {
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+RelativeErrors relative_errors(std::span<const float> actual, std::span<const float> expected) {
+  double d2 = 0, e2 = 0, dmax = 0, emax = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const double d = static_cast<double>(actual[i]) - expected[i];
+    d2 += d * d;
+    e2 += static_cast<double>(expected[i]) * expected[i];
+    dmax = std::max(dmax, std::fabs(d));
+    emax = std::max(emax, std::fabs(static_cast<double>(expected[i])));
+  }
+  return {std::sqrt(d2 / e2), dmax / emax};
 }
 
 }  // namespace kiln::diffusion::test

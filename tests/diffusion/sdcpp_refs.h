@@ -1,5 +1,6 @@
 // stable-diffusion.cpp's reference numbers (tests/data/diffusion/sdcpp-refs.txt, recorded by
-// tools/fixtures/mksdcpp_refs.sh, and sdcpp-clip-refs.txt, by mksdcpp_clip_refs.sh): records
+// tools/fixtures/mksdcpp_refs.sh, sdcpp-clip-refs.txt, by mksdcpp_clip_refs.sh, and
+// sdcpp-unet-refs.txt and sdcpp-taesd-refs.txt, by mksdcpp_net_refs.sh): records
 // `key count hex...`, floats as IEEE-754 bit patterns.
 #pragma once
 
@@ -21,6 +22,13 @@ std::vector<uint32_t> ref_words(const std::string& key);
 std::string ref_text(const std::string& key);
 // The keys that start with `prefix`, in order.
 std::vector<std::string> ref_keys(const std::string& prefix);
+
+struct RelativeErrors {
+  double l2 = 0;   // ||a - b|| / ||b||: the relative error of the set
+  double max = 0;  // max |a - b| / max |b|: the worst value
+};
+// `actual` against `expected` (of at least expected's size).
+RelativeErrors relative_errors(std::span<const float> actual, std::span<const float> expected);
 
 // Bit-for-bit equality, naming the first differing index and both values.
 ::testing::AssertionResult bits_equal(std::span<const float> expected, std::span<const float> actual);

@@ -125,6 +125,13 @@ Status vk_check_op(const OpCall& call) {
     case OpKind::Im2Col1d:
       // The audio encoder's ops (issue 36) have no shader yet: audio runs on the CPU only.
       return unsupported(call, "no shader for this op yet (the audio encoder runs on the CPU)");
+    case OpKind::Im2Col2d:
+    case OpKind::GroupNorm:
+    case OpKind::Upscale:
+    case OpKind::Tanh:
+    case OpKind::Relu:
+      // Stable Diffusion's ops (issue 34) have no shader yet: its networks run on the CPU only.
+      return unsupported(call, "no shader for this op yet (Stable Diffusion's networks run on the CPU)");
   }
   return unsupported(call, "unknown op");
 }
@@ -216,6 +223,11 @@ VkOpDispatch vk_plan_op(const OpCall& call, VkCallParams& p) {
       return {"avg_pool", ceil_div(n, 256)};
     case OpKind::GeluErf:
     case OpKind::Im2Col1d:
+    case OpKind::Im2Col2d:
+    case OpKind::GroupNorm:
+    case OpKind::Upscale:
+    case OpKind::Tanh:
+    case OpKind::Relu:
       break;  // refused by vk_check_op
   }
   KILN_ASSERT(false, "vk_plan_op: an unknown op");

@@ -1,0 +1,116 @@
+// TAESD's decoder on kiln's runtime against stable-diffusion.cpp's TinyImageAutoEncoder
+// (tests/data/diffusion/sdcpp-taesd-refs.txt, from tools/fixtures/mksdcpp_net_refs.sh) for the
+// random-weight decoder tools/fixtures/mksd_taesd.py makes (build/test-data/sd/): two 8x8 latents
+// decoded to 64x64, every 97th float of the output within kTolerance and the sampled pixels (every
+// 6th byte of the RGB image) within 1 of sd-cli's on at least 99% (the bar). Also: the
+// pixel conversion's edges and bad latents are Errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_device.h"
+#include "diffusion/taesd_decoder.h"
+#include "runtime/thread_pool.h"
+#include "sdcpp_refs.h"
+#include "test_data.h"
+
+namespace kiln::diffusion {
+namespace {
+
+constexpr size_t kSampleStride = 97, kPixelStride = 6;  // sdcpp_taesd_oracle.cpp's
+// ||kiln - sd.cpp|| / ||sd.cpp|| of the sampled floats. Measured on an AMD EPYC (Zen 4, AVX-512):
+// 1.6e-5 and 1.9e-5; every sampled pixel within 1, 2042 and 2043 of 2048 equal.
+constexpr double kTolerance = 1e-4;
+
+// sdcpp_taesd_oracle.cpp's latents (sdcpp_unet_oracle.cpp's hash).
+std::vector<float> latent(uint64_t salt) {
+  std::vector<float> z(256);
+  for (size_t i = 0; i < z.size(); ++i) {
+    uint64_t x = i + salt * 0x9e3779b97f4a7c15ull + 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    z[i] = (static_cast<float>(x >> 40) / 16777216.0f * 2.0f - 1.0f) * 1.5f;
+  }
+  return z;
+}
+
+struct Engine {
+  CpuDevice device;
+  ThreadPool pool{0};
+  CpuBackend backend{device, pool};
+};
+
+std::unique_ptr<TaesdDecoder> open_decoder(Engine& e) {
+  auto file = sd::SdWeightFile::open(test_data::path("sd/taesd-f32.safetensors"));
+  EXPECT_TRUE(file.ok()) << file.error().message;
+  if (!file.ok()) return nullptr;
+  auto d = TaesdDecoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), sd::kTaesdDecoderPrefix,
+                                e.backend);
+  EXPECT_TRUE(d.ok()) << d.error().message;
+  return d.ok() ? std::move(*d) : nullptr;
+}
+
+TEST(TaesdDecoder, ImageMatchesStableDiffusionCpp) {
+  Engine engine;
+  std::unique_ptr<TaesdDecoder> dec = open_decoder(engine);
+  ASSERT_NE(dec, nullptr);
+  for (uint64_t salt : {11, 12}) {
+    const std::string key = "taesd/z" + std::to_string(salt) + "/";
+    SCOPED_TRACE(key);
+    auto out = dec->decode(latent(salt), 8, 8);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    ASSERT_EQ(out->size(), 64u * 64u * 3u);
+    const std::vector<uint32_t> ref_bits = test::ref_words(key + "samples");
+    std::vector<float> ref(ref_bits.size()), got;
+    std::memcpy(ref.data(), ref_bits.data(), ref_bits.size() * 4);
+    for (size_t i = 0; i < out->size(); i += kSampleStride) got.push_back((*out)[i]);
+    ASSERT_EQ(got.size(), ref.size());
+    const test::RelativeErrors e = test::relative_errors(got, ref);
+    EXPECT_LE(e.l2, kTolerance);
+
+    const std::vector<uint8_t> pixels = rgb_planes_to_pixels(*out, 64, 64);
+    const std::vector<uint32_t> packed = test::ref_words(key + "pixels");
+    size_t n = 0, within = 0, equal = 0, saturated = 0;
+    for (size_t i = 0; i < pixels.size(); i += kPixelStride, ++n) {
+      const int r = static_cast<int>((packed.at(n / 4) >> (8 * (n % 4))) & 0xff);
+      within += std::abs(pixels[i] - r) <= 1;
+      equal += pixels[i] == r;
+      saturated += r == 0 || r == 255;
+    }
+    ASSERT_EQ(n, 2048u);
+    EXPECT_GE(within, n * 99 / 100);
+    // The image must depend on the latent: not mostly clipped to 0 or 255.
+    EXPECT_LT(saturated, n / 2);
+    std::printf("  %s relative error %.2e; pixels within 1: %zu/%zu, equal %zu, saturated %zu\n", key.c_str(), e.l2,
+                within, n, equal, saturated);
+  }
+}
+
+TEST(TaesdDecoder, PixelsAsSdCliWritesThem) {
+  // Planes R, G, B of a 2x1 image.
+  const std::vector<float> planes{-0.5f, 0.0f, 1.0f, 2.0f, 0.5f, 0.0019607f};
+  const std::vector<uint8_t> px = rgb_planes_to_pixels(planes, 2, 1);
+  EXPECT_EQ(px, (std::vector<uint8_t>{0, 255, 128, 0, 255, 0}));
+}
+
+TEST(TaesdDecoder, BadLatentsAreErrors) {
+  Engine engine;
+  std::unique_ptr<TaesdDecoder> dec = open_decoder(engine);
+  ASSERT_NE(dec, nullptr);
+  auto r = dec->decode(latent(1), 8, 4);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("256 floats"), std::string::npos) << r.error().message;
+  r = dec->decode({}, 0, 8);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("0 x 8"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace kiln::diffusion
