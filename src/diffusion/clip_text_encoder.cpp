@@ -8,21 +8,10 @@ namespace kiln::diffusion {
 Result<std::unique_ptr<ClipTextEncoder>> ClipTextEncoder::create(std::shared_ptr<const sd::SdWeightFile> file,
                                                                  const std::string& prefix, Backend& backend,
                                                                  ComputeArena* arena) {
-  Device& dev = backend.device();
-  if (!dev.is_host())
-    return make_error("sd text encoder: runs on host devices only for now, not on '", dev.name(), "'");
-  if (arena != nullptr && &arena->device() != &dev)
-    return make_error("sd text encoder: the compute arena '", arena->owner(), "' is on device '",
-                      arena->device().name(), "', the backend on '", dev.name(), "'");
-  std::unique_ptr<ClipTextEncoder> e(new ClipTextEncoder());
+  KILN_ASSIGN_OR_RETURN(HostNetwork net, HostNetwork::create("sd text encoder", backend, arena));
+  std::unique_ptr<ClipTextEncoder> e(new ClipTextEncoder(std::move(net)));
   KILN_ASSIGN_OR_RETURN(e->weights_, sd::bind_clip_text(file->gguf(), prefix));
   e->file_ = std::move(file);
-  e->backend_ = &backend;
-  if (arena == nullptr) {
-    e->own_arena_ = std::make_unique<ComputeArena>(dev, "sd text encoder");
-    arena = e->own_arena_.get();
-  }
-  e->arena_ = arena;
   return e;
 }
 
@@ -40,19 +29,9 @@ Result<std::vector<float>> ClipTextEncoder::encode_chunk(std::span<const int32_t
   const Tensor in = g.input("ids", DType::I32, {hp.n_token, 1, 1, 1});
   const Tensor out = sd::clip_text_graph(g, weights_, in, n_layers);
   g.mark_output(out);
-  KILN_TRY(g.status());
-  KILN_TRY(arena_->reserve(g));
-  KILN_TRY(arena_->allocate());  // allocates only when the reservation grew
-  KILN_ASSIGN_OR_RETURN(ExecPlan plan, arena_->plan(g));
-  KILN_TRY(backend_->prepare(plan));
   std::vector<int32_t> host_ids(ids.begin(), ids.end());
-  KILN_TRY(plan.bind(in, contiguous_view(DType::I32, {hp.n_token, 1, 1, 1}, host_ids.data())));
-  KILN_TRY(backend_->execute(plan));
-  backend_->synchronize();
-  const TensorView v = plan.view(out);  // [n_embd, n_token]
-  std::vector<float> hidden(static_cast<size_t>(v.nelements()));
-  KILN_TRY(backend_->device().download(v, hidden.data(), v.span_bytes()));
-  return hidden;
+  const HostNetwork::Input inputs[] = {{in, host_ids.data()}};
+  return net_.run(g, inputs, out);  // [n_embd, n_token]
 }
 
 Result<std::vector<float>> encode_prompt(ClipTextEncoder& encoder, const ClipTokenizer& tokenizer,

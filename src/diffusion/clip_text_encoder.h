@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "diffusion/host_network.h"
 #include "diffusion/clip_tokenizer.h"
 #include "models/sd/clip_text.h"
 #include "models/sd/weight_file.h"
@@ -44,12 +45,10 @@ class ClipTextEncoder {
   Result<std::vector<float>> encode_chunk(std::span<const int32_t> ids, int clip_skip);
 
  private:
-  ClipTextEncoder() = default;
+  explicit ClipTextEncoder(HostNetwork net) : net_(std::move(net)) {}
+  HostNetwork net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::ClipTextWeights weights_;
-  Backend* backend_ = nullptr;
-  ComputeArena* arena_ = nullptr;
-  std::unique_ptr<ComputeArena> own_arena_;
 };
 
 // SD 1.x conditioning: chunks * 77 rows of n_embd floats (c_crossattn), weights applied.

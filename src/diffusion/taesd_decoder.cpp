@@ -7,21 +7,10 @@ namespace kiln::diffusion {
 Result<std::unique_ptr<TaesdDecoder>> TaesdDecoder::create(std::shared_ptr<const sd::SdWeightFile> file,
                                                            const std::string& prefix, Backend& backend,
                                                            ComputeArena* arena) {
-  Device& dev = backend.device();
-  if (!dev.is_host())
-    return make_error("taesd decoder: runs on host devices only for now, not on '", dev.name(), "'");
-  if (arena != nullptr && &arena->device() != &dev)
-    return make_error("taesd decoder: the compute arena '", arena->owner(), "' is on device '",
-                      arena->device().name(), "', the backend on '", dev.name(), "'");
-  std::unique_ptr<TaesdDecoder> d(new TaesdDecoder());
+  KILN_ASSIGN_OR_RETURN(HostNetwork net, HostNetwork::create("taesd decoder", backend, arena));
+  std::unique_ptr<TaesdDecoder> d(new TaesdDecoder(std::move(net)));
   KILN_ASSIGN_OR_RETURN(d->weights_, sd::bind_taesd_decoder(file->gguf(), prefix));
   d->file_ = std::move(file);
-  d->backend_ = &backend;
-  if (arena == nullptr) {
-    d->own_arena_ = std::make_unique<ComputeArena>(dev, "taesd decoder");
-    arena = d->own_arena_.get();
-  }
-  d->arena_ = arena;
   return d;
 }
 
@@ -38,19 +27,9 @@ Result<std::vector<float>> TaesdDecoder::decode(std::span<const float> z, int64_
   const Tensor rgb = sd::taesd_decoder_graph(g, weights_, grid);
   const Tensor out = g.cast(g.permute(rgb, {2, 0, 1, 3}), DType::F32, "rgb_planes");  // [8w, 8h, 3, 1]
   g.mark_output(out);
-  KILN_TRY(g.status());
-  KILN_TRY(arena_->reserve(g));
-  KILN_TRY(arena_->allocate());  // allocates only when the reservation grew
-  KILN_ASSIGN_OR_RETURN(ExecPlan plan, arena_->plan(g));
-  KILN_TRY(backend_->prepare(plan));
   std::vector<float> host_z(z.begin(), z.end());
-  KILN_TRY(plan.bind(in, contiguous_view(DType::F32, {width, height, 4, 1}, host_z.data())));
-  KILN_TRY(backend_->execute(plan));
-  backend_->synchronize();
-  const TensorView v = plan.view(out);
-  std::vector<float> result(static_cast<size_t>(v.nelements()));
-  KILN_TRY(backend_->device().download(v, result.data(), v.span_bytes()));
-  return result;
+  const HostNetwork::Input inputs[] = {{in, host_z.data()}};
+  return net_.run(g, inputs, out);
 }
 
 std::vector<uint8_t> rgb_planes_to_pixels(std::span<const float> planes, int64_t width, int64_t height) {

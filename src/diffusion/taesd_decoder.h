@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "diffusion/host_network.h"
 #include "models/sd/taesd.h"
 #include "models/sd/weight_file.h"
 #include "runtime/backend.h"
@@ -35,12 +36,10 @@ class TaesdDecoder {
   Result<std::vector<float>> decode(std::span<const float> z, int64_t width, int64_t height);
 
  private:
-  TaesdDecoder() = default;
+  explicit TaesdDecoder(HostNetwork net) : net_(std::move(net)) {}
+  HostNetwork net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::TaesdDecoderWeights weights_;
-  Backend* backend_ = nullptr;
-  ComputeArena* arena_ = nullptr;
-  std::unique_ptr<ComputeArena> own_arena_;
 };
 
 // planes: exactly 3 planes of width * height floats (asserted) -> width * height RGB bytes, row-major, each value

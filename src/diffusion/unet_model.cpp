@@ -5,21 +5,10 @@ namespace kiln::diffusion {
 Result<std::unique_ptr<UnetModel>> UnetModel::create(std::shared_ptr<const sd::SdWeightFile> file,
                                                      const std::string& prefix, bool tiny, Backend& backend,
                                                      ComputeArena* arena) {
-  Device& dev = backend.device();
-  if (!dev.is_host())
-    return make_error("sd unet: runs on host devices only for now, not on '", dev.name(), "'");
-  if (arena != nullptr && &arena->device() != &dev)
-    return make_error("sd unet: the compute arena '", arena->owner(), "' is on device '",
-                      arena->device().name(), "', the backend on '", dev.name(), "'");
-  std::unique_ptr<UnetModel> m(new UnetModel());
+  KILN_ASSIGN_OR_RETURN(HostNetwork net, HostNetwork::create("sd unet", backend, arena));
+  std::unique_ptr<UnetModel> m(new UnetModel(std::move(net)));
   KILN_ASSIGN_OR_RETURN(m->weights_, sd::bind_unet(file->gguf(), prefix, tiny));
   m->file_ = std::move(file);
-  m->backend_ = &backend;
-  if (arena == nullptr) {
-    m->own_arena_ = std::make_unique<ComputeArena>(dev, "sd unet");
-    arena = m->own_arena_.get();
-  }
-  m->arena_ = arena;
   return m;
 }
 
@@ -47,22 +36,10 @@ Result<std::vector<float>> UnetModel::eval(std::span<const float> x, int64_t wid
   const Tensor eps = sd::unet_graph(g, weights_, grid, in_t, in_c);
   const Tensor out = g.cast(g.permute(eps, {2, 0, 1, 3}), DType::F32, "out_planes");  // [w, h, c, 1]
   g.mark_output(out);
-  KILN_TRY(g.status());
-  KILN_TRY(arena_->reserve(g));
-  KILN_TRY(arena_->allocate());  // allocates only when the reservation grew
-  KILN_ASSIGN_OR_RETURN(ExecPlan plan, arena_->plan(g));
-  KILN_TRY(backend_->prepare(plan));
   std::vector<float> t_emb = sd::timestep_embedding(timestep, hp.model_channels);
   std::vector<float> host_x(x.begin(), x.end()), host_c(context.begin(), context.end());
-  KILN_TRY(plan.bind(in_x, contiguous_view(DType::F32, {width, height, hp.in_channels, 1}, host_x.data())));
-  KILN_TRY(plan.bind(in_t, contiguous_view(DType::F32, {hp.model_channels, 1, 1, 1}, t_emb.data())));
-  KILN_TRY(plan.bind(in_c, contiguous_view(DType::F32, {hp.context_dim, n_ctx, 1, 1}, host_c.data())));
-  KILN_TRY(backend_->execute(plan));
-  backend_->synchronize();
-  const TensorView v = plan.view(out);
-  std::vector<float> result(static_cast<size_t>(v.nelements()));
-  KILN_TRY(backend_->device().download(v, result.data(), v.span_bytes()));
-  return result;
+  const HostNetwork::Input inputs[] = {{in_x, host_x.data()}, {in_t, t_emb.data()}, {in_c, host_c.data()}};
+  return net_.run(g, inputs, out);
 }
 
 }  // namespace kiln::diffusion

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "diffusion/host_network.h"
 #include "models/sd/unet.h"
 #include "models/sd/weight_file.h"
 #include "runtime/backend.h"
@@ -41,12 +42,10 @@ class UnetModel {
                                   std::span<const float> context);
 
  private:
-  UnetModel() = default;
+  explicit UnetModel(HostNetwork net) : net_(std::move(net)) {}
+  HostNetwork net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::UnetWeights weights_;
-  Backend* backend_ = nullptr;
-  ComputeArena* arena_ = nullptr;
-  std::unique_ptr<ComputeArena> own_arena_;
 };
 
 }  // namespace kiln::diffusion

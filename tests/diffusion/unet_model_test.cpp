@@ -19,6 +19,7 @@
 #include "diffusion/unet_model.h"
 #include "runtime/thread_pool.h"
 #include "sdcpp_refs.h"
+#include "diffusion/oracle_inputs.h"
 #include "test_data.h"
 
 namespace kiln::diffusion {
@@ -34,22 +35,8 @@ namespace {
 // the error against stable-diffusion.cpp is 3.6e-4 to 4.1e-4.
 constexpr double kTolerance = 1e-3;
 
-// sdcpp_unet_oracle.cpp's inputs: exact floats from a hash, so both programs make the same ones.
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-float hashed_input(uint64_t i, uint64_t salt) {
-  const uint64_t h = splitmix64(i + salt * 0x9e3779b97f4a7c15ull);
-  return static_cast<float>(h >> 40) / 16777216.0f * 2.0f - 1.0f;
-}
-std::vector<float> hashed(size_t n, uint64_t salt, float scale) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = hashed_input(i, salt) * scale;
-  return v;
-}
+// sdcpp_unet_oracle.cpp's inputs (diffusion/oracle_inputs.h).
+using oracle_inputs::hashed;
 
 class UnetModelTest : public ::testing::Test {
  protected:
