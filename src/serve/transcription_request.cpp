@@ -32,6 +32,9 @@ std::optional<HttpError> transcription_request(std::span<const http::FormPart> f
       if (name == part.name) return HttpError{400, field_message(part.name, "is given more than once")};
     seen.push_back(part.name);
     const std::string value(part.data);
+    // Text fields become JSON strings and then template and tokenizer text, which are UTF-8.
+    if (part.name != "file" && !valid_utf8(value))
+      return HttpError{400, field_message(part.name, "must be UTF-8 text")};
     if (part.name == "file") {
       file = &part;
     } else if (part.name == "model") {

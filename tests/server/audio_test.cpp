@@ -257,6 +257,8 @@ TEST(ServerAudio, BadTranscriptionRequestsGetA400AndTheServerKeepsServing) {
       {transcription_form({{"stream", "yes"}}), "field 'stream' must be true or false"},
       {transcription_form({{"max_tokens", "1"}, {"max_tokens", "2"}}), "given more than once"},
       {transcription_form({{"timestamp_granularities[]", "word"}}), "timestamps"},
+      {transcription_form({{"prompt", "caf\xC3"}}), "field 'prompt' must be UTF-8 text"},
+      {transcription_form({{"language", "\xB7"}}), "field 'language' must be UTF-8 text"},
       {{{"file", "RIFF", "a.wav", "audio/wav"}}, "audio 0: "},
   };
   for (const FormCase& f : forms) {
