@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/check.h"
+
 namespace kiln {
 namespace {
 
@@ -124,10 +126,63 @@ Result<PlacedModel> place_model(std::shared_ptr<const Model> model, const Placem
   return out;
 }
 
+Result<std::unique_ptr<Context>> create_placed_context(const std::vector<std::shared_ptr<DeviceWeights>>& placed,
+                                                       const DeviceRegistry& devices, ContextOptions options,
+                                                       const BackendOf& backend_of) {
+  KILN_ASSERT(!placed.empty(), "create_placed_context: no weights");
+  auto backend = [&](size_t i) -> Backend& {
+    Device& d = placed[i]->device();
+    return backend_of ? backend_of(d) : devices.backend(d);
+  };
+  options.arena = &devices.arena(placed.front()->device());
+  if (placed.size() == 1) return Context::create(placed.front(), backend(0), options);
+  std::vector<ContextDevice> parts;
+  for (size_t i = 0; i < placed.size(); ++i)
+    parts.push_back({placed[i], &backend(i), &devices.arena(placed[i]->device())});
+  return Context::create(std::move(parts), options);
+}
+
+SplitFlags draft_split_flags(const SplitFlags& target, const std::string& target_main,
+                             const DraftPlacementFlags& draft, std::string* main) {
+  SplitFlags out = target;
+  *main = target_main;
+  if (!draft.devices.empty()) {
+    out.devices = draft.devices;
+    *main = draft.devices.front();
+  }
+  out.n_gpu_layers = draft.n_gpu_layers;
+  out.overrides = draft.overrides;
+  return out;
+}
+
+Result<std::unique_ptr<Context>> place_draft_context(std::shared_ptr<const Model> draft, const SplitFlags& target,
+                                                     const std::string& target_main,
+                                                     const DraftPlacementFlags& flags,
+                                                     const DeviceRegistry& devices, const ContextOptions& options,
+                                                     const WeightOptions& weights, const BackendOf& backend_of,
+                                                     const std::function<void(const std::string&)>& log) {
+  std::string main;
+  const SplitFlags split = draft_split_flags(target, target_main, flags, &main);
+  KILN_ASSIGN_OR_RETURN(const PlacementPlan plan,
+                        plan_placement(split, main, devices, *draft, options, weights, /*ctx_given=*/true));
+  KILN_ASSIGN_OR_RETURN(const PlacedModel placed, place_model(std::move(draft), plan, main, devices, weights));
+  if (log && !plan.fit_summary.empty()) log("draft model: " + plan.fit_summary);
+  if (log && !placed.layers.empty()) log("draft model: " + placed.layers);
+  return create_placed_context(placed.weights, devices, plan.context, backend_of);
+}
+
 Result<std::vector<DeviceEstimate>> estimate_plan(const Model& model, const PlacementPlan& plan, const std::string& main,
                                                   const DeviceRegistry& devices, const WeightOptions& weights) {
   KILN_ASSIGN_OR_RETURN(const LayerSplit split, split_of(plan, main, devices, model.hparams()));
-  return estimate_placement(model, split, plan.context, weights, nullptr);
+  DeviceWeights::LayoutCache cache;
+  KILN_ASSIGN_OR_RETURN(std::vector<DeviceEstimate> out, estimate_placement(model, split, plan.context, weights, &cache));
+  for (DeviceEstimate& e : out) {
+    const auto segments = plan.segments.find(e.device);
+    if (segments == plan.segments.end() || segments->second <= 0) continue;
+    e.segment_layers = segments->second;
+    e.segmented_peak = segmented_peak(model, split, e, e.segment_layers, weights, &cache);
+  }
+  return out;
 }
 
 std::string parse_one_device(const std::string& v, std::string* out) {

@@ -6,6 +6,7 @@
 // Thread-safety: pure functions over the registry's devices.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -76,7 +77,43 @@ struct PlacedModel {
 Result<PlacedModel> place_model(std::shared_ptr<const Model> model, const PlacementPlan& plan, const std::string& main,
                                 const DeviceRegistry& devices, const WeightOptions& weights);
 
-// The estimate of `plan` (the whole model as an override of every tensor to `main`), for -fitp.
+// The backend a context computes with on a device (e.g. one of the caller's own: the server's
+// models compute at the same time, each with its own kernel scratch). Empty: the registry's.
+using BackendOf = std::function<Backend&(Device&)>;
+
+// A context with `options` over `placed` (place_model's weights, the main device's first): on one
+// device Context::create over its weights, else one ContextDevice per device. Each device computes
+// on backend_of(device) and plans in the registry's compute arena of its device.
+Result<std::unique_ptr<Context>> create_placed_context(const std::vector<std::shared_ptr<DeviceWeights>>& placed,
+                                                       const DeviceRegistry& devices, ContextOptions options,
+                                                       const BackendOf& backend_of = {});
+
+// The draft model's own placement flags (-devd, -ngld, -otd).
+struct DraftPlacementFlags {
+  std::vector<std::string> devices = {};            // -devd: empty follows the target's --device
+  int64_t n_gpu_layers = SplitOptions::kAllLayers;  // -ngld (auto)
+  std::vector<std::pair<std::string, std::string>> overrides = {};  // -otd
+};
+
+// The flags a draft model is placed with, as llama.cpp derives them
+// (common_base_params_to_speculative): the target's, with -devd's devices when given, -ngld's layer
+// count and -otd's overrides (the target's -ot is not inherited). `*main` gets the draft's main
+// device (-devd's first, else the target's `target_main`).
+SplitFlags draft_split_flags(const SplitFlags& target, const std::string& target_main,
+                             const DraftPlacementFlags& draft, std::string* main);
+
+// A draft model's context: plans (fit sees the room the target left), places and creates it with
+// `options` and the target's weight options, computing on backend_of's backends. `log` (may be
+// empty) gets fit's and the split's lines.
+Result<std::unique_ptr<Context>> place_draft_context(std::shared_ptr<const Model> draft, const SplitFlags& target,
+                                                     const std::string& target_main,
+                                                     const DraftPlacementFlags& flags,
+                                                     const DeviceRegistry& devices, const ContextOptions& options,
+                                                     const WeightOptions& weights, const BackendOf& backend_of,
+                                                     const std::function<void(const std::string&)>& log);
+
+// The estimate of `plan` (the whole model as an override of every tensor to `main`), for -fitp;
+// a device that streams its layers (plan.segments) gets its segments and their peak.
 Result<std::vector<DeviceEstimate>> estimate_plan(const Model& model, const PlacementPlan& plan, const std::string& main,
                                                   const DeviceRegistry& devices, const WeightOptions& weights);
 

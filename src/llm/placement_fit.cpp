@@ -100,6 +100,46 @@ Result<std::vector<DeviceEstimate>> estimate_placement(const Model& model, const
   return out;
 }
 
+namespace {
+
+// Bytes of the weights of `layers` that lie on `device`, laid out as one segment of their own.
+size_t segment_bytes(const Model& model, const LayerSplit& split, const Device& device,
+                     const std::vector<int64_t>& layers, const WeightOptions& weights,
+                     DeviceWeights::LayoutCache* cache) {
+  DecoderWeights held = model.weights();
+  for_each_weight_slot(held, [&](Weight& w, WeightUse, int64_t layer) {
+    if (w && (split.device_of(layer, w.info->name) != &device || std::find(layers.begin(), layers.end(), layer) == layers.end()))
+      w = Weight{};
+  });
+  return DeviceWeights::footprint(held, device, weights, cache).total();
+}
+
+// What stays on the device of `here` when its share streams: its estimate less every layer.
+size_t segmented_stays(const Model& model, const LayerSplit& split, const DeviceEstimate& here,
+                       const WeightOptions& weights, DeviceWeights::LayoutCache* cache) {
+  size_t streamed = 0;
+  for (const auto& one : segment_layer_runs(split, model.weights(), *here.device, 1))
+    streamed += segment_bytes(model, split, *here.device, one, weights, cache);
+  return here.total() - std::min(here.total(), streamed);
+}
+
+// The largest of the device's segments of `per` layers.
+size_t largest_segment(const Model& model, const LayerSplit& split, const Device& device, int64_t per,
+                       const WeightOptions& weights, DeviceWeights::LayoutCache* cache) {
+  size_t largest = 0;
+  for (const auto& run : segment_layer_runs(split, model.weights(), device, per))
+    largest = std::max(largest, segment_bytes(model, split, device, run, weights, cache));
+  return largest;
+}
+
+}  // namespace
+
+size_t segmented_peak(const Model& model, const LayerSplit& split, const DeviceEstimate& here, int64_t per,
+                      const WeightOptions& weights, DeviceWeights::LayoutCache* cache) {
+  return segmented_stays(model, split, here, weights, cache) +
+         2 * largest_segment(model, split, *here.device, per, weights, cache);
+}
+
 Result<int64_t> fit_segment_layers(const Model& model, const LayerSplit& split, Device& device,
                                    const ContextOptions& options, const WeightOptions& weights, size_t room) {
   DeviceWeights::LayoutCache cache;
@@ -107,29 +147,14 @@ Result<int64_t> fit_segment_layers(const Model& model, const LayerSplit& split, 
   const auto here = std::find_if(all.begin(), all.end(), [&](const DeviceEstimate& e) { return e.device == &device; });
   if (here == all.end()) return int64_t{0};
   if (here->total() <= room) return int64_t{0};
-  // Each layer's weights on the device as a segment of its own lays them out.
-  const auto layer_bytes = [&](const std::vector<int64_t>& run) {
-    DecoderWeights held = model.weights();
-    for_each_weight_slot(held, [&](Weight& w, WeightUse, int64_t layer) {
-      if (w && (split.device_of(layer, w.info->name) != &device || std::find(run.begin(), run.end(), layer) == run.end()))
-        w = Weight{};
-    });
-    return DeviceWeights::footprint(held, device, weights, &cache).total();
-  };
-  const std::vector<std::vector<int64_t>> layers = segment_layer_runs(split, model.weights(), device, 1);
-  size_t streamed = 0;
-  for (const auto& one : layers) streamed += layer_bytes(one);
-  const size_t stays = here->total() - std::min(here->total(), streamed);
-  for (auto per = static_cast<int64_t>(layers.size()) / 2; per >= 1; --per) {
-    size_t largest = 0;
-    for (const auto& run : segment_layer_runs(split, model.weights(), device, per))
-      largest = std::max(largest, layer_bytes(run));
-    if (stays + 2 * largest <= room) return per;
-  }
+  const size_t stays = segmented_stays(model, split, *here, weights, &cache);
+  const auto n_layers = static_cast<int64_t>(segment_layer_runs(split, model.weights(), device, 1).size());
+  for (int64_t per = n_layers / 2; per >= 1; --per)
+    if (stays + 2 * largest_segment(model, split, device, per, weights, &cache) <= room) return per;
   return make_error("segmented: ", device.name(), " has ", format_memory_size(room), " of room; what stays there (",
                     "the K and V of its layers, compute and its other weights) takes ", format_memory_size(stays),
                     ", and two segments of one layer ",
-                    format_memory_size(2 * (layers.empty() ? 0 : layer_bytes(layers.front()))), " more");
+                    format_memory_size(2 * largest_segment(model, split, device, 1, weights, &cache)), " more");
 }
 
 std::string describe_estimate(const std::vector<DeviceEstimate>& estimate) {
@@ -137,7 +162,11 @@ std::string describe_estimate(const std::vector<DeviceEstimate>& estimate) {
   for (const DeviceEstimate& e : estimate) {
     out += e.device->name() + ": weights " + format_memory_size(e.weights) + ", KV " + format_memory_size(e.kv) +
            ", compute " + format_memory_size(e.compute) + ", total " + format_memory_size(e.total()) + " (room " +
-           format_memory_size(device_room(*e.device, 0, false)) + ")\n";
+           format_memory_size(device_room(*e.device, 0, false)) + ")";
+    if (e.segment_layers > 0)
+      out += "; its layers streamed in segments of " + std::to_string(e.segment_layers) + ": at most " +
+             format_memory_size(e.segmented_peak) + " at once";
+    out += "\n";
   }
   return out;
 }

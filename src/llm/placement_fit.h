@@ -36,6 +36,10 @@ struct DeviceEstimate {
   size_t weights = 0;  // DeviceWeights::footprint total
   size_t kv = 0;
   size_t compute = 0;  // inputs buffer + arena + backend scratch
+  // Segmented execution: the layers per segment of the device's share (0: held whole) and the
+  // most it then holds at once (what stays there and two segments: segmented_peak).
+  int64_t segment_layers = 0;
+  size_t segmented_peak = 0;
   size_t total() const { return weights + kv + compute; }
 };
 
@@ -89,7 +93,14 @@ Result<FitChoice> fit_placement(const Model& model, const std::vector<Device*>& 
 Result<int64_t> fit_segment_layers(const Model& model, const LayerSplit& split, Device& device,
                                    const ContextOptions& options, const WeightOptions& weights, size_t room);
 
-// Lines for -fitp: each device's estimate (weights, KV, compute, total) against its room.
+// The most `device` holds at once when its share (estimate `here`, from estimate_placement over
+// `split`) streams in segments of `per` layers: what stays there (its other weights, the K and V
+// of its layers, compute) and its two largest segments. `cache` as estimate_placement's.
+size_t segmented_peak(const Model& model, const LayerSplit& split, const DeviceEstimate& here, int64_t per,
+                      const WeightOptions& weights, DeviceWeights::LayoutCache* cache);
+
+// Lines for -fitp: each device's estimate (weights, KV, compute, total) against its room, and for
+// a device that streams, its segments and the most it holds at once.
 std::string describe_estimate(const std::vector<DeviceEstimate>& estimate);
 
 }  // namespace kiln

@@ -27,15 +27,12 @@ Result<std::vector<std::vector<float>>> Embedder::embed(const ServerState& st,
   // Backends of our own (their scratch is per backend) over the model's devices and the server's
   // thread pool; each device's compute arena, in turns with the engine (and every other model there).
   std::vector<std::unique_ptr<Backend>> own;
-  std::vector<Backend*> backends;
-  for (const auto& w : st.placed) {
-    Device& device = w->device();
+  const BackendOf backend_of = [&](Device& device) -> Backend& {
     own.push_back(st.devices->new_backend(device));
     own.back()->set_scratch_owner_name(device.name() + " scratch (embeddings of " + st.name + ")");
-    backends.push_back(own.back().get());
-  }
-  opt.arena = &st.devices->arena(st.weights->device());
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, placed_context(st, backends, opt));
+    return *own.back();
+  };
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, create_placed_context(st.placed, *st.devices, opt, backend_of));
   std::vector<std::vector<float>> out;
   out.reserve(inputs.size());
   for (const auto& in : inputs) {

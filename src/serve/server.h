@@ -132,6 +132,7 @@ struct ServerOptions {
   ContextOptions context;            // n_ctx is shared by the slots
   bool embeddings = false;           // serve POST /v1/embeddings (--embeddings)
   std::string mmproj;                // the model's vision projector (--mmproj); empty: text only.
+  std::string mmproj_device;         // its encoders' device (-mmdev, --no-mmproj-offload); empty: `device`
   std::string media_path;            // the folder file:// image URLs are read from (--media-path);
                                      // empty: file:// URLs are refused
   // The memory image decodes in flight may take together (a MemoryGate, 16 bytes a pixel); an
@@ -143,6 +144,7 @@ struct ServerOptions {
   // model's file (-md), loaded with the model.
   SpeculativeOptions speculative;
   std::string draft_model;
+  DraftPlacementFlags draft_placement;  // the draft model's -devd, -ngld, -otd (model_placement.h)
   int32_t sleep_idle_seconds = 0;    // > 0: evict the model's memory after this many idle seconds
   // Many models (model_router.h): non-empty, the server serves these by the request's "model"
   // (attach_models()), and `device`, `budgets` and the fields above are every model's defaults.

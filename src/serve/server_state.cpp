@@ -12,6 +12,17 @@
 namespace kiln::serve {
 namespace {
 
+// The backend `st`'s model (its context, encoders and draft model) computes with on `device`: the
+// registry's, or in a server of many models (`shared`) one of its own, made at first use and kept
+// in st.backends.
+Backend& model_backend(ServerState& st, bool shared, Device& device) {
+  if (!shared) return st.devices->backend(device);
+  for (const auto& b : st.backends)
+    if (&b->device() == &device) return *b;
+  st.backends.push_back(st.devices->new_backend(device));
+  return *st.backends.back();
+}
+
 // How the model's weights are held (--no-mmap, --mlock); a failed lock is a warning in the log.
 WeightOptions weight_options(const ServerOptions& opt) {
   WeightOptions o{
@@ -92,12 +103,7 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   st->placed = std::move(placed.weights);
   st->weights = st->placed.front();
   Device* device = &st->weights->device();
-  std::vector<Backend*> backends;
-  for (const auto& w : st->placed) {
-    if (shared) st->backends.push_back(st->devices->new_backend(w->device()));
-    backends.push_back(shared ? st->backends.back().get() : &st->devices->backend(w->device()));
-  }
-  Backend& backend = *backends.front();
+  const BackendOf backend_of = [st = st.get(), shared](Device& d) -> Backend& { return model_backend(*st, shared, d); };
   co.arena = &st->devices->arena(*device);  // every model of the device takes turns in it
   st->media_path = opt.media_path;
   st->max_media_bytes = opt.max_body;
@@ -112,18 +118,22 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
     st->decode_memory = std::make_unique<MemoryGate>(opt.image_decode_bytes);
     co.input_embeddings = true;
   }
-  KILN_ASSIGN_OR_RETURN(st->ctx, placed_context(*st, backends, co));
-  if (st->vision) {
-    KILN_ASSIGN_OR_RETURN(
-        st->encoder, VisionEncoder::create(
-                         st->vision, backend,
-                         {.flash_attention = co.flash_attention, .arena = co.arena, .weights = weights}));
-  }
-  if (st->audio) {
-    KILN_ASSIGN_OR_RETURN(
-        st->audio_encoder,
-        AudioEncoder::create(st->audio, backend,
-                             {.flash_attention = co.flash_attention, .arena = co.arena, .weights = weights}));
+  KILN_ASSIGN_OR_RETURN(st->ctx, create_placed_context(st->placed, *st->devices, co, backend_of));
+  if (st->vision || st->audio) {
+    Device* on = device;
+    if (!opt.mmproj_device.empty()) {
+      auto named = st->devices->find(opt.mmproj_device);
+      if (!named.ok()) return make_error("serve: --mmproj-device: ", named.error().message);
+      on = *named;
+    }
+    const EncoderOptions eo = {
+        .flash_attention = co.flash_attention, .arena = &st->devices->arena(*on), .weights = weights};
+    if (st->vision) {
+      KILN_ASSIGN_OR_RETURN(st->encoder, VisionEncoder::create(st->vision, backend_of(*on), eo));
+    }
+    if (st->audio) {
+      KILN_ASSIGN_OR_RETURN(st->audio_encoder, AudioEncoder::create(st->audio, backend_of(*on), eo));
+    }
   }
   if (n_ctx_per_slot(st->ctx->n_ctx(), slots) < 2)
     return make_error("serve: a context of ", st->ctx->n_ctx(), " tokens is too small for ", slots.n_slots,
@@ -137,7 +147,12 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
     }
     ContextOptions dc = draft_context_options(co);
     dc.n_ctx = st->ctx->n_ctx();
-    auto spec = Speculator::create(opt.speculative, *model, std::move(draft), backend, dc, weights);
+    auto spec = Speculator::create(opt.speculative, *model, std::move(draft), [&](std::shared_ptr<const Model> d) {
+      return place_draft_context(std::move(d), split, opt.device, opt.draft_placement, *st->devices, dc, weights,
+                                 backend_of, [&](const std::string& line) {
+                                   if (opt.log) opt.log(st->name + ": " + line);
+                                 });
+    });
     if (!spec.ok()) return make_error("serve: ", spec.error().message);
     st->speculator = std::move(*spec);
   }
@@ -150,33 +165,25 @@ bool engine_idle(const ServerState& st) {
   return m.requests_processing == 0 && m.requests_deferred == 0;
 }
 
-Result<std::unique_ptr<Context>> placed_context(const ServerState& st, const std::vector<Backend*>& backends,
-                                                const ContextOptions& options) {
-  if (st.placed.size() == 1) return Context::create(st.placed.front(), *backends.front(), options);
-  std::vector<ContextDevice> devices;
-  for (size_t i = 0; i < st.placed.size(); ++i)
-    devices.push_back({st.placed[i], backends[i], &st.devices->arena(st.placed[i]->device())});
-  return Context::create(std::move(devices), options);
-}
-
 Status evict_memory(ServerState& st) {
+  std::vector<Device*> used;  // every device the state's memory is on, once each
+  auto evict = [&used](Device& device, OwnerId owner) -> Status {
+    if (std::find(used.begin(), used.end(), &device) == used.end()) used.push_back(&device);
+    if (ResidencyManager* m = device.residency(); m != nullptr && owner != 0) KILN_TRY(m->evict_owner(owner));
+    return ok_status();
+  };
   std::vector<Context*> contexts{st.ctx.get()};
   if (st.speculator && st.speculator->draft_model()) contexts.push_back(&st.speculator->draft_model()->context());
   for (Context* ctx : contexts) {
     ctx->release_host_buffers();
-    for (const auto& w : ctx->device_weights()) {
-      if (ResidencyManager* m = w->device().residency()) KILN_TRY(m->evict_owner(w->owner()));
-    }
+    for (const auto& w : ctx->device_weights()) KILN_TRY(evict(w->device(), w->owner()));
   }
-  for (const OwnerId encoder : {st.encoder ? st.encoder->owner() : 0, st.audio_encoder ? st.audio_encoder->owner() : 0})
-    if (ResidencyManager* m = st.weights->device().residency(); m != nullptr && encoder != 0)
-      KILN_TRY(m->evict_owner(encoder));
+  if (st.encoder) KILN_TRY(evict(st.encoder->weights().device(), st.encoder->owner()));
+  if (st.audio_encoder) KILN_TRY(evict(st.audio_encoder->weights().device(), st.audio_encoder->owner()));
   // Last, the devices' arenas: another model's request may pin one (the Error, the model's own
   // memory gone all the same).
-  for (const auto& w : st.placed) {
-    Device& device = w->device();
-    if (ResidencyManager* m = device.residency()) KILN_TRY(m->evict_owner(st.devices->arena(device).resident_owner()));
-  }
+  for (Device* device : used)
+    if (ResidencyManager* m = device->residency()) KILN_TRY(m->evict_owner(st.devices->arena(*device).resident_owner()));
   return ok_status();
 }
 

@@ -70,11 +70,6 @@ struct ServerState {
   }
 };
 
-// A context of `st`'s model over every device it lies on (`placed`), in each device's compute
-// arena; `backends` one per placed device, in that order.
-Result<std::unique_ptr<Context>> placed_context(const ServerState& st, const std::vector<Backend*>& backends,
-                                                const ContextOptions& options);
-
 // The model as the server knows it between loads: filled at attach, unchanged by sleep (a reload
 // uses the same file and options).
 struct ModelInfo {

@@ -299,6 +299,91 @@ TEST(Cli, RunWithADraftModelPrintsTheSameTextAndItsCounts) {
   }
 }
 
+// The draft model is placed by its own flags as llama.cpp places it: -devd's devices (default the
+// model's --device), -ngld's layers (default auto: --fit), -otd's overrides (the model's -ot is not
+// inherited). The text is the same wherever it lies.
+TEST(Cli, ADraftModelIsPlacedByItsOwnFlags) {
+  const std::string base = "run --no-display-prompt -t 2 -v -m " + kModel +
+                           " -p 'The quick brown fox' -n 16 --temp 0 --device sim0 --sim-capacity sim1=1 "
+                           "-ot 'ffn_.*=cpu'";
+  // The generated text: what comes before the timing line, after kiln's own lines.
+  auto generated = [](const std::string& out) {
+    std::string text = out.substr(0, out.find("\nkiln run: prompt "));
+    while (text.starts_with("kiln run: ")) text.erase(0, text.find('\n') + 1);
+    return text;
+  };
+  const CliResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  ASSERT_FALSE(generated(plain.out).empty()) << plain.out;
+  struct Case {
+    std::string flags;
+    std::vector<std::string> draft_on;  // the devices holding the draft's weights, in breakdown order
+    std::string layers;                 // the draft's split line ("" when it lies whole on one device)
+  };
+  const Case cases[] = {
+      {"", {"sim0"}, ""},
+      {" -devd none", {"cpu"}, ""},
+      {" -devd sim1", {"sim1"}, ""},
+      {" -devd sim1 -ngld 1", {"cpu", "sim1"}, "kiln run: draft model: the output layer on sim1; layers 0-1 on cpu\n"},
+      {" -ngld 0", {"cpu"}, "kiln run: draft model: layers 0-1 and the output layer on cpu\n"},
+      {" -otd 'ffn_.*=cpu'", {"cpu", "sim0"}, "(and the tensors -ot names where it says)\n"},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = run(base + " -md " + kModel + c.flags);
+    ASSERT_EQ(r.exit_code, 0) << c.flags << "\n" << r.out;
+    // Both models are owners named after the model: the target's two (its -ot split: cpu and sim0)
+    // taken out, the rest are the draft's.
+    std::vector<std::string> draft = kiln::test::devices_holding(r.out, "random-llama-2x128");
+    for (const char* target : {"cpu", "sim0"}) {
+      const auto it = std::find(draft.begin(), draft.end(), target);
+      ASSERT_NE(it, draft.end()) << c.flags << "\n" << r.out;
+      draft.erase(it);
+    }
+    std::sort(draft.begin(), draft.end());
+    EXPECT_EQ(draft, c.draft_on) << c.flags << "\n" << r.out;
+    if (c.layers.empty()) {
+      EXPECT_EQ(r.out.find("kiln run: draft model: "), std::string::npos) << c.flags << "\n" << r.out;
+    } else {
+      EXPECT_NE(r.out.find(c.layers), std::string::npos) << c.flags << "\n" << r.out;
+    }
+    EXPECT_EQ(generated(r.out), generated(plain.out)) << c.flags << "\n" << r.out;
+  }
+  const CliResult bad = run(base + " -md " + kModel + " -devd sim1,sim1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("device 'sim1' named twice"), std::string::npos) << bad.out;
+}
+
+// -fitp prints each device's estimate against its room and exits without generating; with
+// --segmented on a budget just under the model's total, the device streams its layers and the
+// estimate says in what segments and how much it then holds at once (within the budget).
+TEST(Cli, FitPrintShowsEachDevicesEstimateAndItsSegments) {
+  const std::string model = kiln::test_data::path("segmented/llama-spm-e64-l6.gguf");
+  const std::string base = "run -m " + model + " -p hi -c 256 --device sim0 --segmented -fitp on";
+  const CliResult whole = run(base);
+  ASSERT_EQ(whole.exit_code, 0) << whole.out;
+  EXPECT_EQ(whole.out.find("kiln run: prompt"), std::string::npos) << "-fitp generates nothing\n" << whole.out;
+  EXPECT_NE(whole.out.find("segmented: every device holds its layers (nothing to stream)\n"), std::string::npos)
+      << whole.out;
+  // "sim0: weights W, KV K, compute C, total T MiB (room R)"
+  const size_t at = whole.out.find("sim0: weights ");
+  ASSERT_NE(at, std::string::npos) << whole.out;
+  const size_t total_at = whole.out.find(", total ", at);
+  ASSERT_NE(total_at, std::string::npos) << whole.out;
+  ASSERT_NE(whole.out.find(" MiB (room ", total_at), std::string::npos) << whole.out;
+  const double total_mib = std::stod(whole.out.substr(total_at + 8));
+
+  const double budget_mib = total_mib - 0.2;  // less than the whole, more than what stays + 2 layers
+  const CliResult streamed = run(base + " --max-mem sim0=" + std::to_string(budget_mib / 1024));
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.out;
+  EXPECT_NE(streamed.out.find("sim0 streams its layers in segments of "), std::string::npos) << streamed.out;
+  const size_t peak_at = streamed.out.find(": at most ");
+  ASSERT_NE(peak_at, std::string::npos) << streamed.out;
+  EXPECT_NE(streamed.out.find("; its layers streamed in segments of "), std::string::npos) << streamed.out;
+  const double peak_mib = std::stod(streamed.out.substr(peak_at + 10));
+  EXPECT_LE(peak_mib, budget_mib + 0.01) << streamed.out;
+  EXPECT_LT(peak_mib, total_mib) << streamed.out;
+}
+
 TEST(Cli, RunWithNgramDraftsOnTheLoopingDefaultModel) {
   const std::string base = "-p 'And God said unto Moses,' -n 64 --temp 0 -s 1 ";
   const RunOutput plain = run_text(base);

@@ -68,6 +68,32 @@ TEST(ImageCli, RunReproducesLlamaCppGreedyText) {
   }
 }
 
+// The mmproj's encoder runs on the model's device, on the CPU (--no-mmproj-offload, -mmdev none) or
+// on the device -mmdev names, as llama.cpp's flags say; the text is llama.cpp's wherever it runs.
+TEST(ImageCli, TheEncoderRunsWhereTheMmprojFlagsSay) {
+  std::ifstream in(kMtmd + "mlp-test-224.ref.json");
+  const auto ref = nlohmann::json::parse(in);
+  auto text = model()->tokenizer().detokenize(ref["greedy_tokens"].get<std::vector<int32_t>>(), false, false);
+  ASSERT_TRUE(text.ok());
+  const std::string base = "run -m " + kModel + " --mmproj " + kMtmd + "mmproj-mlp.gguf --image " + kMtmd +
+                           "test-224.png -p 'USER: <__media__>Describe the image.\nASSISTANT:' -n 8 --temp 0 -t 2 "
+                           "-ctk f32 -ctv f32 -fa off --no-display-prompt -v --device sim0 --sim-capacity sim1=1";
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "sim0"}, {" --no-mmproj-offload", "cpu"}, {" -mmdev none", "cpu"}, {" -mmdev sim1", "sim1"},
+      {" -mmdev sim1 --no-mmproj-offload", "cpu"}};
+  for (const auto& [flags, device] : cases) {
+    const CliResult r = run(base + flags);
+    ASSERT_EQ(r.exit_code, 0) << flags << "\n" << r.out;
+    EXPECT_NE(r.out.find(*text), std::string::npos) << flags << ": llama.cpp '" << *text << "'\nkiln: " << r.out;
+    EXPECT_EQ(test::devices_holding(r.out, "mmproj random-mlp-mmproj"), std::vector<std::string>{device})
+        << flags << "\n" << r.out;
+    EXPECT_EQ(test::devices_holding(r.out, "random-llama-2x128"), std::vector<std::string>{"sim0"}) << r.out;
+  }
+  const CliResult absent = run(base + " -mmdev sim2");
+  EXPECT_EQ(absent.exit_code, 1) << absent.out;
+  EXPECT_NE(absent.out.find("--mmproj-device: device 'sim2' does not exist here"), std::string::npos) << absent.out;
+}
+
 // The greedy reply (n tokens) to `prompt` decoded directly, as `kiln chat` should decode it.
 std::string direct_reply(const std::string& mmproj, const std::string& chat_text, const std::string& image, int n) {
   auto vision = VisionModel::load(mmproj, *model());

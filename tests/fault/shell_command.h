@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace kiln::test {
 
@@ -26,6 +27,26 @@ inline CliResult run_shell(const std::string& cmd) {
   while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+// The devices under which `-v`'s memory breakdown (printed by run, chat, bench) lists an owner whose
+// name starts with `owner`, one entry per such owner, in the breakdown's order. A device's section
+// starts at its line " - NAME  |"; its owners' lines are "   - OWNER #ID  |".
+inline std::vector<std::string> devices_holding(const std::string& out, const std::string& owner) {
+  std::vector<std::string> found;
+  std::string device;
+  size_t at = out.find("memory breakdown [MiB]");
+  while (at != std::string::npos && at < out.size()) {
+    const size_t end = out.find('\n', at);
+    const std::string line = out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    if (line.starts_with(" - ")) {
+      device = line.substr(3, line.find_first_of(" |", 3) - 3);
+    } else if (line.starts_with("   - " + owner)) {
+      found.push_back(device);
+    }
+    at = end == std::string::npos ? end : end + 1;
+  }
+  return found;
 }
 
 }  // namespace kiln::test

@@ -71,6 +71,46 @@ TEST(ServerImages, CompletionMultimodalDataReproducesLlamaCppGreedyTokens) {
   }
 }
 
+// The devices /v1/memory lists an owner named `owner` under, in its order.
+std::vector<std::string> devices_holding(const json& memory, const std::string& owner) {
+  std::vector<std::string> out;
+  for (const json& d : memory["devices"])
+    for (const json& o : d["owners"])
+      if (o["name"] == owner) out.push_back(d["device"]);
+  return out;
+}
+
+// With the model on sim0, the encoder goes where --mmproj-device says (here the CPU) and the draft
+// model where -devd and -ngld say (its output layer on sim1, the rest on the CPU); the answers are
+// llama.cpp's tokens, as with everything on sim0.
+TEST(ServerImages, TheEncoderAndTheDraftModelGoWhereTheirFlagsSay) {
+  const std::string png = file_bytes(kMtmd + "test-224.png");
+  std::ifstream in(kMtmd + "mlp-test-224.ref.json");
+  const json ref = json::parse(in);
+  ServerOptions o = reference_options(kMtmd + "mmproj-mlp.gguf");
+  o.n_parallel = 1;
+  o.device = "sim0";
+  o.sim_devices = {{.name = "sim0", .capacity = size_t{512} << 20}, {.name = "sim1", .capacity = size_t{512} << 20}};
+  o.mmproj_device = "cpu";
+  o.draft_model = test_data::path("models/llama-spm-e128-f32.gguf");
+  o.speculative.sources = {DraftSource::DraftSimple};
+  o.draft_placement = {.devices = {"sim1"}, .n_gpu_layers = 1};
+  MmprojTestServer s(o);
+  const json body = {{"prompt", {{"prompt_string", ref["prompt"]}, {"multimodal_data", {base64(png)}}}},
+                     {"n_predict", 8},
+                     {"temperature", 0},
+                     {"return_tokens", true}};
+  const auto [status, out] = s.post("/completion", body);
+  ASSERT_EQ(status, 200) << out.dump();
+  EXPECT_EQ(out["tokens"], ref["greedy_tokens"]);
+  const json memory = s.get("/v1/memory");
+  const std::string model = mmproj_text_model()->name();
+  EXPECT_EQ(devices_holding(memory, "mmproj random-mlp-mmproj-3x64"), std::vector<std::string>{"cpu"})
+      << memory.dump();
+  // The draft's layers on the CPU, the target whole on sim0, the draft's output layer on sim1.
+  EXPECT_EQ(devices_holding(memory, model), (std::vector<std::string>{"cpu", "sim0", "sim1"})) << memory.dump();
+}
+
 // In one KV pool that a text stream fills, an image request arriving after it is parked until
 // the stream ends, then decodes its image and gives llama.cpp's tokens all the same.
 TEST(ServerImages, AnImageWaitsForRoomInAFullPoolAndGivesTheSameTokens) {

@@ -341,20 +341,15 @@ int run_bench(int argc, char** argv) {
     if (extras) {  // one setting: made once, with its context
       ContextOptions spec_co = co;
       spec_co.n_ctx = ctx.n_ctx();
-      spec_co.arena = &mc->arena();  // the draft model computes in the device's arena too
       bool spec_failed = false;
       speculator =
-          spf.make(*model, mc->backend(), spec_co, mf.weight_options("bench"), "bench", &spec_failed);
+          spf.make(*model, mf, *mc, spec_co, "bench", &spec_failed);
       if (spec_failed) return 1;
       auto vision = media.load_vision(*model);
       if (!vision.ok()) return fail("bench", vision.error().message);
       if (*vision && media.images.empty()) return fail("bench", "--mmproj needs an --image to encode", 2);
       if (*vision) {
-        auto enc = VisionEncoder::create(*vision, mc->backend(),
-                                         {.flash_attention = co.flash_attention,
-                                          .arena = &mc->arena(),
-                                          .cache_entries = 0,
-                                          .weights = mf.weight_options("bench")});
+        auto enc = media.vision_encoder(*vision, *mc, co, mf.weight_options("bench"), /*cache_entries=*/0);
         if (!enc.ok()) return fail("bench", enc.error().message);
         auto img = read_image(**vision, media.images[0]);
         if (!img.ok()) return fail("bench", "--image: " + img.error().message);

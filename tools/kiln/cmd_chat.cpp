@@ -510,24 +510,21 @@ int run_chat(int argc, char** argv) {
   if (!mc) return 1;
   ContextOptions target_options = mf.context;
   target_options.n_ctx = mc->context->n_ctx();
-  target_options.arena = &mc->arena();  // the draft model computes in the device's arena too
   bool spec_failed = false;
   const auto speculator =
-      spf.make(*model, mc->backend(), target_options, mf.weight_options("chat"), "chat", &spec_failed);
+      spf.make(*model, mf, *mc, target_options, "chat", &spec_failed);
   if (spec_failed) return 1;
   const auto drafter = speculator ? speculator->drafter(0) : nullptr;
   co.drafter = drafter.get();
   std::unique_ptr<VisionEncoder> encoder;
   std::unique_ptr<AudioEncoder> audio_encoder;
   if (mmproj->vision) {
-    auto enc = VisionEncoder::create(mmproj->vision, mc->backend(),
-                                     encoder_options(*mc, mf.context, mf.weight_options("chat")));
+    auto enc = media.vision_encoder(mmproj->vision, *mc, mf.context, mf.weight_options("chat"));
     if (!enc.ok()) return fail("chat", enc.error().message);
     encoder = std::move(*enc);
   }
   if (mmproj->audio) {
-    auto enc = AudioEncoder::create(mmproj->audio, mc->backend(),
-                                    encoder_options(*mc, mf.context, mf.weight_options("chat")));
+    auto enc = media.audio_encoder(mmproj->audio, *mc, mf.context, mf.weight_options("chat"));
     if (!enc.ok()) return fail("chat", enc.error().message);
     audio_encoder = std::move(*enc);
   }

@@ -117,17 +117,16 @@ int run_run(int argc, char** argv) {
   const int64_t n_ctx = ctx.n_ctx();
   ContextOptions target_options = mf.context;
   target_options.n_ctx = n_ctx;
-  target_options.arena = &mc->arena();  // the draft model computes in the device's arena too
   bool spec_failed = false;
   const auto speculator =
-      spf.make(*model, mc->backend(), target_options, mf.weight_options("run"), "run", &spec_failed);
+      spf.make(*model, mf, *mc, target_options, "run", &spec_failed);
   if (spec_failed) return 1;
   std::unique_ptr<VisionEncoder> encoder;
   std::unique_ptr<AudioEncoder> audio_encoder;
   MediaPrompt media_prompt;
   if (*vision || *audio_model) {
     if (*vision) {
-      auto enc = VisionEncoder::create(*vision, mc->backend(), encoder_options(*mc, mf.context, mf.weight_options("run")));
+      auto enc = media.vision_encoder(*vision, *mc, mf.context, mf.weight_options("run"));
       if (!enc.ok()) {
         std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
         return 1;
@@ -135,8 +134,7 @@ int run_run(int argc, char** argv) {
       encoder = std::move(*enc);
     }
     if (*audio_model) {
-      auto enc =
-          AudioEncoder::create(*audio_model, mc->backend(), encoder_options(*mc, mf.context, mf.weight_options("run")));
+      auto enc = media.audio_encoder(*audio_model, *mc, mf.context, mf.weight_options("run"));
       if (!enc.ok()) {
         std::fprintf(stderr, "kiln run: %s\n", enc.error().message.c_str());
         return 1;

@@ -32,6 +32,7 @@
 #include "command.h"
 #include "default_model.h"
 #include "llm/embeddings.h"
+#include "media_flags.h"
 #include "messages.h"
 #include "model_flags.h"
 #include "reasoning_flags.h"
@@ -90,6 +91,7 @@ int run_serve(int argc, char** argv) {
   ModelFlags mf;
   SpeculativeFlags spf;
   std::string host = "127.0.0.1", api_key, template_file, pooling, mmproj, media_path;
+  EncoderDeviceFlags encoder_device;
   int32_t port = 8080, parallel = serve::ServerOptions::kParallelAuto, queue = 64, sleep_idle = 0,
           timeout = 3600;
   int32_t kv_unified_per_slot = 0;
@@ -138,6 +140,7 @@ int run_serve(int argc, char** argv) {
           "Jinja chat template to use instead of the model's");
   p.value({"--mmproj"}, &mmproj, "FILE",
           "the model's vision encoder and projector (llama.cpp's mmproj GGUF): requests may carry images");
+  encoder_device.declare(p);
   p.path({"--media-path"}, &media_path, "DIR",
           "folder whose files image URLs may name as file://PATH (relative to it); default: none");
   p.flag({"--embeddings"}, &embeddings, "serve POST /v1/embeddings and /embeddings");
@@ -245,6 +248,7 @@ int run_serve(int argc, char** argv) {
   opt.embeddings = embeddings;
   opt.pooling = pooling;
   opt.mmproj = mmproj;
+  opt.mmproj_device = encoder_device.resolved();
   opt.media_path = media_path;
   opt.sleep_idle_seconds = sleep_idle;
   opt.models = models;
@@ -257,6 +261,7 @@ int run_serve(int argc, char** argv) {
   opt.cors_origins = cors_origins;
   opt.speculative = spf.resolved();
   opt.draft_model = spf.draft_model_path;
+  opt.draft_placement = spf.placement;
   opt.reasoning_format = reasoning_format;
   opt.enable_thinking = *enable_thinking;
   opt.reasoning_budget = reasoning.budget;

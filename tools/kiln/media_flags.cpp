@@ -4,8 +4,15 @@
 
 namespace kiln::cli {
 
+void EncoderDeviceFlags::declare(OptionParser& p) {
+  p.custom({"-mmdev", "--mmproj-device"}, [this](const std::string& v) { return parse_one_device(v, &device); },
+           "NAME", "device of the mmproj's encoders (none: the CPU; default: the model's --device)");
+  p.flag({"--no-mmproj-offload"}, &no_offload, "run the mmproj's encoders on the CPU (as -mmdev none)");
+}
+
 void MediaFlags::declare(OptionParser& p, bool audio_flags) {
   p.value({"--mmproj"}, &mmproj, "FILE", "the model's vision and/or audio encoder and projector (llama.cpp's mmproj GGUF)");
+  encoder_device_flags.declare(p);
   p.custom({"--image"}, [this](const std::string& v) {
     images.push_back(v);
     order_is_audio.push_back(false);
@@ -76,8 +83,35 @@ Result<std::shared_ptr<const VisionModel>> MediaFlags::load_vision(const Model& 
   return VisionModel::load(mmproj, model);
 }
 
-EncoderOptions encoder_options(const ModelContext& mc, const ContextOptions& context, const WeightOptions& weights) {
-  return {.flash_attention = context.flash_attention, .arena = &mc.arena(), .weights = weights};
+Result<Device*> MediaFlags::encoder_device(const ModelContext& mc) const {
+  const std::string name = encoder_device_flags.resolved();
+  if (name.empty()) return &mc.weights->device();
+  auto d = mc.devices->find(name);
+  if (!d.ok()) return make_error("--mmproj-device: ", d.error().message);
+  return *d;
+}
+
+EncoderOptions MediaFlags::encoder_options(const ModelContext& mc, Device& on, const ContextOptions& context,
+                                           const WeightOptions& weights) const {
+  return {.flash_attention = context.flash_attention, .arena = &mc.devices->arena(on), .weights = weights};
+}
+
+Result<std::unique_ptr<VisionEncoder>> MediaFlags::vision_encoder(std::shared_ptr<const VisionModel> model,
+                                                                  const ModelContext& mc,
+                                                                  const ContextOptions& context,
+                                                                  const WeightOptions& weights,
+                                                                  size_t cache_entries) const {
+  KILN_ASSIGN_OR_RETURN(Device * on, encoder_device(mc));
+  EncoderOptions o = encoder_options(mc, *on, context, weights);
+  o.cache_entries = cache_entries;
+  return VisionEncoder::create(std::move(model), mc.devices->backend(*on), o);
+}
+
+Result<std::unique_ptr<AudioEncoder>> MediaFlags::audio_encoder(std::shared_ptr<const AudioModel> model,
+                                                                const ModelContext& mc, const ContextOptions& context,
+                                                                const WeightOptions& weights) const {
+  KILN_ASSIGN_OR_RETURN(Device * on, encoder_device(mc));
+  return AudioEncoder::create(std::move(model), mc.devices->backend(*on), encoder_options(mc, *on, context, weights));
 }
 
 Result<std::shared_ptr<const PreparedImage>> read_image(const VisionModel& vision, const std::string& path) {

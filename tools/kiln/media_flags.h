@@ -1,6 +1,7 @@
 // Images and audio on the command line, with llama.cpp's flags: --mmproj FILE (the model's vision
-// and/or audio encoder and projector), --image FILE and --audio FILE (repeatable; placed at the
-// prompt's markers in command-line order), --max-audio-seconds S, for `run` and `chat`.
+// and/or audio encoder and projector), --mmproj-device / --no-mmproj-offload (where its encoders
+// run), --image FILE and --audio FILE (repeatable; placed at the prompt's markers in command-line
+// order), --max-audio-seconds S, for `run` and `chat`.
 #pragma once
 
 #include <memory>
@@ -17,6 +18,15 @@
 
 namespace kiln::cli {
 
+// Where the mmproj's encoders run, with llama.cpp's flags (for `run`, `chat`, `bench` and `serve`).
+struct EncoderDeviceFlags {
+  std::string device;       // -mmdev/--mmproj-device (none: the CPU); empty: the model's main device
+  bool no_offload = false;  // --no-mmproj-offload: the CPU, whatever -mmdev says
+  void declare(OptionParser& p);
+  // The device's name; empty: the model's main device.
+  std::string resolved() const { return no_offload ? "cpu" : device; }
+};
+
 // The models of an mmproj's two sides; either may be null.
 struct MediaModelsOwned {
   std::shared_ptr<const VisionModel> vision;
@@ -25,13 +35,14 @@ struct MediaModelsOwned {
 
 struct MediaFlags {
   std::string mmproj;               // empty: no vision
+  EncoderDeviceFlags encoder_device_flags;  // -mmdev, --no-mmproj-offload
   std::vector<std::string> images;  // in order
   std::vector<std::string> audio;   // in order
   std::vector<bool> order_is_audio;  // every --image (false) and --audio (true) in command-line order
   float max_audio_seconds = static_cast<float>(audio::DecodeOptions{}.max_seconds);
 
-  // Declares --mmproj and --image on `p`, and with `audio` --audio and --max-audio-seconds (the
-  // commands that take audio: `run`, `chat`).
+  // Declares --mmproj, -mmdev, --(no-)mmproj-offload and --image on `p`, and with `audio` --audio
+  // and --max-audio-seconds (the commands that take audio: `run`, `chat`).
   void declare(OptionParser& p, bool audio = false);
   // The mmproj of --mmproj, checked against `model`; null without --mmproj. An error when it
   // cannot be loaded, or when images are given without it.
@@ -47,12 +58,25 @@ struct MediaFlags {
   bool any_media() const { return !images.empty() || !audio.empty(); }
   // The media in command-line order, read and prepared (errors name the file and the flag).
   Result<std::vector<MediaItem>> read_media(const VisionModel* vision, const AudioModel* audio_model) const;
-};
 
-// The options of the mmproj's encoders (vision and audio) for the context of `mc`, made with
-// `context`: planning in its device's compute arena, with its attention path; their weights held
-// and prepared with `weights` (the model's). `mc` must outlive the encoders.
-EncoderOptions encoder_options(const ModelContext& mc, const ContextOptions& context, const WeightOptions& weights);
+  // The mmproj's encoders for the context of `mc` (which must outlive them), made with `context`:
+  // on -mmdev's device (else the model's main device), planning in that device's compute arena, with the
+  // context's attention path; their weights held and prepared with `weights` (the model's);
+  // `cache_entries` embeddings kept. Errors: -mmdev's device is not open, the encoder's.
+  Result<std::unique_ptr<VisionEncoder>> vision_encoder(std::shared_ptr<const VisionModel> model,
+                                                        const ModelContext& mc, const ContextOptions& context,
+                                                        const WeightOptions& weights,
+                                                        size_t cache_entries = EncoderOptions{}.cache_entries) const;
+  Result<std::unique_ptr<AudioEncoder>> audio_encoder(std::shared_ptr<const AudioModel> model, const ModelContext& mc,
+                                                      const ContextOptions& context,
+                                                      const WeightOptions& weights) const;
+
+ private:
+  // The device the encoders run on, and their options there.
+  Result<Device*> encoder_device(const ModelContext& mc) const;
+  EncoderOptions encoder_options(const ModelContext& mc, Device& device, const ContextOptions& context,
+                                 const WeightOptions& weights) const;
+};
 
 // The image file at `path`, prepared for `vision`; errors name the file ("'cat.svg': image: SVG is
 // not supported ...").

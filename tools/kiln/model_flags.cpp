@@ -336,12 +336,7 @@ std::optional<int> ModelFlags::fit_print_if_asked(const char* command, const std
 
 bool ModelFlags::replace_context(const char* command, ModelContext& mc, const ContextOptions& options) const {
   mc.context.reset();
-  ContextOptions in_arena = options;
-  in_arena.arena = &mc.arena();
-  std::vector<ContextDevice> devices;
-  for (const auto& w : mc.split) devices.push_back({w, &mc.devices->backend(w->device()), &mc.devices->arena(w->device())});
-  auto ctx = mc.split.empty() ? Context::create(mc.weights, mc.backend(), in_arena)
-                              : Context::create(std::move(devices), in_arena);
+  auto ctx = create_placed_context(mc.split.empty() ? std::vector{mc.weights} : mc.split, *mc.devices, options);
   if (!ctx.ok()) {
     print_placement_error(command, device, ctx.error().message);
     return false;

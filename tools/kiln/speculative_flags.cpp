@@ -19,6 +19,21 @@ void SpeculativeFlags::declare(OptionParser& p) {
       "ngram-map-k4v, ngram-mod, ngram-cache (default: none; draft-simple with -md)");
   p.value({"-md", "--spec-draft-model", "--model-draft"}, &draft_model_path, "FILE",
           "draft model of the same vocabulary for draft-simple");
+  p.custom(
+      {"-devd", "--device-draft", "--spec-draft-device"},
+      [this](const std::string& v) {
+        std::string main;
+        return parse_device_list(v, &main, &placement.devices);
+      },
+      "NAME[,NAME...]", "devices of the draft model, as --device (none: the CPU; default: the model's --device)");
+  p.custom(
+      {"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"},
+      [this](const std::string& v) { return parse_gpu_layers(v, &placement.n_gpu_layers); }, "N|auto|all",
+      "layers of the draft model on its devices, as -ngl (default auto: --fit decides)");
+  p.custom(
+      {"-otd", "--override-tensor-draft", "--spec-draft-override-tensor"},
+      [this](const std::string& v) { return parse_overrides(v, &placement.overrides); }, "PATTERN=DEVICE,...",
+      "tensor overrides of the draft model, as -ot (the model's -ot is not inherited)");
   p.value({"--spec-draft-n-max"}, &options.draft.n_max, "N",
           "most tokens the draft model drafts per step (default 3)");
   p.value({"--spec-draft-n-min"}, &options.draft.n_min, "N",
@@ -61,10 +76,9 @@ SpeculativeOptions SpeculativeFlags::resolved() const {
   return o;
 }
 
-std::unique_ptr<Speculator> SpeculativeFlags::make(const Model& target, Backend& backend,
-                                                   const ContextOptions& target_context,
-                                                   const WeightOptions& target_weights, const char* command,
-                                                   bool* failed) const {
+std::unique_ptr<Speculator> SpeculativeFlags::make(const Model& target, const ModelFlags& target_flags,
+                                                   const ModelContext& mc, const ContextOptions& target_context,
+                                                   const char* command, bool* failed) const {
   *failed = false;
   if (!requested()) return nullptr;
   const SpeculativeOptions o = resolved();
@@ -79,8 +93,13 @@ std::unique_ptr<Speculator> SpeculativeFlags::make(const Model& target, Backend&
     }
     draft = *m;
   }
-  auto s = Speculator::create(o, target, std::move(draft), backend, draft_context_options(target_context),
-                              target_weights);
+  const WeightOptions weights = target_flags.weight_options(command);
+  const ContextOptions draft_context = draft_context_options(target_context);
+  auto s = Speculator::create(o, target, std::move(draft), [&](std::shared_ptr<const Model> d) {
+    return place_draft_context(std::move(d), target_flags.split, target_flags.device, placement, *mc.devices,
+                               draft_context, weights, /*backend_of=*/{},
+                               [&](const std::string& line) { std::fprintf(stderr, "kiln %s: %s\n", command, line.c_str()); });
+  });
   if (!s.ok()) {
     std::fprintf(stderr, "kiln %s: %s\n", command, s.error().message.c_str());
     *failed = true;

@@ -42,15 +42,19 @@ Status check_draft_compatible(const Model& target, const Model& draft) {
   return ok_status();
 }
 
-Result<std::unique_ptr<DraftModel>> DraftModel::create(std::shared_ptr<const Model> draft,
-                                                       const Model& target, Backend& backend,
-                                                       const ContextOptions& options,
-                                                       const WeightOptions& weights) {
+DraftContextMaker draft_on_backend(Backend& backend, const ContextOptions& options, const WeightOptions& weights) {
+  return [&backend, options, weights](std::shared_ptr<const Model> draft) -> Result<std::unique_ptr<Context>> {
+    KILN_ASSIGN_OR_RETURN(auto placed, DeviceWeights::create(std::move(draft), backend.device(), weights));
+    return Context::create(std::move(placed), backend, options);
+  };
+}
+
+Result<std::unique_ptr<DraftModel>> DraftModel::create(std::shared_ptr<const Model> draft, const Model& target,
+                                                       const DraftContextMaker& make_context) {
   KILN_TRY(check_draft_compatible(target, *draft));
   std::unique_ptr<DraftModel> m(new DraftModel());
   m->target_vocab_ = target.hparams().n_vocab;
-  KILN_ASSIGN_OR_RETURN(auto placed, DeviceWeights::create(std::move(draft), backend.device(), weights));
-  KILN_ASSIGN_OR_RETURN(m->ctx_, Context::create(std::move(placed), backend, options));
+  KILN_ASSIGN_OR_RETURN(m->ctx_, make_context(std::move(draft)));
   return m;
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -31,13 +32,20 @@ namespace kiln {
 // differs.
 Status check_draft_compatible(const Model& target, const Model& draft);
 
+// Places a draft model and creates its context (where it goes is the caller's: one device, or a
+// split as llm/model_placement.h's place_draft_context makes). Called once, after the
+// compatibility check, so an incompatible draft allocates nothing.
+using DraftContextMaker = std::function<Result<std::unique_ptr<Context>>(std::shared_ptr<const Model> draft)>;
+
+// The maker that places the draft whole on backend.device() with `weights` and creates its context
+// with `options` on `backend` (which must outlive the context).
+DraftContextMaker draft_on_backend(Backend& backend, const ContextOptions& options, const WeightOptions& weights = {});
+
 class DraftModel {
  public:
-  // Checks compatibility, then places the draft's weights on backend.device() with `weights` and
-  // creates its context on `backend` (which must outlive it).
+  // Checks compatibility, then creates the draft's context with `make_context`.
   static Result<std::unique_ptr<DraftModel>> create(std::shared_ptr<const Model> draft, const Model& target,
-                                                    Backend& backend, const ContextOptions& options,
-                                                    const WeightOptions& weights = {});
+                                                    const DraftContextMaker& make_context);
   Context& context() { return *ctx_; }
   const Model& model() const { return ctx_->model(); }
   int64_t target_vocab() const { return target_vocab_; }

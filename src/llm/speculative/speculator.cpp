@@ -9,9 +9,8 @@
 namespace kiln {
 
 Result<std::unique_ptr<Speculator>> Speculator::create(const SpeculativeOptions& options, const Model& target,
-                                                       std::shared_ptr<const Model> draft, Backend& backend,
-                                                       const ContextOptions& draft_context,
-                                                       const WeightOptions& draft_weights) {
+                                                       std::shared_ptr<const Model> draft,
+                                                       const DraftContextMaker& make_draft_context) {
   KILN_TRY(options.validate());
   const bool wants_model = options.uses(DraftSource::DraftSimple);
   if (wants_model && !draft)
@@ -29,7 +28,7 @@ Result<std::unique_ptr<Speculator>> Speculator::create(const SpeculativeOptions&
   s->options_ = options;
   if (wants_model) {
     KILN_ASSIGN_OR_RETURN(
-        s->draft_, DraftModel::create(std::move(draft), target, backend, draft_context, draft_weights));
+        s->draft_, DraftModel::create(std::move(draft), target, make_draft_context));
   }
   if (options.uses(DraftSource::NgramMod)) s->ngram_mod_.emplace(options.ngram_mod.n_match);
   const int32_t n_vocab = target.hparams().n_vocab;

@@ -40,13 +40,20 @@ class SequenceDrafter;
 class Speculator {
  public:
   // `draft`: the draft model, required by (and only allowed with) draft-simple; its context is
-  // created on `backend` with `draft_context` (which must outlive the Speculator), its weights placed
-  // with `draft_weights` (the target's options: prepared on as many threads). Errors: options out of
-  // range, a missing or unwanted draft model, an incompatible draft model.
+  // made by `make_draft_context` (draft_model.h; placed where the caller's flags say). Errors:
+  // options out of range, a missing or unwanted draft model, an incompatible draft model, the
+  // maker's.
+  static Result<std::unique_ptr<Speculator>> create(const SpeculativeOptions& options, const Model& target,
+                                                    std::shared_ptr<const Model> draft,
+                                                    const DraftContextMaker& make_draft_context);
+  // The same with the draft placed whole on backend.device() (draft_on_backend): its context
+  // created with `draft_context`, its weights placed with `draft_weights` (the target's options).
   static Result<std::unique_ptr<Speculator>> create(const SpeculativeOptions& options, const Model& target,
                                                     std::shared_ptr<const Model> draft, Backend& backend,
                                                     const ContextOptions& draft_context,
-                                                    const WeightOptions& draft_weights = {});
+                                                    const WeightOptions& draft_weights = {}) {
+    return create(options, target, std::move(draft), draft_on_backend(backend, draft_context, draft_weights));
+  }
   const SpeculativeOptions& options() const { return options_; }
   // The draft model's context (null without draft-simple).
   DraftModel* draft_model() { return draft_.get(); }
