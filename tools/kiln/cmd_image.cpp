@@ -5,6 +5,7 @@
 // are refused with "not supported yet" rather than ignored.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -186,7 +187,7 @@ int run_image(int argc, char** argv) {
     if (Status s = check_output_path(output_path(out, b, batch)); !s.ok()) return fail(kCommand, s.error().message);
   }
 
-  CpuEngine engine(n_threads > 0 ? n_threads : 0);
+  CpuEngine engine(std::max(n_threads, 0));  // 0: every hardware thread
   auto models = Sd1Models::open(paths, engine.backend);
   if (!models.ok()) return fail(kCommand, models.error().message);
   std::fprintf(stderr, "kiln image: %s model, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
