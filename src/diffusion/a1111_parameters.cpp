@@ -20,8 +20,8 @@ std::string a1111_parameters(const TextToImageParams& params, int64_t seed, cons
   s += "Size: " + std::to_string(params.width) + "x" + std::to_string(params.height) + ", ";
   s += "Model: " + base_name(files.model) + ", ";
   s += "RNG: " + std::string(rng_kind_name(params.rng)) + ", ";
-  s += "Sampler: " + std::string(sampler_name(params.sampler)) + " " + std::string(scheduler_name(params.scheduler)) +
-       ", ";
+  s += "Sampler: " + std::string(sampler_name(params.sampler)) + " " +
+       std::string(scheduler_name(params.scheduler)) + ", ";
   if (!files.clip_l.empty()) s += "TE: " + base_name(files.clip_l) + ", ";
   if (!files.diffusion_model.empty()) s += "Unet: " + base_name(files.diffusion_model) + ", ";
   if (clip_skip_given) s += "Clip skip: " + std::to_string(params.clip_skip) + ", ";

@@ -50,7 +50,8 @@ Result<Part> find_part(std::span<const File> files, std::span<const std::string_
     if (!p.empty()) return Part{f, std::move(p)};
   }
   std::string names;
-  for (std::string_view p : prefixes) names += (names.empty() ? "" : " or ") + std::string(p) + "." + std::string(probe);
+  for (std::string_view p : prefixes)
+    names += (names.empty() ? "" : " or ") + std::string(p) + "." + std::string(probe);
   return make_error("sd model: no ", what, " in the files given (looked for ", names, ")");
 }
 
@@ -79,7 +80,8 @@ Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, B
     KILN_ASSIGN_OR_RETURN(File f, open_file(*path));
     files.push_back(std::move(f));
   }
-  if (files.empty()) return make_error("sd model: no model file (give -m, or --diffusion-model and --clip_l)");
+  if (files.empty())
+    return make_error("sd model: no model file (give -m, or --diffusion-model and --clip_l)");
   if (paths.taesd.empty())
     return make_error("sd model: decoding needs --taesd (the VAE decoder is not supported yet)");
   KILN_ASSIGN_OR_RETURN(const ModelVersion version, detect(files));
@@ -91,7 +93,8 @@ Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, B
   KILN_ASSIGN_OR_RETURN(const Part clip, find_part(files, kClipPrefixes, kClipProbe, "CLIP-L text encoder"));
   KILN_ASSIGN_OR_RETURN(File taesd_file, open_file(paths.taesd));
   const File taesd_files[] = {taesd_file};
-  KILN_ASSIGN_OR_RETURN(const Part taesd, find_part(taesd_files, kTaesdPrefixes, kTaesdProbe, "TAESD decoder"));
+  KILN_ASSIGN_OR_RETURN(const Part taesd,
+                        find_part(taesd_files, kTaesdPrefixes, kTaesdProbe, "TAESD decoder"));
 
   std::unique_ptr<Sd1Models> m(new Sd1Models());
   m->version_ = version;

@@ -34,7 +34,8 @@ Status validate(const TextToImageParams& params) {
   if (!std::isfinite(params.cfg_scale)) return make_error("text to image: cfg_scale must be a finite number");
   if (!std::isfinite(params.eta) || params.eta < 0.0f)
     return make_error("text to image: eta must be a finite number, at least 0");
-  if (params.clip_skip < 1) return make_error("text to image: clip_skip ", params.clip_skip, " must be at least 1");
+  if (params.clip_skip < 1)
+    return make_error("text to image: clip_skip ", params.clip_skip, " must be at least 1");
   return ok_status();
 }
 
@@ -43,7 +44,8 @@ Result<Conditioning> encode_conditioning(ClipTextEncoder& encoder, const TextToI
   Conditioning c;
   KILN_ASSIGN_OR_RETURN(c.cond, encode_prompt(encoder, tokenizer, params.prompt, params.clip_skip));
   if (params.cfg_scale != 1.0f) {
-    KILN_ASSIGN_OR_RETURN(c.uncond, encode_prompt(encoder, tokenizer, params.negative_prompt, params.clip_skip));
+    KILN_ASSIGN_OR_RETURN(c.uncond,
+                          encode_prompt(encoder, tokenizer, params.negative_prompt, params.clip_skip));
   }
   return c;
 }
@@ -82,9 +84,9 @@ Result<std::vector<float>> sample_latent(const UnetFn& unet, const NoiseSchedule
   return x;
 }
 
-Result<std::vector<float>> sample_latent(UnetModel& unet, const NoiseSchedule& schedule, const Conditioning& conditioning,
-                                         const TextToImageParams& params, int batch_index,
-                                         const StepObserver& observer) {
+Result<std::vector<float>> sample_latent(UnetModel& unet, const NoiseSchedule& schedule,
+                                         const Conditioning& conditioning, const TextToImageParams& params,
+                                         int batch_index, const StepObserver& observer) {
   const int64_t w = params.width / kLatentScale, h = params.height / kLatentScale;
   const UnetFn eval = [&unet, w, h](std::span<const float> x, float t, std::span<const float> context) {
     return unet.eval(x, w, h, t, context);

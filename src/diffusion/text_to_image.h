@@ -41,16 +41,16 @@ inline constexpr int64_t kMaxImageSide = 8192;
 struct TextToImageParams {
   std::string prompt;
   std::string negative_prompt;
-  int64_t width = 512;   // pixels, a multiple of kImageSideStep in [kImageSideStep, kMaxImageSide]
+  int64_t width = 512;  // pixels, a multiple of kImageSideStep in [kImageSideStep, kMaxImageSide]
   int64_t height = 512;
-  int steps = 20;        // >= 1
+  int steps = 20;  // >= 1
   float cfg_scale = 7.0f;
   Sampler sampler = Sampler::EulerA;
   Scheduler scheduler = Scheduler::Discrete;
-  float eta = 1.0f;      // the ancestral noise amount (default_eta)
-  int64_t seed = 42;     // image b of a batch uses seed + b
+  float eta = 1.0f;   // the ancestral noise amount (default_eta)
+  int64_t seed = 42;  // image b of a batch uses seed + b
   RngKind rng = RngKind::Cuda;
-  int clip_skip = 1;     // counted from the last layer (1: the last)
+  int clip_skip = 1;  // counted from the last layer (1: the last)
   Prediction prediction = Prediction::Eps;
 };
 
@@ -83,9 +83,9 @@ Result<std::vector<float>> sample_latent(const UnetFn& unet, const NoiseSchedule
                                          const Conditioning& conditioning, const TextToImageParams& params,
                                          int batch_index, const StepObserver& observer = {});
 // The same with `unet` evaluated on params' latent size.
-Result<std::vector<float>> sample_latent(UnetModel& unet, const NoiseSchedule& schedule, const Conditioning& conditioning,
-                                         const TextToImageParams& params, int batch_index,
-                                         const StepObserver& observer = {});
+Result<std::vector<float>> sample_latent(UnetModel& unet, const NoiseSchedule& schedule,
+                                         const Conditioning& conditioning, const TextToImageParams& params,
+                                         int batch_index, const StepObserver& observer = {});
 
 // A final latent of params' size to params.width * params.height RGB bytes, row-major.
 Result<std::vector<uint8_t>> decode_to_pixels(TaesdDecoder& decoder, std::span<const float> latent,

@@ -46,8 +46,9 @@ class PngWriter {
   bool write(const RgbImage& image, std::vector<png_bytep>& rows, std::vector<png_text>& texts) {
     if (setjmp(png_jmpbuf(png_))) return false;
     png_set_write_fn(png_, &sink_, write_bytes, flush);
-    png_set_IHDR(png_, info_, static_cast<png_uint_32>(image.width), static_cast<png_uint_32>(image.height), 8,
-                 PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_set_IHDR(png_, info_, static_cast<png_uint_32>(image.width), static_cast<png_uint_32>(image.height),
+                 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
     if (!texts.empty()) png_set_text(png_, info_, texts.data(), static_cast<int>(texts.size()));
     png_write_info(png_, info_);
     png_write_image(png_, rows.data());
@@ -65,7 +66,8 @@ Status check_keyword(const std::string& keyword) {
   if (keyword.empty() || keyword.size() > 79)
     return make_error("png: a text keyword has 1 to 79 characters, not ", keyword.size());
   for (const unsigned char c : keyword) {
-    if (c < 32 || (c > 126 && c < 161)) return make_error("png: the text keyword '", keyword, "' is not printable Latin-1");
+    if (c < 32 || (c > 126 && c < 161))
+      return make_error("png: the text keyword '", keyword, "' is not printable Latin-1");
   }
   return ok_status();
 }
@@ -75,8 +77,8 @@ Status check_keyword(const std::string& keyword) {
 Result<std::vector<uint8_t>> encode_png(const RgbImage& image, const std::vector<PngText>& texts) {
   if (image.width < 1 || image.height < 1 ||
       image.pixels.size() != static_cast<size_t>(image.width) * static_cast<size_t>(image.height) * 3)
-    return make_error("png: an image of ", image.width, " x ", image.height, " pixels with ", image.pixels.size(),
-                      " bytes");
+    return make_error("png: an image of ", image.width, " x ", image.height, " pixels with ",
+                      image.pixels.size(), " bytes");
   std::vector<png_text> chunks(texts.size());
   for (size_t i = 0; i < texts.size(); ++i) {
     KILN_TRY(check_keyword(texts[i].keyword));
@@ -88,7 +90,8 @@ Result<std::vector<uint8_t>> encode_png(const RgbImage& image, const std::vector
     chunks[i].text_length = texts[i].text.size();
   }
   std::vector<png_bytep> rows(static_cast<size_t>(image.height));
-  for (int32_t y = 0; y < image.height; ++y) rows[static_cast<size_t>(y)] = const_cast<png_bytep>(image.pixel(0, y));
+  for (int32_t y = 0; y < image.height; ++y)
+    rows[static_cast<size_t>(y)] = const_cast<png_bytep>(image.pixel(0, y));
   std::vector<uint8_t> out;
   PngSink sink;
   sink.out = &out;

@@ -24,7 +24,8 @@ const std::string kOut = std::string(KILN_BINARY_DIR) + "/diffusion_cli_test.png
 
 std::string model_flags() {
   return " --diffusion-model " + test_data::path("sd/unet-sd1-c32-f32.safetensors") + " --clip_l " +
-         test_data::path("sd/clip-l-f32.safetensors") + " --taesd " + test_data::path("sd/taesd-f32.safetensors");
+         test_data::path("sd/clip-l-f32.safetensors") + " --taesd " +
+         test_data::path("sd/taesd-f32.safetensors");
 }
 
 test::CliResult image(const std::string& args) { return test::run_shell(kKiln + " image" + args + " 2>&1"); }
@@ -33,7 +34,9 @@ TEST(DiffusionCli, ACatMatchesStableDiffusionCpp) {
   std::remove(kOut.c_str());
   const test::CliResult r = image(model_flags() + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + kOut);
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("SD 1.x model, euler_a sampler, discrete scheduler, 2 steps, 64x64"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SD 1.x model, euler_a sampler, discrete scheduler, 2 steps, 64x64"),
+            std::string::npos)
+      << r.out;
   std::ifstream in(kOut, std::ios::binary);
   const std::vector<uint8_t> png{std::istreambuf_iterator<char>(in), {}};
   auto img = decode_image(png);
@@ -49,13 +52,16 @@ TEST(DiffusionCli, ACatMatchesStableDiffusionCpp) {
     within += std::abs(img->pixels[i] - ref) <= 1;
   }
   EXPECT_GE(within * 100, img->pixels.size() * 99) << within << " of " << img->pixels.size() << " within 1";
-  std::printf("  kiln image: pixels within 1 of stable-diffusion.cpp's: %zu/%zu\n", within, img->pixels.size());
+  std::printf("  kiln image: pixels within 1 of stable-diffusion.cpp's: %zu/%zu\n", within,
+              img->pixels.size());
 
   // The tEXt chunk: keyword, NUL, A1111's text.
   const std::string bytes(png.begin(), png.end());
-  const std::string text = std::string("parameters") + '\0' + "a cat\nSteps: 2, CFG scale: 7.000000, Eta: 1.000000, "
-                           "Seed: 42, Size: 64x64, Model: , RNG: cuda, Sampler: euler_a discrete, TE: clip-l-f32.safetensors, "
-                           "Unet: unet-sd1-c32-f32.safetensors, Version: kiln";
+  const std::string text =
+      std::string("parameters") + '\0' +
+      "a cat\nSteps: 2, CFG scale: 7.000000, Eta: 1.000000, "
+      "Seed: 42, Size: 64x64, Model: , RNG: cuda, Sampler: euler_a discrete, TE: clip-l-f32.safetensors, "
+      "Unet: unet-sd1-c32-f32.safetensors, Version: kiln";
   EXPECT_NE(bytes.find(text), std::string::npos);
   std::remove(kOut.c_str());
 }

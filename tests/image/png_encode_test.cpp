@@ -1,12 +1,13 @@
 // encode_png: an RGB image written through libpng decodes (decode_image) to the same pixels, its text
 // chunks are tEXt chunks as A1111 writes `parameters`, and bad images and keywords are Errors.
+#include "image/png_encode.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "image/decode.h"
-#include "image/png_encode.h"
 
 namespace kiln {
 namespace {

@@ -60,8 +60,8 @@ class StepProgress {
     const auto now = std::chrono::steady_clock::now();
     const double seconds = std::chrono::duration<double>(now - last_).count();
     last_ = now;
-    std::fprintf(stderr, "\rkiln image: image %d/%d, step %d/%d (%.2f s)   ", image_ + 1, images_, step, steps,
-                 step > 1 ? seconds : 0.0);
+    std::fprintf(stderr, "\rkiln image: image %d/%d, step %d/%d (%.2f s)   ", image_ + 1, images_, step,
+                 steps, step > 1 ? seconds : 0.0);
     std::fflush(stderr);
   }
   void end() {
@@ -108,33 +108,42 @@ int run_image(int argc, char** argv) {
   float cfg_scale = kDefaultCfgScale;
   std::string unsupported;  // the first not-yet-supported flag's message
 
-  OptionParser p("image", "kiln image (-m MODEL | --diffusion-model UNET --clip_l CLIP) --taesd TAESD -p PROMPT [options]");
+  OptionParser p(
+      "image",
+      "kiln image (-m MODEL | --diffusion-model UNET --clip_l CLIP) --taesd TAESD -p PROMPT [options]");
   p.description(
-      "Text to image with a Stable Diffusion 1.x model, as stable-diffusion.cpp's sd-cli makes it (the same flags "
+      "Text to image with a Stable Diffusion 1.x model, as stable-diffusion.cpp's sd-cli makes it (the same "
+      "flags "
       "and defaults, the same pixels for the same seed), decoded by TAESD and written as PNG with A1111's "
       "`parameters` text.");
   p.path({"-m", "--model"}, &paths.model, "FILE", "single-file checkpoint (.safetensors or GGUF)");
   p.path({"--diffusion-model"}, &paths.diffusion_model, "FILE", "the UNet alone");
   p.path({"--clip_l"}, &paths.clip_l, "FILE", "the CLIP-L text encoder alone");
   p.path({"--taesd"}, &paths.taesd, "FILE", "TAESD, the tiny autoencoder that decodes the latent");
-  p.value({"-p", "--prompt"}, &params.prompt, "TEXT", "the prompt, with A1111's (word:1.2) and [word] emphasis");
-  p.value({"-n", "--negative-prompt"}, &params.negative_prompt, "TEXT", "the negative prompt (default: none)");
+  p.value({"-p", "--prompt"}, &params.prompt, "TEXT",
+          "the prompt, with A1111's (word:1.2) and [word] emphasis");
+  p.value({"-n", "--negative-prompt"}, &params.negative_prompt, "TEXT",
+          "the negative prompt (default: none)");
   p.value({"-W", "--width"}, &width, "N", "image width in pixels, a multiple of 64 (default: 512)");
   p.value({"-H", "--height"}, &height, "N", "image height in pixels, a multiple of 64 (default: 512)");
   p.value({"--steps"}, &steps, "N", "sampling steps (default: 20)");
-  p.value({"--cfg-scale"}, &cfg_scale, "X", "classifier-free guidance scale (default: 7.0; 1: no negative pass)");
-  p.value({"--sampling-method"}, &sampler_arg, "NAME",
-          "euler_a (default), euler, heun, dpm2, dpm++2s_a, dpm++2m, dpm++2mv2, ipndm, lcm, ddim_trailing, tcd");
+  p.value({"--cfg-scale"}, &cfg_scale, "X",
+          "classifier-free guidance scale (default: 7.0; 1: no negative pass)");
+  p.value(
+      {"--sampling-method"}, &sampler_arg, "NAME",
+      "euler_a (default), euler, heun, dpm2, dpm++2s_a, dpm++2m, dpm++2mv2, ipndm, lcm, ddim_trailing, tcd");
   p.value({"--scheduler"}, &scheduler_arg, "NAME",
           "discrete, karras, exponential, ays, sgm_uniform, simple, lcm (default: the sampler's, as sd-cli)");
   p.value({"-s", "--seed"}, &seed, "N", "random seed (default: 42; below 0: a random one)");
   p.value({"--rng"}, &rng_arg, "NAME", "noise generator: cuda (default, A1111's) or cpu (ComfyUI's)");
   p.value({"-b", "--batch-count"}, &batch, "N", "images to make, seeds SEED, SEED + 1, ... (default: 1)",
           IntRange::between(1, 64));
-  p.value({"--clip-skip"}, &clip_skip, "N", "CLIP layer to condition on, from the last (default: 1 for SD 1.x)");
+  p.value({"--clip-skip"}, &clip_skip, "N",
+          "CLIP layer to condition on, from the last (default: 1 for SD 1.x)");
   p.value({"--prediction"}, &prediction_arg, "NAME", "what the UNet predicts: eps (SD 1.x's default) or v");
   p.value({"-t", "--threads"}, &n_threads, "N", "threads (default: all cores; 0 or less: all)");
-  p.value({"-o", "--output"}, &out, "FILE", "the PNG to write (default: output.png; a batch adds _1, _2, ...)");
+  p.value({"-o", "--output"}, &out, "FILE",
+          "the PNG to write (default: output.png; a batch adds _1, _2, ...)");
   p.value({"--device"}, &device, "NAME", "where the networks run: cpu (the only device supported yet)");
   for (const Unsupported& u : kUnsupported) {
     const auto refuse = [&unsupported, &u](const std::string&) {
@@ -148,8 +157,12 @@ int run_image(int argc, char** argv) {
 
   // Every flag checked before a file is opened or anything allocated.
   if (params.prompt.empty()) return fail(kCommand, "give the prompt with -p", 2);
-  if (device != "cpu") return fail(kCommand, "--device " + device + ": images run on the CPU only (other devices are not supported yet)", 2);
-  if (!ends_with_png(out)) return fail(kCommand, "-o " + out + ": only PNG output (.png) is supported yet", 2);
+  if (device != "cpu")
+    return fail(kCommand,
+                "--device " + device + ": images run on the CPU only (other devices are not supported yet)",
+                2);
+  if (!ends_with_png(out))
+    return fail(kCommand, "-o " + out + ": only PNG output (.png) is supported yet", 2);
   params.width = width;
   params.height = height;
   params.steps = steps;
@@ -184,7 +197,8 @@ int run_image(int argc, char** argv) {
   params.seed = seed >= 0 ? seed : static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
   if (Status s = validate(params); !s.ok()) return fail(kCommand, s.error().message, 2);
   for (int b = 0; b < batch; ++b) {
-    if (Status s = check_output_path(output_path(out, b, batch)); !s.ok()) return fail(kCommand, s.error().message);
+    if (Status s = check_output_path(output_path(out, b, batch)); !s.ok())
+      return fail(kCommand, s.error().message);
   }
 
   CpuEngine engine(std::max(n_threads, 0));  // 0: every hardware thread
@@ -198,7 +212,9 @@ int run_image(int argc, char** argv) {
   if (!conditioning.ok()) return fail(kCommand, conditioning.error().message);
 
   StepProgress progress(isatty(STDERR_FILENO) == 1);
-  const StepObserver observe = [&progress](int step, int n, std::span<const float>) { progress.step(step, n); };
+  const StepObserver observe = [&progress](int step, int n, std::span<const float>) {
+    progress.step(step, n);
+  };
   const ParameterFiles files{paths.model, paths.clip_l, paths.diffusion_model};
   for (int b = 0; b < batch; ++b) {
     progress.begin(b, batch);
@@ -211,11 +227,13 @@ int run_image(int argc, char** argv) {
     image.width = static_cast<int32_t>(params.width);
     image.height = static_cast<int32_t>(params.height);
     image.pixels = std::move(*pixels);
-    auto png = encode_png(image, {{"parameters", a1111_parameters(params, params.seed + b, files, clip_skip_given)}});
+    auto png = encode_png(
+        image, {{"parameters", a1111_parameters(params, params.seed + b, files, clip_skip_given)}});
     if (!png.ok()) return fail(kCommand, png.error().message);
     const std::string path = output_path(out, b, batch);
     if (Status s = write_bytes(path, *png); !s.ok()) return fail(kCommand, s.error().message);
-    std::fprintf(stderr, "kiln image: wrote %s (seed %lld)\n", path.c_str(), static_cast<long long>(params.seed + b));
+    std::fprintf(stderr, "kiln image: wrote %s (seed %lld)\n", path.c_str(),
+                 static_cast<long long>(params.seed + b));
   }
   return 0;
 }
