@@ -1,0 +1,115 @@
+// `kiln image` (text to image, tools/kiln/cmd_image.cpp) on the random-weight test models
+// (build/test-data/sd/): the PNG of sd-cli's defaults for "a cat" at 64x64 and 2 steps equals
+// stable-diffusion.cpp's pixels (tests/data/diffusion/sdcpp-loop-refs.txt, loop/cli-defaults) within
+// 1 on at least 99% of them and carries A1111's `parameters` text; bad flags, hostile sizes and
+// flags for what is not built yet are refused with a message and exit code 2 before any work.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "diffusion/sdcpp_refs.h"
+#include "image/decode.h"
+#include "shell_command.h"
+#include "test_data.h"
+
+namespace kiln {
+namespace {
+
+const std::string kKiln = std::string(KILN_BINARY_DIR) + "/kiln";
+const std::string kOut = std::string(KILN_BINARY_DIR) + "/diffusion_cli_test.png";
+
+std::string model_flags() {
+  return " --diffusion-model " + test_data::path("sd/unet-sd1-c32-f32.safetensors") + " --clip_l " +
+         test_data::path("sd/clip-l-f32.safetensors") + " --taesd " +
+         test_data::path("sd/taesd-f32.safetensors");
+}
+
+test::CliResult image(const std::string& args) { return test::run_shell(kKiln + " image" + args + " 2>&1"); }
+
+TEST(DiffusionCli, ACatMatchesStableDiffusionCpp) {
+  std::remove(kOut.c_str());
+  const test::CliResult r = image(model_flags() + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + kOut);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("SD 1.x model, euler_a sampler, discrete scheduler, 2 steps, 64x64"),
+            std::string::npos)
+      << r.out;
+  std::ifstream in(kOut, std::ios::binary);
+  const std::vector<uint8_t> png{std::istreambuf_iterator<char>(in), {}};
+  auto img = decode_image(png);
+  ASSERT_TRUE(img.ok()) << img.error().message;
+  ASSERT_EQ(img->width, 64);
+  ASSERT_EQ(img->height, 64);
+
+  const std::vector<uint32_t> packed = diffusion::test::ref_words("loop/cli-defaults/pixels");
+  ASSERT_EQ(packed.size() * 4, img->pixels.size());
+  size_t within = 0;
+  for (size_t i = 0; i < img->pixels.size(); ++i) {
+    const int ref = static_cast<int>((packed[i / 4] >> (8 * (i % 4))) & 0xff);
+    within += std::abs(img->pixels[i] - ref) <= 1;
+  }
+  EXPECT_GE(within * 100, img->pixels.size() * 99) << within << " of " << img->pixels.size() << " within 1";
+  std::printf("  kiln image: pixels within 1 of stable-diffusion.cpp's: %zu/%zu\n", within,
+              img->pixels.size());
+
+  // The tEXt chunk: keyword, NUL, A1111's text.
+  const std::string bytes(png.begin(), png.end());
+  const std::string text =
+      std::string("parameters") + '\0' +
+      "a cat\nSteps: 2, CFG scale: 7.000000, Eta: 1.000000, "
+      "Seed: 42, Size: 64x64, Model: , RNG: cuda, Sampler: euler_a discrete, TE: clip-l-f32.safetensors, "
+      "Unet: unet-sd1-c32-f32.safetensors, Version: kiln";
+  EXPECT_NE(bytes.find(text), std::string::npos);
+  std::remove(kOut.c_str());
+}
+
+TEST(DiffusionCli, BadFlagsAreRefusedBeforeAnyWork) {
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {" -p x -W 0 -H 0", "width 0 must be a multiple of 64"},
+      {" -p x -W 100000 -H 100000", "width 100000 must be a multiple of 64 in [64, 8192]"},
+      {" -p x --steps -1", "steps -1 must be at least 1"},
+      {" -p x --sampling-method nope", "unknown sampler 'nope'"},
+      {" -p x --scheduler nope", "unknown scheduler 'nope'"},
+      {" -p x --rng nope", "unknown generator 'nope'"},
+      {" -p x --prediction flux_flow", "--prediction 'flux_flow' is not supported"},
+      {" -p x --vae vae.safetensors", "the VAE is not supported yet"},
+      {" -p x --vae-tiling", "tiled decoding (--vae-tiling) is not supported yet"},
+      {" -p x -i in.png", "image to image (-i/--init-img) is not supported yet"},
+      {" -p x --strength 0.5", "image to image (--strength) is not supported yet"},
+      {" -p x --clip_g g.safetensors", "SDXL (--clip_g) is not supported yet"},
+      {" -p x --device sim0", "other devices are not supported yet"},
+      {" -p x -o out.jpg", "only PNG output"},
+      {" -W 64", "give the prompt with -p"},
+      {" -p x --no-such-flag", "--no-such-flag"},
+  };
+  for (const auto& c : cases) {
+    // The model files are given (real ones), so a refusal is the flags' and comes before loading.
+    const test::CliResult r = image(model_flags() + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("model,"), std::string::npos) << c.args << ": loaded the model\n" << r.out;
+  }
+}
+
+TEST(DiffusionCli, MissingOrWrongModelFilesAreErrors) {
+  test::CliResult r = image(" -p x --taesd " + test_data::path("sd/taesd-f32.safetensors"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("no model file"), std::string::npos) << r.out;
+  r = image(" -p x --diffusion-model " + test_data::path("sd/unet-sd1-c32-f32.safetensors") + " --clip_l " +
+            test_data::path("sd/clip-l-f32.safetensors"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("needs --taesd"), std::string::npos) << r.out;
+  // The TAESD file as the model: no UNet.
+  r = image(" -p x -m " + test_data::path("sd/taesd-f32.safetensors") + " --taesd " +
+            test_data::path("sd/taesd-f32.safetensors"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("no SD 1.x/2.x/XL UNet tensors"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace kiln
