@@ -1,9 +1,10 @@
 // Hyperparameters of an audio encoder in llama.cpp's mmproj GGUF ("clip" architecture with
 // clip.has_audio_encoder), read with llama.cpp's key names (clip.audio.*), for the projectors that
 // sit on a Whisper-style encoder: ultravox, qwen2a, voxtral, glma and musicflamingo. Other audio
-// projector types (conformer-based lfm2a, gemma4a, granite_speech, parakeet, qwen3a, ...) are
-// refused naming the type. The encoder itself is models/clip/whisper_encoder.h; this is what a loader knows of the
-// file before binding its tensors, and the number of embeddings a chunk of log-mel frames becomes.
+// projector types (meralion, the conformer-based lfm2a, gemma4a, granite_speech, parakeet, qwen3a,
+// ...) are refused naming the type. The encoder itself is models/clip/whisper_encoder.h, its
+// projectors models/clip/audio_projector.h; this is what a loader knows of the file before binding
+// its tensors, and the number of embeddings a chunk of log-mel frames becomes.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +45,8 @@ struct AudioHParams {
 
 // Reads and validates the audio hyperparameters: the file must say it has an audio encoder, the
 // projector type must be one of the five (else "mmproj: audio projector type 'x' is not supported
-// (kiln reads ultravox, qwen2a, voxtral, glma, musicflamingo)"), sizes positive and bounded, heads dividing the width.
-// Errors name the key: "mmproj: ...".
+// (kiln reads ultravox, qwen2a, voxtral, glma, musicflamingo)"), sizes positive and bounded, heads
+// dividing the width. Errors name the key: "mmproj: ...".
 Result<AudioHParams> read_audio_hparams(const GgufFile& file);
 
 }  // namespace kiln
