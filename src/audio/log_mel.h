@@ -1,5 +1,6 @@
 // WhisperLogMel: the log-mel spectrogram Whisper-style audio encoders read, computed exactly as
-// llama.cpp's mtmd computes it for the ultravox, qwen2a and voxtral projectors (and Whisper itself):
+// llama.cpp's mtmd computes it for the Whisper-style encoders (projectors ultravox, qwen2a, voxtral,
+// glma, musicflamingo; and Whisper itself):
 //   - input: mono float samples at 16 kHz (kSampleRate); fewer than 201 are zero-extended to 201;
 //   - padding: the first 200 samples mirrored in front (reflection, the edge sample not repeated),
 //     then 200 + 30 s of zeros behind;

@@ -34,7 +34,10 @@ AudioMarkup AudioModel::markup() const {
       return {"<|audio_bos|>", "<|audio_eos|>"};
     case AudioProjector::Voxtral:
       return {"[BEGIN_AUDIO]", ""};
+    case AudioProjector::MusicFlamingo:
+      return {"<sound>", ""};
     case AudioProjector::Ultravox:
+    case AudioProjector::Glma:  // its begin and end are rows of the embeddings (v.boi, v.eoi)
       break;
   }
   return {};

@@ -1,5 +1,5 @@
 // AudioModel: the audio encoder of a loaded mmproj (clip.has_audio_encoder: ultravox, qwen2a,
-// voxtral; models/clip/whisper_encoder.h), and PreparedAudio, the chunks of an audio file ready
+// voxtral, glma, musicflamingo; models/clip/whisper_encoder.h), and PreparedAudio, the chunks of an audio file ready
 // for it (decoded to 16 kHz mono by audio/decode.h, cut into 30-second log-mel chunks by
 // audio/log_mel.h, as llama.cpp's mtmd does).
 //

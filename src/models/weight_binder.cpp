@@ -23,6 +23,11 @@ Result<Weight> WeightBinder::optional(const std::string& name, std::initializer_
   return check(t, ne);
 }
 
+int64_t WeightBinder::out_width(const std::string& name) const {
+  const GgufTensorInfo* t = file_.find_tensor(name);
+  return t != nullptr && t->n_dims >= 2 ? t->ne[1] : 0;
+}
+
 Result<Weight> WeightBinder::check(const GgufTensorInfo* t, std::initializer_list<int64_t> ne) const {
   KILN_ASSERT(ne.size() >= 1 && ne.size() <= kMaxDims, "WeightBinder: 1 to 4 sizes");
   std::array<int64_t, kMaxDims> want{1, 1, 1, 1};

@@ -22,6 +22,9 @@ class WeightBinder {
   Result<Weight> required(const std::string& name, std::initializer_list<int64_t> ne) const;
   // An absent tensor gives an empty Weight; a present one must have the expected shape.
   Result<Weight> optional(const std::string& name, std::initializer_list<int64_t> ne) const;
+  // The output width (ne[1]) of a 2-D or larger tensor `name`, or 0 when it is absent or 1-D: for
+  // widths the hyperparameters do not give (a projector's hidden width), checked when bound.
+  int64_t out_width(const std::string& name) const;
   const GgufFile& file() const { return file_; }
 
  private:

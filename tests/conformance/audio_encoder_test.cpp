@@ -92,6 +92,18 @@ TEST_P(AudioEncoderConformance, EmbeddingsMatchLlamaCpp) {
     err2 += e * e;
     ref2 += double{want[i]} * want[i];
   }
+  if (hp->projector == AudioProjector::Glma) {
+    // Its first and last rows are the file's v.boi and v.eoi as they are, in llama.cpp's too.
+    const size_t last = static_cast<size_t>((n_tokens - 1) * n_embd_out);
+    const auto* boi = static_cast<const float*>(w->projector.boi.view.data);
+    const auto* eoi = static_cast<const float*>(w->projector.eoi.view.data);
+    for (size_t j = 0; j < static_cast<size_t>(n_embd_out); ++j) {
+      ASSERT_EQ(want[j], boi[j]) << j;
+      ASSERT_EQ(want[last + j], eoi[j]) << j;
+      EXPECT_EQ(got[j], boi[j]) << j;
+      EXPECT_EQ(got[last + j], eoi[j]) << j;
+    }
+  }
   const double nmse = err2 / ref2;
   std::printf("%s: %lld x %lld embeddings, max |err| %.3g of max |ref| %.3g, NMSE %.3g\n", ac.name.c_str(),
               static_cast<long long>(n_tokens), static_cast<long long>(n_embd_out), max_err, max_ref, nmse);
@@ -100,7 +112,8 @@ TEST_P(AudioEncoderConformance, EmbeddingsMatchLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mtmd, AudioEncoderConformance,
-                         ::testing::Values(AudioCase{"ultravox"}, AudioCase{"qwen2a"}, AudioCase{"voxtral"}),
+                         ::testing::Values(AudioCase{"ultravox"}, AudioCase{"qwen2a"}, AudioCase{"voxtral"},
+                                           AudioCase{"glma"}, AudioCase{"musicflamingo"}),
                          [](const ::testing::TestParamInfo<AudioCase>& i) { return i.param.name; });
 
 }  // namespace

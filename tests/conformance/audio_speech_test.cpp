@@ -3,7 +3,7 @@
 // of Debian's pocketsphinx-testdata (read where Debian installs it: a missing file fails the test
 // and says to run scripts/deps.sh) and espeak-ng speech (tests/data/audio/espeak-16k.wav). Per
 // clip, the log-mel of the speech frames within 1e-5 of mtmd's; per clip and fixture projector
-// (ultravox, qwen2a, voxtral), the prompt's layout, every 8th embedding row within 1e-3 of the
+// (ultravox, qwen2a, voxtral, glma, musicflamingo), the prompt's layout, every 8th embedding row within 1e-3 of the
 // largest value, the last position's logits and the first token and 8-token greedy continuation
 // equal to llama.cpp's (libmtmd's helper, as llama-mtmd-cli runs it), in llama.cpp's exact mode (F32
 // attention without flash, F32 KV cache).
@@ -304,7 +304,7 @@ TEST(SpeechMp3, MpegAtTheCdRateGivesTheWavsTokens) {
     }
 
   const std::string text = "USER: <__media__>Describe the image.\nASSISTANT:";
-  for (const char* projector : {"ultravox", "qwen2a", "voxtral"}) {
+  for (const char* projector : {"ultravox", "qwen2a", "voxtral", "glma", "musicflamingo"}) {
     AudioRun run(projector);
     ASSERT_TRUE(run.ok());
     auto pw = run.prompt(text, wav);

@@ -1,5 +1,5 @@
 // Audio on the command line (`kiln run --mmproj --audio`, `kiln chat` with /audio and --audio):
-// llama.cpp's greedy text for an audio prompt on the three fixture projectors, chat's reply equal
+// llama.cpp's greedy text for an audio prompt on the five fixture projectors, chat's reply equal
 // to `run`'s for the prompt its template renders, and bad audio, files and flags answered with a
 // message naming the problem and exit code 1.
 #include <gtest/gtest.h>
@@ -32,7 +32,7 @@ const std::string kPrompt = "-p 'USER: <__media__>Describe the image.\nASSISTANT
 TEST(AudioCli, RunReproducesLlamaCppGreedyText) {
   auto model = Model::load(kModel);
   ASSERT_TRUE(model.ok()) << model.error().message;
-  for (const char* proj : {"ultravox", "qwen2a", "voxtral"}) {
+  for (const char* proj : {"ultravox", "qwen2a", "voxtral", "glma", "musicflamingo"}) {
     std::ifstream in(kData + proj + "-voiced.ref.json");
     const auto ref = nlohmann::json::parse(in);
     auto text = (*model)->tokenizer().detokenize(ref["greedy_tokens"].get<std::vector<int32_t>>(), false, false);

@@ -52,7 +52,7 @@ TEST(AudioEncoderMemory, EvictedAndRestoredGivesIdenticalEmbeddings) {
   ASSERT_TRUE(devices);
   std::vector<float> cpu_embeddings;
   for (const char* device : {"cpu", "sim0"}) {
-    for (const char* projector : {"ultravox", "qwen2a", "voxtral"}) {
+    for (const char* projector : {"ultravox", "qwen2a", "voxtral", "glma", "musicflamingo"}) {
       const std::string what = std::string(device) + ", " + projector;
       auto a = audio_mmproj(projector, *text);
       ASSERT_TRUE(a) << what;

@@ -50,7 +50,7 @@ Result<AudioHParams> read(const AudioKeys& k, std::vector<uint8_t>& storage) {
 TEST(AudioHParams, TokensPerChunkAsLlamaCpp) {
   std::ifstream f(test_data::path("audio/mtmd-audio-tokens.json"));
   const nlohmann::json ref = nlohmann::json::parse(f);
-  ASSERT_EQ(ref["cases"].size(), 3u);
+  ASSERT_EQ(ref["cases"].size(), 5u);
   for (const auto& c : ref["cases"]) {
     std::vector<uint8_t> bytes;
     auto hp =
@@ -65,6 +65,17 @@ TEST(AudioHParams, TokensPerChunkAsLlamaCpp) {
   ASSERT_TRUE(ultravox.ok());
   EXPECT_EQ(ultravox->n_output_tokens(3000), 187);
   EXPECT_EQ(ultravox->eps, 1e-5f);
+  // glma: the stem's positions divided by the stack (rounded down), plus its begin and end rows;
+  // musicflamingo pools and never stacks, whatever stack factor the file gives.
+  auto glma = read({.projector = "glma", .n_mel = 128, .stack = 5}, bytes);
+  ASSERT_TRUE(glma.ok()) << glma.error().message;
+  EXPECT_EQ(glma->n_output_tokens(3000), 1500 / 5 + 2);
+  EXPECT_EQ(glma->n_output_tokens(2998), 1499 / 5 + 2);
+  auto flamingo = read({.projector = "musicflamingo", .n_mel = 128, .stack = 4}, bytes);
+  ASSERT_TRUE(flamingo.ok()) << flamingo.error().message;
+  EXPECT_EQ(flamingo->n_output_tokens(3000), 750);
+  EXPECT_FALSE(flamingo->stacks_frames());
+  EXPECT_TRUE(flamingo->pools_pairs());
 }
 
 TEST(AudioHParams, RefusesWithTheKeyOrType) {
@@ -74,15 +85,17 @@ TEST(AudioHParams, RefusesWithTheKeyOrType) {
     ASSERT_FALSE(hp.ok()) << needle;
     EXPECT_NE(hp.error().message.find(needle), std::string::npos) << hp.error().message;
   };
-  for (const char* type : {"lfm2a", "gemma4a", "granite_speech", "parakeet", "qwen3a", "glma"}) {
+  for (const char* type : {"lfm2a", "gemma4a", "granite_speech", "parakeet", "qwen3a", "meralion"}) {
     expect({.projector = type}, std::string("audio projector type '") + type +
-                                    "' is not supported (kiln reads ultravox, qwen2a, voxtral)");
+                                    "' is not supported (kiln reads ultravox, qwen2a, voxtral, glma, musicflamingo)");
   }
   expect({.stack = 0}, "clip.audio.projector.stack_factor");
+  expect({.projector = "glma", .stack = 0}, "clip.audio.projector.stack_factor");
   expect({.n_mel = 0}, "clip.audio.num_mel_bins = 0 is outside [1, 256]");
   expect({.has_audio = false}, "no audio encoder");
   std::vector<uint8_t> bytes;
   EXPECT_TRUE(read({.projector = "qwen2a", .n_mel = 128, .stack = 0}, bytes).ok());
+  EXPECT_TRUE(read({.projector = "musicflamingo", .n_mel = 128, .stack = 0}, bytes).ok());
 }
 
 // The vision loader's refusal of an audio-only file says what it holds.

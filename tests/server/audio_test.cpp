@@ -1,5 +1,5 @@
 // Audio in chat requests (`kiln serve --mmproj` with an audio mmproj): an OpenAI input_audio part
-// reproduces llama.cpp's greedy text on the three fixture projectors, /props reports the audio
+// reproduces llama.cpp's greedy text on the five fixture projectors, /props reports the audio
 // modality, and bad audio, missing fields and servers without an audio encoder get a 400 naming
 // the problem while the server keeps serving. POST /v1/audio/transcriptions answers what the chat
 // route answers for llama-server's transcription message, as JSON, plain text and a stream.
@@ -58,7 +58,7 @@ json audio_chat(const json& input_audio, int max_tokens = 8) {
 
 TEST(ServerAudio, ChatInputAudioReproducesLlamaCppGreedyText) {
   const std::string b64 = wav_base64();
-  for (const char* proj : {"ultravox", "qwen2a", "voxtral"}) {
+  for (const char* proj : {"ultravox", "qwen2a", "voxtral", "glma", "musicflamingo"}) {
     TestServer s(kData + "mmproj-" + proj + ".gguf");
     EXPECT_EQ(s.get("/props")["modalities"]["audio"], true) << proj;
     EXPECT_EQ(s.get("/props")["modalities"]["vision"], false) << proj;  // the fixture files hold audio only

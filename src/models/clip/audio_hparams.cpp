@@ -20,17 +20,29 @@ Result<AudioProjector> projector_of(const std::string& name) {
   if (name == "ultravox") return AudioProjector::Ultravox;
   if (name == "qwen2a") return AudioProjector::Qwen2a;
   if (name == "voxtral") return AudioProjector::Voxtral;
+  if (name == "glma") return AudioProjector::Glma;
+  if (name == "musicflamingo") return AudioProjector::MusicFlamingo;
   return make_error("mmproj: audio projector type '", name,
-                    "' is not supported (kiln reads ultravox, qwen2a, voxtral)");
+                    "' is not supported (kiln reads ultravox, qwen2a, voxtral, glma, musicflamingo)");
 }
 
 }  // namespace
 
+bool AudioHParams::pools_pairs() const {
+  return projector == AudioProjector::Qwen2a || projector == AudioProjector::Voxtral ||
+         projector == AudioProjector::MusicFlamingo;
+}
+
+bool AudioHParams::stacks_frames() const {
+  return projector == AudioProjector::Ultravox || projector == AudioProjector::Voxtral;
+}
+
 int64_t AudioHParams::n_output_tokens(int64_t n_frames) const {
+  if (projector == AudioProjector::Glma) return n_frames / 2 / stack_factor + 2;  // + its begin and end rows
   int64_t n = n_frames;
-  if (projector != AudioProjector::Qwen2a) n = (n + stack_factor - 1) / stack_factor;  // ref: CLIP_ALIGN
+  if (stacks_frames()) n = (n + stack_factor - 1) / stack_factor;  // ref: CLIP_ALIGN
   n /= 2;
-  if (projector != AudioProjector::Ultravox) n /= 2;
+  if (pools_pairs()) n /= 2;
   return n;
 }
 
@@ -61,7 +73,9 @@ Result<AudioHParams> read_audio_hparams(const GgufFile& f) {
   if (!(*eps >= 0.0f && *eps < 1.0f))
     return make_error("mmproj: layer norm epsilon ", *eps, " is outside [0, 1)");
   hp.eps = *eps;
-  if (hp.projector != AudioProjector::Qwen2a) {
+  // ref: clip.cpp's load_hparams requires the key of ultravox, voxtral and glma; qwen2a and
+  // musicflamingo do not stack.
+  if (hp.stacks_frames() || hp.projector == AudioProjector::Glma) {
     KILN_ASSIGN_OR_RETURN(hp.stack_factor, positive(f, "clip.audio.projector.stack_factor", kMaxStack));
   }
   return hp;

@@ -117,6 +117,26 @@ Tensor vit_patch_embeddings(Graph& g, const ClipHParams& hp, const VitWeights& w
 
 VitDims vit_dims(const ClipHParams& hp) { return {hp.head_dim, hp.n_head, hp.n_head_kv, hp.eps, hp.ffn_act, false}; }
 
+Tensor vit_ffn(Graph& g, const Weight& up_w, const Weight& up_b, const Weight& down_w, const Weight& down_b,
+               ClipFfnAct act, Tensor x, const std::string& name) {
+  Tensor cur = vit_linear(g, up_w, up_b, x, name + "_up");
+  switch (act) {
+    case ClipFfnAct::Gelu:
+      cur = g.gelu(cur, name + "_gelu");
+      break;
+    case ClipFfnAct::GeluQuick:
+      cur = g.gelu_quick(cur, name + "_gelu_quick");
+      break;
+    case ClipFfnAct::Silu:
+      cur = g.silu(cur, name + "_silu");
+      break;
+    case ClipFfnAct::GeluErf:
+      cur = g.gelu_erf(cur, name + "_gelu_erf");
+      break;
+  }
+  return vit_linear(g, down_w, down_b, cur, name + "_down");
+}
+
 Tensor vit_blocks(Graph& g, const VitDims& hp, std::span<const VitLayer> layers, Tensor x, int64_t n_layers,
                   AttentionPath attention) {
   const int64_t hd = hp.head_dim, H = hp.n_head, Hkv = hp.n_head_kv;
@@ -146,22 +166,7 @@ Tensor vit_blocks(Graph& g, const VitDims& hp, std::span<const VitLayer> layers,
     a = vit_linear(g, l.o_w, l.o_b, g.reshape(a, {hd * H, T, 1, 1}), p + "attn_out");
     x = g.add(a, x, p + "attn_res");
     cur = vit_norm(g, x, l.ln2_w, l.ln2_b, hp.eps, p + "ln2");
-    cur = vit_linear(g, l.up_w, l.up_b, cur, p + "ffn_up");
-    switch (hp.ffn_act) {
-      case ClipFfnAct::Gelu:
-        cur = g.gelu(cur, p + "ffn_gelu");
-        break;
-      case ClipFfnAct::GeluQuick:
-        cur = g.gelu_quick(cur, p + "ffn_gelu_quick");
-        break;
-      case ClipFfnAct::Silu:
-        cur = g.silu(cur, p + "ffn_silu");
-        break;
-      case ClipFfnAct::GeluErf:
-        cur = g.gelu_erf(cur, p + "ffn_gelu_erf");
-        break;
-    }
-    cur = vit_linear(g, l.down_w, l.down_b, cur, p + "ffn_down");
+    cur = vit_ffn(g, l.up_w, l.up_b, l.down_w, l.down_b, hp.ffn_act, cur, p + "ffn");
     x = g.add(x, cur, p + "layer_out");
   }
   return x;

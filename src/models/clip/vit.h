@@ -71,11 +71,15 @@ void image_to_patches(const RgbImage& img, const ClipHParams& hp, std::span<floa
 //     unless dims.causal.
 //   vit_norm: LayerNorm (eps) times w plus b (either optional).
 //   vit_linear: w x (+ b).
+//   vit_ffn: down (act (up x (+ up_b))) (+ down_b), clip_graph::build_ffn without a gate: the
+//     blocks' feed-forward and the audio projectors' MLPs.
 Tensor vit_patch_embeddings(Graph& g, const ClipHParams& hp, const VitWeights& w, Tensor patches);
 Tensor vit_blocks(Graph& g, const VitDims& dims, std::span<const VitLayer> layers, Tensor x, int64_t n_layers,
                   AttentionPath attention);
 Tensor vit_norm(Graph& g, Tensor x, const Weight& w, const Weight& b, float eps, const std::string& name);
 Tensor vit_linear(Graph& g, const Weight& w, const Weight& b, Tensor x, const std::string& name);
+Tensor vit_ffn(Graph& g, const Weight& up_w, const Weight& up_b, const Weight& down_w, const Weight& down_b,
+               ClipFfnAct act, Tensor x, const std::string& name);
 // The graph tensor of a bound weight (Tensor{} for an absent one).
 Tensor weight_tensor(Graph& g, const Weight& w);
 

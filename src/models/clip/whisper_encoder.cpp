@@ -1,17 +1,12 @@
 #include "models/clip/whisper_encoder.h"
 
+#include <array>
 #include <string>
 
 #include "models/weight_binder.h"
 
 namespace kiln {
 namespace {
-
-// The output width of tensor `name` (its ne[1]), or 0 when absent.
-int64_t out_width(const GgufFile& file, const std::string& name) {
-  const GgufTensorInfo* t = file.find_tensor(name);
-  return t != nullptr && t->n_dims >= 2 ? t->ne[1] : 0;
-}
 
 // A 1-D convolution with bias over x [len, channels] (any strides), then GELU-erf: [c_out, out_len].
 // ref: ggml_conv_1d_ph: im2col to F16, mul_mat with the kernel converted to F16 (every product is
@@ -41,55 +36,22 @@ Tensor pool_pairs(Graph& g, Tensor x) {
   return g.scale(g.add(even, odd, "pool.sum"), 0.5f, "pool");
 }
 
-// ref: clip_graph::build_stack: consecutive positions side by side, [D, T] -> [D * s, T / s] (a
-// partial last stack dropped, see the header).
-Tensor stack(Graph& g, Tensor x, int64_t s) {
-  const TensorView& v = g.tensor(x).view;
-  const int64_t D = v.ne[0], n = v.ne[1] / s;
-  const size_t row = v.nb[1] * static_cast<size_t>(s);
-  return g.view(x, {D * s, n, 1, 1}, {v.nb[0], row, row * static_cast<size_t>(n), row * static_cast<size_t>(n)}, 0,
-                "stack");
-}
-
 }  // namespace
 
 Result<AudioWeights> bind_audio_weights(const GgufFile& file, const AudioHParams& hp, int64_t n_embd_out) {
   const WeightBinder b(file, "mmproj");
-  const int64_t D = hp.n_embd, S = hp.stack_factor;
+  const int64_t D = hp.n_embd;
   AudioWeights w;
   KILN_ASSIGN_OR_RETURN(w.conv1_w, b.required("a.conv1d.1.weight", {3, hp.n_mel, D}));
   KILN_ASSIGN_OR_RETURN(w.conv1_b, b.required("a.conv1d.1.bias", {1, D}));
   KILN_ASSIGN_OR_RETURN(w.conv2_w, b.required("a.conv1d.2.weight", {3, D, D}));
   KILN_ASSIGN_OR_RETURN(w.conv2_b, b.required("a.conv1d.2.bias", {1, D}));
-  const int64_t n_pos = out_width(file, "a.position_embd.weight");
+  const int64_t n_pos = b.out_width("a.position_embd.weight");
   KILN_ASSIGN_OR_RETURN(w.pos_embd, b.required("a.position_embd.weight", {D, n_pos > 0 ? n_pos : 1}));
   KILN_ASSIGN_OR_RETURN(w.post_ln_w, b.optional("a.post_ln.weight", {D}));
   KILN_ASSIGN_OR_RETURN(w.post_ln_b, b.optional("a.post_ln.bias", {D}));
   KILN_ASSIGN_OR_RETURN(w.layers, bind_vit_layers(file, "a", hp.n_layer, D, hp.n_ff, D, D));
-  switch (hp.projector) {
-    case AudioProjector::Ultravox: {
-      const int64_t h2 = out_width(file, "mm.a.mlp.1.weight");
-      if (h2 % 2 != 0) return make_error("mmproj: mm.a.mlp.1.weight's output width ", h2, " is odd (SwiGLU halves it)");
-      KILN_ASSIGN_OR_RETURN(w.norm_pre, b.required("mm.a.norm_pre.weight", {D * S}));
-      KILN_ASSIGN_OR_RETURN(w.mlp1_w, b.required("mm.a.mlp.1.weight", {D * S, h2 > 0 ? h2 : 2}));
-      KILN_ASSIGN_OR_RETURN(w.norm_mid, b.required("mm.a.norm_mid.weight", {h2 / 2}));
-      KILN_ASSIGN_OR_RETURN(w.mlp2_w, b.required("mm.a.mlp.2.weight", {h2 / 2, n_embd_out}));
-      break;
-    }
-    case AudioProjector::Qwen2a: {
-      KILN_ASSIGN_OR_RETURN(w.fc_w, b.required("mm.a.fc.weight", {D, n_embd_out}));
-      KILN_ASSIGN_OR_RETURN(w.fc_b, b.required("mm.a.fc.bias", {n_embd_out}));
-      break;
-    }
-    case AudioProjector::Voxtral: {
-      const int64_t h = out_width(file, "mm.a.mlp.1.weight");
-      // ref: clip.cpp's load_tensors reads only the two weights for voxtral (Voxtral's projector has
-      // no biases); biases a file carries are ignored, as llama.cpp ignores them.
-      KILN_ASSIGN_OR_RETURN(w.mlp1_w, b.required("mm.a.mlp.1.weight", {D * S, h > 0 ? h : 1}));
-      KILN_ASSIGN_OR_RETURN(w.mlp2_w, b.required("mm.a.mlp.2.weight", {h, n_embd_out}));
-      break;
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(w.projector, bind_audio_projector(file, hp, n_embd_out));
   return w;
 }
 
@@ -107,30 +69,9 @@ Result<AudioEncoderGraph> build_audio_encoder(Graph& g, const AudioHParams& hp, 
   x = g.add(x, g.view(pos, {D, n_pos, 1, 1}, g.tensor(pos).view.nb, 0, "pos_embd"), "pos");
   const VitDims dims{D / hp.n_head, hp.n_head, hp.n_head, hp.eps, ClipFfnAct::GeluErf, false};
   x = vit_blocks(g, dims, w.layers, x, hp.n_layer, attention);
-  if (hp.projector != AudioProjector::Ultravox) x = pool_pairs(g, x);
+  if (hp.pools_pairs()) x = pool_pairs(g, x);
   if (w.post_ln_w || w.post_ln_b) x = vit_norm(g, x, w.post_ln_w, w.post_ln_b, hp.eps, "post_ln");
-  switch (hp.projector) {
-    case AudioProjector::Ultravox: {
-      x = g.rms_norm(stack(g, x, hp.stack_factor), 1e-6f, "norm_pre");
-      x = g.mul(x, weight_tensor(g, w.norm_pre), "norm_pre*w");
-      x = g.mul_mat(weight_tensor(g, w.mlp1_w), x, "mlp1");  // [2 h, n]
-      const TensorView& v = g.tensor(x).view;
-      const int64_t h = v.ne[0] / 2;
-      const Tensor first = g.view(x, {h, v.ne[1], 1, 1}, v.nb, 0, "mlp1.first");
-      const Tensor second = g.view(x, {h, v.ne[1], 1, 1}, v.nb, static_cast<size_t>(h) * v.nb[0], "mlp1.second");
-      x = g.swiglu(second, first, "swiglu_swapped");
-      x = g.mul(g.rms_norm(x, 1e-6f, "norm_mid"), weight_tensor(g, w.norm_mid), "norm_mid*w");
-      x = g.mul_mat(weight_tensor(g, w.mlp2_w), x, "mlp2");
-      break;
-    }
-    case AudioProjector::Qwen2a:
-      x = vit_linear(g, w.fc_w, w.fc_b, x, "fc");
-      break;
-    case AudioProjector::Voxtral:
-      x = g.mul_mat(weight_tensor(g, w.mlp1_w), stack(g, x, hp.stack_factor), "mlp1");
-      x = g.mul_mat(weight_tensor(g, w.mlp2_w), g.gelu_erf(x, "mlp1.gelu"), "mlp2");
-      break;
-  }
+  x = build_audio_projector(g, hp, w.projector, x);
   g.mark_output(x);
   KILN_TRY(g.status());
   eg.embeddings = x;

@@ -1,17 +1,16 @@
-// The Whisper-style audio encoder of llama.cpp's audio mmproj files and its projectors (ultravox,
-// qwen2a, voxtral), as clip_graph_whisper_enc (tools/mtmd/models/whisper-enc.cpp) builds them:
+// The Whisper-style audio encoder of llama.cpp's audio mmproj files, as clip_graph_whisper_enc
+// (tools/mtmd/models/whisper-enc.cpp) builds it for the ultravox, qwen2a, voxtral, glma and
+// musicflamingo projectors:
 //   - stem: conv1d (kernel 3, padding 1) + GELU-erf, conv1d (kernel 3, stride 2, padding 1) +
 //     GELU-erf over the log-mel [n_frames, n_mel]: n_frames / 2 positions; the convolutions read
 //     their input and kernel as F16 (ggml_conv_1d's im2col);
 //   - learned positions (the first n_pos of "a.position_embd.weight");
 //   - the pre-norm blocks of models/clip/vit.h ("a.blk.N.*", no K bias in the files, GELU-erf);
-//   - qwen2a and voxtral: average pooling of pairs of positions (ggml_pool_1d, k = s = 2);
+//   - where AudioHParams::pools_pairs() (qwen2a, voxtral, musicflamingo): average pooling of pairs
+//     of positions (ggml_pool_1d, k = s = 2);
 //   - the post LayerNorm;
-//   - ultravox: stack `stack_factor` positions, RMSNorm (1e-6) * norm_pre, mlp.1, SwiGLU with the
-//     halves swapped (silu of the second half times the first), RMSNorm * norm_mid, mlp.2;
-//     qwen2a: fc (+ bias); voxtral: stack, mlp.1, GELU-erf, mlp.2 (llama.cpp reads no biases there).
-// A partial last stack is dropped (AudioHParams::n_output_tokens' count; llama.cpp at the reference
-// commit aborts instead). Shapes in ggml order.
+//   - the projector (models/clip/audio_projector.h).
+// Shapes in ggml order.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +19,7 @@
 #include "core/gguf.h"
 #include "core/result.h"
 #include "models/clip/audio_hparams.h"
+#include "models/clip/audio_projector.h"
 #include "models/clip/vit.h"
 #include "runtime/graph.h"
 
@@ -31,11 +31,7 @@ struct AudioWeights {
   Weight pos_embd;          // [D, max positions]
   Weight post_ln_w, post_ln_b;
   std::vector<VitLayer> layers;
-  // Projector ("mm.a.*"); which are bound depends on the type.
-  Weight norm_pre, norm_mid;  // ultravox: [D * stack], [hidden]
-  Weight mlp1_w;              // ultravox: [D * stack, 2 * hidden]; voxtral: [D * stack, hidden]
-  Weight mlp2_w;              // [hidden, n_out]
-  Weight fc_w, fc_b;          // qwen2a: [D, n_out], [n_out]
+  AudioProjectorWeights projector;  // "mm.a.*" (glma: and "v.boi", "v.eoi")
 };
 
 // Binds the encoder's and the projector's tensors, checking every shape; the projector's output

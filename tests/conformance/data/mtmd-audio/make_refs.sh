@@ -7,10 +7,11 @@
 # build/test-data/models/llama-spm-e128-f32.gguf (tools/fixtures/make_test_data.py) and Debian's
 # python3-numpy.
 #
-# Writes here: mmproj-{ultravox,qwen2a,voxtral}.gguf (random weights, tools/fixtures/mkmmproj_audio.py;
-# stack factors 4 and 5, which divide the encoder's positions: llama.cpp at the reference commit
-# aborts on a partial last stack), and NAME-voiced.{ref.json,embd.f32}: mtmd_oracle's exact run (F32
-# attention without flash, F32 KV cache) on tests/data/audio/voiced-16k.wav with the prompt
+# Writes here: mmproj-{ultravox,qwen2a,voxtral,glma,musicflamingo}.gguf (random weights,
+# tools/fixtures/mkmmproj_audio.py; stack factors 4 and 5, which divide the encoder's positions:
+# llama.cpp at the reference commit aborts on a partial last stack), and
+# NAME-voiced.{ref.json,embd.f32}: mtmd_oracle's exact run (F32 attention without flash, F32 KV
+# cache) on tests/data/audio/voiced-16k.wav with the prompt
 # "USER: <__media__>Describe the image.\nASSISTANT:" (the embeddings, the chunk layout, 8 greedy
 # tokens), shrunk by ../mtmd/compact_ref.py.
 set -euo pipefail
@@ -30,9 +31,11 @@ gcc -O2 -std=c11 -o "$W/mtmd_oracle" "$T/mtmd_oracle.c" -I"$L/include" -I"$L/ggm
 
 (cd "$T" && $PY mkmmproj_audio.py --out "$D/mmproj-ultravox.gguf" --text-model "$TEXT" --proj ultravox --stack 4 &&
   $PY mkmmproj_audio.py --out "$D/mmproj-qwen2a.gguf" --text-model "$TEXT" --proj qwen2a --mel 128 &&
-  $PY mkmmproj_audio.py --out "$D/mmproj-voxtral.gguf" --text-model "$TEXT" --proj voxtral --stack 5)
+  $PY mkmmproj_audio.py --out "$D/mmproj-voxtral.gguf" --text-model "$TEXT" --proj voxtral --stack 5 &&
+  $PY mkmmproj_audio.py --out "$D/mmproj-glma.gguf" --text-model "$TEXT" --proj glma --mel 128 --stack 4 &&
+  $PY mkmmproj_audio.py --out "$D/mmproj-musicflamingo.gguf" --text-model "$TEXT" --proj musicflamingo --mel 128)
 
-for p in ultravox qwen2a voxtral; do
+for p in ultravox qwen2a voxtral glma musicflamingo; do
   "$W/mtmd_oracle" -m "$TEXT" --mmproj "mmproj-$p.gguf" --image "$WAV" -o "$W/out-$p" --n-gen 8 -t 2 \
     -p $'USER: <__media__>Describe the image.\nASSISTANT:'
   $PY ../mtmd/compact_ref.py "$W/out-$p" "$p-voiced"

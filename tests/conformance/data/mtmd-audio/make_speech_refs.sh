@@ -58,7 +58,7 @@ frames = n // 160 + 1
 mel = np.fromfile(sys.argv[2], "<f4").reshape(-1, int(sys.argv[3]), 3000)[0]
 np.ascontiguousarray(mel[:, :frames]).astype("<f4").tofile(sys.argv[4])
 EOF
-  for p in ultravox qwen2a voxtral; do
+  for p in ultravox qwen2a voxtral glma musicflamingo; do
     "$W/mtmd_oracle" -m "$TEXT" --mmproj "../mmproj-$p.gguf" --image "$wav" -o "$W/out-$p-$name" --n-gen 8 -t 2 \
       -p "$PROMPT" >/dev/null 2>&1
     (cd "$W" && $PY "$D/../mtmd/compact_ref.py" "out-$p-$name" "$p-$name" >/dev/null)
@@ -89,7 +89,7 @@ json.dump({"source": "llama.cpp's libmtmd at $(git -C "$L" rev-parse HEAD) (node
                       "text": "he was not an ill disposed young man"},
                      {"name": "espeak", "file": "tests/data/audio/espeak-16k.wav", "n_mel": 80,
                       "text": "The quick brown fox jumps over the lazy dog."}],
-           "projectors": ["ultravox", "qwen2a", "voxtral"], "rows_every": 8},
+           "projectors": ["ultravox", "qwen2a", "voxtral", "glma", "musicflamingo"], "rows_every": 8},
           open("speech.json", "w"), indent=1)
 EOF
 echo "wrote $(ls | wc -l) files in $D/speech"
