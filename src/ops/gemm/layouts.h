@@ -120,6 +120,7 @@ void gemm_q8_0x8_avx512(const Tile& t);  // call only when quant::cpu_has_avx512
 // (reduce_lanes8). AVX2 CPUs only (elsewhere Q6_K keeps its scalar vec_dot's order).
 void gemm_q6_K(const Tile& t);
 void gemm_q6_K_avx2(const Tile& t);
+void gemm_q6_K_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 // Plain Q5_K weights with Q8_K activations, in ggml's AVX2 ggml_vec_dot_q5_K_q8_K order: the
 // eight lanes as above with one scale per 32 values and no bias, added with fma(d_a * d_w, ...);
 // the mins in four lanes (lane m: min[2m] * (bsums[4m] + bsums[4m+1]) + min[2m+1] * (bsums[4m+2] +
@@ -127,6 +128,7 @@ void gemm_q6_K_avx2(const Tile& t);
 // ((m0 + m2) + (m1 + m3)) of the second. AVX2 CPUs only.
 void gemm_q5_K(const Tile& t);
 void gemm_q5_K_avx2(const Tile& t);
+void gemm_q5_K_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 // Plain Q3_K and Q2_K weights with Q8_K activations, in the order of quant.h's
 // vec_dot_q3_K_q8_K_avx2 / _q2_K_q8_K_avx2 (llama.cpp on AVX2 CPUs runs its AVX2 vec_dots for every
 // batch size; its AVX-512 build repacks Q2_K, see docs/performance.md): the eight lanes as above
@@ -139,8 +141,10 @@ void gemm_q5_K_avx2(const Tile& t);
 // into yet another order. Q3_K's vec_dot has ggml's order.)
 void gemm_q3_K(const Tile& t);
 void gemm_q3_K_avx2(const Tile& t);
+void gemm_q3_K_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 void gemm_q2_K(const Tile& t);
 void gemm_q2_K_avx2(const Tile& t);
+void gemm_q2_K_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 
 // Plain IQ4_XS weights with Q8_K activations (AVX2 CPUs; elsewhere IQ4_XS keeps its scalar
 // vec_dot's order). The first Tile::n_gemm_act activation rows in the order of ggml's IQ panel gemm

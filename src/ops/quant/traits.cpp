@@ -51,9 +51,13 @@ struct Table {
 
   Table() {
     const bool avx2 = cpu_has_avx2();
+    const bool avx512 = cpu_has_avx512_vnni();
 #define KILN_TO_FLOAT(B, F) &to_float_fn<B, F>
 #define KILN_FROM_FLOAT(B, F) &from_float_fn<B, F>
 #define KILN_VEC_DOT(W, A, F) &vec_dot_fn<W, A, F>
+// The widest level's F##_avx512, F##_avx2 or F (same bits at every SIMD level).
+#define KILN_VEC_DOT_LEVELS(W, A, F) \
+  (avx512 ? KILN_VEC_DOT(W, A, F##_avx512) : avx2 ? KILN_VEC_DOT(W, A, F##_avx2) : KILN_VEC_DOT(W, A, F))
     add({DType::F32, DType::F32, &f32_to_float, &f32_from_float, nullptr,
          avx2 ? KILN_VEC_DOT(float, float, vec_dot_f32_avx2) : KILN_VEC_DOT(float, float, vec_dot_f32),
          KILN_VEC_DOT(float, float, vec_dot_f32)});
@@ -139,12 +143,12 @@ struct Table {
          KILN_VEC_DOT(BlockQ5_K, BlockQ8_K, vec_dot_q5_K_q8_K)});
     add({DType::Q6_K, DType::Q8_K, KILN_TO_FLOAT(BlockQ6_K, dequantize_row_q6_K),
          KILN_FROM_FLOAT(BlockQ6_K, quantize_row_q6_K_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockQ6_K, BlockQ8_K, vec_dot_q6_K_q8_K_avx2)
-              : KILN_VEC_DOT(BlockQ6_K, BlockQ8_K, vec_dot_q6_K_q8_K),
+         KILN_VEC_DOT_LEVELS(BlockQ6_K, BlockQ8_K, vec_dot_q6_K_q8_K),
          KILN_VEC_DOT(BlockQ6_K, BlockQ8_K, vec_dot_q6_K_q8_K)});
 #undef KILN_TO_FLOAT
 #undef KILN_FROM_FLOAT
 #undef KILN_VEC_DOT
+#undef KILN_VEC_DOT_LEVELS
     // ggml's x86 repack (ref: ggml-cpu/repack.cpp ggml_repack_get_optimal_repack_type) applies to
     // Q4_0, IQ4_NL and Q4_K on AVX2 CPUs (and Q2_K with AVX-512, not emulated here).
     if (avx2) {
