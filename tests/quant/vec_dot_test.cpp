@@ -237,6 +237,15 @@ struct LevelDots {
 #define KILN_LEVEL_DOTS(T, W, A, F) \
   LevelDots { DType::T, &any_vec_dot<W, A, quant::F##_avx2>, &any_vec_dot<W, A, quant::F##_avx512> }
 const LevelDots kLevelDots[] = {
+    KILN_LEVEL_DOTS(Q4_1, quant::BlockQ4_1, quant::BlockQ8_1, vec_dot_q4_1_q8_1),
+    KILN_LEVEL_DOTS(Q5_0, quant::BlockQ5_0, quant::BlockQ8_0, vec_dot_q5_0_q8_0),
+    KILN_LEVEL_DOTS(Q5_1, quant::BlockQ5_1, quant::BlockQ8_1, vec_dot_q5_1_q8_1),
+    KILN_LEVEL_DOTS(IQ4_NL, quant::BlockIQ4NL, quant::BlockQ8_0, vec_dot_iq4_nl_q8_0),
+    KILN_LEVEL_DOTS(IQ4_XS, quant::BlockIQ4XS, quant::BlockQ8_K, vec_dot_iq4_xs_q8_K),
+    KILN_LEVEL_DOTS(Q2_K, quant::BlockQ2_K, quant::BlockQ8_K, vec_dot_q2_K_q8_K),
+    KILN_LEVEL_DOTS(Q3_K, quant::BlockQ3_K, quant::BlockQ8_K, vec_dot_q3_K_q8_K),
+    KILN_LEVEL_DOTS(Q4_K, quant::BlockQ4_K, quant::BlockQ8_K, vec_dot_q4_K_q8_K),
+    KILN_LEVEL_DOTS(Q5_K, quant::BlockQ5_K, quant::BlockQ8_K, vec_dot_q5_K_q8_K),
     KILN_LEVEL_DOTS(Q6_K, quant::BlockQ6_K, quant::BlockQ8_K, vec_dot_q6_K_q8_K),
 };
 #undef KILN_LEVEL_DOTS

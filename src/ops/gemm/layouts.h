@@ -71,6 +71,7 @@ void gemm_q4_Kx8_avx512(const Tile& t);  // call only when quant::cpu_has_avx512
 // are summed as hsum_float_8 ((l + l+4) pairs, then (0+2, 1+3), then 0+1).
 void gemm_q8_0(const Tile& t);
 void gemm_q8_0_avx2(const Tile& t);
+void gemm_q8_0_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 // Plain Q5_0, Q4_1 and Q5_1 weights with their vec_dot_type's activations (Q8_0, Q8_1), in the
 // order of ggml's AVX2 vec_dots (quant.h's vec_dot_*_avx2), which llama.cpp runs for every batch
 // size on AVX2 and AVX-512 CPUs (no repack takes these types; tinyBLAS_Q0_AVX, which takes Q5_0
@@ -80,10 +81,13 @@ void gemm_q8_0_avx2(const Tile& t);
 // AVX2 CPUs only (elsewhere these types keep their scalar vec_dots' order).
 void gemm_q5_0(const Tile& t);
 void gemm_q5_0_avx2(const Tile& t);
+void gemm_q5_0_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 void gemm_q4_1(const Tile& t);
 void gemm_q4_1_avx2(const Tile& t);
+void gemm_q4_1_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 void gemm_q5_1(const Tile& t);
 void gemm_q5_1_avx2(const Tile& t);
+void gemm_q5_1_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 
 // TensorLayout::Q8_0x8: rows 8g .. 8g+7 form group g, stored at g * (nb * 272) bytes (nb = k / 32
 // blocks per row) as nb blocks of 272 bytes, block b at b * 272:
@@ -156,6 +160,7 @@ void gemm_q2_K_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when
 // reduce_lanes8.
 void gemm_iq4_xs(const Tile& t);
 void gemm_iq4_xs_avx2(const Tile& t);
+void gemm_iq4_xs_avx512(const Tile& t);  // the AVX2 kernel's bits; only when quant::cpu_has_avx512_vnni()
 
 // Activations of the F16 and BF16 families: each value rounded to the 16-bit type as the type's
 // vec_dot_type conversion does (f32_to_f16_row, f32_to_bf16_row), stored twice: widened to F32

@@ -44,5 +44,26 @@ inline __m256i dot_i8_i8(__m256i x, __m256i y) {
   return dot_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
 
+// acc + per int32 lane: its scale times the sum over k < K of the four-product sums of u[k] and
+// s[k] (dot_u8_i8's, same admission), where scale16 holds each lane's scale in both 16-bit halves.
+// AVX2 scales each k's vpmaddubsw pairs by vpmaddwd (ggml's order of steps); VNNI sums the K
+// products in two vpdpbusd chains and multiplies once (the int32 result is the same exact sum).
+template <int K>
+inline __m256i scaled_dots_add(__m256i acc, const __m256i u[K], const __m256i s[K], __m256i scale16) {
+  if constexpr (kVnniSteps) {
+    static_assert(K % 2 == 0);
+    __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+    for (int k = 0; k < K; k += 2) {
+      even = _mm256_dpbusd_epi32(even, u[k], s[k]);
+      odd = _mm256_dpbusd_epi32(odd, u[k + 1], s[k + 1]);
+    }
+    const __m256i scale = _mm256_srai_epi32(scale16, 16);
+    return _mm256_add_epi32(acc, _mm256_mullo_epi32(_mm256_add_epi32(even, odd), scale));
+  } else {
+    for (int k = 0; k < K; ++k) acc = madd_add(acc, _mm256_maddubs_epi16(u[k], s[k]), scale16);
+    return acc;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::quant
