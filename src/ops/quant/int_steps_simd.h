@@ -38,6 +38,15 @@ inline __m256i dot_u8_i8(__m256i u, __m256i s) {
   }
 }
 
+// acc + dot_u8_i8(u, s), same admission.
+inline __m256i dot_u8_i8_add(__m256i acc, __m256i u, __m256i s) {
+  if constexpr (kVnniSteps) {
+    return _mm256_dpbusd_epi32(acc, u, s);
+  } else {
+    return _mm256_add_epi32(acc, dot_u8_i8(u, s));
+  }
+}
+
 // The same for signed x and y: |x| (<= 128) times y with x's sign. Any inputs (ggml's
 // mul_sum_i8_pairs; its sign trick takes y = -128 with negative x to -128, at both levels).
 inline __m256i dot_i8_i8(__m256i x, __m256i y) {

@@ -203,5 +203,8 @@ void vec_dot_q3_K_q8_K_avx512(int64_t n, float* s, const BlockQ3_K* x, const Blo
 void vec_dot_q4_K_q8_K_avx512(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
 void vec_dot_q5_K_q8_K_avx512(int64_t n, float* s, const BlockQ5_K* x, const BlockQ8_K* y);
 void vec_dot_q6_K_q8_K_avx512(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y);
+void vec_dot_iq4_nl_q8_0_rows8_avx512(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);
+void vec_dot_iq4_nl_q8_0_rows8_8x4_avx512(int64_t n, float* s, size_t s_stride, const BlockIQ4NL* x,
+                                          size_t x_stride, const BlockQ8_0* y, size_t y_stride);
 
 }  // namespace kiln::quant

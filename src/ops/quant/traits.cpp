@@ -156,11 +156,15 @@ struct Table {
       entries[static_cast<uint32_t>(DType::Q4_0)].vec_dot_rows8_x4_8x4 =
           cpu_has_avx512_vnni() ? &vec_dot_tile_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_8x4_avx512>
                                 : &vec_dot_tile_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_8x4_avx2>;
-      const VecDotFn iq4 = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx2>;
+      const VecDotFn iq4 = cpu_has_avx512_vnni()
+                               ? &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx512>
+                               : &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx2>;
       const VecDotFn iq4_ref = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8>;
       rows8(DType::IQ4_NL, iq4, iq4_ref, iq4, iq4_ref);
       entries[static_cast<uint32_t>(DType::IQ4_NL)].vec_dot_rows8_x4_8x4 =
-          &vec_dot_tile_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_8x4_avx2>;
+          cpu_has_avx512_vnni()
+              ? &vec_dot_tile_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_8x4_avx512>
+              : &vec_dot_tile_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_8x4_avx2>;
       rows8(DType::Q4_K, &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8_avx2>,
             &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8>,
             &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8_x4_avx2>,

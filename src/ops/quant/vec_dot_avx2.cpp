@@ -38,13 +38,6 @@ inline __m256i hsum_i32_8x8(const __m256i v[8]) {
                           _mm256_permute2x128_si256(h0123, h4567, 0x31));
 }
 
-inline int hsum_i32_8(__m256i a) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-  s = _mm_add_epi32(s, _mm_srli_si128(s, 8));
-  s = _mm_add_epi32(s, _mm_srli_si128(s, 4));
-  return _mm_cvtsi128_si32(s);
-}
-
 // 8 BF16 values widened to F32 (exact).
 inline __m256 load_bf16x8(const uint16_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -290,57 +283,6 @@ void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, cons
         broadcast_sum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(qy)), ones16));
     return _mm256_sub_epi32(dot, _mm256_slli_epi32(ysum, 3));
   });
-}
-
-void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y) {
-  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL));
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  float acc = 0.0f;
-  for (int64_t ib = 0; ib < n / kQK4_NL; ++ib) {
-    const __m128i q4bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[ib].qs));
-    const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(q4bits, m4));
-    const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(q4bits, 4), m4));
-    const __m256i qx = _mm256_insertf128_si256(_mm256_castsi128_si256(lo), hi, 1);
-    const int isum = hsum_i32_8(dot_i8_i8(qx, load256(y[ib].qs)));
-    acc = std::fma(static_cast<float>(isum), f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d), acc);
-  }
-  *s = acc;
-}
-
-void vec_dot_iq4_nl_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockIQ4NL* x,
-                                        size_t x_stride, const BlockQ8_0* y, size_t y_stride) {
-  // The levels (-127..113) by a byte lookup, kept with their magnitudes; sum(level * y) from
-  // maddubs of |level| with y carrying the level's sign (|pair sum| <= 2 * 127 * 127, no
-  // saturation for Q8_0's -127..127), each widened at once (two such sums can overflow 16 bits).
-  const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL)));
-  struct Levels {
-    __m256i level[8], mag[8];
-  };
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  rows8_q8_0_8x4(
-      n, s, s_stride, x, x_stride, y, y_stride,
-      [&](const __m256i w[8]) {
-        Levels l;
-        for (int k = 0; k < 8; ++k) {
-          l.level[k] = _mm256_shuffle_epi8(table, w[k]);
-          l.mag[k] = _mm256_abs_epi8(l.level[k]);
-        }
-        return l;
-      },
-      [&](const Levels& l, const int8_t* qy) {
-        __m256i sum[2];
-        for (int h = 0; h < 2; ++h) {
-          const int k = 4 * h;
-          auto dot = [&](int j) {
-            return _mm256_madd_epi16(
-                _mm256_maddubs_epi16(l.mag[j], _mm256_sign_epi8(broadcast_y4(qy, j), l.level[j])), ones16);
-          };
-          sum[h] = _mm256_add_epi32(_mm256_add_epi32(dot(k), dot(k + 1)),
-                                    _mm256_add_epi32(dot(k + 2), dot(k + 3)));
-        }
-        return _mm256_add_epi32(sum[0], sum[1]);
-      });
 }
 
 void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {

@@ -1,17 +1,19 @@
-// The x86 dot products of the types whose integer step is a byte product (the legacy Q4_1, Q5_0,
-// Q5_1 and IQ4_NL, the K-quants Q2_K .. Q6_K, IQ4_XS), written once over int_steps_simd.h: a file
-// compiled for AVX2 gets ggml's AVX2 sequences, one compiled for AVX-512 VNNI gets vpdpbusd and
-// vpdpwssd. The integer lanes are exact and every float operation is the same at both levels, so
-// both give the same bits (kernels.h's vec_dot_*_avx2 and _avx512 are these functions). The int32
-// sums of a super-block are kept in a few independent chains (VNNI's fused multiply-adds would
-// otherwise wait on each other) and added at the end; the lanes are exact, so the grouping does not
-// change them. Each stays a function of its own (noinline): inlined into the tiles' one-row loops,
-// the IQ4_XS one lost 18% of its decode speed. Include only from files compiled for AVX2 or wider;
-// internal linkage (see int_steps_simd.h).
+// The x86 dot products of the types whose integer step is a byte product (the legacy Q4_1, Q5_0, Q5_1 and
+// IQ4_NL (also its *_rows8 order and 8x4 tile), the K-quants Q2_K .. Q6_K, IQ4_XS), written once over
+// int_steps_simd.h: a file compiled for AVX2 gets ggml's AVX2 sequences, one compiled for AVX-512 VNNI gets
+// vpdpbusd and vpdpwssd. The integer lanes are exact and every float operation is the same at both levels,
+// so both give the same bits (kernels.h's vec_dot_*_avx2 and _avx512 are these functions). The int32 sums
+// of a super-block are kept in a few independent chains (VNNI's fused multiply-adds would otherwise wait on
+// each other) and added at the end; the lanes are exact, so the grouping does not change them. Each stays a
+// function of its own (noinline): inlined into the tiles' one-row loops, the IQ4_XS one lost 18% of its
+// decode speed. Include only from files compiled for AVX2 or wider; internal linkage (see
+// int_steps_simd.h).
 #pragma once
 
 #include <immintrin.h>
 
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "ops/quant/int_steps_simd.h"
@@ -19,6 +21,7 @@
 #include "ops/quant/kernels.h"
 #include "ops/quant/legacy_avx2.h"
 #include "ops/quant/prefetch.h"
+#include "ops/quant/q4_0_lanes_avx2.h"
 
 namespace kiln::quant {
 namespace {  // NOLINT: internal linkage on purpose (see above)
@@ -42,6 +45,13 @@ inline float hsum_float_4(__m128 x) {
   x = _mm_add_ps(x, _mm_movehl_ps(x, x));
   x = _mm_add_ss(x, _mm_movehdup_ps(x));
   return _mm_cvtss_f32(x);
+}
+
+inline int hsum_i32_8(__m256i a) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  s = _mm_add_epi32(s, _mm_srli_si128(s, 8));
+  s = _mm_add_epi32(s, _mm_srli_si128(s, 4));
+  return _mm_cvtsi128_si32(s);
 }
 
 // The lane-wise sum of four int32 chains.
@@ -99,6 +109,52 @@ inline __m256i add4(const __m256i c[4]) {
     acc = _mm256_fmadd_ps(d, q, acc);
   }
   *s = hsum_float_8(acc);
+}
+
+// The *_rows8 order (kernels.h; vec_dot_rows8.cpp): exact integer block sums, one scalar FMA per block.
+[[gnu::noinline]] inline void dot_iq4_nl_q8_0_rows8(int64_t n, float* s, const BlockIQ4NL* x,
+                                                     const BlockQ8_0* y) {
+  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  float acc = 0.0f;
+  for (int64_t ib = 0; ib < n / kQK4_NL; ++ib) {
+    const __m128i q4bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[ib].qs));
+    const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(q4bits, m4));
+    const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(q4bits, 4), m4));
+    const __m256i qx = _mm256_insertf128_si256(_mm256_castsi128_si256(lo), hi, 1);
+    const int isum = hsum_i32_8(dot_i8_i8(qx, load256(y[ib].qs)));
+    acc = std::fma(static_cast<float>(isum), f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d), acc);
+  }
+  *s = acc;
+}
+
+inline void dot_iq4_nl_q8_0_rows8_8x4(int64_t n, float* s, size_t s_stride, const BlockIQ4NL* x,
+                                      size_t x_stride, const BlockQ8_0* y, size_t y_stride) {
+  // The levels (-127..113) by a byte lookup, kept with their magnitudes; sum(level * y) from
+  // maddubs of |level| with y carrying the level's sign (|pair sum| <= 2 * 127 * 127, no
+  // saturation for Q8_0's -127..127), each summed into 32 bits at once (int_steps_simd.h).
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL)));
+  struct Levels {
+    __m256i level[8], mag[8];
+  };
+  rows8_q8_0_8x4(
+      n, s, s_stride, x, x_stride, y, y_stride,
+      [&](const __m256i w[8]) {
+        Levels l;
+        for (int k = 0; k < 8; ++k) {
+          l.level[k] = _mm256_shuffle_epi8(table, w[k]);
+          l.mag[k] = _mm256_abs_epi8(l.level[k]);
+        }
+        return l;
+      },
+      [&](const Levels& l, const int8_t* qy) {
+        // Two chains (even and odd j) of exact sums.
+        __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int j = 0; j < 8; ++j)
+          sum[j % 2] = dot_u8_i8_add(sum[j % 2], l.mag[j], _mm256_sign_epi8(broadcast_y4(qy, j), l.level[j]));
+        return _mm256_add_epi32(sum[0], sum[1]);
+      });
 }
 
 // Lane k of the integer sum: over the 8 sub-blocks, scale times the products of bytes 4k..4k+3
@@ -328,6 +384,13 @@ inline __m256i add4(const __m256i c[4]) {
   void vec_dot_iq4_nl_q8_0_##LEVEL(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y) { \
     dot_iq4_nl_q8_0(n, s, x, y);                                                                   \
   }                                                                                                \
+  void vec_dot_iq4_nl_q8_0_rows8_##LEVEL(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y) {  \
+    dot_iq4_nl_q8_0_rows8(n, s, x, y);                                                                  \
+  }                                                                                                     \
+  void vec_dot_iq4_nl_q8_0_rows8_8x4_##LEVEL(int64_t n, float* s, size_t s_stride, const BlockIQ4NL* x, \
+                                             size_t x_stride, const BlockQ8_0* y, size_t y_stride) {    \
+    dot_iq4_nl_q8_0_rows8_8x4(n, s, s_stride, x, x_stride, y, y_stride);                                \
+  }                                                                                                     \
   void vec_dot_iq4_xs_q8_K_##LEVEL(int64_t n, float* s, const BlockIQ4XS* x, const BlockQ8_K* y) { \
     dot_iq4_xs_q8_K(n, s, x, y);                                                                   \
   }                                                                                                \
