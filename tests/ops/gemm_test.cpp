@@ -131,50 +131,64 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_q8_0,
        gemm::gemm_q8_0_avx2,
        {32, 160, 2048},
-       {1, 3, 8}},
+       {1, 3, 8},
+       gemm::gemm_q8_0_avx512},
       {"q6_K",
        DType::Q6_K,
        TensorLayout::Plain,
        gemm::gemm_q6_K,
        gemm::gemm_q6_K_avx2,
        {256, 768, 2304},
-       {1, 3, 6, 9}},
+       {1, 3, 6, 9},
+       gemm::gemm_q6_K_avx512},
       {"q5_K",
        DType::Q5_K,
        TensorLayout::Plain,
        gemm::gemm_q5_K,
        gemm::gemm_q5_K_avx2,
        {256, 1280},
-       {1, 4, 9}},
+       {1, 4, 9},
+       gemm::gemm_q5_K_avx512},
       {"q5_0",
        DType::Q5_0,
        TensorLayout::Plain,
        gemm::gemm_q5_0,
        gemm::gemm_q5_0_avx2,
        {32, 160, 2080},
-       {1, 3, 8}},
+       {1, 3, 8},
+       gemm::gemm_q5_0_avx512},
       {"q4_1",
        DType::Q4_1,
        TensorLayout::Plain,
        gemm::gemm_q4_1,
        gemm::gemm_q4_1_avx2,
        {32, 160, 2080},
-       {1, 3, 8}},
-      {"q5_1", DType::Q5_1, TensorLayout::Plain, gemm::gemm_q5_1, gemm::gemm_q5_1_avx2, {32, 160}, {1, 3, 8}},
+       {1, 3, 8},
+       gemm::gemm_q4_1_avx512},
+      {"q5_1",
+       DType::Q5_1,
+       TensorLayout::Plain,
+       gemm::gemm_q5_1,
+       gemm::gemm_q5_1_avx2,
+       {32, 160},
+       {1, 3, 8},
+       gemm::gemm_q5_1_avx512},
       {"q3_K",
        DType::Q3_K,
        TensorLayout::Plain,
        gemm::gemm_q3_K,
        gemm::gemm_q3_K_avx2,
        {256, 1280},
-       {1, 4, 9}},
+       {1, 4, 9},
+       gemm::gemm_q3_K_avx512},
       {"q2_K",
        DType::Q2_K,
        TensorLayout::Plain,
        gemm::gemm_q2_K,
        gemm::gemm_q2_K_avx2,
        {256, 1280},
-       {1, 4, 9}},
+       {1, 4, 9},
+       gemm::gemm_q2_K_avx512},
       {"f16",
        DType::F16,
        TensorLayout::Plain,
@@ -188,7 +202,8 @@ std::vector<TileCase> tile_cases() {
        gemm::gemm_iq4_xs,
        gemm::gemm_iq4_xs_avx2,
        {256, 768, 2304},
-       {1, 3, 8, 13, 16}},
+       {1, 3, 8, 13, 16},
+       gemm::gemm_iq4_xs_avx512},
       {"bf16", DType::BF16, TensorLayout::Plain, gemm::gemm_bf16, gemm::gemm_bf16_avx2, {16, 80}, {2, 5, 17}},
       {"f32",
        DType::F32,
@@ -273,7 +288,7 @@ TEST(GemmKernels, SimdKernelsEqualTheirScalarKernels) {
   }
 }
 
-// IQ4_XS's AVX2 kernel keeps up to 64 activation rows' accumulators per pass over the weights:
+// IQ4_XS's SIMD kernels keep up to 64 activation rows' accumulators per pass over the weights:
 // bands of up to 70 rows (one pass, a full one, one more row, a second short pass), panel rows from
 // none to all, weight rows in groups of eight and a short last group.
 TEST(GemmKernels, Iq4XsSimdKernelEqualsItsScalarKernelOverLongBands) {
@@ -294,9 +309,11 @@ TEST(GemmKernels, Iq4XsSimdKernelEqualsItsScalarKernelOverLongBands) {
       for (int64_t m : {7, 8, 9, 63, 64, 65, 70}) {
         for (int64_t n_gemm : {int64_t{0}, m / 2 + 1, m}) {
           const auto want = run_tile(iq.scalar, iq, w, w_stride, n_rows, k, act, a_stride, m, 1, n_gemm);
-          const auto got = run_tile(iq.simd, iq, w, w_stride, n_rows, k, act, a_stride, m, 1, n_gemm);
-          ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
-              << "k=" << k << " rows=" << n_rows << " m=" << m << " n_gemm_act=" << n_gemm;
+          for (const auto& [level, fn] : simd_levels(iq)) {
+            const auto got = run_tile(fn, iq, w, w_stride, n_rows, k, act, a_stride, m, 1, n_gemm);
+            ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                << level << " k=" << k << " rows=" << n_rows << " m=" << m << " n_gemm_act=" << n_gemm;
+          }
         }
       }
     }
@@ -406,7 +423,7 @@ TEST(GemmKernels, ScalarKernelsMatchTheReferenceDots) {
   }
 }
 
-// The Q6_K, Q5_K and Q4_Kx8 tiles on arbitrary block bytes (every level, scale and min, Q6_K's
+// The Q6_K, Q5_K, Q3_K, Q2_K and Q4_Kx8 tiles on arbitrary block bytes (every level, scale and min, Q6_K's
 // scale -128 included) and Q8_K activations at their extremes (levels -128 and 127, so the bias and
 // the integer sums reach their bounds), against the scalar kernels bit for bit at every SIMD level:
 // 1..70 activation rows (the tile's one-row path, its 64-row passes and their remainders), 17 weight
@@ -436,7 +453,9 @@ TEST(GemmKernels, KQuantTilesEqualTheScalarKernelsOnExtremeBytes) {
   const std::vector<uint8_t> acts(reinterpret_cast<const uint8_t*>(act.data()),
                                   reinterpret_cast<const uint8_t*>(act.data() + act.size()));
   for (const TileCase& c : tile_cases()) {
-    if (c.type != DType::Q6_K && c.type != DType::Q5_K && c.type != DType::Q4_K) continue;
+    if (c.type != DType::Q6_K && c.type != DType::Q5_K && c.type != DType::Q4_K && c.type != DType::Q3_K &&
+        c.type != DType::Q2_K)
+      continue;
     const int64_t n_rows = c.layout == TensorLayout::Q4_Kx8 ? 16 : 17;
     std::vector<uint8_t> w(static_cast<size_t>(n_rows) * row_size(c.type, k));
     for (uint8_t& b : w) b = byte();
@@ -447,6 +466,12 @@ TEST(GemmKernels, KQuantTilesEqualTheScalarKernelsOnExtremeBytes) {
         if (i % 2 == 0) std::memset(blk.scales, 0x80, sizeof(blk.scales));  // -128 everywhere
       } else if (c.type == DType::Q5_K) {
         auto& blk = reinterpret_cast<quant::BlockQ5_K*>(w.data())[i];
+        blk.d = scale();
+        blk.dmin = scale();
+      } else if (c.type == DType::Q3_K) {
+        reinterpret_cast<quant::BlockQ3_K*>(w.data())[i].d = scale();
+      } else if (c.type == DType::Q2_K) {
+        auto& blk = reinterpret_cast<quant::BlockQ2_K*>(w.data())[i];
         blk.d = scale();
         blk.dmin = scale();
       } else {

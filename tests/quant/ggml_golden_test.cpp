@@ -162,7 +162,7 @@ TEST(GgmlGolden, IQ4XSDotIsBitExact) {
   EXPECT_EQ(checked, 8);
 }
 
-// Each 8x4 tile kernel this CPU runs (Q4_0: AVX2, AVX-512 VNNI; IQ4_NL: AVX2) against the scalar
+// Each 8x4 tile kernel this CPU runs (Q4_0 and IQ4_NL: AVX2, AVX-512 VNNI) against the scalar
 // reference of single dot products, on distinct rows (several block counts): rows quantized from
 // random values, and arbitrary blocks (every nibble, so every IQ4_NL level including -127) against
 // Q8_0 activations at their extremes (all 127, all -127, random -127..127), where the integer sums
@@ -194,6 +194,12 @@ TEST(GgmlGolden, TileKernelsEqualSingleDots) {
          [](int64_t n, float* s, size_t ss, const void* x, size_t xs, const void* y, size_t ys) {
            quant::vec_dot_q4_0_q8_0_rows8_8x4_avx512(n, s, ss, static_cast<const quant::BlockQ4_0*>(x), xs,
                                                      static_cast<const quant::BlockQ8_0*>(y), ys);
+         }});
+    kernels.push_back(
+        {"iq4_nl avx512", DType::IQ4_NL,
+         [](int64_t n, float* s, size_t ss, const void* x, size_t xs, const void* y, size_t ys) {
+           quant::vec_dot_iq4_nl_q8_0_rows8_8x4_avx512(n, s, ss, static_cast<const quant::BlockIQ4NL*>(x), xs,
+                                                       static_cast<const quant::BlockQ8_0*>(y), ys);
          }});
   }
   if (kernels.empty()) GTEST_SKIP() << "no tile kernel on this CPU";

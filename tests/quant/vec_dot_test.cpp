@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -160,6 +161,149 @@ TEST(VecDot, Avx2VariantsMatchScalarReferences) {
       tr->vec_dot_ref(n, &ref, wq.data(), aq.data());
       tr->vec_dot(n, &simd, wq.data(), aq.data());
       EXPECT_NEAR(simd, ref, 2 * tol);
+    }
+  }
+}
+
+// The byte ranges (offset, bytes) of a weight block's F16 scales.
+std::vector<std::pair<size_t, size_t>> f16_scale_fields(DType t) {
+  switch (t) {
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return {{0, 4}};  // d, then dmin / m
+    case DType::Q5_0:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+      return {{0, 2}};
+    case DType::Q2_K:
+      return {{offsetof(quant::BlockQ2_K, d), 4}};
+    case DType::Q3_K:
+      return {{offsetof(quant::BlockQ3_K, d), 2}};
+    case DType::Q6_K:
+      return {{offsetof(quant::BlockQ6_K, d), 2}};
+    default:
+      return {};
+  }
+}
+
+// Copies one weight block's F16 scales from `from` (a quantizer's block, finite) into `to`.
+void restore_scales(DType t, const uint8_t* from, uint8_t* to) {
+  for (const auto& [off, bytes] : f16_scale_fields(t)) std::memcpy(to + off, from + off, bytes);
+}
+
+// Sets every activation level of the Q8_0, Q8_1 or Q8_K row aq to `level` (0: random levels), and
+// the blocks' sums (Q8_1's s, Q8_K's bsums) to match.
+void set_activation_levels(DType at, uint8_t* aq, int64_t n, int level, std::mt19937& rng) {
+  auto fill = [&](int8_t* qs, int count) {
+    for (int e = 0; e < count; ++e)
+      qs[e] = static_cast<int8_t>(level != 0 ? level : static_cast<int>(rng() % 256) - 128);
+  };
+  if (at == DType::Q8_0) {
+    auto* blocks = reinterpret_cast<quant::BlockQ8_0*>(aq);
+    for (int64_t i = 0; i < n / 32; ++i) fill(blocks[i].qs, 32);
+  } else if (at == DType::Q8_1) {
+    auto* blocks = reinterpret_cast<quant::BlockQ8_1*>(aq);
+    for (auto* b = blocks; b < blocks + n / 32; ++b) {
+      fill(b->qs, 32);
+      int sum = 0;
+      for (int8_t q : b->qs) sum += q;
+      b->s = f32_to_f16(f16_to_f32(b->d) * static_cast<float>(sum));
+    }
+  } else {
+    auto* blocks = reinterpret_cast<quant::BlockQ8_K*>(aq);
+    for (auto* b = blocks; b < blocks + n / 256; ++b) {
+      fill(b->qs, 256);
+      for (int j = 0; j < 16; ++j) {
+        int sum = 0;
+        for (int e = 16 * j; e < 16 * j + 16; ++e) sum += b->qs[e];
+        b->bsums[j] = static_cast<int16_t>(sum);
+      }
+    }
+  }
+}
+
+// A vec_dot of one level, type-erased: (n, s, weight blocks, activation blocks).
+using AnyVecDot = void (*)(int64_t, float*, const void*, const void*);
+template <class W, class A, void (*F)(int64_t, float*, const W*, const A*)>
+void any_vec_dot(int64_t n, float* s, const void* x, const void* y) {
+  F(n, s, static_cast<const W*>(x), static_cast<const A*>(y));
+}
+struct LevelDots {
+  DType type;
+  AnyVecDot avx2, avx512;
+  bool is_traits_vec_dot = true;  // the type's QuantTraits::vec_dot (else another order of it)
+};
+#define KILN_LEVEL_DOTS(T, W, A, F) \
+  LevelDots { DType::T, &any_vec_dot<W, A, quant::F##_avx2>, &any_vec_dot<W, A, quant::F##_avx512> }
+const LevelDots kLevelDots[] = {
+    KILN_LEVEL_DOTS(Q4_1, quant::BlockQ4_1, quant::BlockQ8_1, vec_dot_q4_1_q8_1),
+    KILN_LEVEL_DOTS(Q5_0, quant::BlockQ5_0, quant::BlockQ8_0, vec_dot_q5_0_q8_0),
+    KILN_LEVEL_DOTS(Q5_1, quant::BlockQ5_1, quant::BlockQ8_1, vec_dot_q5_1_q8_1),
+    KILN_LEVEL_DOTS(IQ4_NL, quant::BlockIQ4NL, quant::BlockQ8_0, vec_dot_iq4_nl_q8_0),
+    KILN_LEVEL_DOTS(IQ4_XS, quant::BlockIQ4XS, quant::BlockQ8_K, vec_dot_iq4_xs_q8_K),
+    KILN_LEVEL_DOTS(Q2_K, quant::BlockQ2_K, quant::BlockQ8_K, vec_dot_q2_K_q8_K),
+    KILN_LEVEL_DOTS(Q3_K, quant::BlockQ3_K, quant::BlockQ8_K, vec_dot_q3_K_q8_K),
+    KILN_LEVEL_DOTS(Q4_K, quant::BlockQ4_K, quant::BlockQ8_K, vec_dot_q4_K_q8_K),
+    KILN_LEVEL_DOTS(Q5_K, quant::BlockQ5_K, quant::BlockQ8_K, vec_dot_q5_K_q8_K),
+    KILN_LEVEL_DOTS(Q6_K, quant::BlockQ6_K, quant::BlockQ8_K, vec_dot_q6_K_q8_K),
+    LevelDots{DType::IQ4_NL,
+              &any_vec_dot<quant::BlockIQ4NL, quant::BlockQ8_0, quant::vec_dot_iq4_nl_q8_0_rows8_avx2>,
+              &any_vec_dot<quant::BlockIQ4NL, quant::BlockQ8_0, quant::vec_dot_iq4_nl_q8_0_rows8_avx512>,
+              false},
+};
+#undef KILN_LEVEL_DOTS
+
+// The AVX-512 vec_dots (vec_dots_simd.h with VNNI's integer steps; IQ4_NL also in its rows8 order) against
+// the AVX2 ones and the scalar reference, bit for bit against AVX2: quantized rows over awkward lengths,
+// and arbitrary weight bytes (every level and scale, F16 scales kept finite) against activations with every
+// level -128 or 127, where the integer sums reach their bounds.
+TEST(VecDot, Avx512VariantsEqualTheAvx2OnesBitForBit) {
+  if (!quant::cpu_has_avx512_vnni()) GTEST_SKIP() << "CPU without AVX-512 VNNI (or KILN_CPU below avx512)";
+  uint32_t seed = 500;
+  std::mt19937 rng(77);
+  for (const LevelDots& l : kLevelDots) {
+    const QuantTraits* tr = quant_traits(l.type);
+    const int64_t bs = block_size(l.type) > block_size(tr->vec_dot_type) ? block_size(l.type)
+                                                                         : block_size(tr->vec_dot_type);
+    for (int64_t blocks : {1, 2, 3, 5, 8, 33}) {
+      const int64_t n = blocks * bs;
+      for (int mode = 0; mode < 4; ++mode) {  // quantized rows; random bytes with -128s, 127s, random
+        SCOPED_TRACE(std::string(dtype_name(l.type)) + " n=" + std::to_string(n) +
+                     " mode=" + std::to_string(mode));
+        const auto w = random_values(n, seed++, 0.1f);
+        const auto a = random_values(n, seed++, 1.0f);
+        std::vector<uint8_t> wq(row_size(l.type, n));
+        quantize_chunk(l.type, w.data(), wq.data(), 1, n, nullptr);
+        std::vector<uint8_t> aq(row_size(tr->vec_dot_type, n));
+        tr->act_from_float(a.data(), aq.data(), n);
+        if (mode > 0) {
+          // Arbitrary weight bytes but the F16 scales (the quantizer's, left in place: each block
+          // type's d, and dmin / m where present, lead or trail its level bytes as quantized) ...
+          std::vector<uint8_t> keep = wq;
+          for (uint8_t& b : wq) b = static_cast<uint8_t>(rng());
+          const size_t wb = type_size(l.type);
+          for (size_t b = 0; b < wq.size(); b += wb) restore_scales(l.type, keep.data() + b, wq.data() + b);
+          // ... and activation levels at an extreme (or random), their sums made to match.
+          set_activation_levels(tr->vec_dot_type, aq.data(), n, mode == 1 ? -128 : mode == 2 ? 127 : 0, rng);
+        }
+        float ref = NAN, avx2 = NAN, avx512 = NAN, chosen = NAN;
+        tr->vec_dot_ref(n, &ref, wq.data(), aq.data());
+        l.avx2(n, &avx2, wq.data(), aq.data());
+        l.avx512(n, &avx512, wq.data(), aq.data());
+        EXPECT_EQ(std::memcmp(&avx2, &avx512, sizeof(float)), 0) << avx2 << " vs " << avx512;
+        if (l.is_traits_vec_dot) {
+          tr->vec_dot(n, &chosen, wq.data(), aq.data());  // the level quant_traits chose
+          EXPECT_EQ(std::memcmp(&avx2, &chosen, sizeof(float)), 0) << avx2 << " vs " << chosen;
+        }
+        if (mode == 0) {
+          const auto wd = dequantize(l.type, wq.data(), n);
+          const auto ad = dequantize(tr->vec_dot_type, aq.data(), n);
+          const double tol = dot_tolerance(tr->vec_dot_type, n, wd, ad, wq.data(), aq.data(), l.type);
+          EXPECT_NEAR(avx512, ref, 2 * tol);
+        }
+      }
     }
   }
 }

@@ -108,17 +108,22 @@ void run_float(const Tile& t) {
 // Without AVX2 ggml takes every float row through its vec_dot.
 int64_t no_gemm_rows(const TensorView&, int64_t) { return 0; }
 
-// Plain weights whose AVX2 tile kernel keeps the type's AVX2 vec_dot order (layouts.h).
+// Plain weights whose AVX2 tile kernel keeps the type's AVX2 vec_dot order (layouts.h), and the
+// AVX-512 kernel with the same bits where there is one.
 struct VecDotTile {
   DType type;
   const char* name;
   void (*run)(const Tile&);
+  void (*run_avx512)(const Tile&);
 };
 constexpr VecDotTile vec_dot_tiles[] = {
-    {DType::Q5_0, "q5_0", gemm_q5_0_avx2}, {DType::Q4_1, "q4_1", gemm_q4_1_avx2},
-    {DType::Q5_1, "q5_1", gemm_q5_1_avx2}, {DType::Q6_K, "q6_K", gemm_q6_K_avx2},
-    {DType::Q5_K, "q5_K", gemm_q5_K_avx2}, {DType::Q3_K, "q3_K", gemm_q3_K_avx2},
-    {DType::Q2_K, "q2_K", gemm_q2_K_avx2},
+    {DType::Q5_0, "q5_0", gemm_q5_0_avx2, gemm_q5_0_avx512},
+    {DType::Q4_1, "q4_1", gemm_q4_1_avx2, gemm_q4_1_avx512},
+    {DType::Q5_1, "q5_1", gemm_q5_1_avx2, gemm_q5_1_avx512},
+    {DType::Q6_K, "q6_K", gemm_q6_K_avx2, gemm_q6_K_avx512},
+    {DType::Q5_K, "q5_K", gemm_q5_K_avx2, gemm_q5_K_avx512},
+    {DType::Q3_K, "q3_K", gemm_q3_K_avx2, gemm_q3_K_avx512},
+    {DType::Q2_K, "q2_K", gemm_q2_K_avx2, gemm_q2_K_avx512},
 };
 
 // One family per type for the generic paths (their act format is the type's vec_dot_type).
@@ -166,17 +171,21 @@ struct Table {
               avx512 ? gemm_q8_0x8_avx512 : avx2 ? gemm_q8_0x8_avx2 : gemm_q8_0x8,
               gemm_rows_by_four};
     // AVX2 CPUs only:
-    this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, gemm_q8_0_avx2, gemm_rows_by_four};
+    this->q8_0 = {"q8_0", kActQ8_0, 32, q8_0, convert_act_q8_0, 1, avx512 ? gemm_q8_0_avx512 : gemm_q8_0_avx2,
+                  gemm_rows_by_four};
     // The vec_dot tiles: the activations of their vec_dot family (shared conversion).
-    for (const auto& [type, name, run] : vec_dot_tiles) {
+    for (const auto& [type, name, run_avx2, run_avx512] : vec_dot_tiles) {
       const Family& v = vec_dot[static_cast<uint32_t>(type)];
+      const auto run = avx512 && run_avx512 != nullptr ? run_avx512 : run_avx2;
       tiles[static_cast<uint32_t>(type)] = {name,          v.act_id, v.act_block, v.act_block_bytes,
                                             v.convert_act, 1,        run,         gemm_rows_by_four};
     }
     // IQ4_XS: the activations of its vec_dot family; ggml's IQ panel rows take the panel order.
     const Family& iq = vec_dot[static_cast<uint32_t>(DType::IQ4_XS)];
-    iq4_xs = {"iq4_xs",       iq.act_id, iq.act_block,     iq.act_block_bytes,
-              iq.convert_act, 1,         gemm_iq4_xs_avx2, iq_panel_rows};
+    iq4_xs = {"iq4_xs",       iq.act_id,
+              iq.act_block,   iq.act_block_bytes,
+              iq.convert_act, 1,
+              avx512 ? gemm_iq4_xs_avx512 : gemm_iq4_xs_avx2, iq_panel_rows};
     // The float types: one value per block, tinyBLAS's rows (AVX2 CPUs; without AVX2 the split
     // layout's rows all take the portable vec_dot's order, as plain rows do).
     auto float_family = [](const char* name, int act_id, size_t act_bytes,

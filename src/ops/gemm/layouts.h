@@ -71,6 +71,7 @@ void gemm_q4_Kx8_avx512(const Tile& t);  // call only when quant::cpu_has_avx512
 // are summed as hsum_float_8 ((l + l+4) pairs, then (0+2, 1+3), then 0+1).
 void gemm_q8_0(const Tile& t);
 void gemm_q8_0_avx2(const Tile& t);
+void gemm_q8_0_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 // Plain Q5_0, Q4_1 and Q5_1 weights with their vec_dot_type's activations (Q8_0, Q8_1), in the
 // order of ggml's AVX2 vec_dots (quant.h's vec_dot_*_avx2), which llama.cpp runs for every batch
 // size on AVX2 and AVX-512 CPUs (no repack takes these types; tinyBLAS_Q0_AVX, which takes Q5_0
@@ -80,10 +81,13 @@ void gemm_q8_0_avx2(const Tile& t);
 // AVX2 CPUs only (elsewhere these types keep their scalar vec_dots' order).
 void gemm_q5_0(const Tile& t);
 void gemm_q5_0_avx2(const Tile& t);
+void gemm_q5_0_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 void gemm_q4_1(const Tile& t);
 void gemm_q4_1_avx2(const Tile& t);
+void gemm_q4_1_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 void gemm_q5_1(const Tile& t);
 void gemm_q5_1_avx2(const Tile& t);
+void gemm_q5_1_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 
 // TensorLayout::Q8_0x8: rows 8g .. 8g+7 form group g, stored at g * (nb * 272) bytes (nb = k / 32
 // blocks per row) as nb blocks of 272 bytes, block b at b * 272:
@@ -120,6 +124,7 @@ void gemm_q8_0x8_avx512(const Tile& t);  // call only when quant::cpu_has_avx512
 // (reduce_lanes8). AVX2 CPUs only (elsewhere Q6_K keeps its scalar vec_dot's order).
 void gemm_q6_K(const Tile& t);
 void gemm_q6_K_avx2(const Tile& t);
+void gemm_q6_K_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 // Plain Q5_K weights with Q8_K activations, in ggml's AVX2 ggml_vec_dot_q5_K_q8_K order: the
 // eight lanes as above with one scale per 32 values and no bias, added with fma(d_a * d_w, ...);
 // the mins in four lanes (lane m: min[2m] * (bsums[4m] + bsums[4m+1]) + min[2m+1] * (bsums[4m+2] +
@@ -127,6 +132,7 @@ void gemm_q6_K_avx2(const Tile& t);
 // ((m0 + m2) + (m1 + m3)) of the second. AVX2 CPUs only.
 void gemm_q5_K(const Tile& t);
 void gemm_q5_K_avx2(const Tile& t);
+void gemm_q5_K_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 // Plain Q3_K and Q2_K weights with Q8_K activations, in the order of quant.h's
 // vec_dot_q3_K_q8_K_avx2 / _q2_K_q8_K_avx2 (llama.cpp on AVX2 CPUs runs its AVX2 vec_dots for every
 // batch size; its AVX-512 build repacks Q2_K, see docs/performance.md): the eight lanes as above
@@ -139,8 +145,10 @@ void gemm_q5_K_avx2(const Tile& t);
 // into yet another order. Q3_K's vec_dot has ggml's order.)
 void gemm_q3_K(const Tile& t);
 void gemm_q3_K_avx2(const Tile& t);
+void gemm_q3_K_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 void gemm_q2_K(const Tile& t);
 void gemm_q2_K_avx2(const Tile& t);
+void gemm_q2_K_avx512(const Tile& t);  // the AVX2 kernel's bits; call only when quant::cpu_has_avx512_vnni()
 
 // Plain IQ4_XS weights with Q8_K activations (AVX2 CPUs; elsewhere IQ4_XS keeps its scalar
 // vec_dot's order). The first Tile::n_gemm_act activation rows in the order of ggml's IQ panel gemm
@@ -152,6 +160,7 @@ void gemm_q2_K_avx2(const Tile& t);
 // reduce_lanes8.
 void gemm_iq4_xs(const Tile& t);
 void gemm_iq4_xs_avx2(const Tile& t);
+void gemm_iq4_xs_avx512(const Tile& t);  // the AVX2 kernel's bits; only when quant::cpu_has_avx512_vnni()
 
 // Activations of the F16 and BF16 families: each value rounded to the 16-bit type as the type's
 // vec_dot_type conversion does (f32_to_f16_row, f32_to_bf16_row), stored twice: widened to F32

@@ -9,6 +9,9 @@
 #include <cstring>
 
 namespace kiln::quant {
+// Internal linkage: files compiled for AVX2 and for AVX-512 include this, and no copy compiled for
+// one may stand in for the other's caller.
+namespace {  // NOLINT
 
 // The eight 6-bit scales (sm[0..7]) and mins (sm[8..15]) of a Q4_K / Q5_K block's 12 packed bytes.
 inline void k4_scales_mins(const uint8_t* scales, uint8_t sm[16]) {
@@ -74,4 +77,5 @@ inline __m256i q6_K_bias(const int16_t* bsums, __m256i scales16) {
       _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)), scales16), 5);
 }
 
+}  // namespace
 }  // namespace kiln::quant

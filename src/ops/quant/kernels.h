@@ -192,5 +192,19 @@ bool cpu_has_avx512_vnni();  // cpu_level() >= Avx512
 bool cpu_has_avx512_bf16();  // cpu_has_avx512_vnni() and AVX512_BF16 present
 void vec_dot_q4_0_q8_0_rows8_8x4_avx512(int64_t n, float* s, size_t s_stride, const BlockQ4_0* x,
                                         size_t x_stride, const BlockQ8_0* y, size_t y_stride);
+// The byte-product types' vec_dots (vec_dots_simd.h): the *_avx2 kernels' bits.
+void vec_dot_q4_1_q8_1_avx512(int64_t n, float* s, const BlockQ4_1* x, const BlockQ8_1* y);
+void vec_dot_q5_0_q8_0_avx512(int64_t n, float* s, const BlockQ5_0* x, const BlockQ8_0* y);
+void vec_dot_q5_1_q8_1_avx512(int64_t n, float* s, const BlockQ5_1* x, const BlockQ8_1* y);
+void vec_dot_iq4_nl_q8_0_avx512(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);
+void vec_dot_iq4_xs_q8_K_avx512(int64_t n, float* s, const BlockIQ4XS* x, const BlockQ8_K* y);
+void vec_dot_q2_K_q8_K_avx512(int64_t n, float* s, const BlockQ2_K* x, const BlockQ8_K* y);
+void vec_dot_q3_K_q8_K_avx512(int64_t n, float* s, const BlockQ3_K* x, const BlockQ8_K* y);
+void vec_dot_q4_K_q8_K_avx512(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y);
+void vec_dot_q5_K_q8_K_avx512(int64_t n, float* s, const BlockQ5_K* x, const BlockQ8_K* y);
+void vec_dot_q6_K_q8_K_avx512(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y);
+void vec_dot_iq4_nl_q8_0_rows8_avx512(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y);
+void vec_dot_iq4_nl_q8_0_rows8_8x4_avx512(int64_t n, float* s, size_t s_stride, const BlockIQ4NL* x,
+                                          size_t x_stride, const BlockQ8_0* y, size_t y_stride);
 
 }  // namespace kiln::quant

@@ -12,6 +12,9 @@
 #include "ops/quant/blocks.h"
 
 namespace kiln::quant {
+// Internal linkage: files compiled for AVX2 and for AVX-512 include this, and no copy compiled for
+// one may stand in for the other's caller.
+namespace {  // NOLINT
 
 // 32 nibbles: low nibbles of 16 bytes in bytes 0..15, high nibbles in bytes 16..31.
 inline __m256i bytes_from_nibbles_32(const uint8_t* rsi) {
@@ -42,4 +45,5 @@ inline __m256i q5_1_levels(const BlockQ5_1& b) {
                          _mm256_and_si256(bytes_from_bits_32(b.qh), _mm256_set1_epi8(0x10)));
 }
 
+}  // namespace
 }  // namespace kiln::quant

@@ -15,6 +15,9 @@
 #include "ops/quant/blocks.h"
 
 namespace kiln::quant {
+// Internal linkage: files compiled for AVX2 and for AVX-512 include this, and no copy compiled for
+// one may stand in for the other's caller.
+namespace {  // NOLINT
 
 // Block: BlockQ4_0 or BlockIQ4NL (an F16 scale d; qs[j] holds element j in its low nibble and
 // element j + 16 in its high one). w[k] lane i = the nibbles q of elements 4k..4k+3 of block b[i]
@@ -101,4 +104,5 @@ inline __m256i broadcast_sum_i32x8(__m256i partial) {
   return _mm256_broadcastd_epi32(s);
 }
 
+}  // namespace
 }  // namespace kiln::quant

@@ -51,9 +51,13 @@ struct Table {
 
   Table() {
     const bool avx2 = cpu_has_avx2();
+    const bool avx512 = cpu_has_avx512_vnni();
 #define KILN_TO_FLOAT(B, F) &to_float_fn<B, F>
 #define KILN_FROM_FLOAT(B, F) &from_float_fn<B, F>
 #define KILN_VEC_DOT(W, A, F) &vec_dot_fn<W, A, F>
+// The widest level's F##_avx512, F##_avx2 or F (same bits at every SIMD level).
+#define KILN_VEC_DOT_LEVELS(W, A, F) \
+  (avx512 ? KILN_VEC_DOT(W, A, F##_avx512) : avx2 ? KILN_VEC_DOT(W, A, F##_avx2) : KILN_VEC_DOT(W, A, F))
     add({DType::F32, DType::F32, &f32_to_float, &f32_from_float, nullptr,
          avx2 ? KILN_VEC_DOT(float, float, vec_dot_f32_avx2) : KILN_VEC_DOT(float, float, vec_dot_f32),
          KILN_VEC_DOT(float, float, vec_dot_f32)});
@@ -91,60 +95,51 @@ struct Table {
          KILN_VEC_DOT(BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0)});
     add({DType::Q4_1, DType::Q8_1, KILN_TO_FLOAT(BlockQ4_1, dequantize_row_q4_1),
          KILN_FROM_FLOAT(BlockQ4_1, quantize_row_q4_1_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockQ4_1, BlockQ8_1, vec_dot_q4_1_q8_1_avx2)
-              : KILN_VEC_DOT(BlockQ4_1, BlockQ8_1, vec_dot_q4_1_q8_1),
+         KILN_VEC_DOT_LEVELS(BlockQ4_1, BlockQ8_1, vec_dot_q4_1_q8_1),
          KILN_VEC_DOT(BlockQ4_1, BlockQ8_1, vec_dot_q4_1_q8_1)});
     add({DType::Q5_0, DType::Q8_0, KILN_TO_FLOAT(BlockQ5_0, dequantize_row_q5_0),
          KILN_FROM_FLOAT(BlockQ5_0, quantize_row_q5_0_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockQ5_0, BlockQ8_0, vec_dot_q5_0_q8_0_avx2)
-              : KILN_VEC_DOT(BlockQ5_0, BlockQ8_0, vec_dot_q5_0_q8_0),
+         KILN_VEC_DOT_LEVELS(BlockQ5_0, BlockQ8_0, vec_dot_q5_0_q8_0),
          KILN_VEC_DOT(BlockQ5_0, BlockQ8_0, vec_dot_q5_0_q8_0)});
     add({DType::Q5_1, DType::Q8_1, KILN_TO_FLOAT(BlockQ5_1, dequantize_row_q5_1),
          KILN_FROM_FLOAT(BlockQ5_1, quantize_row_q5_1_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockQ5_1, BlockQ8_1, vec_dot_q5_1_q8_1_avx2)
-              : KILN_VEC_DOT(BlockQ5_1, BlockQ8_1, vec_dot_q5_1_q8_1),
+         KILN_VEC_DOT_LEVELS(BlockQ5_1, BlockQ8_1, vec_dot_q5_1_q8_1),
          KILN_VEC_DOT(BlockQ5_1, BlockQ8_1, vec_dot_q5_1_q8_1)});
     add({DType::IQ4_NL, DType::Q8_0, KILN_TO_FLOAT(BlockIQ4NL, dequantize_row_iq4_nl),
          KILN_FROM_FLOAT(BlockIQ4NL, quantize_row_iq4_nl_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_avx2)
-              : KILN_VEC_DOT(BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0),
+         KILN_VEC_DOT_LEVELS(BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0),
          KILN_VEC_DOT(BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0)});
     // IQ4_XS: ggml's vec_dot order, which its one-token products take. For batches of 8 or more
     // rows on AVX2 CPUs ggml switches to its IQ panel gemm (ggml-cpu/iqp.cpp), whose order the
     // iq4_xs matrix family (ops/gemm/gemm.h) gives those rows.
     add({DType::IQ4_XS, DType::Q8_K, KILN_TO_FLOAT(BlockIQ4XS, dequantize_row_iq4_xs),
          KILN_FROM_FLOAT(BlockIQ4XS, quantize_row_iq4_xs_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockIQ4XS, BlockQ8_K, vec_dot_iq4_xs_q8_K_avx2)
-              : KILN_VEC_DOT(BlockIQ4XS, BlockQ8_K, vec_dot_iq4_xs_q8_K),
+         KILN_VEC_DOT_LEVELS(BlockIQ4XS, BlockQ8_K, vec_dot_iq4_xs_q8_K),
          KILN_VEC_DOT(BlockIQ4XS, BlockQ8_K, vec_dot_iq4_xs_q8_K)});
     add({DType::Q2_K, DType::Q8_K, KILN_TO_FLOAT(BlockQ2_K, dequantize_row_q2_K),
          KILN_FROM_FLOAT(BlockQ2_K, quantize_row_q2_K_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockQ2_K, BlockQ8_K, vec_dot_q2_K_q8_K_avx2)
-              : KILN_VEC_DOT(BlockQ2_K, BlockQ8_K, vec_dot_q2_K_q8_K),
+         KILN_VEC_DOT_LEVELS(BlockQ2_K, BlockQ8_K, vec_dot_q2_K_q8_K),
          KILN_VEC_DOT(BlockQ2_K, BlockQ8_K, vec_dot_q2_K_q8_K)});
     add({DType::Q3_K, DType::Q8_K, KILN_TO_FLOAT(BlockQ3_K, dequantize_row_q3_K),
          KILN_FROM_FLOAT(BlockQ3_K, quantize_row_q3_K_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockQ3_K, BlockQ8_K, vec_dot_q3_K_q8_K_avx2)
-              : KILN_VEC_DOT(BlockQ3_K, BlockQ8_K, vec_dot_q3_K_q8_K),
+         KILN_VEC_DOT_LEVELS(BlockQ3_K, BlockQ8_K, vec_dot_q3_K_q8_K),
          KILN_VEC_DOT(BlockQ3_K, BlockQ8_K, vec_dot_q3_K_q8_K)});
     add({DType::Q4_K, DType::Q8_K, KILN_TO_FLOAT(BlockQ4_K, dequantize_row_q4_K),
          KILN_FROM_FLOAT(BlockQ4_K, quantize_row_q4_K_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_avx2)
-              : KILN_VEC_DOT(BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K),
+         KILN_VEC_DOT_LEVELS(BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K),
          KILN_VEC_DOT(BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K)});
     add({DType::Q5_K, DType::Q8_K, KILN_TO_FLOAT(BlockQ5_K, dequantize_row_q5_K),
          KILN_FROM_FLOAT(BlockQ5_K, quantize_row_q5_K_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockQ5_K, BlockQ8_K, vec_dot_q5_K_q8_K_avx2)
-              : KILN_VEC_DOT(BlockQ5_K, BlockQ8_K, vec_dot_q5_K_q8_K),
+         KILN_VEC_DOT_LEVELS(BlockQ5_K, BlockQ8_K, vec_dot_q5_K_q8_K),
          KILN_VEC_DOT(BlockQ5_K, BlockQ8_K, vec_dot_q5_K_q8_K)});
     add({DType::Q6_K, DType::Q8_K, KILN_TO_FLOAT(BlockQ6_K, dequantize_row_q6_K),
          KILN_FROM_FLOAT(BlockQ6_K, quantize_row_q6_K_ref), nullptr,
-         avx2 ? KILN_VEC_DOT(BlockQ6_K, BlockQ8_K, vec_dot_q6_K_q8_K_avx2)
-              : KILN_VEC_DOT(BlockQ6_K, BlockQ8_K, vec_dot_q6_K_q8_K),
+         KILN_VEC_DOT_LEVELS(BlockQ6_K, BlockQ8_K, vec_dot_q6_K_q8_K),
          KILN_VEC_DOT(BlockQ6_K, BlockQ8_K, vec_dot_q6_K_q8_K)});
 #undef KILN_TO_FLOAT
 #undef KILN_FROM_FLOAT
 #undef KILN_VEC_DOT
+#undef KILN_VEC_DOT_LEVELS
     // ggml's x86 repack (ref: ggml-cpu/repack.cpp ggml_repack_get_optimal_repack_type) applies to
     // Q4_0, IQ4_NL and Q4_K on AVX2 CPUs (and Q2_K with AVX-512, not emulated here).
     if (avx2) {
@@ -161,11 +156,15 @@ struct Table {
       entries[static_cast<uint32_t>(DType::Q4_0)].vec_dot_rows8_x4_8x4 =
           cpu_has_avx512_vnni() ? &vec_dot_tile_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_8x4_avx512>
                                 : &vec_dot_tile_fn<BlockQ4_0, BlockQ8_0, vec_dot_q4_0_q8_0_rows8_8x4_avx2>;
-      const VecDotFn iq4 = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx2>;
+      const VecDotFn iq4 = cpu_has_avx512_vnni()
+                               ? &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx512>
+                               : &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_avx2>;
       const VecDotFn iq4_ref = &vec_dot_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8>;
       rows8(DType::IQ4_NL, iq4, iq4_ref, iq4, iq4_ref);
       entries[static_cast<uint32_t>(DType::IQ4_NL)].vec_dot_rows8_x4_8x4 =
-          &vec_dot_tile_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_8x4_avx2>;
+          cpu_has_avx512_vnni()
+              ? &vec_dot_tile_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_8x4_avx512>
+              : &vec_dot_tile_fn<BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_rows8_8x4_avx2>;
       rows8(DType::Q4_K, &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8_avx2>,
             &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8>,
             &vec_dot_fn<BlockQ4_K, BlockQ8_K, vec_dot_q4_K_q8_K_rows8_x4_avx2>,

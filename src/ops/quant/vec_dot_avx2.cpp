@@ -16,33 +16,11 @@
 #include "ops/quant/k_quants_avx2.h"
 #include "ops/quant/kernels.h"
 #include "ops/quant/legacy_avx2.h"
-#include "ops/quant/prefetch.h"
 #include "ops/quant/q4_0_lanes_avx2.h"
+#include "ops/quant/vec_dots_simd.h"
 
 namespace kiln::quant {
 namespace {
-
-// No inline functions from other headers are used here (core/half.h not included): a copy compiled for
-// AVX2 could be the one the linker keeps for callers on older CPUs. F16 loads use F16C directly.
-inline float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
-
-inline float hsum_float_8(__m256 x) {
-  __m128 res = _mm256_extractf128_ps(x, 1);
-  res = _mm_add_ps(res, _mm256_castps256_ps128(x));
-  res = _mm_add_ps(res, _mm_movehl_ps(res, res));
-  res = _mm_add_ss(res, _mm_movehdup_ps(res));
-  return _mm_cvtss_f32(res);
-}
-
-// Sums of products of signed bytes, in 8 int32 lanes (each lane: 4 adjacent products).
-inline __m256i mul_sum_i8_pairs(__m256i x, __m256i y) {
-  const __m256i ax = _mm256_sign_epi8(x, x);  // |x| as unsigned
-  const __m256i sy = _mm256_sign_epi8(y, x);  // y with the sign of x
-  const __m256i dot = _mm256_maddubs_epi16(ax, sy);
-  return _mm256_madd_epi16(dot, _mm256_set1_epi16(1));
-}
-
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 inline __m256 load_f16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -60,29 +38,10 @@ inline __m256i hsum_i32_8x8(const __m256i v[8]) {
                           _mm256_permute2x128_si256(h0123, h4567, 0x31));
 }
 
-inline int hsum_i32_8(__m256i a) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-  s = _mm_add_epi32(s, _mm_srli_si128(s, 8));
-  s = _mm_add_epi32(s, _mm_srli_si128(s, 4));
-  return _mm_cvtsi128_si32(s);
-}
-
-// Sums of products of unsigned x (< 128) with signed y, in 8 int32 lanes.
-inline __m256i mul_sum_us8_pairs(__m256i x, __m256i y) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
-}
-
 // 8 BF16 values widened to F32 (exact).
 inline __m256 load_bf16x8(const uint16_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-// Horizontal sum of 4 float lanes.
-inline float hsum_float_4(__m128 x) {
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_add_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
 }
 
 // Reduces four 8-lane accumulators as ggml's GGML_F32x8_REDUCE does: pairwise, then lanes.
@@ -99,7 +58,7 @@ void vec_dot_q8_0_q8_0_avx2(int64_t n, float* s, const BlockQ8_0* x, const Block
   __m256 acc = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
     const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
-    const __m256 q = _mm256_cvtepi32_ps(mul_sum_i8_pairs(load256(x[ib].qs), load256(y[ib].qs)));
+    const __m256 q = _mm256_cvtepi32_ps(dot_i8_i8(load256(x[ib].qs), load256(y[ib].qs)));
     acc = _mm256_fmadd_ps(d, q, acc);
   }
   *s = hsum_float_8(acc);
@@ -111,84 +70,14 @@ void vec_dot_q4_0_q8_0_avx2(int64_t n, float* s, const BlockQ4_0* x, const Block
   for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
     const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
     const __m256i qx = _mm256_sub_epi8(bytes_from_nibbles_32(x[ib].qs), off);
-    const __m256 q = _mm256_cvtepi32_ps(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
+    const __m256 q = _mm256_cvtepi32_ps(dot_i8_i8(qx, load256(y[ib].qs)));
     acc = _mm256_fmadd_ps(d, q, acc);
   }
   *s = hsum_float_8(acc);
 }
 
-void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_m = _mm_setzero_ps();
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    prefetch_weight_block<sizeof(BlockQ4_K)>(&x[i]);
-    const float d = y[i].d * f16_to_f32(x[i].d);
-    const float dmin = -y[i].d * f16_to_f32(x[i].dmin);
-    // Unpack the 6-bit scales (bytes 0..7) and mins (bytes 8..15).
-    uint8_t sm[16];
-    k4_scales_mins(x[i].scales, sm);
-
-    // Mins times the sums of q8 per 32 (pairs of bsums).
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
-    const __m256i q8sums = load256(y[i].bsums);
-    const __m128i q8s =
-        _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
-    const __m128i prod = _mm_madd_epi16(mins, q8s);
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
-
-    const uint8_t* q4 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < kQK_K / 64; ++j) {
-      const __m256i scale_l = _mm256_set1_epi16(sm[2 * j + 0]);
-      const __m256i scale_h = _mm256_set1_epi16(sm[2 * j + 1]);
-      const __m256i q4bits = load256(q4);
-      q4 += 32;
-      const __m256i q4l = _mm256_and_si256(q4bits, m4);
-      const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-      const __m256i p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, load256(q8)));
-      q8 += 32;
-      const __m256i p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, load256(q8)));
-      q8 += 32;
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-  }
-  *s = hsum_float_8(acc) + hsum_float_4(acc_m);
-}
-
-void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const BlockQ6_K* x, const BlockQ8_K* y) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    prefetch_weight_block<sizeof(BlockQ6_K)>(&x[i]);
-    const float d = y[i].d * f16_to_f32(x[i].d);
-    const uint8_t* q4 = x[i].ql;
-    const uint8_t* qh = x[i].qh;
-    const int8_t* q8 = y[i].qs;
-    const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < kQK_K / 128; ++j) {
-      __m256i lv[4];
-      q6_K_levels(q4, qh, lv);
-      q4 += 64;
-      qh += 32;
-      __m256i p[4];
-      for (int k = 0; k < 4; ++k) {
-        const __m256i p16 = _mm256_maddubs_epi16(lv[k], load256(q8 + 32 * k));
-        p[k] = _mm256_madd_epi16(scales_pair_of(scales, 4 * j + k), p16);
-      }
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p[0], p[1]));
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p[2], p[3]));
-      q8 += 128;
-    }
-    // The lanes' integer split of the bias matters: each lane is rounded to F32 and scaled
-    // separately below.
-    sumi = _mm256_sub_epi32(sumi, q6_K_bias(y[i].bsums, _mm256_cvtepi8_epi16(scales)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-  }
-  *s = hsum_float_8(acc);
-}
+// Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K .. Q6_K (vec_dots_simd.h, shared with vec_dot_avx512.cpp).
+KILN_DEFINE_INT_VEC_DOTS(avx2)
 
 namespace {
 
@@ -346,198 +235,6 @@ float vec_dot_bf16_split16_finish_avx2(int64_t n, const float* lanes, const uint
   return finish_bf16(n, acc, x, y, Split16Pos{n});
 }
 
-void vec_dot_q4_1_q8_1_avx2(int64_t n, float* s, const BlockQ4_1* x, const BlockQ8_1* y) {
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0;
-  for (int64_t ib = 0; ib < n / kQK8_1; ++ib) {
-    summs += f16_to_f32(x[ib].m) * f16_to_f32(y[ib].s);
-    const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
-    const __m256 q =
-        _mm256_cvtepi32_ps(mul_sum_us8_pairs(bytes_from_nibbles_32(x[ib].qs), load256(y[ib].qs)));
-    acc = _mm256_fmadd_ps(d, q, acc);
-  }
-  *s = hsum_float_8(acc) + summs;
-}
-
-void vec_dot_q5_0_q8_0_avx2(int64_t n, float* s, const BlockQ5_0* x, const BlockQ8_0* y) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
-    const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
-    const __m256i qx = q5_0_levels(x[ib]);
-    const __m256 q = _mm256_cvtepi32_ps(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
-    acc = _mm256_fmadd_ps(d, q, acc);
-  }
-  *s = hsum_float_8(acc);
-}
-
-void vec_dot_q5_1_q8_1_avx2(int64_t n, float* s, const BlockQ5_1* x, const BlockQ8_1* y) {
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0;
-  for (int64_t ib = 0; ib < n / kQK8_1; ++ib) {
-    summs += f16_to_f32(x[ib].m) * f16_to_f32(y[ib].s);
-    const __m256 d = _mm256_set1_ps(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
-    const __m256i qx = q5_1_levels(x[ib]);
-    const __m256 q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load256(y[ib].qs)));
-    acc = _mm256_fmadd_ps(d, q, acc);
-  }
-  *s = hsum_float_8(acc) + summs;
-}
-
-void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y) {
-  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL));
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t ib = 0; ib < n / kQK4_NL; ++ib) {
-    const __m128i q4bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[ib].qs));
-    const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(q4bits, m4));
-    const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(q4bits, 4), m4));
-    const __m256i qx = _mm256_insertf128_si256(_mm256_castsi128_si256(lo), hi, 1);
-    const __m256 d = _mm256_set1_ps(f16_to_f32(y[ib].d) * f16_to_f32(x[ib].d));
-    const __m256 q = _mm256_cvtepi32_ps(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
-    acc = _mm256_fmadd_ps(d, q, acc);
-  }
-  *s = hsum_float_8(acc);
-}
-
-// Lane k of the integer sum: over the 8 sub-blocks, scale times the products of bytes 4k..4k+3
-// (exact); then one FMA per super-block and ggml's final hsum. ref: ggml_vec_dot_iq4_xs_q8_K (AVX2)
-void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float* s, const BlockIQ4XS* x, const BlockQ8_K* y) {
-  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL));
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t ibl = 0; ibl < n / kQK_K; ++ibl) {
-    const uint8_t* qs = x[ibl].qs;
-    const int8_t* q8 = y[ibl].qs;
-    uint32_t sh = x[ibl].scales_h;
-    __m256i sumi = _mm256_setzero_si256();
-    for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      const __m128i q4bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * ib));
-      const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(q4bits, m4));
-      const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(q4bits, 4), m4));
-      const __m256i qx = _mm256_insertf128_si256(_mm256_castsi128_si256(lo), hi, 1);
-      const __m256i qy = load256(q8 + 32 * ib);
-      // pairs of products as int16 (|level| <= 127, |q8| <= 127: no saturation), then scaled
-      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx));
-      const int ls =
-          static_cast<int>(((x[ibl].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | ((sh & 3) << 4)) - 32;
-      sh >>= 2;
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(static_cast<int16_t>(ls))));
-    }
-    const __m256 d = _mm256_set1_ps(f16_to_f32(x[ibl].d) * y[ibl].d);
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
-  }
-  *s = hsum_float_8(acc);
-}
-
-void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const BlockQ2_K* x, const BlockQ8_K* y) {
-  const __m256i m3 = _mm256_set1_epi8(3);
-  __m256 acc = _mm256_setzero_ps();
-  float summs_f = 0;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    prefetch_weight_block<sizeof(BlockQ2_K)>(&x[i]);
-    const float dall = y[i].d * f16_to_f32(x[i].d);
-    const float dmin = y[i].d * f16_to_f32(x[i].dmin);
-    // Mins (high nibbles) against the 16 bsums.
-    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0xF)));
-    const __m256i prod = _mm256_madd_epi16(mins, load256(y[i].bsums));
-    const __m128i p4 = _mm_add_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
-    const __m128i p2 = _mm_add_epi32(p4, _mm_srli_si128(p4, 8));
-    const int summs = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_srli_si128(p2, 4)));
-    summs_f -= dmin * summs;
-    const uint8_t* q2 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    const __m128i scales =
-        _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)), _mm_set1_epi8(0xF));
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < kQK_K / 128; ++j) {
-      const __m256i q2bits = load256(q2);
-      q2 += 32;
-      for (int k = 0; k < 4; ++k) {
-        const __m256i q2k = _mm256_and_si256(_mm256_srli_epi16(q2bits, 2 * k), m3);
-        const __m256i p16 = _mm256_maddubs_epi16(q2k, load256(q8));
-        q8 += 32;
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair_of(scales, 4 * j + k), p16));
-      }
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
-  }
-  *s = hsum_float_8(acc) + summs_f;
-}
-
-void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const BlockQ3_K* x, const BlockQ8_K* y) {
-  const __m256i m3 = _mm256_set1_epi8(3);
-  const __m256i m1 = _mm256_set1_epi8(1);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    prefetch_weight_block<sizeof(BlockQ3_K)>(&x[i]);
-    const float d = y[i].d * f16_to_f32(x[i].d);
-    const __m128i scales = q3_K_scales(x[i].scales);
-    const __m256i hbits = load256(x[i].hmask);
-    const uint8_t* q3 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < kQK_K / 128; ++j) {
-      const __m256i q3bits = load256(q3);
-      q3 += 32;
-      for (int k = 0; k < 4; ++k) {
-        const int bit = 4 * j + k;  // the chunk: its hmask bit and its pair of scales
-        const __m256i q3l = _mm256_and_si256(_mm256_srli_epi16(q3bits, 2 * k), m3);
-        // 4 where the high bit is clear: level = q3l - 4 * (1 - h).
-        const __m256i q3h = _mm256_slli_epi16(
-            _mm256_andnot_si256(_mm256_and_si256(_mm256_srli_epi16(hbits, bit), m1), m1), 2);
-        const __m256i q8k = load256(q8);
-        q8 += 32;
-        const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q3l, q8k), _mm256_maddubs_epi16(q3h, q8k));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair_of(scales, bit), p16));
-      }
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-  }
-  *s = hsum_float_8(acc);
-}
-
-void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const BlockQ5_K* x, const BlockQ8_K* y) {
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m1 = _mm256_set1_epi8(1);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_m = _mm_setzero_ps();
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    prefetch_weight_block<sizeof(BlockQ5_K)>(&x[i]);
-    const float d = y[i].d * f16_to_f32(x[i].d);
-    const float dmin = -y[i].d * f16_to_f32(x[i].dmin);
-    uint8_t sm[16];
-    k4_scales_mins(x[i].scales, sm);
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
-    const __m256i q8sums = load256(y[i].bsums);
-    const __m128i q8s =
-        _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, q8s)), acc_m);
-
-    const uint8_t* q5 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    const __m256i hbits = load256(x[i].qh);
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < kQK_K / 64; ++j) {
-      const __m256i q5bits = load256(q5);
-      q5 += 32;
-      const __m256i hl = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 0), m1), 4);
-      const __m256i hh = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), m1), 4);
-      const __m256i q5l = _mm256_or_si256(_mm256_and_si256(q5bits, m4), hl);
-      const __m256i q5h = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q5bits, 4), m4), hh);
-      const __m256i p16l =
-          _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j + 0]), _mm256_maddubs_epi16(q5l, load256(q8)));
-      q8 += 32;
-      const __m256i p16h =
-          _mm256_madd_epi16(_mm256_set1_epi16(sm[2 * j + 1]), _mm256_maddubs_epi16(q5h, load256(q8)));
-      q8 += 32;
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-  }
-  *s = hsum_float_8(acc) + hsum_float_4(acc_m);
-}
-
 // The *_rows8 order (vec_dot_rows8.cpp): exact integer block sums, one scalar FMA per block.
 void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const BlockQ8_0* y) {
   const __m256i off = _mm256_set1_epi8(8);
@@ -551,7 +248,7 @@ void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const
     alignas(32) float scale[8];
     for (int k = 0; k < 8; ++k) {
       const __m256i qx = _mm256_sub_epi8(bytes_from_nibbles_32(x[ib + k].qs), off);
-      p[k] = mul_sum_i8_pairs(qx, load256(y[ib + k].qs));
+      p[k] = dot_i8_i8(qx, load256(y[ib + k].qs));
       scale[k] = f16_to_f32(x[ib + k].d) * f16_to_f32(y[ib + k].d);
     }
     alignas(32) float fsum[8];
@@ -560,7 +257,7 @@ void vec_dot_q4_0_q8_0_rows8_avx2(int64_t n, float* s, const BlockQ4_0* x, const
   }
   for (; ib < nb; ++ib) {
     const __m256i qx = _mm256_sub_epi8(bytes_from_nibbles_32(x[ib].qs), off);
-    const int isum = hsum_i32_8(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
+    const int isum = hsum_i32_8(dot_i8_i8(qx, load256(y[ib].qs)));
     acc = std::fma(static_cast<float>(isum), f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d), acc);
   }
   *s = acc;
@@ -586,57 +283,6 @@ void vec_dot_q4_0_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, cons
         broadcast_sum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(qy)), ones16));
     return _mm256_sub_epi32(dot, _mm256_slli_epi32(ysum, 3));
   });
-}
-
-void vec_dot_iq4_nl_q8_0_rows8_avx2(int64_t n, float* s, const BlockIQ4NL* x, const BlockQ8_0* y) {
-  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL));
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  float acc = 0.0f;
-  for (int64_t ib = 0; ib < n / kQK4_NL; ++ib) {
-    const __m128i q4bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[ib].qs));
-    const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(q4bits, m4));
-    const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(q4bits, 4), m4));
-    const __m256i qx = _mm256_insertf128_si256(_mm256_castsi128_si256(lo), hi, 1);
-    const int isum = hsum_i32_8(mul_sum_i8_pairs(qx, load256(y[ib].qs)));
-    acc = std::fma(static_cast<float>(isum), f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d), acc);
-  }
-  *s = acc;
-}
-
-void vec_dot_iq4_nl_q8_0_rows8_8x4_avx2(int64_t n, float* s, size_t s_stride, const BlockIQ4NL* x,
-                                        size_t x_stride, const BlockQ8_0* y, size_t y_stride) {
-  // The levels (-127..113) by a byte lookup, kept with their magnitudes; sum(level * y) from
-  // maddubs of |level| with y carrying the level's sign (|pair sum| <= 2 * 127 * 127, no
-  // saturation for Q8_0's -127..127), each widened at once (two such sums can overflow 16 bits).
-  const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL)));
-  struct Levels {
-    __m256i level[8], mag[8];
-  };
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  rows8_q8_0_8x4(
-      n, s, s_stride, x, x_stride, y, y_stride,
-      [&](const __m256i w[8]) {
-        Levels l;
-        for (int k = 0; k < 8; ++k) {
-          l.level[k] = _mm256_shuffle_epi8(table, w[k]);
-          l.mag[k] = _mm256_abs_epi8(l.level[k]);
-        }
-        return l;
-      },
-      [&](const Levels& l, const int8_t* qy) {
-        __m256i sum[2];
-        for (int h = 0; h < 2; ++h) {
-          const int k = 4 * h;
-          auto dot = [&](int j) {
-            return _mm256_madd_epi16(
-                _mm256_maddubs_epi16(l.mag[j], _mm256_sign_epi8(broadcast_y4(qy, j), l.level[j])), ones16);
-          };
-          sum[h] = _mm256_add_epi32(_mm256_add_epi32(dot(k), dot(k + 1)),
-                                    _mm256_add_epi32(dot(k + 2), dot(k + 3)));
-        }
-        return _mm256_add_epi32(sum[0], sum[1]);
-      });
 }
 
 void vec_dot_q4_K_q8_K_rows8_avx2(int64_t n, float* s, const BlockQ4_K* x, const BlockQ8_K* y) {

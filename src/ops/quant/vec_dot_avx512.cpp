@@ -6,6 +6,7 @@
 
 #include "ops/quant/kernels.h"
 #include "ops/quant/q4_0_lanes_avx2.h"
+#include "ops/quant/vec_dots_simd.h"
 
 namespace kiln::quant {
 
@@ -24,5 +25,9 @@ void vec_dot_q4_0_q8_0_rows8_8x4_avx512(int64_t n, float* s, size_t s_stride, co
     return _mm256_sub_epi32(_mm256_add_epi32(dot0, dot1), _mm256_slli_epi32(ysum, 3));
   });
 }
+
+// Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K .. Q6_K: vec_dots_simd.h's kernels with the VNNI integer
+// steps (int_steps_simd.h), the AVX2 kernels' bits.
+KILN_DEFINE_INT_VEC_DOTS(avx512)
 
 }  // namespace kiln::quant
