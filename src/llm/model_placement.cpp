@@ -142,6 +142,13 @@ Result<std::unique_ptr<Context>> create_placed_context(const std::vector<std::sh
   return Context::create(std::move(parts), options);
 }
 
+Result<Device*> encoder_device(const DeviceRegistry& devices, const std::string& name, Device& model_main) {
+  if (name.empty()) return &model_main;
+  auto d = devices.find(name);
+  if (!d.ok()) return make_error("--mmproj-device: ", d.error().message);
+  return *d;
+}
+
 SplitFlags draft_split_flags(const SplitFlags& target, const std::string& target_main,
                              const DraftPlacementFlags& draft, std::string* main) {
   SplitFlags out = target;

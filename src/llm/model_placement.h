@@ -88,6 +88,10 @@ Result<std::unique_ptr<Context>> create_placed_context(const std::vector<std::sh
                                                        const DeviceRegistry& devices, ContextOptions options,
                                                        const BackendOf& backend_of = {});
 
+// The device the mmproj's encoders run on: `name` (-mmdev; "cpu" for --no-mmproj-offload) or,
+// when it is empty, the model's main device `model_main`. Errors name --mmproj-device.
+Result<Device*> encoder_device(const DeviceRegistry& devices, const std::string& name, Device& model_main);
+
 // The draft model's own placement flags (-devd, -ngld, -otd).
 struct DraftPlacementFlags {
   std::vector<std::string> devices = {};            // -devd: empty follows the target's --device

@@ -120,12 +120,9 @@ Result<std::shared_ptr<ServerState>> build_state(const ServerOptions& opt, std::
   }
   KILN_ASSIGN_OR_RETURN(st->ctx, create_placed_context(st->placed, *st->devices, co, backend_of));
   if (st->vision || st->audio) {
-    Device* on = device;
-    if (!opt.mmproj_device.empty()) {
-      auto named = st->devices->find(opt.mmproj_device);
-      if (!named.ok()) return make_error("serve: --mmproj-device: ", named.error().message);
-      on = *named;
-    }
+    auto found = encoder_device(*st->devices, opt.mmproj_device, *device);
+    if (!found.ok()) return make_error("serve: ", found.error().message);
+    Device* on = *found;
     const EncoderOptions eo = {
         .flash_attention = co.flash_attention, .arena = &st->devices->arena(*on), .weights = weights};
     if (st->vision) {

@@ -22,6 +22,7 @@
 #include "image/png_encode.h"
 #include "llm/cpu_engine.h"
 #include "messages.h"
+#include "model_flags.h"
 #include "options.h"
 #include "user_files.h"
 
@@ -141,7 +142,7 @@ int run_image(int argc, char** argv) {
   p.value({"--clip-skip"}, &clip_skip, "N",
           "CLIP layer to condition on, from the last (default: 1 for SD 1.x)");
   p.value({"--prediction"}, &prediction_arg, "NAME", "what the UNet predicts: eps (SD 1.x's default) or v");
-  p.value({"-t", "--threads"}, &n_threads, "N", "threads (default: all cores; 0 or less: all)");
+  declare_threads(p, &n_threads);
   p.value({"-o", "--output"}, &out, "FILE",
           "the PNG to write (default: output.png; a batch adds _1, _2, ...)");
   p.value({"--device"}, &device, "NAME", "where the networks run: cpu (the only device supported yet)");

@@ -83,14 +83,6 @@ Result<std::shared_ptr<const VisionModel>> MediaFlags::load_vision(const Model& 
   return VisionModel::load(mmproj, model);
 }
 
-Result<Device*> MediaFlags::encoder_device(const ModelContext& mc) const {
-  const std::string name = encoder_device_flags.resolved();
-  if (name.empty()) return &mc.weights->device();
-  auto d = mc.devices->find(name);
-  if (!d.ok()) return make_error("--mmproj-device: ", d.error().message);
-  return *d;
-}
-
 EncoderOptions MediaFlags::encoder_options(const ModelContext& mc, Device& on, const ContextOptions& context,
                                            const WeightOptions& weights) const {
   return {.flash_attention = context.flash_attention, .arena = &mc.devices->arena(on), .weights = weights};
@@ -101,7 +93,8 @@ Result<std::unique_ptr<VisionEncoder>> MediaFlags::vision_encoder(std::shared_pt
                                                                   const ContextOptions& context,
                                                                   const WeightOptions& weights,
                                                                   size_t cache_entries) const {
-  KILN_ASSIGN_OR_RETURN(Device * on, encoder_device(mc));
+  KILN_ASSIGN_OR_RETURN(Device * on,
+                        encoder_device(*mc.devices, encoder_device_flags.resolved(), mc.weights->device()));
   EncoderOptions o = encoder_options(mc, *on, context, weights);
   o.cache_entries = cache_entries;
   return VisionEncoder::create(std::move(model), mc.devices->backend(*on), o);
@@ -110,7 +103,8 @@ Result<std::unique_ptr<VisionEncoder>> MediaFlags::vision_encoder(std::shared_pt
 Result<std::unique_ptr<AudioEncoder>> MediaFlags::audio_encoder(std::shared_ptr<const AudioModel> model,
                                                                 const ModelContext& mc, const ContextOptions& context,
                                                                 const WeightOptions& weights) const {
-  KILN_ASSIGN_OR_RETURN(Device * on, encoder_device(mc));
+  KILN_ASSIGN_OR_RETURN(Device * on,
+                        encoder_device(*mc.devices, encoder_device_flags.resolved(), mc.weights->device()));
   return AudioEncoder::create(std::move(model), mc.devices->backend(*on), encoder_options(mc, *on, context, weights));
 }
 

@@ -72,8 +72,7 @@ struct MediaFlags {
                                                       const WeightOptions& weights) const;
 
  private:
-  // The device the encoders run on, and their options there.
-  Result<Device*> encoder_device(const ModelContext& mc) const;
+  // The encoders' options on `device`.
   EncoderOptions encoder_options(const ModelContext& mc, Device& device, const ContextOptions& context,
                                  const WeightOptions& weights) const;
 };
