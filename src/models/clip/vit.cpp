@@ -91,15 +91,20 @@ void image_to_patches(const RgbImage& img, const ClipHParams& hp, std::span<floa
 
 Tensor weight_tensor(Graph& g, const Weight& w) { return w ? g.external(w.info->name, w.view) : Tensor{}; }
 
+Tensor f32_weight_tensor(Graph& g, const Weight& w, const std::string& name) {
+  const Tensor t = weight_tensor(g, w);
+  return w && w.view.type != DType::F32 ? g.cast(t, DType::F32, name + ".f32") : t;
+}
+
 Tensor vit_linear(Graph& g, const Weight& w, const Weight& b, Tensor x, const std::string& name) {
   const Tensor y = g.mul_mat(weight_tensor(g, w), x, name);
-  return b ? g.add(y, weight_tensor(g, b), name + "+b") : y;
+  return b ? g.add(y, f32_weight_tensor(g, b, name + ".b"), name + "+b") : y;
 }
 
 Tensor vit_norm(Graph& g, Tensor x, const Weight& w, const Weight& b, float eps, const std::string& name) {
   Tensor y = g.layer_norm(x, eps, name);
-  if (w) y = g.mul(y, weight_tensor(g, w), name + "*w");
-  if (b) y = g.add(y, weight_tensor(g, b), name + "+b");
+  if (w) y = g.mul(y, f32_weight_tensor(g, w, name + ".w"), name + "*w");
+  if (b) y = g.add(y, f32_weight_tensor(g, b, name + ".b"), name + "+b");
   return y;
 }
 

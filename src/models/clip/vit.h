@@ -82,5 +82,10 @@ Tensor vit_ffn(Graph& g, const Weight& up_w, const Weight& up_b, const Weight& d
                ClipFfnAct act, Tensor x, const std::string& name);
 // The graph tensor of a bound weight (Tensor{} for an absent one).
 Tensor weight_tensor(Graph& g, const Weight& w);
+// The same as F32 values, cast in the graph when the file holds another type (an F16 or Q8_0
+// norm gain or bias): what the networks add and multiply by is F32, as stable-diffusion.cpp's and
+// llama.cpp's loaders convert such tensors to the F32 their models declare. The cast is exact for
+// F16 and BF16 and dequantizes a quantized tensor as ggml's to_float does.
+Tensor f32_weight_tensor(Graph& g, const Weight& w, const std::string& name);
 
 }  // namespace kiln

@@ -50,7 +50,7 @@ Tensor clip_text_graph(Graph& g, const ClipTextWeights& w, Tensor ids, int64_t n
   const ClipTextHParams& hp = w.hp;
   // ref: CLIPEmbeddings::forward: get_rows of the token table plus the position table.
   Tensor x = g.get_rows(weight_tensor(g, w.token_embd), ids, "token_embd");
-  x = g.add(x, weight_tensor(g, w.pos_embd), "pos_embd");
+  x = g.add(x, f32_weight_tensor(g, w.pos_embd, "pos_embd"), "pos_embd");
   const VitDims dims{hp.n_embd / hp.n_head, hp.n_head, hp.n_head, hp.eps, ClipFfnAct::GeluQuick, true};
   x = vit_blocks(g, dims, w.layers, x, n_layers, AttentionPath::Plain);
   return vit_norm(g, x, w.final_ln_w, w.final_ln_b, hp.eps, "final_ln");

@@ -52,14 +52,14 @@ Tensor conv2d(Graph& g, const Conv2d& c, Tensor x, const std::string& name) {
     y = g.reshape(g.mul_mat(kernel, g.reshape(cols, {K, cn[1] * cn[2] * cn[3], 1, 1}), name),
                   {c_out, cn[1], cn[2], cn[3]});
   }
-  return c.b ? g.add(y, weight_tensor(g, c.b), name + "+b") : y;
+  return c.b ? g.add(y, f32_weight_tensor(g, c.b, name + ".b"), name + "+b") : y;
 }
 
 Tensor group_norm32(Graph& g, const Norm& n, Tensor x, const std::string& name) {
   // ref: ggml_ext_group_norm: ggml_group_norm(x, 32, 1e-6), then * w, then + b.
   Tensor y = g.group_norm(x, 32, 1e-6f, name);
-  y = g.mul(y, weight_tensor(g, n.w), name + "*w");
-  return g.add(y, weight_tensor(g, n.b), name + "+b");
+  y = g.mul(y, f32_weight_tensor(g, n.w, name + ".w"), name + "*w");
+  return g.add(y, f32_weight_tensor(g, n.b, name + ".b"), name + "+b");
 }
 
 Tensor layer_norm(Graph& g, const Norm& n, Tensor x, const std::string& name) {

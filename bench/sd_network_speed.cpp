@@ -1,0 +1,86 @@
+// The time of one evaluation of a Stable Diffusion network on kiln's runtime, for
+// bench/compare_sd_cpp.py (its peer is bench/sdcpp_network_peer.cpp, the same inputs through
+// stable-diffusion.cpp).
+//
+//   build/release/sd_network_speed unet FILE SIDE THREADS EVALS
+//
+// unet: the SD 1.x UNet of FILE (a single-file checkpoint's names, model.diffusion_model.*), at a
+// SIDE x SIDE image (a SIDE / 8 latent), timestep 500, under one 77-token context. Inputs are the
+// hashed values of tests/diffusion/oracle_inputs.h, so both programs evaluate the same numbers.
+// Prints the load time, then each evaluation's wall time (the first plans the graph and sizes the
+// arena; later ones are the steps of a generation), then the output's mean absolute value (the two
+// programs' outputs should agree to the conformance tests' tolerance).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_device.h"
+#include "diffusion/oracle_inputs.h"
+#include "diffusion/unet_model.h"
+#include "runtime/thread_pool.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+int usage(const char* argv0) {
+  std::fprintf(stderr, "usage: %s unet FILE SIDE THREADS EVALS\n", argv0);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace kiln;
+  if (argc != 6 || std::string(argv[1]) != "unet") return usage(argv[0]);
+  const int64_t side = std::atoll(argv[3]);
+  const int threads = std::atoi(argv[4]);
+  const int evals = std::atoi(argv[5]);
+  if (side <= 0 || side % 64 != 0 || threads <= 0 || evals <= 0) return usage(argv[0]);
+
+  const auto t_load = Clock::now();
+  auto file = sd::SdWeightFile::open(argv[2]);
+  if (!file.ok()) {
+    std::fprintf(stderr, "%s\n", file.error().message.c_str());
+    return 1;
+  }
+  CpuDevice device;
+  ThreadPool pool(threads);
+  CpuBackend backend(device, pool);
+  auto unet = diffusion::UnetModel::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)),
+                                           sd::kSdUnetPrefix, false, backend);
+  if (!unet.ok()) {
+    std::fprintf(stderr, "%s\n", unet.error().message.c_str());
+    return 1;
+  }
+  std::printf("load_ms %.1f\n", ms_since(t_load));
+
+  const int64_t w = side / 8;
+  const auto& hp = (*unet)->hparams();
+  const std::vector<float> x = oracle_inputs::hashed(static_cast<size_t>(hp.in_channels * w * w), 1, 1.5f);
+  const std::vector<float> context = oracle_inputs::hashed(static_cast<size_t>(77 * hp.context_dim), 101, 1.0f);
+  double mean_abs = 0;
+  for (int e = 0; e < evals; ++e) {
+    const auto t0 = Clock::now();
+    auto out = (*unet)->eval(x, w, w, 500.0f, context);
+    const double ms = ms_since(t0);
+    if (!out.ok()) {
+      std::fprintf(stderr, "%s\n", out.error().message.c_str());
+      return 1;
+    }
+    std::printf("eval_ms %.1f\n", ms);
+    mean_abs = 0;
+    for (float v : *out) mean_abs += std::fabs(v);
+    mean_abs /= static_cast<double>(out->size());
+  }
+  std::printf("mean_abs %.9f\n", mean_abs);
+  return 0;
+}
