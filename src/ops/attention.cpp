@@ -101,7 +101,7 @@ Status check_attention(const OpCall& call) {
 }
 
 struct Layout {
-  size_t q_conv = 0, scores = 0, acc = 0, acc16 = 0, vrow = 0, lanes = 0, keys = 0, per_unit = 0;
+  size_t q_conv = 0, scores = 0, acc = 0, acc16 = 0, vrow = 0, lanes = 0, slot_w = 0, keys = 0, per_unit = 0;
 };
 
 Layout layout_of(const OpCall& call) {
@@ -118,7 +118,10 @@ Layout layout_of(const OpCall& call) {
   l.vrow = l.acc16 + align_up(static_cast<size_t>(dv) * sizeof(uint16_t));
   l.lanes = l.vrow + align_up(static_cast<size_t>(dv) * sizeof(float));
   const size_t n_lanes = call.params.attn_path == AttentionPath::Plain ? 4 * kLanes : 0;
-  l.keys = l.lanes + align_up(static_cast<size_t>(dv) * n_lanes * sizeof(float));
+  l.slot_w = l.lanes + align_up(static_cast<size_t>(dv) * n_lanes * sizeof(float));
+  // The plain path's scores again, grouped by the lane that sums them (see run_attention).
+  const size_t n_slot_w = call.params.attn_path == AttentionPath::Plain ? n_scores : 0;
+  l.keys = l.slot_w + align_up(n_slot_w * sizeof(float));
   // The one-query flash path's block of F16 V updates (quant::f16_mad_keys).
   const bool f16_keys = call.params.attn_path == AttentionPath::Flash && call.src[2].type == DType::F16;
   const size_t n_keys = f16_keys ? static_cast<size_t>(kFaTileKv) : 0;
@@ -315,7 +318,7 @@ void run_tiled_block(const OpCall& call, char* scratch, int64_t r0, int64_t n_ro
     for (int64_t g = 0; g < n_live; g += quant::kMaxQueries) {
       const int nq = static_cast<int>(std::min<int64_t>(quant::kMaxQueries, n_live - g));
       quant::f32_mad_rows(nq, nt, dv, live_acc + g, v_plane + t0 * vb1, static_cast<size_t>(vb1), kv_type,
-                          live_p + g);
+                          live_p + g, /*skip_zero_weights=*/true);
     }
   }
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -394,20 +397,26 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
         // kqv = mul_mat(v^T, kq): per output i, key j goes to lane j % 16 of accumulator (j / 16) % n_acc
         // by FMA. ref: llamafile_sgemm's tinyBLAS<16> (one accumulator; ggml uses it for >= 2 queries)
         // or ggml_vec_dot_f32 (four accumulators, GGML_F32_STEP 64; one query). Keys past n_kv are
-        // ggml's padding: probability 0, no effect.
-        const int64_t n_acc = one_row ? 4 : 1;
-        float* lanes = reinterpret_cast<float*>(base + l.lanes);  // [dv][n_acc][16]
-        std::fill(lanes, lanes + dv * n_acc * kLanes, 0.0f);
-        for (int64_t j = 0; j < n_vis; ++j) {
-          const float* vr = reinterpret_cast<const float*>(v_plane + j * vb1);
-          const int64_t slot = ((j / kLanes) % n_acc) * kLanes + j % kLanes;
-          for (int64_t i = 0; i < dv; ++i) {
-            float& a = lanes[i * n_acc * kLanes + slot];
-            a = std::fma(vr[i], w[j], a);
-          }
+        // ggml's padding: probability 0, no effect. So key j goes to slot j % n_slots, and each
+        // slot's row of dv accumulators takes its keys' FMAs in key order (quant::f32_mad_rows over
+        // the slot's keys, their weights gathered into slot_w); zero weights are applied, as mul_mat
+        // applies them.
+        const int64_t n_acc = one_row ? 4 : 1, n_slots = n_acc * kLanes;
+        float* lanes = reinterpret_cast<float*>(base + l.lanes);  // [n_slots][dv]
+        float* slot_w = reinterpret_cast<float*>(base + l.slot_w);
+        std::fill(lanes, lanes + dv * n_slots, 0.0f);
+        for (int64_t s = 0, at = 0; s < std::min(n_slots, n_vis); ++s) {
+          const int64_t n_s = (n_vis - s + n_slots - 1) / n_slots;  // keys s, s + n_slots, ...
+          for (int64_t m = 0; m < n_s; ++m) slot_w[at + m] = w[s + m * n_slots];
+          float* y = lanes + s * dv;
+          const float* ws = slot_w + at;
+          quant::f32_mad_rows(1, n_s, dv, &y, v_plane + s * vb1, static_cast<size_t>(n_slots * vb1), DType::F32,
+                              &ws, /*skip_zero_weights=*/false);
+          at += n_s;
         }
+        float li[4 * kLanes];
         for (int64_t i = 0; i < dv; ++i) {
-          float* li = lanes + i * n_acc * kLanes;
+          for (int64_t s = 0; s < n_slots; ++s) li[s] = lanes[s * dv + i];
           if (n_acc == 4) {  // GGML_F32x16_REDUCE: (0 + 2) + (1 + 3), lane-wise
             for (int t = 0; t < kLanes; ++t)
               li[t] = (li[t] + li[2 * kLanes + t]) + (li[kLanes + t] + li[3 * kLanes + t]);

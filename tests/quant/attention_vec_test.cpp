@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <iterator>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/half.h"
@@ -113,8 +114,10 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
                 << dtype_name(type) << " dk " << dk << " row " << j << " query " << qi << " of " << nq;
           }
         }
-        // The V side: every row's weight per query, some exactly 0 (masked keys, skipped) or none.
-        for (bool zeros : {true, false}) {
+        // The V side: every row's weight per query, some exactly 0 or none; zero weights skipped
+        // (the flash path's masked keys) or applied (the plain path's mul_mat). An accumulator
+        // starting at -0 shows the difference: fma(x, 0, -0) is +0 for x > 0.
+        for (auto [zeros, skip] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
           std::vector<std::vector<float>> p(static_cast<size_t>(nq)), acc(static_cast<size_t>(nq)),
               want(static_cast<size_t>(nq));
           std::vector<const float*> pp;
@@ -126,17 +129,18 @@ TEST(AttentionVec, TiledKernelsMatchTheElementFormula) {
               pq[j] = zeros && (j + static_cast<size_t>(qi)) % 4 == 2 ? 0.0f : dist(rng);
             acc[static_cast<size_t>(qi)].resize(static_cast<size_t>(dk));
             for (float& a : acc[static_cast<size_t>(qi)]) a = dist(rng);
+            acc[static_cast<size_t>(qi)][0] = -0.0f;
             want[static_cast<size_t>(qi)] = acc[static_cast<size_t>(qi)];
             pp.push_back(pq.data());
             ap.push_back(acc[static_cast<size_t>(qi)].data());
           }
-          quant::f32_mad_rows(nq, n_rows, dk, ap.data(), rows.data(), row_bytes, type, pp.data());
+          quant::f32_mad_rows(nq, n_rows, dk, ap.data(), rows.data(), row_bytes, type, pp.data(), skip);
           for (int qi = 0; qi < nq; ++qi) {
             for (int64_t i = 0; i < dk; ++i) {
               float& w = want[static_cast<size_t>(qi)][static_cast<size_t>(i)];
               for (int64_t j = 0; j < n_rows; ++j) {
                 const float pj = pp[static_cast<size_t>(qi)][j];
-                if (pj != 0.0f) w = std::fma(at(j, i), pj, w);
+                if (pj != 0.0f || !skip) w = std::fma(at(j, i), pj, w);
               }
               ASSERT_EQ(std::bit_cast<uint32_t>(ap[static_cast<size_t>(qi)][i]), std::bit_cast<uint32_t>(w))
                   << dtype_name(type) << " dk " << dk << " i " << i << " query " << qi << " of " << nq;

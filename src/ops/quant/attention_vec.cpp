@@ -14,7 +14,7 @@ namespace kiln::quant {
 void f16_mad_keys_avx2(int64_t n_keys, const F16Key* keys, int64_t n, uint16_t* y, const char* rows,
                        size_t row_bytes);
 void f32_mad_rows_avx2(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
-                       DType x_type, const float* const* v);
+                       DType x_type, const float* const* v, bool skip_zero_weights);
 void exp_shifted_ggml_avx2(int64_t n, float* w, float max);
 void transpose_rows8_f32_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, float* out,
                               int64_t ld);
@@ -52,16 +52,16 @@ void f16_mad_keys(int64_t n_keys, const F16Key* keys, int64_t n, uint16_t* y, co
 }
 
 void f32_mad_rows(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
-                  DType x_type, const float* const* v) {
+                  DType x_type, const float* const* v, bool skip_zero_weights) {
   int64_t i0 = 0;
   if (cpu_has_avx2()) {
     i0 = n / 8 * 8;
-    f32_mad_rows_avx2(nq, n_rows, i0, y, rows, row_bytes, x_type, v);
+    f32_mad_rows_avx2(nq, n_rows, i0, y, rows, row_bytes, x_type, v, skip_zero_weights);
     if (i0 == n) return;
   }
   for (int qi = 0; qi < nq; ++qi) {
     for (int64_t j = 0; j < n_rows; ++j) {
-      if (v[qi][j] == 0.0f) continue;
+      if (skip_zero_weights && v[qi][j] == 0.0f) continue;
       const char* x = rows + static_cast<size_t>(j) * row_bytes;
       for (int64_t i = i0; i < n; ++i) y[qi][i] = std::fma(load(x_type, x, i), v[qi][j], y[qi][i]);
     }

@@ -30,13 +30,15 @@ void f16_mad_keys(int64_t n_keys, const F16Key* keys, int64_t n, uint16_t* y, co
 // registers); each query's results are bit for bit those of a call for it alone.
 inline constexpr int kMaxQueries = 6;
 
-// The F32 accumulators of the tiled path over one tile of V rows: for each query qi in [0, nq),
-// for each row j in [0, n_rows) in order, unless v[qi][j] == 0 (a masked key, skipped),
-// y[qi][i] = fma(f32(x_j[i]), v[qi][j], y[qi][i]) for i in [0, n); row x_j at
-// rows + j * row_bytes, of type `x_type` (F32 or F16). (The SIMD form keeps a chunk of each y in
+// F32 accumulators over V rows: for each query qi in [0, nq), for each row j in [0, n_rows) in
+// order, y[qi][i] = fma(f32(x_j[i]), v[qi][j], y[qi][i]) for i in [0, n); row x_j at
+// rows + j * row_bytes, of type `x_type` (F32 or F16). With skip_zero_weights, a row whose weight
+// v[qi][j] is exactly 0 is skipped for that query (the flash path's masked keys, which ggml
+// skips); without, it is applied as ggml's mul_mat applies a zero probability (which differs only
+// when y[qi][i] is -0 or x_j[i] is not finite). (The SIMD form keeps a chunk of each y in
 // registers over all the rows: the same chain of FMAs per element.)
 void f32_mad_rows(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
-                  DType x_type, const float* const* v);
+                  DType x_type, const float* const* v, bool skip_zero_weights);
 
 // The tiled path's K tile, once per tile for a block of queries: out[e * ld + j] = f32(row_j[e])
 // for rows j in [0, n_rows) (row j at rows + j * row_bytes, `type` F32 or F16) and e in [0, dk).

@@ -158,9 +158,9 @@ bool any_zero(int64_t n, const float* w) {
 
 template <int NQ>
 void mad_rows_nq(int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes, DType x_type,
-                 const float* const* v) {
-  bool skip = false;  // any weight exactly 0: then the loops test each one
-  for (int qi = 0; qi < NQ && !skip; ++qi) skip = any_zero(n_rows, v[qi]);
+                 const float* const* v, bool skip_zero_weights) {
+  bool skip = false;  // skipping, and any weight exactly 0: then the loops test each one
+  for (int qi = 0; qi < NQ && skip_zero_weights && !skip; ++qi) skip = any_zero(n_rows, v[qi]);
   const bool f16 = x_type == DType::F16;
   if (f16 && skip) return mad_rows_queries<NQ, true, true>(n_rows, n, y, rows, row_bytes, v);
   if (f16) return mad_rows_queries<NQ, true, false>(n_rows, n, y, rows, row_bytes, v);
@@ -171,8 +171,8 @@ void mad_rows_nq(int64_t n_rows, int64_t n, float* const* y, const char* rows, s
 }  // namespace
 
 void f32_mad_rows_avx2(int nq, int64_t n_rows, int64_t n, float* const* y, const char* rows, size_t row_bytes,
-                       DType x_type, const float* const* v) {
-  with_nq(nq, [&]<int NQ>() { mad_rows_nq<NQ>(n_rows, n, y, rows, row_bytes, x_type, v); });
+                       DType x_type, const float* const* v, bool skip_zero_weights) {
+  with_nq(nq, [&]<int NQ>() { mad_rows_nq<NQ>(n_rows, n, y, rows, row_bytes, x_type, v, skip_zero_weights); });
 }
 
 void transpose_rows8_f32_avx2(int64_t dk, const char* rows, size_t row_bytes, DType type, float* out,
