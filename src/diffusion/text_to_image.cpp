@@ -94,10 +94,11 @@ Result<std::vector<float>> sample_latent(UnetModel& unet, const NoiseSchedule& s
   return sample_latent(eval, schedule, conditioning, params, batch_index, observer);
 }
 
-Result<std::vector<uint8_t>> decode_to_pixels(TaesdDecoder& decoder, std::span<const float> latent,
-                                              const TextToImageParams& params) {
-  KILN_ASSIGN_OR_RETURN(const std::vector<float> planes,
-                        decoder.decode(latent, params.width / kLatentScale, params.height / kLatentScale));
+Result<std::vector<uint8_t>> decode_to_pixels(LatentDecoder& decoder, std::span<const float> latent,
+                                              const TextToImageParams& params, const TilingParams* tiling) {
+  KILN_ASSIGN_OR_RETURN(
+      const std::vector<float> planes,
+      decoder.decode(latent, params.width / kLatentScale, params.height / kLatentScale, tiling));
   return rgb_planes_to_pixels(planes, params.width, params.height);
 }
 

@@ -7,7 +7,7 @@
 //      conditioning at timestep sigma_to_t(sigma) on x * c_in, classifier-free guidance, then the
 //      prediction's scalings (denoise_step.h); the ancestral samplers draw their noise from the same
 //      generator, after the initial noise (sample_latent);
-//   4. the final latent decoded by TAESD into sd-cli's 8-bit pixels (decode_to_pixels).
+//   4. the final latent decoded (TAESD or the VAE) into sd-cli's 8-bit pixels (decode_to_pixels).
 // Latents are stable-diffusion.cpp's [w, h, c] planes: 4 planes of (width / 8) * (height / 8) floats.
 //
 // Ownership: borrows the networks for the call. Thread-safety: none (the networks run one graph at a
@@ -22,12 +22,12 @@
 
 #include "core/result.h"
 #include "diffusion/clip_text_encoder.h"
+#include "diffusion/latent_decoder.h"
 #include "diffusion/noise_rng.h"
 #include "diffusion/noise_schedule.h"
 #include "diffusion/prediction.h"
 #include "diffusion/samplers.h"
 #include "diffusion/schedulers.h"
-#include "diffusion/taesd_decoder.h"
 #include "diffusion/unet_model.h"
 
 namespace kiln::diffusion {
@@ -87,8 +87,10 @@ Result<std::vector<float>> sample_latent(UnetModel& unet, const NoiseSchedule& s
                                          const Conditioning& conditioning, const TextToImageParams& params,
                                          int batch_index, const StepObserver& observer = {});
 
-// A final latent of params' size to params.width * params.height RGB bytes, row-major.
-Result<std::vector<uint8_t>> decode_to_pixels(TaesdDecoder& decoder, std::span<const float> latent,
-                                              const TextToImageParams& params);
+// A final latent of params' size to params.width * params.height RGB bytes, row-major; tiled by
+// `tiling` when not null (LatentDecoder::decode).
+Result<std::vector<uint8_t>> decode_to_pixels(LatentDecoder& decoder, std::span<const float> latent,
+                                              const TextToImageParams& params,
+                                              const TilingParams* tiling = nullptr);
 
 }  // namespace kiln::diffusion
