@@ -3,15 +3,20 @@
 // stable-diffusion.cpp's pixels (tests/data/diffusion/sdcpp-loop-refs.txt, loop/cli-defaults) within
 // 1 on at least 99% of them and carries A1111's `parameters` text; the same run decoded by the VAE
 // (--vae, whole and --vae-tiling) against stable-diffusion.cpp's VAE decode of its final latent
-// (sdcpp-vae-refs.txt, vae/cli-defaults*); a .jpg output is a JPEG with the text in its EXIF; bad
+// (sdcpp-vae-refs.txt, vae/cli-defaults*), and by the VAE inside the model's files
+// (first_stage_model.*); a .jpg output is a JPEG with the text in its EXIF; a VAE with a
+// wrong-shaped tensor is an error naming it; bad
 // flags, hostile sizes and flags for what is not built yet are refused with a message and exit code
 // 2 before any work.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "diffusion/sdcpp_refs.h"
@@ -95,6 +100,45 @@ TEST(DiffusionCli, VaeDecodeMatchesStableDiffusionCpp) {
   std::remove(kOut.c_str());
 }
 
+// A copy of the --vae file (at `name` in the build folder) with every `from` in its safetensors header
+// replaced by `to`, the data as it was (offsets count from the data's start).
+std::string write_vae_copy(const std::string& name,
+                           const std::vector<std::pair<std::string, std::string>>& edits) {
+  const std::vector<uint8_t> file = read_file(test_data::path("sd/vae-sd1-f16.safetensors"));
+  uint64_t n = 0;
+  std::memcpy(&n, file.data(), 8);
+  std::string header(file.begin() + 8, file.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+  for (const auto& [from, to] : edits) {
+    for (size_t at = header.find(from); at != std::string::npos; at = header.find(from, at + to.size()))
+      header.replace(at, from.size(), to);
+  }
+  while (header.size() % 8 != 0) header += ' ';
+  const std::string path = std::string(KILN_BINARY_DIR) + "/" + name;
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t m = header.size();
+  out.write(reinterpret_cast<const char*>(&m), 8);
+  out << header;
+  out.write(reinterpret_cast<const char*>(file.data() + 8 + n),
+            static_cast<std::streamsize>(file.size() - 8 - n));
+  return path;
+}
+
+// The VAE inside the model's files (first_stage_model.*) decodes when neither --vae nor --taesd is given.
+TEST(DiffusionCli, TheCheckpointsOwnVaeDecodes) {
+  // As in a single-file checkpoint: the tensors under first_stage_model.
+  const std::string ckpt = write_vae_copy("diffusion_cli_test_ckpt_vae.safetensors",
+                                          {{"\"decoder.", "\"first_stage_model.decoder."},
+                                           {"\"post_quant_conv.", "\"first_stage_model.post_quant_conv."}});
+  std::remove(kOut.c_str());
+  const test::CliResult r =
+      image(" -m " + ckpt + unet_and_clip() + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + kOut);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("VAE decoder"), std::string::npos) << r.out;
+  expect_pixels(kOut, "vae/cli-defaults/pixels");
+  std::remove(kOut.c_str());
+  std::remove(ckpt.c_str());
+}
+
 TEST(DiffusionCli, JpegOutputCarriesTheParametersInExif) {
   const std::string out = std::string(KILN_BINARY_DIR) + "/diffusion_cli_test.jpg";
   std::remove(out.c_str());
@@ -159,6 +203,14 @@ TEST(DiffusionCli, MissingOrWrongModelFilesAreErrors) {
                  "give --vae or --taesd"),
       std::string::npos)
       << r.out;
+  // A VAE with a tensor of the wrong shape (the same bytes): named, nothing run.
+  const std::string bad = write_vae_copy("diffusion_cli_test_bad_vae.safetensors",
+                                         {{"\"shape\":[512,512,3,3],\"data_offsets\":[43056,",
+                                           "\"shape\":[256,1024,3,3],\"data_offsets\":[43056,"}});
+  r = image(unet_and_clip() + " -p x --vae " + bad);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("tensor 'decoder.mid.block_1.conv1.weight' has shape"), std::string::npos) << r.out;
+  std::remove(bad.c_str());
   // TAESD's file as the VAE.
   r = image(unet_and_clip() + " -p x --vae " + test_data::path("sd/taesd-f32.safetensors"));
   EXPECT_EQ(r.exit_code, 1) << r.out;
