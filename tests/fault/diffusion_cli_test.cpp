@@ -5,9 +5,8 @@
 // (--vae, whole and --vae-tiling) against stable-diffusion.cpp's VAE decode of its final latent
 // (sdcpp-vae-refs.txt, vae/cli-defaults*), and by the VAE inside the model's files
 // (first_stage_model.*); a .jpg output is a JPEG with the text in its EXIF; a VAE with a
-// wrong-shaped tensor is an error naming it; bad
-// flags, hostile sizes and flags for what is not built yet are refused with a message and exit code
-// 2 before any work.
+// wrong-shaped tensor is an error naming it; bad flags, hostile sizes and flags for what is not
+// built yet are refused with a message and exit code 2 before any work.
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -5,7 +5,8 @@
 namespace kiln::sd {
 namespace {
 
-constexpr int64_t kLatent = 4, kRgb = 3, kResPerLevel = 3;
+constexpr int64_t kLatent = 4, kRgb = 3;
+constexpr int64_t kDecoderResPerLevel = 3, kEncoderResPerLevel = 2;
 constexpr std::array<int64_t, 4> kMult = {1, 2, 4, 4};
 
 Result<VaeResnet> bind_resnet(const WeightBinder& b, const std::string& p, int64_t c_in, int64_t c_out) {
@@ -60,6 +61,30 @@ Tensor attention(Graph& g, const VaeAttention& a, Tensor x, const std::string& n
   return g.add(o, x, n + "+x");
 }
 
+// x [c, w, h, b] -> [c, w + 1, h + 1, b], zeros in the new last column and row. ref:
+// DownSampleBlock::forward's ggml_ext_pad(x, 1, 1, 0, 0) (a view of x times 0 makes the zeros).
+Tensor pad_end(Graph& g, Tensor x, const std::string& n) {
+  const auto zeros_like_slice = [&](Tensor t, int axis) {
+    const TensorView& v = g.tensor(t).view;
+    Shape ne = v.ne;
+    ne[static_cast<size_t>(axis)] = 1;
+    return g.scale(g.view(t, ne, v.nb, 0, n + ".slice"), 0.0f, n + ".zeros");
+  };
+  x = g.concat(x, zeros_like_slice(x, 1), 1, n + ".pad_w");
+  return g.concat(x, zeros_like_slice(x, 2), 2, n + ".pad_h");
+}
+
+// The base width from `name` (a 4-D conv whose output width is `mult` times it).
+Result<int64_t> base_width(const GgufFile& file, const std::string& name, int64_t mult, bool out) {
+  const GgufTensorInfo* t = file.find_tensor(name);
+  if (t == nullptr || t->n_dims != 4) return make_error("sd vae: no 4-D '", name, "' (an AutoencoderKL's)");
+  const int64_t c = out ? t->ne[3] : t->ne[2];
+  if (c % mult != 0 || c / mult < 32 || c / mult % 32 != 0)
+    return make_error("sd vae: '", name, "' has ", c, " channels, not ", mult,
+                      " times a multiple of 32 (GroupNorm32)");
+  return c / mult;
+}
+
 }  // namespace
 
 Result<VaeDecoderWeights> bind_vae_decoder(const GgufFile& file, const std::string& prefix) {
@@ -68,13 +93,7 @@ Result<VaeDecoderWeights> bind_vae_decoder(const GgufFile& file, const std::stri
   const std::string p = top + "decoder.";
   VaeDecoderWeights w;
   // ref: detect_decoder_ch: conv_in's output width over the last multiplier.
-  const GgufTensorInfo* in = file.find_tensor(p + "conv_in.weight");
-  if (in == nullptr || in->n_dims != 4)
-    return make_error("sd vae decoder: no 4-D '", p, "conv_in.weight' (an AutoencoderKL's decoder)");
-  if (in->ne[3] % kMult.back() != 0 || in->ne[3] / kMult.back() < 32 || in->ne[3] / kMult.back() % 32 != 0)
-    return make_error("sd vae decoder: conv_in's ", in->ne[3],
-                      " output channels are not 4 times a multiple of 32 (GroupNorm32)");
-  w.ch = in->ne[3] / kMult.back();
+  KILN_ASSIGN_OR_RETURN(w.ch, base_width(file, p + "conv_in.weight", kMult.back(), true));
   KILN_ASSIGN_OR_RETURN(w.post_quant_conv, bind_conv2d(b, top + "post_quant_conv", kLatent, kLatent, 1));
   int64_t c = w.ch * kMult.back();
   KILN_ASSIGN_OR_RETURN(w.conv_in, bind_conv2d(b, p + "conv_in", kLatent, c, 3));
@@ -84,7 +103,7 @@ Result<VaeDecoderWeights> bind_vae_decoder(const GgufFile& file, const std::stri
   for (size_t i = kMult.size(); i-- > 0;) {
     VaeDecoderWeights::Level level;
     const std::string up = p + "up." + std::to_string(i);
-    for (int64_t j = 0; j < kResPerLevel; ++j) {
+    for (int64_t j = 0; j < kDecoderResPerLevel; ++j) {
       KILN_ASSIGN_OR_RETURN(VaeResnet r,
                             bind_resnet(b, up + ".block." + std::to_string(j), c, w.ch * kMult[i]));
       level.blocks.push_back(std::move(r));
@@ -116,6 +135,55 @@ Tensor vae_decoder_graph(Graph& g, const VaeDecoderWeights& w, Tensor z) {
   }
   h = g.silu(group_norm32(g, w.norm_out, h, "norm_out"));
   return conv2d(g, w.conv_out, h, "conv_out");
+}
+
+Result<VaeEncoderWeights> bind_vae_encoder(const GgufFile& file, const std::string& prefix) {
+  const WeightBinder b(file, "sd vae encoder");
+  const std::string top = prefix.empty() ? "" : prefix + ".";
+  const std::string p = top + "encoder.";
+  VaeEncoderWeights w;
+  KILN_ASSIGN_OR_RETURN(w.ch, base_width(file, p + "conv_in.weight", 1, true));
+  KILN_ASSIGN_OR_RETURN(w.conv_in, bind_conv2d(b, p + "conv_in", kRgb, w.ch, 3));
+  int64_t c = w.ch;
+  for (size_t i = 0; i < kMult.size(); ++i) {
+    VaeEncoderWeights::Level level;
+    const std::string down = p + "down." + std::to_string(i);
+    for (int64_t j = 0; j < kEncoderResPerLevel; ++j) {
+      KILN_ASSIGN_OR_RETURN(VaeResnet r,
+                            bind_resnet(b, down + ".block." + std::to_string(j), c, w.ch * kMult[i]));
+      level.blocks.push_back(std::move(r));
+      c = w.ch * kMult[i];
+    }
+    if (i + 1 != kMult.size()) {
+      KILN_ASSIGN_OR_RETURN(level.downsample, bind_conv2d(b, down + ".downsample.conv", c, c, 3, 2, 0));
+    }
+    w.levels.push_back(std::move(level));
+  }
+  KILN_ASSIGN_OR_RETURN(w.mid1, bind_resnet(b, p + "mid.block_1", c, c));
+  KILN_ASSIGN_OR_RETURN(w.mid_attn, bind_attention(file, b, p + "mid.attn_1", c));
+  KILN_ASSIGN_OR_RETURN(w.mid2, bind_resnet(b, p + "mid.block_2", c, c));
+  KILN_ASSIGN_OR_RETURN(w.norm_out, bind_norm(b, p + "norm_out", c));
+  KILN_ASSIGN_OR_RETURN(w.conv_out, bind_conv2d(b, p + "conv_out", c, 2 * kLatent, 3));
+  KILN_ASSIGN_OR_RETURN(w.quant_conv, bind_conv2d(b, top + "quant_conv", 2 * kLatent, 2 * kLatent, 1));
+  return w;
+}
+
+Tensor vae_encoder_graph(Graph& g, const VaeEncoderWeights& w, Tensor x) {
+  // ref: Encoder::forward, then AutoEncoderKLModel::encode's quant_conv.
+  Tensor h = conv2d(g, w.conv_in, x, "conv_in");
+  for (size_t l = 0; l < w.levels.size(); ++l) {
+    const std::string n = "down" + std::to_string(l);
+    for (size_t j = 0; j < w.levels[l].blocks.size(); ++j)
+      h = resnet(g, w.levels[l].blocks[j], h, n + ".block" + std::to_string(j));
+    if (w.levels[l].downsample)
+      h = conv2d(g, *w.levels[l].downsample, pad_end(g, h, n + ".pad"), n + ".downsample");
+  }
+  h = resnet(g, w.mid1, h, "mid.block_1");
+  h = attention(g, w.mid_attn, h, "mid.attn_1");
+  h = resnet(g, w.mid2, h, "mid.block_2");
+  h = g.silu(group_norm32(g, w.norm_out, h, "norm_out"));
+  h = conv2d(g, w.conv_out, h, "conv_out");
+  return conv2d(g, w.quant_conv, h, "quant_conv");
 }
 
 }  // namespace kiln::sd
