@@ -1,9 +1,9 @@
-// The SD 1.x VAE encoder on kiln's runtime against stable-diffusion.cpp's AutoEncoderKL::encode
-// (tests/data/diffusion/sdcpp-vae-refs.txt, vae/enc21/moments, from tools/fixtures/mksdcpp_net_refs.sh)
-// on the random-weight VAE tools/fixtures/mksd_vae.py makes: the moments of a 64x64 image; and
-// encode_first_stage's latent arithmetic on moments and noise.
-#include "diffusion/vae_encoder.h"
-
+// The SD 1.x VAE's and TAESD's encoders on kiln's runtime against stable-diffusion.cpp's
+// AutoEncoderKL::encode and TinyImageAutoEncoder's (tests/data/diffusion/sdcpp-vae-refs.txt,
+// vae/enc21/moments, and sdcpp-taesd-refs.txt, taesd/enc21/latent, from
+// tools/fixtures/mksdcpp_net_refs.sh) on the random-weight networks tools/fixtures/mksd_vae.py and
+// mksd_taesd.py make: a 64x64 image's moments and latent; and encode_first_stage's latent
+// arithmetic on moments and noise.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +15,8 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_device.h"
 #include "diffusion/oracle_inputs.h"
+#include "diffusion/taesd_encoder.h"
+#include "diffusion/vae_encoder.h"
 #include "runtime/thread_pool.h"
 #include "sdcpp_refs.h"
 #include "test_data.h"
@@ -27,6 +29,20 @@ namespace {
 // rounding of every conv's input, 26 convs here, over an image of uniform noise).
 constexpr double kTolerance = 1e-3;
 
+// sdcpp_vae_oracle.cpp's image: input(i, 21) mapped to [0, 1], 3 planes of 64 x 64.
+std::vector<float> image() {
+  std::vector<float> v = oracle_inputs::hashed(3 * 64 * 64, 21, 1.0f);
+  for (float& x : v) x = (x + 1.0f) * 0.5f;
+  return v;
+}
+
+std::vector<float> ref_floats(const std::string& key) {
+  const std::vector<uint32_t> bits = test::ref_words(key);
+  std::vector<float> ref(bits.size());
+  std::memcpy(ref.data(), bits.data(), bits.size() * 4);
+  return ref;
+}
+
 TEST(VaeEncoder, MomentsMatchStableDiffusionCpp) {
   CpuDevice device;
   ThreadPool pool{0};
@@ -35,14 +51,9 @@ TEST(VaeEncoder, MomentsMatchStableDiffusionCpp) {
   ASSERT_TRUE(file.ok()) << file.error().message;
   auto enc = VaeEncoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), "", backend);
   ASSERT_TRUE(enc.ok()) << enc.error().message;
-  // sdcpp_vae_oracle.cpp's image: input(i, 21) mapped to [0, 1], 3 planes of 64 x 64.
-  std::vector<float> image = oracle_inputs::hashed(3 * 64 * 64, 21, 1.0f);
-  for (float& v : image) v = (v + 1.0f) * 0.5f;
-  auto moments = (*enc)->moments(image, 64, 64);
+  auto moments = (*enc)->moments(image(), 64, 64);
   ASSERT_TRUE(moments.ok()) << moments.error().message;
-  const std::vector<uint32_t> bits = test::ref_words("vae/enc21/moments");
-  std::vector<float> ref(bits.size());
-  std::memcpy(ref.data(), bits.data(), bits.size() * 4);
+  const std::vector<float> ref = ref_floats("vae/enc21/moments");
   ASSERT_EQ(moments->size(), ref.size());
   const std::span<const float> got(*moments), want(ref);
   const test::RelativeErrors mean = test::relative_errors(got.first(256), want.first(256));
@@ -51,6 +62,29 @@ TEST(VaeEncoder, MomentsMatchStableDiffusionCpp) {
   EXPECT_LE(logvar.l2, kTolerance);
   std::printf("  moments relative error: means %.2e (worst %.2e), log-variances %.2e (worst %.2e)\n", mean.l2,
               mean.max, logvar.l2, logvar.max);
+}
+
+// Measured on an AMD EPYC (Zen 4, AVX-512): 4.3e-4 (the worst value 4.7e-4 of the largest), more
+// than the decoder's 1.9e-5 on latents; F16 rounding of the first conv's input (an image of
+// uniform noise) is the suspect, not traced to one op yet.
+constexpr double kTaesdTolerance = 1e-3;
+
+TEST(TaesdEncoder, LatentMatchesStableDiffusionCpp) {
+  CpuDevice device;
+  ThreadPool pool{0};
+  CpuBackend backend{device, pool};
+  auto file = sd::SdWeightFile::open(test_data::path("sd/taesd-f32.safetensors"));
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto enc = TaesdEncoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)),
+                                  sd::kTaesdEncoderPrefix, backend);
+  ASSERT_TRUE(enc.ok()) << enc.error().message;
+  auto latent = (*enc)->encode(image(), 64, 64);
+  ASSERT_TRUE(latent.ok()) << latent.error().message;
+  const std::vector<float> ref = ref_floats("taesd/enc21/latent");
+  ASSERT_EQ(latent->size(), ref.size());
+  const test::RelativeErrors e = test::relative_errors(*latent, ref);
+  EXPECT_LE(e.l2, kTaesdTolerance);
+  std::printf("  taesd latent relative error %.2e (worst %.2e)\n", e.l2, e.max);
 }
 
 TEST(VaeEncoder, LatentFromMomentsAsEncodeFirstStage) {
