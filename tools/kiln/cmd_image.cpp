@@ -116,7 +116,8 @@ std::string parse_tile_size(const std::string& text, TilingParams& tiling) {
   int64_t w = 0, h = 0;
   const IntRange range = IntRange::between(1, kMaxPlaneSide);
   std::string e = parse_integer(text.substr(0, x), range, &w);
-  if (e.empty()) e = x == std::string::npos ? (h = w, "") : parse_integer(text.substr(x + 1), range, &h);
+  h = w;
+  if (e.empty() && x != std::string::npos) e = parse_integer(text.substr(x + 1), range, &h);
   if (!e.empty()) return e + " (a size N or XxY in latent cells)";
   tiling.tile_size_x = static_cast<int>(w);
   tiling.tile_size_y = static_cast<int>(h);
