@@ -120,6 +120,9 @@ Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, B
   const bool tiny = version.variant == UnetVariant::TinyUnet || version.variant == UnetVariant::Sdxs;
   KILN_ASSIGN_OR_RETURN(m->text_encoder_, ClipTextEncoder::create(clip.file, clip.prefix, backend));
   KILN_ASSIGN_OR_RETURN(m->unet_, UnetModel::create(unet.file, unet.prefix, tiny, backend));
+  m->backend_ = &backend;
+  m->decoder_file_ = decoder.file;
+  m->vae_prefix_ = decoder.prefix;
   if (!paths.taesd.empty()) {
     KILN_ASSIGN_OR_RETURN(m->decoder_, TaesdDecoder::create(decoder.file, decoder.prefix, backend));
     m->decoder_name_ = "TAESD";
@@ -128,6 +131,23 @@ Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, B
     m->decoder_name_ = "VAE";
   }
   return m;
+}
+
+Result<LatentEncoder*> Sd1Models::encoder() {
+  if (encoder_) return encoder_.get();
+  if (std::string_view(decoder_name_) == "TAESD") {
+    if (decoder_file_->gguf().find_tensor(std::string(sd::kTaesdEncoderPrefix) + ".0.weight") == nullptr)
+      return make_error("sd model: the TAESD file has no encoder (", sd::kTaesdEncoderPrefix,
+                        ".*), which image to image needs");
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<TaesdEncoder> e,
+                          TaesdEncoder::create(decoder_file_, sd::kTaesdEncoderPrefix, *backend_));
+    encoder_ = std::make_unique<LatentEncoder>(std::move(e));
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<VaeEncoder> e,
+                          VaeEncoder::create(decoder_file_, vae_prefix_, *backend_));
+    encoder_ = std::make_unique<LatentEncoder>(std::move(e));
+  }
+  return encoder_.get();
 }
 
 }  // namespace kiln::diffusion

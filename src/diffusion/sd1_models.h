@@ -4,9 +4,9 @@
 // for the text encoder, whose tensors may also be a Hugging Face text_model.*), and the decoder of
 // the latent, as stable-diffusion.cpp picks it: TAESD's (--taesd, decoder.layers.*) when given, else
 // the VAE of --vae (decoder.*, or first_stage_model.decoder.*), else the checkpoint's VAE
-// (first_stage_model.*). The version is detected from all the model's tensors
-// (detect_model_version) and described for the user; SD 2.x and SDXL are refused as not supported
-// yet.
+// (first_stage_model.*); for img2img, the encoder beside that decoder (encoder()). The version is detected
+// from all the model's tensors (detect_model_version) and described for the user; SD 2.x and SDXL are refused
+// as not supported yet.
 //
 // Devices: the networks run on `backend`, a host device (see HostNetwork). Ownership: owns the
 // files and the networks; the Backend must outlive the object. Thread-safety: none.
@@ -18,9 +18,11 @@
 #include "core/result.h"
 #include "diffusion/clip_text_encoder.h"
 #include "diffusion/latent_decoder.h"
+#include "diffusion/latent_encoder.h"
 #include "diffusion/model_version.h"
 #include "diffusion/noise_schedule.h"
 #include "diffusion/unet_model.h"
+#include "models/sd/weight_file.h"
 #include "runtime/backend.h"
 
 namespace kiln::diffusion {
@@ -46,6 +48,9 @@ class Sd1Models {
   // TAESD's or the VAE's; decoder_name() says which ("TAESD", "VAE").
   LatentDecoder& decoder() { return *decoder_; }
   const char* decoder_name() const { return decoder_name_; }
+  // The encoder in the decoder's file, loaded on first use (text to image needs none): TAESD's
+  // (encoder.layers.*) or the VAE's. Errors: the file has no encoder, tensors it cannot bind.
+  Result<LatentEncoder*> encoder();
   // SD 1.x's scaled-linear schedule (stable-diffusion.cpp's default for these models).
   const NoiseSchedule& schedule() const { return schedule_; }
 
@@ -57,6 +62,10 @@ class Sd1Models {
   std::unique_ptr<UnetModel> unet_;
   std::unique_ptr<LatentDecoder> decoder_;
   const char* decoder_name_ = "";
+  Backend* backend_ = nullptr;
+  std::shared_ptr<const sd::SdWeightFile> decoder_file_;
+  std::string vae_prefix_;  // the VAE's prefix in decoder_file_; unused for TAESD
+  std::unique_ptr<LatentEncoder> encoder_;
 };
 
 }  // namespace kiln::diffusion

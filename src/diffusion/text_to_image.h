@@ -7,6 +7,9 @@
 //      conditioning at timestep sigma_to_t(sigma) on x * c_in, classifier-free guidance, then the
 //      prediction's scalings (denoise_step.h); the ancestral samplers draw their noise from the same
 //      generator, after the initial noise (sample_latent);
+//   img2img (sample_latent_from_image): the init image encoded once, the generator seeded with the
+//   seed before (encode_init_image; the VAE's sample draws from it), the sigmas cut by the strength
+//   (img2img_sigmas.h) and x = init_latent + noise * sigmas[0] (the noise drawn as in 2);
 //   4. the final latent decoded (TAESD or the VAE) into sd-cli's 8-bit pixels (decode_to_pixels).
 // Latents are stable-diffusion.cpp's [w, h, c] planes: 4 planes of (width / 8) * (height / 8) floats.
 //
@@ -23,6 +26,7 @@
 #include "core/result.h"
 #include "diffusion/clip_text_encoder.h"
 #include "diffusion/latent_decoder.h"
+#include "diffusion/latent_encoder.h"
 #include "diffusion/noise_rng.h"
 #include "diffusion/noise_schedule.h"
 #include "diffusion/prediction.h"
@@ -86,6 +90,26 @@ Result<std::vector<float>> sample_latent(const UnetFn& unet, const NoiseSchedule
 Result<std::vector<float>> sample_latent(UnetModel& unet, const NoiseSchedule& schedule,
                                          const Conditioning& conditioning, const TextToImageParams& params,
                                          int batch_index, const StepObserver& observer = {});
+
+// img2img: the final latent of image `batch_index` started from `init_latent` (a latent of params'
+// size, encode_init_image's) with the schedule cut by `strength` in [0, 1] (img2img_sigmas.h). Errors
+// as sample_latent's, a strength out of range, an init latent of another size.
+Result<std::vector<float>> sample_latent_from_image(const UnetFn& unet, const NoiseSchedule& schedule,
+                                                    const Conditioning& conditioning,
+                                                    const TextToImageParams& params,
+                                                    std::span<const float> init_latent, float strength,
+                                                    int batch_index, const StepObserver& observer = {});
+Result<std::vector<float>> sample_latent_from_image(UnetModel& unet, const NoiseSchedule& schedule,
+                                                    const Conditioning& conditioning,
+                                                    const TextToImageParams& params,
+                                                    std::span<const float> init_latent, float strength,
+                                                    int batch_index, const StepObserver& observer = {});
+
+// img2img's init latent: `pixels` (params.width * params.height RGB bytes, row-major) as [0, 1]
+// planes through `encoder`, its generator seeded with params.seed (once for a batch, as
+// generate_image encodes before the per-image seeds).
+Result<std::vector<float>> encode_init_image(LatentEncoder& encoder, std::span<const uint8_t> pixels,
+                                             const TextToImageParams& params);
 
 // A final latent of params' size to params.width * params.height RGB bytes, row-major; tiled by
 // `tiling` when not null (LatentDecoder::decode).

@@ -4,8 +4,9 @@
 // 1 on at least 99% of them and carries A1111's `parameters` text; the same run decoded by the VAE
 // (--vae, whole and --vae-tiling) against stable-diffusion.cpp's VAE decode of its final latent
 // (sdcpp-vae-refs.txt, vae/cli-defaults*), and by the VAE inside the model's files
-// (first_stage_model.*); a .jpg output is a JPEG with the text in its EXIF; a VAE with a
-// wrong-shaped tensor is an error naming it; bad flags, hostile sizes and flags for what is not
+// (first_stage_model.*); image to image from -i against stable-diffusion.cpp's img2img
+// (sdcpp-img2img-refs.txt, img2img/taesd-euler_a-0.75); a .jpg output is a JPEG with the text in its EXIF; a
+// VAE with a wrong-shaped tensor is an error naming it; bad flags, hostile sizes and flags for what is not
 // built yet are refused with a message and exit code 2 before any work.
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 
 #include "diffusion/sdcpp_refs.h"
 #include "image/decode.h"
+#include "image/png_encode.h"
 #include "shell_command.h"
 #include "test_data.h"
 
@@ -159,6 +161,40 @@ TEST(DiffusionCli, JpegOutputCarriesTheParametersInExif) {
   std::remove(out.c_str());
 }
 
+// sdcpp_loop_oracle.cpp's img2img init image (init_pixel()) written as a PNG at `path`.
+void write_init_png(const std::string& path) {
+  RgbImage img;
+  img.width = img.height = 64;
+  img.pixels.resize(64 * 64 * 3);
+  for (int y = 0; y < 64; ++y)
+    for (int x = 0; x < 64; ++x)
+      for (int c = 0; c < 3; ++c)
+        img.pixels[(static_cast<size_t>(y) * 64 + x) * 3 + c] =
+            static_cast<uint8_t>((x * 4 + y * (2 + c) + 37 * c + (x * y) % 17 * 3) & 0xff);
+  auto png = encode_png(img, {});
+  ASSERT_TRUE(png.ok()) << png.error().message;
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(png->data()), static_cast<std::streamsize>(png->size()));
+}
+
+// kiln image -i: the init image's size when -W and -H are left out, sd-cli's euler_a and strength
+// 0.75, TAESD's encoder; another size than -W x -H is refused.
+TEST(DiffusionCli, ImageToImageMatchesStableDiffusionCpp) {
+  const std::string init = std::string(KILN_BINARY_DIR) + "/diffusion_cli_init.png";
+  write_init_png(init);
+  std::remove(kOut.c_str());
+  test::CliResult r = image(model_flags() + " -p 'a (cat:1.2) on a [red] sofa' -n 'blurry, low quality'" +
+                            " --steps 4 -t 2 -i " + init + " -o " + kOut);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("euler_a sampler, discrete scheduler, 4 steps, 64x64"), std::string::npos) << r.out;
+  expect_pixels(kOut, "img2img/taesd-euler_a-0.75/pixels");
+  r = image(model_flags() + " -p x -W 128 -H 128 -i " + init);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("the image is 64x64, not the 128x128 asked"), std::string::npos) << r.out;
+  std::remove(init.c_str());
+  std::remove(kOut.c_str());
+}
+
 TEST(DiffusionCli, BadFlagsAreRefusedBeforeAnyWork) {
   const struct {
     std::string args, message;
@@ -173,8 +209,10 @@ TEST(DiffusionCli, BadFlagsAreRefusedBeforeAnyWork) {
       {" -p x --vae-tile-size 0", "must be in 1..8192"},
       {" -p x --vae-tile-size 4xq", "'q' is not an integer"},
       {" -p x --vae-tile-overlap 0.9", "--vae-tile-overlap"},
-      {" -p x -i in.png", "image to image (-i/--init-img) is not supported yet"},
-      {" -p x --strength 0.5", "image to image (--strength) is not supported yet"},
+      {" -p x --strength 1.5", "--strength"},
+      {" -p x --strength 0.5", "--strength is for image to image: give the init image with -i"},
+      {" -p x -i no-such-image.png", "no-such-image.png"},
+      {" -p x -i " + test_data::path("sd/taesd-f32.safetensors"), "taesd-f32.safetensors: "},
       {" -p x --clip_g g.safetensors", "SDXL (--clip_g) is not supported yet"},
       {" -p x --device sim0", "other devices are not supported yet"},
       {" -p x -o out.webp", "only PNG (.png) and JPEG (.jpg, .jpeg) output"},

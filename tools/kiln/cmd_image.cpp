@@ -1,8 +1,10 @@
-// `kiln image`: text to image with an SD 1.x model, as stable-diffusion.cpp's sd-cli makes it (its
-// flags and, for a flag left out, its defaults), written as PNG with A1111's `parameters` text or, by
-// the output's name, as JPEG with them in its EXIF UserComment.
+// `kiln image`: text to image, or image to image from -i/--init-img, with an SD 1.x model, as
+// stable-diffusion.cpp's sd-cli makes it (its flags and, for a flag left out, its defaults), written as PNG
+// with A1111's `parameters` text or, by the output's name, as JPEG with them in its EXIF UserComment.
 //   kiln image -m MODEL.safetensors [--vae VAE | --taesd TAESD] -p PROMPT [options]
-// Flags for what is not built yet (img2img, other model families, other devices)
+// An init image sets the size when -W and -H are left out, as sd-cli takes it; one of another size
+// than -W x -H is refused (sd-cli resizes it; kiln does not yet).
+// Flags for what is not built yet (other model families, other devices)
 // are refused with "not supported yet" rather than ignored.
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #include "diffusion/sampling_defaults.h"
 #include "diffusion/sd1_models.h"
 #include "diffusion/text_to_image.h"
+#include "image/decode.h"
 #include "image/jpeg_encode.h"
 #include "image/png_encode.h"
 #include "llm/cpu_engine.h"
@@ -45,8 +48,6 @@ struct Unsupported {
 };
 const Unsupported kUnsupported[] = {
     {{"--clip_g"}, "FILE", "SDXL (--clip_g) is not supported yet"},
-    {{"-i", "--init-img"}, "FILE", "image to image (-i/--init-img) is not supported yet"},
-    {{"--strength"}, "X", "image to image (--strength) is not supported yet"},
 };
 
 // The progress of the denoising steps: a line redrawn in place on a terminal, nothing otherwise.
@@ -110,6 +111,27 @@ Status write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   return ok_status();
 }
 
+// sd-cli's --strength default, and the flag left out.
+constexpr float kDefaultStrength = 0.75f;
+constexpr float kStrengthNotGiven = -1.0f;
+
+// -W / -H left out.
+constexpr int64_t kNotGiven = -1;
+
+// The init image of -i at `path`, decoded (PNG or JPEG); `width` and `height` the sizes given
+// (kNotGiven: not given), which it must have. Errors: a file that cannot be read or decoded, another size.
+Result<RgbImage> load_init_image(const std::string& path, int64_t width, int64_t height) {
+  KILN_ASSIGN_OR_RETURN(const std::string bytes, read_text_file(path));
+  auto image = decode_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  if (!image.ok()) return make_error("-i ", path, ": ", image.error().message);
+  const int64_t w = width != kNotGiven ? width : image->width;
+  const int64_t h = height != kNotGiven ? height : image->height;
+  if (image->width != w || image->height != h)
+    return make_error("-i ", path, ": the image is ", image->width, "x", image->height, ", not the ", w, "x",
+                      h, " asked (resizing it is not supported yet; leave out -W and -H to take its size)");
+  return image;
+}
+
 // --vae-tile-size N or XxY (latent cells, as sd-cli's): the sizes into `tiling`, or the error.
 std::string parse_tile_size(const std::string& text, TilingParams& tiling) {
   const size_t x = text.find('x');
@@ -128,9 +150,12 @@ int run_image(int argc, char** argv) {
   Sd1ModelPaths paths;
   TextToImageParams params;
   std::string sampler_arg, scheduler_arg, rng_arg, prediction_arg, device = "cpu", out = "output.png";
-  int32_t width = 512, height = 512, steps = kDefaultSteps, batch = 1, clip_skip = -1, n_threads = 0;
+  int64_t width = kNotGiven, height = kNotGiven;
+  int32_t steps = kDefaultSteps, batch = 1, clip_skip = -1, n_threads = 0;
   int64_t seed = 42;
   float cfg_scale = kDefaultCfgScale;
+  std::string init_img;
+  float strength = kStrengthNotGiven;
   std::string unsupported;  // the first not-yet-supported flag's message
   bool vae_tiling = false;
   TilingParams tiling;
@@ -140,7 +165,8 @@ int run_image(int argc, char** argv) {
       "kiln image (-m MODEL | --diffusion-model UNET --clip_l CLIP) [--vae VAE | --taesd TAESD] -p PROMPT "
       "[options]");
   p.description(
-      "Text to image with a Stable Diffusion 1.x model, as stable-diffusion.cpp's sd-cli makes it (the same "
+      "Text to image, or image to image from -i, with a Stable Diffusion 1.x model, as "
+      "stable-diffusion.cpp's sd-cli makes it (the same "
       "flags "
       "and defaults, the same pixels for the same seed), decoded by the VAE or TAESD and written as PNG or "
       "JPEG with A1111's parameters.");
@@ -162,8 +188,15 @@ int run_image(int argc, char** argv) {
           "the prompt, with A1111's (word:1.2) and [word] emphasis");
   p.value({"-n", "--negative-prompt"}, &params.negative_prompt, "TEXT",
           "the negative prompt (default: none)");
-  p.value({"-W", "--width"}, &width, "N", "image width in pixels, a multiple of 64 (default: 512)");
-  p.value({"-H", "--height"}, &height, "N", "image height in pixels, a multiple of 64 (default: 512)");
+  p.value({"-W", "--width"}, &width, "N",
+          "image width in pixels, a multiple of 64 (default: the init image's, else 512)");
+  p.value({"-H", "--height"}, &height, "N",
+          "image height in pixels, a multiple of 64 (default: the init image's, else 512)");
+  p.path({"-i", "--init-img"}, &init_img, "FILE",
+         "image to image: start from this PNG or JPEG (of -W x -H when they are given)");
+  p.value({"--strength"}, &strength, "X",
+          "image to image: how much of the init image is re-noised, 0 to 1 (default: 0.75)",
+          FloatRange::between(0.0, 1.0));
   p.value({"--steps"}, &steps, "N", "sampling steps (default: 20)");
   p.value({"--cfg-scale"}, &cfg_scale, "X",
           "classifier-free guidance scale (default: 7.0; 1: no negative pass)");
@@ -203,8 +236,19 @@ int run_image(int argc, char** argv) {
   const std::optional<OutputFormat> format = output_format(out);
   if (!format)
     return fail(kCommand, "-o " + out + ": only PNG (.png) and JPEG (.jpg, .jpeg) output are supported", 2);
-  params.width = width;
-  params.height = height;
+  if (init_img.empty() && strength != kStrengthNotGiven)
+    return fail(kCommand, "--strength is for image to image: give the init image with -i", 2);
+  std::optional<RgbImage> init_image;
+  if (!init_img.empty()) {
+    auto loaded = load_init_image(init_img, width, height);
+    if (!loaded.ok()) return fail(kCommand, loaded.error().message, 2);
+    init_image = std::move(*loaded);
+    if (strength == kStrengthNotGiven) strength = kDefaultStrength;
+    width = init_image->width;
+    height = init_image->height;
+  }
+  params.width = width != kNotGiven ? width : 512;
+  params.height = height != kNotGiven ? height : 512;
   params.steps = steps;
   params.cfg_scale = cfg_scale;
   params.sampler = default_sampler(ModelFamily::Sd1);
@@ -258,10 +302,22 @@ int run_image(int argc, char** argv) {
   const StepObserver observe = [&progress](int step, int n, std::span<const float>) {
     progress.step(step, n);
   };
+  std::vector<float> init_latent;
+  if (init_image) {
+    auto encoder = (*models)->encoder();
+    if (!encoder.ok()) return fail(kCommand, encoder.error().message);
+    auto latent = encode_init_image(**encoder, init_image->pixels, params);
+    if (!latent.ok()) return fail(kCommand, latent.error().message);
+    init_latent = std::move(*latent);
+  }
   const ParameterFiles files{paths.model, paths.clip_l, paths.diffusion_model};
   for (int b = 0; b < batch; ++b) {
     progress.begin(b, batch);
-    auto latent = sample_latent((*models)->unet(), (*models)->schedule(), *conditioning, params, b, observe);
+    auto latent =
+        init_image
+            ? sample_latent_from_image((*models)->unet(), (*models)->schedule(), *conditioning, params,
+                                       init_latent, strength, b, observe)
+            : sample_latent((*models)->unet(), (*models)->schedule(), *conditioning, params, b, observe);
     progress.end();
     if (!latent.ok()) return fail(kCommand, latent.error().message);
     auto pixels = decode_to_pixels(decoder, *latent, params, vae_tiling ? &tiling : nullptr);
@@ -290,4 +346,5 @@ int run_image(int argc, char** argv) {
 }  // namespace
 }  // namespace kiln::cli
 
-KILN_COMMAND(image, "text to image with a Stable Diffusion 1.x model (sd-cli's flags)", kiln::cli::run_image);
+KILN_COMMAND(image, "text or image to image with a Stable Diffusion 1.x model (sd-cli's flags)",
+             kiln::cli::run_image);
