@@ -1,4 +1,5 @@
-// The text-to-image loop for SD 1.x as stable-diffusion.cpp's generate_image runs it, in its order:
+// The text-to-image and img2img loop for SD 1.x as stable-diffusion.cpp's generate_image runs it, in
+// its order:
 //   1. the conditioning: the prompt's (encode_prompt) and, when cfg_scale != 1, the negative
 //      prompt's, computed once for a batch (encode_conditioning);
 //   2. per image b of a batch: the generator seeded with seed + b, the initial noise drawn from it
@@ -7,10 +8,10 @@
 //      conditioning at timestep sigma_to_t(sigma) on x * c_in, classifier-free guidance, then the
 //      prediction's scalings (denoise_step.h); the ancestral samplers draw their noise from the same
 //      generator, after the initial noise (sample_latent);
-//   img2img (sample_latent_from_image): the init image encoded once, the generator seeded with the
-//   seed before (encode_init_image; the VAE's sample draws from it), the sigmas cut by the strength
-//   (img2img_sigmas.h) and x = init_latent + noise * sigmas[0] (the noise drawn as in 2);
 //   4. the final latent decoded (TAESD or the VAE) into sd-cli's 8-bit pixels (decode_to_pixels).
+// img2img (sample_latent_from_image): before 1, the init image encoded once for a batch with the
+// generator seeded with the seed (encode_init_image; the VAE's sample draws from it); in 2, x =
+// init_latent + noise * sigmas[0]; in 3, the sigmas cut by the strength (img2img_sigmas.h).
 // Latents are stable-diffusion.cpp's [w, h, c] planes: 4 planes of (width / 8) * (height / 8) floats.
 //
 // Ownership: borrows the networks for the call. Thread-safety: none (the networks run one graph at a
