@@ -5,9 +5,12 @@
 #include <string_view>
 #include <vector>
 
+#include "diffusion/taesd_decoder.h"
+#include "diffusion/vae_decoder.h"
 #include "models/sd/clip_text.h"
 #include "models/sd/taesd.h"
 #include "models/sd/unet.h"
+#include "models/sd/vae.h"
 #include "models/sd/weight_file.h"
 
 namespace kiln::diffusion {
@@ -35,6 +38,8 @@ constexpr std::array<std::string_view, 2> kClipPrefixes = {sd::kSd1TextPrefix, "
 constexpr std::string_view kClipProbe = "embeddings.token_embedding.weight";
 constexpr std::array<std::string_view, 1> kTaesdPrefixes = {sd::kTaesdDecoderPrefix};
 constexpr std::string_view kTaesdProbe = "0.weight";
+constexpr std::array<std::string_view, 1> kVaePrefixes = {sd::kSdVaePrefix};
+constexpr std::string_view kVaeProbe = "decoder.conv_in.weight";
 
 // A file holding one part under one of `prefixes`: the file and the prefix.
 struct Part {
@@ -53,6 +58,25 @@ Result<Part> find_part(std::span<const File> files, std::span<const std::string_
   for (std::string_view p : prefixes)
     names += (names.empty() ? "" : " or ") + std::string(p) + "." + std::string(probe);
   return make_error("sd model: no ", what, " in the files given (looked for ", names, ")");
+}
+
+// The latent's decoder as stable-diffusion.cpp picks it (see the header): TAESD's in --taesd, else
+// the VAE in --vae (its names bare or under first_stage_model), else the checkpoint's VAE.
+Result<Part> find_decoder(const Sd1ModelPaths& paths, std::span<const File> model_files) {
+  if (!paths.taesd.empty()) {
+    KILN_ASSIGN_OR_RETURN(File f, open_file(paths.taesd));
+    const File files[] = {f};
+    return find_part(files, kTaesdPrefixes, kTaesdProbe, "TAESD decoder");
+  }
+  if (!paths.vae.empty()) {
+    KILN_ASSIGN_OR_RETURN(File f, open_file(paths.vae));
+    if (f->gguf().find_tensor(std::string(kVaeProbe)) != nullptr) return Part{f, ""};
+    const File files[] = {f};
+    return find_part(files, kVaePrefixes, kVaeProbe, "VAE decoder in --vae");
+  }
+  auto part = find_part(model_files, kVaePrefixes, kVaeProbe, "VAE decoder");
+  if (!part.ok()) return make_error(part.error().message, "; give --vae or --taesd");
+  return part;
 }
 
 // Every tensor of `files` with its PyTorch-order shape, for detect_model_version.
@@ -82,8 +106,6 @@ Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, B
   }
   if (files.empty())
     return make_error("sd model: no model file (give -m, or --diffusion-model and --clip_l)");
-  if (paths.taesd.empty())
-    return make_error("sd model: decoding needs --taesd (the VAE decoder is not supported yet)");
   KILN_ASSIGN_OR_RETURN(const ModelVersion version, detect(files));
   if (version.family != ModelFamily::Sd1)
     return make_error("sd model: detected ", describe(version), ", which is not supported yet (SD 1.x only)");
@@ -91,18 +113,41 @@ Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, B
     return make_error("sd model: detected ", describe(version), ", which is not supported yet");
   KILN_ASSIGN_OR_RETURN(const Part unet, find_part(files, kUnetPrefixes, kUnetProbe, "UNet"));
   KILN_ASSIGN_OR_RETURN(const Part clip, find_part(files, kClipPrefixes, kClipProbe, "CLIP-L text encoder"));
-  KILN_ASSIGN_OR_RETURN(File taesd_file, open_file(paths.taesd));
-  const File taesd_files[] = {taesd_file};
-  KILN_ASSIGN_OR_RETURN(const Part taesd,
-                        find_part(taesd_files, kTaesdPrefixes, kTaesdProbe, "TAESD decoder"));
+  KILN_ASSIGN_OR_RETURN(const Part decoder, find_decoder(paths, files));
 
   std::unique_ptr<Sd1Models> m(new Sd1Models());
   m->version_ = version;
   const bool tiny = version.variant == UnetVariant::TinyUnet || version.variant == UnetVariant::Sdxs;
   KILN_ASSIGN_OR_RETURN(m->text_encoder_, ClipTextEncoder::create(clip.file, clip.prefix, backend));
   KILN_ASSIGN_OR_RETURN(m->unet_, UnetModel::create(unet.file, unet.prefix, tiny, backend));
-  KILN_ASSIGN_OR_RETURN(m->taesd_, TaesdDecoder::create(taesd.file, taesd.prefix, backend));
+  m->backend_ = &backend;
+  m->decoder_file_ = decoder.file;
+  m->vae_prefix_ = decoder.prefix;
+  if (!paths.taesd.empty()) {
+    KILN_ASSIGN_OR_RETURN(m->decoder_, TaesdDecoder::create(decoder.file, decoder.prefix, backend));
+    m->decoder_name_ = "TAESD";
+  } else {
+    KILN_ASSIGN_OR_RETURN(m->decoder_, VaeDecoder::create(decoder.file, decoder.prefix, backend));
+    m->decoder_name_ = "VAE";
+  }
   return m;
+}
+
+Result<LatentEncoder*> Sd1Models::encoder() {
+  if (encoder_) return encoder_.get();
+  if (std::string_view(decoder_name_) == "TAESD") {
+    if (decoder_file_->gguf().find_tensor(std::string(sd::kTaesdEncoderPrefix) + ".0.weight") == nullptr)
+      return make_error("sd model: the TAESD file has no encoder (", sd::kTaesdEncoderPrefix,
+                        ".*), which image to image needs");
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<TaesdEncoder> e,
+                          TaesdEncoder::create(decoder_file_, sd::kTaesdEncoderPrefix, *backend_));
+    encoder_ = std::make_unique<LatentEncoder>(std::move(e));
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<VaeEncoder> e,
+                          VaeEncoder::create(decoder_file_, vae_prefix_, *backend_));
+    encoder_ = std::make_unique<LatentEncoder>(std::move(e));
+  }
+  return encoder_.get();
 }
 
 }  // namespace kiln::diffusion

@@ -1,10 +1,12 @@
 // Sd1Models: the networks of an SD 1.x text-to-image run, opened from the files sd-cli takes: a
 // single-file checkpoint (-m: the UNet under model.diffusion_model, CLIP-L under
 // cond_stage_model.transformer.text_model) or its parts (--diffusion-model for the UNet, --clip_l
-// for the text encoder, whose tensors may also be a Hugging Face text_model.*), and TAESD's decoder
-// (--taesd, decoder.layers.*). The version is detected from all the model's tensors
-// (detect_model_version) and described for the user; SD 2.x and SDXL are refused as not supported
-// yet, as is a model without TAESD (the VAE is not built yet).
+// for the text encoder, whose tensors may also be a Hugging Face text_model.*), and the decoder of
+// the latent, as stable-diffusion.cpp picks it: TAESD's (--taesd, decoder.layers.*) when given, else
+// the VAE of --vae (decoder.*, or first_stage_model.decoder.*), else the checkpoint's VAE
+// (first_stage_model.*); for img2img, the encoder beside that decoder (encoder()). The version is detected
+// from all the model's tensors (detect_model_version) and described for the user; SD 2.x and SDXL are refused
+// as not supported yet.
 //
 // Devices: the networks run on `backend`, a host device (see HostNetwork). Ownership: owns the
 // files and the networks; the Backend must outlive the object. Thread-safety: none.
@@ -15,10 +17,12 @@
 
 #include "core/result.h"
 #include "diffusion/clip_text_encoder.h"
+#include "diffusion/latent_decoder.h"
+#include "diffusion/latent_encoder.h"
 #include "diffusion/model_version.h"
 #include "diffusion/noise_schedule.h"
-#include "diffusion/taesd_decoder.h"
 #include "diffusion/unet_model.h"
+#include "models/sd/weight_file.h"
 #include "runtime/backend.h"
 
 namespace kiln::diffusion {
@@ -29,18 +33,24 @@ struct Sd1ModelPaths {
   std::string diffusion_model;  // --diffusion-model
   std::string clip_l;           // --clip_l
   std::string taesd;            // --taesd
+  std::string vae;              // --vae
 };
 
 class Sd1Models {
  public:
   // Errors: a file that does not open (sd::SdWeightFile's messages), no UNet or no text encoder
-  // among the files, a version other than SD 1.x, no TAESD, tensors the networks cannot bind.
+  // among the files, a version other than SD 1.x, no decoder, tensors the networks cannot bind.
   static Result<std::unique_ptr<Sd1Models>> open(const Sd1ModelPaths& paths, Backend& backend);
 
   ModelVersion version() const { return version_; }
   ClipTextEncoder& text_encoder() { return *text_encoder_; }
   UnetModel& unet() { return *unet_; }
-  TaesdDecoder& taesd() { return *taesd_; }
+  // TAESD's or the VAE's; decoder_name() says which ("TAESD", "VAE").
+  LatentDecoder& decoder() { return *decoder_; }
+  const char* decoder_name() const { return decoder_name_; }
+  // The encoder in the decoder's file, loaded on first use (text to image needs none): TAESD's
+  // (encoder.layers.*) or the VAE's. Errors: the file has no encoder, tensors it cannot bind.
+  Result<LatentEncoder*> encoder();
   // SD 1.x's scaled-linear schedule (stable-diffusion.cpp's default for these models).
   const NoiseSchedule& schedule() const { return schedule_; }
 
@@ -50,7 +60,12 @@ class Sd1Models {
   NoiseSchedule schedule_;
   std::unique_ptr<ClipTextEncoder> text_encoder_;
   std::unique_ptr<UnetModel> unet_;
-  std::unique_ptr<TaesdDecoder> taesd_;
+  std::unique_ptr<LatentDecoder> decoder_;
+  const char* decoder_name_ = "";
+  Backend* backend_ = nullptr;
+  std::shared_ptr<const sd::SdWeightFile> decoder_file_;
+  std::string vae_prefix_;  // the VAE's prefix in decoder_file_; unused for TAESD
+  std::unique_ptr<LatentEncoder> encoder_;
 };
 
 }  // namespace kiln::diffusion

@@ -1,7 +1,6 @@
 // TaesdDecoder: TAESD's decoder (models/sd/taesd.h) run over kiln's runtime: a latent in, the RGB
-// image out as stable-diffusion.cpp's TinyImageAutoEncoder::decode gives it (about [0, 1]), and
-// the 8-bit pixels sd-cli writes of it. Latents and images are in stable-diffusion.cpp's memory
-// order ([w, h, c] planes); the graph turns them into its channel-innermost grids and back.
+// image out as stable-diffusion.cpp's TinyImageAutoEncoder::decode gives it (about [0, 1]).
+// Latents and images are in stable-diffusion.cpp's memory order ([w, h, c] planes; plane_graph.h).
 //
 // Devices: host devices only for now (the graph reads the weights in place in the file's memory).
 // Memory: the arena is the caller's or, when null, the decoder's own. Ownership: shares the weight
@@ -17,6 +16,8 @@
 
 #include "core/result.h"
 #include "diffusion/host_network.h"
+#include "diffusion/latent_decoder.h"
+#include "diffusion/plane_graph.h"
 #include "models/sd/taesd.h"
 #include "models/sd/weight_file.h"
 #include "runtime/backend.h"
@@ -24,27 +25,27 @@
 
 namespace kiln::diffusion {
 
-class TaesdDecoder {
+class TaesdDecoder : public LatentDecoder {
  public:
   // Binds the decoder under `prefix` (sd::kTaesdDecoderPrefix for a taesd.safetensors file).
   static Result<std::unique_ptr<TaesdDecoder>> create(std::shared_ptr<const sd::SdWeightFile> file,
                                                       const std::string& prefix, Backend& backend,
                                                       ComputeArena* arena = nullptr);
 
-  // z: 4 planes of width * height floats (each side in [1, 2048]). Returns 3 planes of
-  // 8 width * 8 height floats.
-  Result<std::vector<float>> decode(std::span<const float> z, int64_t width, int64_t height);
+  // LatentDecoder's: TAESD decodes the diffusion's latent unscaled, to about [0, 1].
+  Result<std::vector<float>> decode_raw(std::span<const float> z, int64_t width, int64_t height) override;
+  Result<size_t> graph_bytes(int64_t width, int64_t height) override;
+
+ protected:
+  float latent_scale() const override { return 1.0f; }
+  bool signed_output() const override { return false; }
 
  private:
+  GridBody body() const;
   explicit TaesdDecoder(HostNetwork net) : net_(std::move(net)) {}
   HostNetwork net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::TaesdDecoderWeights weights_;
 };
-
-// planes: exactly 3 planes of width * height floats (asserted) -> width * height RGB bytes, row-major, each value
-// 0 at or below 0, 255 at or above 1, else value * 255 + 0.5 truncated (sd-cli's
-// preprocessing_float_to_u8).
-std::vector<uint8_t> rgb_planes_to_pixels(std::span<const float> planes, int64_t width, int64_t height);
 
 }  // namespace kiln::diffusion

@@ -6,6 +6,7 @@
 
 #include "diffusion/clip_tokenizer.h"
 #include "diffusion/denoise_step.h"
+#include "diffusion/img2img_sigmas.h"
 
 namespace kiln::diffusion {
 namespace {
@@ -50,26 +51,27 @@ Result<Conditioning> encode_conditioning(ClipTextEncoder& encoder, const TextToI
   return c;
 }
 
-Result<std::vector<float>> sample_latent(const UnetFn& unet, const NoiseSchedule& schedule,
-                                         const Conditioning& conditioning, const TextToImageParams& params,
-                                         int batch_index, const StepObserver& observer) {
-  KILN_TRY(validate(params));
-  KILN_ASSIGN_OR_RETURN(const std::vector<float> sigmas,
-                        make_sigmas(params.scheduler, params.steps, schedule, ModelFamily::Sd1));
-  const int64_t w = params.width / kLatentScale, h = params.height / kLatentScale;
-  const size_t n = static_cast<size_t>(kLatentChannels * w * h);
+namespace {
 
+// The sampler over `sigmas` from x = init_latent + noise * sigmas[0], the noise the first draw of the
+// generator seeded with seed + batch_index (params validated, init_latent of params' size).
+Result<std::vector<float>> sample_from(const UnetFn& unet, const NoiseSchedule& schedule,
+                                       const Conditioning& conditioning, const TextToImageParams& params,
+                                       std::span<const float> sigmas, std::span<const float> init_latent,
+                                       int batch_index, const StepObserver& observer) {
+  const size_t n = init_latent.size();
+  const int steps = static_cast<int>(sigmas.size()) - 1;
   std::unique_ptr<NoiseRng> rng = make_noise_rng(params.rng);
   rng->seed(static_cast<uint64_t>(params.seed + batch_index));
   std::vector<float> noise(n), x(n);
   rng->randn(noise);
-  add_noise(std::vector<float>(n, 0.0f), noise, sigmas[0], x);
+  add_noise(init_latent, noise, sigmas[0], x);
 
   std::vector<float> unet_input(n), guided(n);
   const DenoiseFn denoise = [&](std::span<const float> xs, float sigma, std::span<float> denoised) -> Status {
     const Scalings s = scalings_for(params.prediction, sigma);
     scale_model_input(xs, s.c_in, unet_input);
-    if (observer) observer(std::min(sigma_index(sigmas, sigma) + 1, params.steps), params.steps, unet_input);
+    if (observer) observer(std::min(sigma_index(sigmas, sigma) + 1, steps), steps, unet_input);
     const float t = schedule.sigma_to_t(sigma);
     KILN_ASSIGN_OR_RETURN(std::vector<float> out, unet(unet_input, t, conditioning.cond));
     if (!conditioning.uncond.empty()) {
@@ -84,20 +86,80 @@ Result<std::vector<float>> sample_latent(const UnetFn& unet, const NoiseSchedule
   return x;
 }
 
+size_t latent_size(const TextToImageParams& params) {
+  return static_cast<size_t>(kLatentChannels * (params.width / kLatentScale) *
+                             (params.height / kLatentScale));
+}
+
+UnetFn unet_fn(UnetModel& unet, const TextToImageParams& params) {
+  const int64_t w = params.width / kLatentScale, h = params.height / kLatentScale;
+  return [&unet, w, h](std::span<const float> x, float t, std::span<const float> context) {
+    return unet.eval(x, w, h, t, context);
+  };
+}
+
+}  // namespace
+
+Result<std::vector<float>> sample_latent(const UnetFn& unet, const NoiseSchedule& schedule,
+                                         const Conditioning& conditioning, const TextToImageParams& params,
+                                         int batch_index, const StepObserver& observer) {
+  KILN_TRY(validate(params));
+  KILN_ASSIGN_OR_RETURN(const std::vector<float> sigmas,
+                        make_sigmas(params.scheduler, params.steps, schedule, ModelFamily::Sd1));
+  const std::vector<float> zeros(latent_size(params), 0.0f);
+  return sample_from(unet, schedule, conditioning, params, sigmas, zeros, batch_index, observer);
+}
+
 Result<std::vector<float>> sample_latent(UnetModel& unet, const NoiseSchedule& schedule,
                                          const Conditioning& conditioning, const TextToImageParams& params,
                                          int batch_index, const StepObserver& observer) {
-  const int64_t w = params.width / kLatentScale, h = params.height / kLatentScale;
-  const UnetFn eval = [&unet, w, h](std::span<const float> x, float t, std::span<const float> context) {
-    return unet.eval(x, w, h, t, context);
-  };
-  return sample_latent(eval, schedule, conditioning, params, batch_index, observer);
+  return sample_latent(unet_fn(unet, params), schedule, conditioning, params, batch_index, observer);
 }
 
-Result<std::vector<uint8_t>> decode_to_pixels(TaesdDecoder& decoder, std::span<const float> latent,
-                                              const TextToImageParams& params) {
-  KILN_ASSIGN_OR_RETURN(const std::vector<float> planes,
-                        decoder.decode(latent, params.width / kLatentScale, params.height / kLatentScale));
+Result<std::vector<float>> sample_latent_from_image(const UnetFn& unet, const NoiseSchedule& schedule,
+                                                    const Conditioning& conditioning,
+                                                    const TextToImageParams& params,
+                                                    std::span<const float> init_latent, float strength,
+                                                    int batch_index, const StepObserver& observer) {
+  KILN_TRY(validate(params));
+  if (init_latent.size() != latent_size(params))
+    return make_error("image to image: an init latent of ", init_latent.size(), " floats for a ",
+                      params.width, " x ", params.height, " image (", latent_size(params), " expected)");
+  KILN_ASSIGN_OR_RETURN(const std::vector<float> full,
+                        make_sigmas(params.scheduler, params.steps, schedule, ModelFamily::Sd1));
+  KILN_ASSIGN_OR_RETURN(const std::vector<float> sigmas, img2img_sigmas(full, strength));
+  return sample_from(unet, schedule, conditioning, params, sigmas, init_latent, batch_index, observer);
+}
+
+Result<std::vector<float>> sample_latent_from_image(UnetModel& unet, const NoiseSchedule& schedule,
+                                                    const Conditioning& conditioning,
+                                                    const TextToImageParams& params,
+                                                    std::span<const float> init_latent, float strength,
+                                                    int batch_index, const StepObserver& observer) {
+  return sample_latent_from_image(unet_fn(unet, params), schedule, conditioning, params, init_latent,
+                                  strength, batch_index, observer);
+}
+
+Result<std::vector<float>> encode_init_image(LatentEncoder& encoder, std::span<const uint8_t> pixels,
+                                             const TextToImageParams& params) {
+  KILN_TRY(validate(params));
+  const size_t plane = static_cast<size_t>(params.width * params.height);
+  if (pixels.size() != plane * 3)
+    return make_error("image to image: ", pixels.size(), " bytes for a ", params.width, " x ", params.height,
+                      " RGB image");
+  std::vector<float> image(plane * 3);
+  for (size_t i = 0; i < plane; ++i)
+    for (size_t c = 0; c < 3; ++c) image[c * plane + i] = static_cast<float>(pixels[i * 3 + c]) / 255.0f;
+  std::unique_ptr<NoiseRng> rng = make_noise_rng(params.rng);
+  rng->seed(static_cast<uint64_t>(params.seed));
+  return encoder.encode(image, params.width, params.height, *rng);
+}
+
+Result<std::vector<uint8_t>> decode_to_pixels(LatentDecoder& decoder, std::span<const float> latent,
+                                              const TextToImageParams& params, const TilingParams* tiling) {
+  KILN_ASSIGN_OR_RETURN(
+      const std::vector<float> planes,
+      decoder.decode(latent, params.width / kLatentScale, params.height / kLatentScale, tiling));
   return rgb_planes_to_pixels(planes, params.width, params.height);
 }
 

@@ -1,4 +1,5 @@
-// The text-to-image loop for SD 1.x as stable-diffusion.cpp's generate_image runs it, in its order:
+// The text-to-image and img2img loop for SD 1.x as stable-diffusion.cpp's generate_image runs it, in
+// its order:
 //   1. the conditioning: the prompt's (encode_prompt) and, when cfg_scale != 1, the negative
 //      prompt's, computed once for a batch (encode_conditioning);
 //   2. per image b of a batch: the generator seeded with seed + b, the initial noise drawn from it
@@ -7,7 +8,10 @@
 //      conditioning at timestep sigma_to_t(sigma) on x * c_in, classifier-free guidance, then the
 //      prediction's scalings (denoise_step.h); the ancestral samplers draw their noise from the same
 //      generator, after the initial noise (sample_latent);
-//   4. the final latent decoded by TAESD into sd-cli's 8-bit pixels (decode_to_pixels).
+//   4. the final latent decoded (TAESD or the VAE) into sd-cli's 8-bit pixels (decode_to_pixels).
+// img2img (sample_latent_from_image): before 1, the init image encoded once for a batch with the
+// generator seeded with the seed (encode_init_image; the VAE's sample draws from it); in 2, x =
+// init_latent + noise * sigmas[0]; in 3, the sigmas cut by the strength (img2img_sigmas.h).
 // Latents are stable-diffusion.cpp's [w, h, c] planes: 4 planes of (width / 8) * (height / 8) floats.
 //
 // Ownership: borrows the networks for the call. Thread-safety: none (the networks run one graph at a
@@ -22,12 +26,13 @@
 
 #include "core/result.h"
 #include "diffusion/clip_text_encoder.h"
+#include "diffusion/latent_decoder.h"
+#include "diffusion/latent_encoder.h"
 #include "diffusion/noise_rng.h"
 #include "diffusion/noise_schedule.h"
 #include "diffusion/prediction.h"
 #include "diffusion/samplers.h"
 #include "diffusion/schedulers.h"
-#include "diffusion/taesd_decoder.h"
 #include "diffusion/unet_model.h"
 
 namespace kiln::diffusion {
@@ -87,8 +92,30 @@ Result<std::vector<float>> sample_latent(UnetModel& unet, const NoiseSchedule& s
                                          const Conditioning& conditioning, const TextToImageParams& params,
                                          int batch_index, const StepObserver& observer = {});
 
-// A final latent of params' size to params.width * params.height RGB bytes, row-major.
-Result<std::vector<uint8_t>> decode_to_pixels(TaesdDecoder& decoder, std::span<const float> latent,
-                                              const TextToImageParams& params);
+// img2img: the final latent of image `batch_index` started from `init_latent` (a latent of params'
+// size, encode_init_image's) with the schedule cut by `strength` in [0, 1] (img2img_sigmas.h). Errors
+// as sample_latent's, a strength out of range, an init latent of another size.
+Result<std::vector<float>> sample_latent_from_image(const UnetFn& unet, const NoiseSchedule& schedule,
+                                                    const Conditioning& conditioning,
+                                                    const TextToImageParams& params,
+                                                    std::span<const float> init_latent, float strength,
+                                                    int batch_index, const StepObserver& observer = {});
+Result<std::vector<float>> sample_latent_from_image(UnetModel& unet, const NoiseSchedule& schedule,
+                                                    const Conditioning& conditioning,
+                                                    const TextToImageParams& params,
+                                                    std::span<const float> init_latent, float strength,
+                                                    int batch_index, const StepObserver& observer = {});
+
+// img2img's init latent: `pixels` (params.width * params.height RGB bytes, row-major) as [0, 1]
+// planes through `encoder`, its generator seeded with params.seed (once for a batch, as
+// generate_image encodes before the per-image seeds).
+Result<std::vector<float>> encode_init_image(LatentEncoder& encoder, std::span<const uint8_t> pixels,
+                                             const TextToImageParams& params);
+
+// A final latent of params' size to params.width * params.height RGB bytes, row-major; tiled by
+// `tiling` when not null (LatentDecoder::decode).
+Result<std::vector<uint8_t>> decode_to_pixels(LatentDecoder& decoder, std::span<const float> latent,
+                                              const TextToImageParams& params,
+                                              const TilingParams* tiling = nullptr);
 
 }  // namespace kiln::diffusion

@@ -1,6 +1,6 @@
 // stable-diffusion.cpp's reference numbers (tests/data/diffusion/sdcpp-refs.txt, recorded by
 // tools/fixtures/mksdcpp_refs.sh, sdcpp-clip-refs.txt, by mksdcpp_clip_refs.sh, and
-// sdcpp-unet-refs.txt and sdcpp-taesd-refs.txt, by mksdcpp_net_refs.sh, and sdcpp-loop-refs.txt, by
+// sdcpp-unet-refs.txt, sdcpp-taesd-refs.txt and sdcpp-vae-refs.txt, by mksdcpp_net_refs.sh, and sdcpp-loop-refs.txt, by
 // mksdcpp_loop_refs.sh): records
 // `key count hex...`, floats as IEEE-754 bit patterns.
 #pragma once

@@ -172,7 +172,7 @@ class TextToImageTest : public ::testing::Test {
     EXPECT_TRUE(latent.ok()) << latent.error().message;
     if (!latent.ok()) return r;
     r.latent = std::move(*latent);
-    auto pixels = decode_to_pixels(models_->taesd(), r.latent, p);
+    auto pixels = decode_to_pixels(models_->decoder(), r.latent, p);
     EXPECT_TRUE(pixels.ok()) << pixels.error().message;
     if (pixels.ok()) r.pixels = std::move(*pixels);
     return r;

@@ -1,7 +1,10 @@
-// `kiln image`: text to image with an SD 1.x model, as stable-diffusion.cpp's sd-cli makes it (its
-// flags and, for a flag left out, its defaults), written as PNG with A1111's `parameters` text.
-//   kiln image -m MODEL.safetensors --taesd TAESD.safetensors -p PROMPT [options]
-// Flags for what is not built yet (the VAE, img2img, tiling, other model families, other devices)
+// `kiln image`: text to image, or image to image from -i/--init-img, with an SD 1.x model, as
+// stable-diffusion.cpp's sd-cli makes it (its flags and, for a flag left out, its defaults), written as PNG
+// with A1111's `parameters` text or, by the output's name, as JPEG with them in its EXIF UserComment.
+//   kiln image -m MODEL.safetensors [--vae VAE | --taesd TAESD] -p PROMPT [options]
+// An init image sets the size when -W and -H are left out, as sd-cli takes it; one of another size
+// than -W x -H is refused (sd-cli resizes it; kiln does not yet).
+// Flags for what is not built yet (other model families, other devices)
 // are refused with "not supported yet" rather than ignored.
 #include <unistd.h>
 
@@ -10,15 +13,19 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "command.h"
 #include "diffusion/a1111_parameters.h"
+#include "diffusion/plane_graph.h"
 #include "diffusion/sampling_defaults.h"
 #include "diffusion/sd1_models.h"
 #include "diffusion/text_to_image.h"
+#include "image/decode.h"
+#include "image/jpeg_encode.h"
 #include "image/png_encode.h"
 #include "llm/cpu_engine.h"
 #include "messages.h"
@@ -40,11 +47,7 @@ struct Unsupported {
   std::string what;
 };
 const Unsupported kUnsupported[] = {
-    {{"--vae"}, "FILE", "the VAE is not supported yet; decode with --taesd"},
     {{"--clip_g"}, "FILE", "SDXL (--clip_g) is not supported yet"},
-    {{"-i", "--init-img"}, "FILE", "image to image (-i/--init-img) is not supported yet"},
-    {{"--strength"}, "X", "image to image (--strength) is not supported yet"},
-    {{"--vae-tiling"}, "", "tiled decoding (--vae-tiling) is not supported yet"},
 };
 
 // The progress of the denoising steps: a line redrawn in place on a terminal, nothing otherwise.
@@ -85,12 +88,20 @@ std::string output_path(const std::string& path, int index, int count) {
   return stem + "_" + std::to_string(index + 1) + (has_ext ? path.substr(dot) : ".png");
 }
 
-bool ends_with_png(const std::string& path) {
-  if (path.size() < 4) return false;
-  std::string ext = path.substr(path.size() - 4);
+// The output's format by its name, as sd-cli picks it: .png, or .jpg / .jpeg; nullopt for others.
+enum class OutputFormat { Png, Jpeg };
+std::optional<OutputFormat> output_format(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return std::nullopt;
+  std::string ext = path.substr(dot);
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext == ".png";
+  if (ext == ".png") return OutputFormat::Png;
+  if (ext == ".jpg" || ext == ".jpeg") return OutputFormat::Jpeg;
+  return std::nullopt;
 }
+
+// sd-cli's JPEG quality.
+constexpr int kJpegQuality = 90;
 
 Status write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -100,33 +111,92 @@ Status write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   return ok_status();
 }
 
+// sd-cli's --strength default, and the flag left out.
+constexpr float kDefaultStrength = 0.75f;
+constexpr float kStrengthNotGiven = -1.0f;
+
+// -W / -H left out.
+constexpr int64_t kNotGiven = -1;
+
+// The init image of -i at `path`, decoded (PNG or JPEG); `width` and `height` the sizes given
+// (kNotGiven: not given), which it must have. Errors: a file that cannot be read or decoded, another size.
+Result<RgbImage> load_init_image(const std::string& path, int64_t width, int64_t height) {
+  KILN_ASSIGN_OR_RETURN(const std::string bytes, read_text_file(path));
+  auto image = decode_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  if (!image.ok()) return make_error("-i ", path, ": ", image.error().message);
+  const int64_t w = width != kNotGiven ? width : image->width;
+  const int64_t h = height != kNotGiven ? height : image->height;
+  if (image->width != w || image->height != h)
+    return make_error("-i ", path, ": the image is ", image->width, "x", image->height, ", not the ", w, "x",
+                      h, " asked (resizing it is not supported yet; leave out -W and -H to take its size)");
+  return image;
+}
+
+// --vae-tile-size N or XxY (latent cells, as sd-cli's): the sizes into `tiling`, or the error.
+std::string parse_tile_size(const std::string& text, TilingParams& tiling) {
+  const size_t x = text.find('x');
+  int64_t w = 0, h = 0;
+  const IntRange range = IntRange::between(1, kMaxPlaneSide);
+  std::string e = parse_integer(text.substr(0, x), range, &w);
+  h = w;
+  if (e.empty() && x != std::string::npos) e = parse_integer(text.substr(x + 1), range, &h);
+  if (!e.empty()) return e + " (a size N or XxY in latent cells)";
+  tiling.tile_size_x = static_cast<int>(w);
+  tiling.tile_size_y = static_cast<int>(h);
+  return "";
+}
+
 int run_image(int argc, char** argv) {
   Sd1ModelPaths paths;
   TextToImageParams params;
   std::string sampler_arg, scheduler_arg, rng_arg, prediction_arg, device = "cpu", out = "output.png";
-  int32_t width = 512, height = 512, steps = kDefaultSteps, batch = 1, clip_skip = -1, n_threads = 0;
+  int64_t width = kNotGiven, height = kNotGiven;
+  int32_t steps = kDefaultSteps, batch = 1, clip_skip = -1, n_threads = 0;
   int64_t seed = 42;
   float cfg_scale = kDefaultCfgScale;
+  std::string init_img;
+  float strength = kStrengthNotGiven;
   std::string unsupported;  // the first not-yet-supported flag's message
+  bool vae_tiling = false;
+  TilingParams tiling;
 
   OptionParser p(
       "image",
-      "kiln image (-m MODEL | --diffusion-model UNET --clip_l CLIP) --taesd TAESD -p PROMPT [options]");
+      "kiln image (-m MODEL | --diffusion-model UNET --clip_l CLIP) [--vae VAE | --taesd TAESD] -p PROMPT "
+      "[options]");
   p.description(
-      "Text to image with a Stable Diffusion 1.x model, as stable-diffusion.cpp's sd-cli makes it (the same "
+      "Text to image, or image to image from -i, with a Stable Diffusion 1.x model, as "
+      "stable-diffusion.cpp's sd-cli makes it (the same "
       "flags "
-      "and defaults, the same pixels for the same seed), decoded by TAESD and written as PNG with A1111's "
-      "`parameters` text.");
+      "and defaults, the same pixels for the same seed), decoded by the VAE or TAESD and written as PNG or "
+      "JPEG with A1111's parameters.");
   p.path({"-m", "--model"}, &paths.model, "FILE", "single-file checkpoint (.safetensors or GGUF)");
   p.path({"--diffusion-model"}, &paths.diffusion_model, "FILE", "the UNet alone");
   p.path({"--clip_l"}, &paths.clip_l, "FILE", "the CLIP-L text encoder alone");
   p.path({"--taesd"}, &paths.taesd, "FILE", "TAESD, the tiny autoencoder that decodes the latent");
+  p.path({"--vae"}, &paths.vae, "FILE",
+         "the VAE (AutoencoderKL) that decodes the latent (default: the checkpoint's; --taesd wins)");
+  p.flag({"--vae-tiling"}, &vae_tiling,
+         "decode the latent in overlapping tiles, blended (less memory; a whole decode that does not fit "
+         "goes tiled by itself)");
+  p.custom(
+      {"--vae-tile-size"}, [&tiling](const std::string& v) { return parse_tile_size(v, tiling); }, "N|XxY",
+      "tile size in latent cells (default: 32)");
+  p.value({"--vae-tile-overlap"}, &tiling.target_overlap, "X",
+          "tile overlap, a fraction of a tile (default: 0.5)", FloatRange::between(0.0, 0.5));
   p.value({"-p", "--prompt"}, &params.prompt, "TEXT",
           "the prompt, with A1111's (word:1.2) and [word] emphasis");
   p.value({"-n", "--negative-prompt"}, &params.negative_prompt, "TEXT",
           "the negative prompt (default: none)");
-  p.value({"-W", "--width"}, &width, "N", "image width in pixels, a multiple of 64 (default: 512)");
-  p.value({"-H", "--height"}, &height, "N", "image height in pixels, a multiple of 64 (default: 512)");
+  p.value({"-W", "--width"}, &width, "N",
+          "image width in pixels, a multiple of 64 (default: the init image's, else 512)");
+  p.value({"-H", "--height"}, &height, "N",
+          "image height in pixels, a multiple of 64 (default: the init image's, else 512)");
+  p.path({"-i", "--init-img"}, &init_img, "FILE",
+         "image to image: start from this PNG or JPEG (of -W x -H when they are given)");
+  p.value({"--strength"}, &strength, "X",
+          "image to image: how much of the init image is re-noised, 0 to 1 (default: 0.75)",
+          FloatRange::between(0.0, 1.0));
   p.value({"--steps"}, &steps, "N", "sampling steps (default: 20)");
   p.value({"--cfg-scale"}, &cfg_scale, "X",
           "classifier-free guidance scale (default: 7.0; 1: no negative pass)");
@@ -144,7 +214,8 @@ int run_image(int argc, char** argv) {
   p.value({"--prediction"}, &prediction_arg, "NAME", "what the UNet predicts: eps (SD 1.x's default) or v");
   declare_threads(p, &n_threads);
   p.value({"-o", "--output"}, &out, "FILE",
-          "the PNG to write (default: output.png; a batch adds _1, _2, ...)");
+          "the image to write, PNG or JPEG (.jpg, .jpeg) by its name (default: output.png; a batch adds _1, "
+          "_2, ...)");
   p.value({"--device"}, &device, "NAME", "where the networks run: cpu (the only device supported yet)");
   for (const Unsupported& u : kUnsupported) {
     const auto refuse = [&unsupported, &u](const std::string&) {
@@ -162,10 +233,22 @@ int run_image(int argc, char** argv) {
     return fail(kCommand,
                 "--device " + device + ": images run on the CPU only (other devices are not supported yet)",
                 2);
-  if (!ends_with_png(out))
-    return fail(kCommand, "-o " + out + ": only PNG output (.png) is supported yet", 2);
-  params.width = width;
-  params.height = height;
+  const std::optional<OutputFormat> format = output_format(out);
+  if (!format)
+    return fail(kCommand, "-o " + out + ": only PNG (.png) and JPEG (.jpg, .jpeg) output are supported", 2);
+  if (init_img.empty() && strength != kStrengthNotGiven)
+    return fail(kCommand, "--strength is for image to image: give the init image with -i", 2);
+  std::optional<RgbImage> init_image;
+  if (!init_img.empty()) {
+    auto loaded = load_init_image(init_img, width, height);
+    if (!loaded.ok()) return fail(kCommand, loaded.error().message, 2);
+    init_image = std::move(*loaded);
+    if (strength == kStrengthNotGiven) strength = kDefaultStrength;
+    width = init_image->width;
+    height = init_image->height;
+  }
+  params.width = width != kNotGiven ? width : 512;
+  params.height = height != kNotGiven ? height : 512;
   params.steps = steps;
   params.cfg_scale = cfg_scale;
   params.sampler = default_sampler(ModelFamily::Sd1);
@@ -205,8 +288,11 @@ int run_image(int argc, char** argv) {
   CpuEngine engine(std::max(n_threads, 0));  // 0: every hardware thread
   auto models = Sd1Models::open(paths, engine.backend);
   if (!models.ok()) return fail(kCommand, models.error().message);
-  std::fprintf(stderr, "kiln image: %s model, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
-               describe((*models)->version()).c_str(), std::string(sampler_name(params.sampler)).c_str(),
+  LatentDecoder& decoder = (*models)->decoder();
+  decoder.set_compute_limit(engine.device.largest_free_block().value_or(0));
+  std::fprintf(stderr, "kiln image: %s model, %s decoder, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
+               describe((*models)->version()).c_str(), (*models)->decoder_name(),
+               std::string(sampler_name(params.sampler)).c_str(),
                std::string(scheduler_name(params.scheduler)).c_str(), params.steps,
                static_cast<long long>(params.width), static_cast<long long>(params.height));
   auto conditioning = encode_conditioning((*models)->text_encoder(), params);
@@ -216,23 +302,41 @@ int run_image(int argc, char** argv) {
   const StepObserver observe = [&progress](int step, int n, std::span<const float>) {
     progress.step(step, n);
   };
+  std::vector<float> init_latent;
+  if (init_image) {
+    auto encoder = (*models)->encoder();
+    if (!encoder.ok()) return fail(kCommand, encoder.error().message);
+    auto latent = encode_init_image(**encoder, init_image->pixels, params);
+    if (!latent.ok()) return fail(kCommand, latent.error().message);
+    init_latent = std::move(*latent);
+  }
   const ParameterFiles files{paths.model, paths.clip_l, paths.diffusion_model};
   for (int b = 0; b < batch; ++b) {
     progress.begin(b, batch);
-    auto latent = sample_latent((*models)->unet(), (*models)->schedule(), *conditioning, params, b, observe);
+    auto latent =
+        init_image
+            ? sample_latent_from_image((*models)->unet(), (*models)->schedule(), *conditioning, params,
+                                       init_latent, strength, b, observe)
+            : sample_latent((*models)->unet(), (*models)->schedule(), *conditioning, params, b, observe);
     progress.end();
     if (!latent.ok()) return fail(kCommand, latent.error().message);
-    auto pixels = decode_to_pixels((*models)->taesd(), *latent, params);
+    auto pixels = decode_to_pixels(decoder, *latent, params, vae_tiling ? &tiling : nullptr);
     if (!pixels.ok()) return fail(kCommand, pixels.error().message);
+    if (decoder.auto_tile_size() > 0)
+      std::fprintf(stderr,
+                   "kiln image: the whole-image decode does not fit the memory; decoded in %d-cell tiles\n",
+                   decoder.auto_tile_size());
     RgbImage image;
     image.width = static_cast<int32_t>(params.width);
     image.height = static_cast<int32_t>(params.height);
     image.pixels = std::move(*pixels);
-    auto png = encode_png(
-        image, {{"parameters", a1111_parameters(params, params.seed + b, files, clip_skip_given)}});
-    if (!png.ok()) return fail(kCommand, png.error().message);
+    // A1111's parameters: a PNG's `parameters` text, a JPEG's EXIF UserComment.
+    const std::string text = a1111_parameters(params, params.seed + b, files, clip_skip_given);
+    auto bytes = *format == OutputFormat::Png ? encode_png(image, {{"parameters", text}})
+                                              : encode_jpeg(image, kJpegQuality, text);
+    if (!bytes.ok()) return fail(kCommand, bytes.error().message);
     const std::string path = output_path(out, b, batch);
-    if (Status s = write_bytes(path, *png); !s.ok()) return fail(kCommand, s.error().message);
+    if (Status s = write_bytes(path, *bytes); !s.ok()) return fail(kCommand, s.error().message);
     std::fprintf(stderr, "kiln image: wrote %s (seed %lld)\n", path.c_str(),
                  static_cast<long long>(params.seed + b));
   }
@@ -242,4 +346,5 @@ int run_image(int argc, char** argv) {
 }  // namespace
 }  // namespace kiln::cli
 
-KILN_COMMAND(image, "text to image with a Stable Diffusion 1.x model (sd-cli's flags)", kiln::cli::run_image);
+KILN_COMMAND(image, "text or image to image with a Stable Diffusion 1.x model (sd-cli's flags)",
+             kiln::cli::run_image);

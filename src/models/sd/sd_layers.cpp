@@ -1,5 +1,7 @@
 #include "models/sd/sd_layers.h"
 
+#include <cmath>
+
 #include "models/clip/vit.h"
 
 namespace kiln::sd {
@@ -68,6 +70,21 @@ Tensor layer_norm(Graph& g, const Norm& n, Tensor x, const std::string& name) {
 
 Tensor linear(Graph& g, const Linear& l, Tensor x, const std::string& name) {
   return vit_linear(g, l.w, l.b, x, name);
+}
+
+Tensor multi_head_attention(Graph& g, Tensor q, Tensor k, Tensor v, int64_t n_head, const std::string& name) {
+  const Shape qn = g.tensor(q).view.ne, kn = g.tensor(k).view.ne;
+  const int64_t c = qn[0], hd = c / n_head;
+  const auto heads = [&](Tensor t, const Shape& tn) {  // [hd, n, heads, b]
+    return g.permute(g.reshape(t, {hd, n_head, tn[1], tn[2]}), {0, 2, 1, 3});
+  };
+  OpParams p;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  p.causal = false;
+  p.attn_path = AttentionPath::Plain;
+  Tensor o = g.attention(heads(q, qn), heads(k, kn), heads(v, kn), Tensor{}, p, name + ".attn");
+  o = g.cast(g.permute(o, {0, 2, 1, 3}), DType::F32, name + ".merge");  // [hd, heads, n_q, b]
+  return g.reshape(o, {c, qn[1], qn[2], 1});
 }
 
 }  // namespace kiln::sd

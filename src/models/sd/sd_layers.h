@@ -51,5 +51,9 @@ Tensor group_norm32(Graph& g, const Norm& n, Tensor x, const std::string& name);
 Tensor layer_norm(Graph& g, const Norm& n, Tensor x, const std::string& name);
 // w x (+ b) over dim 0 of x.
 Tensor linear(Graph& g, const Linear& l, Tensor x, const std::string& name);
+// Attention of the rows of q [c, n_q, b, 1] over k, v [c, n_kv, b, 1], each split into n_head heads
+// of c / n_head -> F32 [c, n_q, b, 1]. ref: ggml_ext_attention_ext without a mask or flash
+// attention: kq in F32, scaled by 1 / sqrt(c / n_head), softmax, times v.
+Tensor multi_head_attention(Graph& g, Tensor q, Tensor k, Tensor v, int64_t n_head, const std::string& name);
 
 }  // namespace kiln::sd

@@ -95,25 +95,12 @@ Tensor res_block(Graph& g, const ResBlock& r, Tensor x, Tensor emb_act, const st
   return g.add(h, skip, n + "+skip");
 }
 
-// x [c, n_q, b], ctx [c_ctx, n_kv, b] -> [c, n_q, b]. ref: CrossAttention::forward and
-// ggml_ext_attention_ext without flash attention: kq in F32, scaled by 1 / sqrt(d_head), softmax.
+// x [c, n_q, b], ctx [c_ctx, n_kv, b] -> [c, n_q, b]. ref: CrossAttention::forward.
 Tensor attention(Graph& g, const CrossAttention& a, int64_t n_head, Tensor x, Tensor ctx,
                  const std::string& n) {
-  const Shape xn = g.tensor(x).view.ne, cn = g.tensor(ctx).view.ne;
-  const int64_t c = xn[0], hd = c / n_head;
-  Tensor q = g.reshape(linear(g, a.q, x, n + ".q"), {hd, n_head, xn[1], xn[2]});
-  Tensor k = g.reshape(linear(g, a.k, ctx, n + ".k"), {hd, n_head, cn[1], cn[2]});
-  Tensor v = g.reshape(linear(g, a.v, ctx, n + ".v"), {hd, n_head, cn[1], cn[2]});
-  q = g.permute(q, {0, 2, 1, 3});  // [hd, n_q, heads, b]
-  k = g.permute(k, {0, 2, 1, 3});
-  v = g.permute(v, {0, 2, 1, 3});
-  OpParams p;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  p.causal = false;
-  p.attn_path = AttentionPath::Plain;
-  Tensor o = g.attention(q, k, v, Tensor{}, p, n + ".attn");         // [hd, n_q, heads, b]
-  o = g.cast(g.permute(o, {0, 2, 1, 3}), DType::F32, n + ".merge");  // [hd, heads, n_q, b]
-  return linear(g, a.out, g.reshape(o, {c, xn[1], xn[2], 1}), n + ".out");
+  const Tensor o = multi_head_attention(g, linear(g, a.q, x, n + ".q"), linear(g, a.k, ctx, n + ".k"),
+                                        linear(g, a.v, ctx, n + ".v"), n_head, n);
+  return linear(g, a.out, o, n + ".out");
 }
 
 // x [c, w, h, b], context [c_ctx, n_ctx, b] -> [c, w, h, b].
