@@ -73,7 +73,7 @@ Result<ModelVersion> detect(std::span<const File> files) {
 
 }  // namespace
 
-Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, Backend& backend) {
+Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, const NetworkPlacement& placement) {
   std::vector<File> files;  // the model's: -m, --diffusion-model, --clip_l
   for (const std::string* path : {&paths.model, &paths.diffusion_model, &paths.clip_l}) {
     if (path->empty()) continue;
@@ -99,9 +99,9 @@ Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, B
   std::unique_ptr<Sd1Models> m(new Sd1Models());
   m->version_ = version;
   const bool tiny = version.variant == UnetVariant::TinyUnet || version.variant == UnetVariant::Sdxs;
-  KILN_ASSIGN_OR_RETURN(m->text_encoder_, ClipTextEncoder::create(clip.file, clip.prefix, backend));
-  KILN_ASSIGN_OR_RETURN(m->unet_, UnetModel::create(unet.file, unet.prefix, tiny, backend));
-  KILN_ASSIGN_OR_RETURN(m->taesd_, TaesdDecoder::create(taesd.file, taesd.prefix, backend));
+  KILN_ASSIGN_OR_RETURN(m->text_encoder_, ClipTextEncoder::create(clip.file, clip.prefix, placement));
+  KILN_ASSIGN_OR_RETURN(m->unet_, UnetModel::create(unet.file, unet.prefix, tiny, placement));
+  KILN_ASSIGN_OR_RETURN(m->taesd_, TaesdDecoder::create(taesd.file, taesd.prefix, placement));
   return m;
 }
 

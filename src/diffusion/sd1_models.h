@@ -6,8 +6,9 @@
 // (detect_model_version) and described for the user; SD 2.x and SDXL are refused as not supported
 // yet, as is a model without TAESD (the VAE is not built yet).
 //
-// Devices: the networks run on `backend`, a host device (see HostNetwork). Ownership: owns the
-// files and the networks; the Backend must outlive the object. Thread-safety: none.
+// Devices: the three networks are placed as the NetworkPlacement says, each a resident of its own
+// owner there (diffusion/device_network.h), planning in the same arena. Ownership: owns the files
+// and the networks; the Backend (and the arena) must outlive the object. Thread-safety: none.
 #pragma once
 
 #include <memory>
@@ -19,7 +20,7 @@
 #include "diffusion/noise_schedule.h"
 #include "diffusion/taesd_decoder.h"
 #include "diffusion/unet_model.h"
-#include "runtime/backend.h"
+#include "diffusion/device_network.h"
 
 namespace kiln::diffusion {
 
@@ -35,7 +36,7 @@ class Sd1Models {
  public:
   // Errors: a file that does not open (sd::SdWeightFile's messages), no UNet or no text encoder
   // among the files, a version other than SD 1.x, no TAESD, tensors the networks cannot bind.
-  static Result<std::unique_ptr<Sd1Models>> open(const Sd1ModelPaths& paths, Backend& backend);
+  static Result<std::unique_ptr<Sd1Models>> open(const Sd1ModelPaths& paths, const NetworkPlacement& placement);
 
   ModelVersion version() const { return version_; }
   ClipTextEncoder& text_encoder() { return *text_encoder_; }

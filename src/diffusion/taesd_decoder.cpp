@@ -5,11 +5,11 @@
 namespace kiln::diffusion {
 
 Result<std::unique_ptr<TaesdDecoder>> TaesdDecoder::create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                           const std::string& prefix, Backend& backend,
-                                                           ComputeArena* arena) {
-  KILN_ASSIGN_OR_RETURN(HostNetwork net, HostNetwork::create("taesd decoder", backend, arena));
-  std::unique_ptr<TaesdDecoder> d(new TaesdDecoder(std::move(net)));
+                                                           const std::string& prefix, const NetworkPlacement& placement) {
+  std::unique_ptr<TaesdDecoder> d(new TaesdDecoder());
   KILN_ASSIGN_OR_RETURN(d->weights_, sd::bind_taesd_decoder(file->gguf(), prefix));
+  KILN_ASSIGN_OR_RETURN(d->net_, DeviceNetwork::create("taesd decoder", std::shared_ptr<const GgufFile>(file, &file->gguf()),
+                                                       prefix, placement));
   d->file_ = std::move(file);
   return d;
 }
@@ -28,8 +28,8 @@ Result<std::vector<float>> TaesdDecoder::decode(std::span<const float> z, int64_
   const Tensor out = g.cast(g.permute(rgb, {2, 0, 1, 3}), DType::F32, "rgb_planes");  // [8w, 8h, 3, 1]
   g.mark_output(out);
   std::vector<float> host_z(z.begin(), z.end());
-  const HostNetwork::Input inputs[] = {{in, host_z.data()}};
-  return net_.run(g, inputs, out);
+  const PassInput inputs[] = {{in, host_z.data()}};
+  return net_->run(g, inputs, out);
 }
 
 std::vector<uint8_t> rgb_planes_to_pixels(std::span<const float> planes, int64_t width, int64_t height) {

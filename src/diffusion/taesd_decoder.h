@@ -3,9 +3,8 @@
 // the 8-bit pixels sd-cli writes of it. Latents and images are in stable-diffusion.cpp's memory
 // order ([w, h, c] planes); the graph turns them into its channel-innermost grids and back.
 //
-// Devices: host devices only for now (the graph reads the weights in place in the file's memory).
-// Memory: the arena is the caller's or, when null, the decoder's own. Ownership: shares the weight
-// file; the Backend (and a shared arena) must outlive the decoder. Thread-safety: none; one
+// Devices and memory: a resident of its device under the owner "taesd decoder"
+// (diffusion/device_network.h). Ownership: shares the weight file; the Backend (and a shared arena) must outlive the decoder. Thread-safety: none; one
 // decode at a time.
 #pragma once
 
@@ -16,7 +15,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "diffusion/host_network.h"
+#include "diffusion/device_network.h"
 #include "models/sd/taesd.h"
 #include "models/sd/weight_file.h"
 #include "runtime/backend.h"
@@ -28,16 +27,15 @@ class TaesdDecoder {
  public:
   // Binds the decoder under `prefix` (sd::kTaesdDecoderPrefix for a taesd.safetensors file).
   static Result<std::unique_ptr<TaesdDecoder>> create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                      const std::string& prefix, Backend& backend,
-                                                      ComputeArena* arena = nullptr);
+                                                      const std::string& prefix, const NetworkPlacement& placement);
 
   // z: 4 planes of width * height floats (each side in [1, 2048]). Returns 3 planes of
   // 8 width * 8 height floats.
   Result<std::vector<float>> decode(std::span<const float> z, int64_t width, int64_t height);
 
  private:
-  explicit TaesdDecoder(HostNetwork net) : net_(std::move(net)) {}
-  HostNetwork net_;
+  TaesdDecoder() = default;
+  std::unique_ptr<DeviceNetwork> net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::TaesdDecoderWeights weights_;
 };

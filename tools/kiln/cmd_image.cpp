@@ -1,8 +1,10 @@
 // `kiln image`: text to image with an SD 1.x model, as stable-diffusion.cpp's sd-cli makes it (its
 // flags and, for a flag left out, its defaults), written as PNG with A1111's `parameters` text.
 //   kiln image -m MODEL.safetensors --taesd TAESD.safetensors -p PROMPT [options]
-// Flags for what is not built yet (the VAE, img2img, tiling, other model families, other devices)
-// are refused with "not supported yet" rather than ignored.
+// The networks are placed by kiln's placement flags (--device, --max-mem, --sim-capacity, ...:
+// model_flags.h), each a resident of its own owner on that device. Flags for what is not built yet
+// (the VAE, img2img, tiling, other model families) are refused with "not supported yet" rather
+// than ignored.
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,10 +22,10 @@
 #include "diffusion/sd1_models.h"
 #include "diffusion/text_to_image.h"
 #include "image/png_encode.h"
-#include "llm/cpu_engine.h"
 #include "messages.h"
 #include "model_flags.h"
 #include "options.h"
+#include "runtime/memory_breakdown.h"
 #include "user_files.h"
 
 namespace kiln::cli {
@@ -103,8 +105,10 @@ Status write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
 int run_image(int argc, char** argv) {
   Sd1ModelPaths paths;
   TextToImageParams params;
-  std::string sampler_arg, scheduler_arg, rng_arg, prediction_arg, device = "cpu", out = "output.png";
-  int32_t width = 512, height = 512, steps = kDefaultSteps, batch = 1, clip_skip = -1, n_threads = 0;
+  std::string sampler_arg, scheduler_arg, rng_arg, prediction_arg, out = "output.png";
+  int32_t width = 512, height = 512, steps = kDefaultSteps, batch = 1, clip_skip = -1;
+  bool verbose = false;
+  ModelFlags placement;  // --device, --max-mem, ... and -t
   int64_t seed = 42;
   float cfg_scale = kDefaultCfgScale;
   std::string unsupported;  // the first not-yet-supported flag's message
@@ -142,10 +146,11 @@ int run_image(int argc, char** argv) {
   p.value({"--clip-skip"}, &clip_skip, "N",
           "CLIP layer to condition on, from the last (default: 1 for SD 1.x)");
   p.value({"--prediction"}, &prediction_arg, "NAME", "what the UNet predicts: eps (SD 1.x's default) or v");
-  declare_threads(p, &n_threads);
+  declare_threads(p, &placement.threads);
   p.value({"-o", "--output"}, &out, "FILE",
           "the PNG to write (default: output.png; a batch adds _1, _2, ...)");
-  p.value({"--device"}, &device, "NAME", "where the networks run: cpu (the only device supported yet)");
+  placement.declare_placement(p);
+  p.flag({"-v", "--verbose"}, &verbose, "print each device's memory (budget, peak, owners) at exit");
   for (const Unsupported& u : kUnsupported) {
     const auto refuse = [&unsupported, &u](const std::string&) {
       if (unsupported.empty()) unsupported = u.what;
@@ -155,13 +160,12 @@ int run_image(int argc, char** argv) {
   }
   if (auto code = p.parse(argc, argv)) return *code;
   if (!unsupported.empty()) return fail(kCommand, unsupported, 2);
+  if (auto code = placement.list_devices_if_asked(kCommand)) return *code;
 
   // Every flag checked before a file is opened or anything allocated.
   if (params.prompt.empty()) return fail(kCommand, "give the prompt with -p", 2);
-  if (device != "cpu")
-    return fail(kCommand,
-                "--device " + device + ": images run on the CPU only (other devices are not supported yet)",
-                2);
+  if (placement.split.devices.size() > 1)
+    return fail(kCommand, "--device: the networks run on one device (splitting them is not supported yet)", 2);
   if (!ends_with_png(out))
     return fail(kCommand, "-o " + out + ": only PNG output (.png) is supported yet", 2);
   params.width = width;
@@ -202,8 +206,16 @@ int run_image(int argc, char** argv) {
       return fail(kCommand, s.error().message);
   }
 
-  CpuEngine engine(std::max(n_threads, 0));  // 0: every hardware thread
-  auto models = Sd1Models::open(paths, engine.backend);
+  auto devices = DeviceRegistry::create(placement.device_options());
+  if (!devices.ok()) return fail(kCommand, devices.error().message, 2);
+  auto device = (*devices)->find(placement.device);
+  if (!device.ok()) return fail(kCommand, device.error().message, 2);
+  const NetworkPlacement where{&(*devices)->backend(**device), &(*devices)->arena(**device),
+                               placement.weight_options(kCommand)};
+  const auto print_memory = [&] {
+    if (verbose) std::fputs(format_memory_breakdown((*devices)->memory_breakdown()).c_str(), stderr);
+  };
+  auto models = Sd1Models::open(paths, where);
   if (!models.ok()) return fail(kCommand, models.error().message);
   std::fprintf(stderr, "kiln image: %s model, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
                describe((*models)->version()).c_str(), std::string(sampler_name(params.sampler)).c_str(),
@@ -236,6 +248,7 @@ int run_image(int argc, char** argv) {
     std::fprintf(stderr, "kiln image: wrote %s (seed %lld)\n", path.c_str(),
                  static_cast<long long>(params.seed + b));
   }
+  print_memory();
   return 0;
 }
 
