@@ -2,15 +2,16 @@
 
 namespace kiln::diffusion {
 
-Result<std::unique_ptr<DeviceNetwork>> DeviceNetwork::create(std::string name, std::shared_ptr<const GgufFile> file,
+Result<std::unique_ptr<DeviceNetwork>> DeviceNetwork::create(std::string name,
+                                                             std::shared_ptr<const GgufFile> file,
                                                              const std::string& prefix,
                                                              const NetworkPlacement& placement) {
   Backend& backend = *placement.backend;
   Device& dev = backend.device();
   ComputeArena* arena = placement.arena;
   if (arena != nullptr && &arena->device() != &dev)
-    return make_error(name, ": the compute arena '", arena->owner(), "' is on device '", arena->device().name(),
-                      "', the backend on '", dev.name(), "'");
+    return make_error(name, ": the compute arena '", arena->owner(), "' is on device '",
+                      arena->device().name(), "', the backend on '", dev.name(), "'");
   std::unique_ptr<DeviceNetwork> n(new DeviceNetwork());
   n->name_ = name;
   n->backend_ = &backend;
@@ -22,7 +23,8 @@ Result<std::unique_ptr<DeviceNetwork>> DeviceNetwork::create(std::string name, s
   WeightOptions weights = placement.weights;
   const std::string first = prefix + ".";
   weights.holds = [&first](int64_t, const GgufTensorInfo& t) { return t.name.starts_with(first); };
-  KILN_ASSIGN_OR_RETURN(n->memory_, EncoderMemory::create(std::move(file), std::move(name), dev, 0, {}, weights));
+  KILN_ASSIGN_OR_RETURN(n->memory_,
+                        EncoderMemory::create(std::move(file), std::move(name), dev, 0, {}, weights));
   return n;
 }
 

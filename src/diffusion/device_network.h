@@ -47,7 +47,8 @@ class DeviceNetwork {
   // under the owner `name` (also the network's name in errors). An Error for an arena on another
   // device than the backend's, or the manager's numbers when the tensors do not fit.
   static Result<std::unique_ptr<DeviceNetwork>> create(std::string name, std::shared_ptr<const GgufFile> file,
-                                                       const std::string& prefix, const NetworkPlacement& placement);
+                                                       const std::string& prefix,
+                                                       const NetworkPlacement& placement);
 
   // Runs `g` (status ok, its weights external leaves over `file` named after their tensors, every
   // input of `g` in `inputs`, `out` marked as an output, an F32 tensor) and returns `out`'s floats.

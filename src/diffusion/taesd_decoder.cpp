@@ -5,11 +5,13 @@
 namespace kiln::diffusion {
 
 Result<std::unique_ptr<TaesdDecoder>> TaesdDecoder::create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                           const std::string& prefix, const NetworkPlacement& placement) {
+                                                           const std::string& prefix,
+                                                           const NetworkPlacement& placement) {
   std::unique_ptr<TaesdDecoder> d(new TaesdDecoder());
   KILN_ASSIGN_OR_RETURN(d->weights_, sd::bind_taesd_decoder(file->gguf(), prefix));
-  KILN_ASSIGN_OR_RETURN(d->net_, DeviceNetwork::create("taesd decoder", std::shared_ptr<const GgufFile>(file, &file->gguf()),
-                                                       prefix, placement));
+  KILN_ASSIGN_OR_RETURN(
+      d->net_, DeviceNetwork::create("taesd decoder", std::shared_ptr<const GgufFile>(file, &file->gguf()),
+                                     prefix, placement));
   d->file_ = std::move(file);
   return d;
 }

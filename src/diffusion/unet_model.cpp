@@ -3,11 +3,13 @@
 namespace kiln::diffusion {
 
 Result<std::unique_ptr<UnetModel>> UnetModel::create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                     const std::string& prefix, bool tiny, const NetworkPlacement& placement) {
+                                                     const std::string& prefix, bool tiny,
+                                                     const NetworkPlacement& placement) {
   std::unique_ptr<UnetModel> m(new UnetModel());
   KILN_ASSIGN_OR_RETURN(m->weights_, sd::bind_unet(file->gguf(), prefix, tiny));
-  KILN_ASSIGN_OR_RETURN(m->net_, DeviceNetwork::create("sd unet", std::shared_ptr<const GgufFile>(file, &file->gguf()),
-                                                       prefix, placement));
+  KILN_ASSIGN_OR_RETURN(
+      m->net_, DeviceNetwork::create("sd unet", std::shared_ptr<const GgufFile>(file, &file->gguf()), prefix,
+                                     placement));
   m->file_ = std::move(file);
   return m;
 }

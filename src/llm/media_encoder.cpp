@@ -24,9 +24,9 @@ Result<std::unique_ptr<MediaEncoder>> MediaEncoder::create(std::shared_ptr<const
   // input buffer and its kernels the backend's scratch.
   Graph g;
   KILN_ASSIGN_OR_RETURN(const EncoderPass pass, worst(g));
-  KILN_ASSIGN_OR_RETURN(e->memory_,
-                        EncoderMemory::create(std::move(mmproj), std::move(owner), dev, pass_input_bytes(g, pass.inputs),
-                                              matmul_weights(g), options.weights));
+  KILN_ASSIGN_OR_RETURN(e->memory_, EncoderMemory::create(std::move(mmproj), std::move(owner), dev,
+                                                          pass_input_bytes(g, pass.inputs), matmul_weights(g),
+                                                          options.weights));
   KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin own, e->memory_->pin());
   KILN_TRY(place_weights(g, e->memory_->weights(), e->what_));
   KILN_ASSIGN_OR_RETURN(const ResidencyManager::Pin pin, pin_arena(*e->arena_));

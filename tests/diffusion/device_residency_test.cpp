@@ -89,7 +89,8 @@ std::unique_ptr<DeviceRegistry> registry(double sim_budget_gib) {
 }
 
 const DeviceMemoryBreakdown& sim0(const std::vector<DeviceMemoryBreakdown>& all) {
-  return *std::find_if(all.begin(), all.end(), [](const DeviceMemoryBreakdown& d) { return d.device == "sim0"; });
+  return *std::find_if(all.begin(), all.end(),
+                       [](const DeviceMemoryBreakdown& d) { return d.device == "sim0"; });
 }
 
 size_t owner_bytes(const OwnerMemory& o) {

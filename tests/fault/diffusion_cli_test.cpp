@@ -216,7 +216,8 @@ TEST(DiffusionCli, HostileFilesAreOneLineErrors) {
       {clip_unet + " --taesd " + shape, "has shape"},
       {" -m " + pickle + " --taesd " + truncated, "Convert it to .safetensors"},
       {" -m " + gguf + " --taesd " + test_data::path("sd/taesd-f32.safetensors"), "truncated.gguf"},
-      {clip_unet + " --taesd " + test_data::path("sd/taesd-f32.safetensors") + " --device sim0 --max-mem sim0=0.1",
+      {clip_unet + " --taesd " + test_data::path("sd/taesd-f32.safetensors") +
+           " --device sim0 --max-mem sim0=0.1",
        "do not fit"},
   };
   for (const auto& c : cases) {

@@ -165,7 +165,8 @@ int run_image(int argc, char** argv) {
   // Every flag checked before a file is opened or anything allocated.
   if (params.prompt.empty()) return fail(kCommand, "give the prompt with -p", 2);
   if (placement.split.devices.size() > 1)
-    return fail(kCommand, "--device: the networks run on one device (splitting them is not supported yet)", 2);
+    return fail(kCommand, "--device: the networks run on one device (splitting them is not supported yet)",
+                2);
   if (!ends_with_png(out))
     return fail(kCommand, "-o " + out + ": only PNG output (.png) is supported yet", 2);
   params.width = width;
