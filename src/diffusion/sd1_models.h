@@ -16,11 +16,11 @@
 
 #include "core/result.h"
 #include "diffusion/clip_text_encoder.h"
+#include "diffusion/device_network.h"
 #include "diffusion/model_version.h"
 #include "diffusion/noise_schedule.h"
 #include "diffusion/taesd_decoder.h"
 #include "diffusion/unet_model.h"
-#include "diffusion/device_network.h"
 
 namespace kiln::diffusion {
 

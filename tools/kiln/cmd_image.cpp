@@ -150,7 +150,9 @@ int run_image(int argc, char** argv) {
   p.value({"-o", "--output"}, &out, "FILE",
           "the PNG to write (default: output.png; a batch adds _1, _2, ...)");
   placement.declare_placement(p);
-  p.flag({"-v", "--verbose"}, &verbose, "print each device's memory (budget, peak, owners) at exit");
+  p.flag({"-v", "--verbose"}, &verbose,
+         "print each device's memory at exit (budget, counted bytes, each network's weights and evicted "
+         "residents)");
   for (const Unsupported& u : kUnsupported) {
     const auto refuse = [&unsupported, &u](const std::string&) {
       if (unsupported.empty()) unsupported = u.what;
@@ -213,9 +215,6 @@ int run_image(int argc, char** argv) {
   if (!device.ok()) return fail(kCommand, device.error().message, 2);
   const NetworkPlacement where{&(*devices)->backend(**device), &(*devices)->arena(**device),
                                placement.weight_options(kCommand)};
-  const auto print_memory = [&] {
-    if (verbose) std::fputs(format_memory_breakdown((*devices)->memory_breakdown()).c_str(), stderr);
-  };
   auto models = Sd1Models::open(paths, where);
   if (!models.ok()) return fail(kCommand, models.error().message);
   std::fprintf(stderr, "kiln image: %s model, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
@@ -249,7 +248,7 @@ int run_image(int argc, char** argv) {
     std::fprintf(stderr, "kiln image: wrote %s (seed %lld)\n", path.c_str(),
                  static_cast<long long>(params.seed + b));
   }
-  print_memory();
+  if (verbose) std::fputs(format_memory_breakdown((*devices)->memory_breakdown()).c_str(), stderr);
   return 0;
 }
 
