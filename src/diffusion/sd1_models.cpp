@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
 #include "models/sd/clip_text.h"
 #include "models/sd/taesd.h"
 #include "models/sd/unet.h"
@@ -15,8 +16,15 @@ namespace {
 
 using File = std::shared_ptr<const sd::SdWeightFile>;
 
+// The file at `path`; an Error for a quantized tensor (one stored in blocks: the networks' graphs
+// take float weights only for now).
 Result<File> open_file(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<sd::SdWeightFile> f, sd::SdWeightFile::open(path));
+  for (const GgufTensorInfo& t : f->gguf().tensors()) {
+    if (block_size(t.type) > 1)
+      return make_error("sd model: '", path, "': tensor '", t.name, "' is ", dtype_name(t.type),
+                        "; quantized SD files are not supported yet (F32, F16 and BF16 are)");
+  }
   return File(std::move(f));
 }
 
@@ -73,7 +81,8 @@ Result<ModelVersion> detect(std::span<const File> files) {
 
 }  // namespace
 
-Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, const NetworkPlacement& placement) {
+Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths,
+                                                   const NetworkPlacement& placement) {
   std::vector<File> files;  // the model's: -m, --diffusion-model, --clip_l
   for (const std::string* path : {&paths.model, &paths.diffusion_model, &paths.clip_l}) {
     if (path->empty()) continue;

@@ -34,7 +34,8 @@ struct Sd1ModelPaths {
 
 class Sd1Models {
  public:
-  // Errors: a file that does not open (sd::SdWeightFile's messages), no UNet or no text encoder
+  // Errors: a file that does not open (sd::SdWeightFile's messages) or holds quantized tensors
+  // (not supported yet), no UNet or no text encoder
   // among the files, a version other than SD 1.x, no TAESD, tensors the networks cannot bind.
   static Result<std::unique_ptr<Sd1Models>> open(const Sd1ModelPaths& paths, const NetworkPlacement& placement);
 

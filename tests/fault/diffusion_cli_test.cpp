@@ -5,8 +5,8 @@
 // from the single-file checkpoint as safetensors and as a GGUF with stable-diffusion.cpp's names, on
 // sim0, and on sim0 with a budget smaller than the networks. Bad flags, hostile sizes and flags for
 // what is not built yet are refused with a message and exit code 2 before any work; hostile files
-// (truncated, a header that lies, a wrong shape, a pickle) and a budget too small for a network are
-// one-line errors, exit code 1.
+// (truncated, a header that lies, a wrong shape, a pickle), a quantized file (not supported yet) and
+// a budget too small for a network are one-line errors, exit code 1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gguf.h"
 #include "diffusion/sdcpp_refs.h"
 #include "image/decode.h"
 #include "shell_command.h"
@@ -207,9 +208,21 @@ TEST(DiffusionCli, HostileFilesAreOneLineErrors) {
   gin.read(head.data(), static_cast<std::streamsize>(head.size()));
   write_file(gguf, head);
 
+  const std::string quantized = dir.path() + "/q8_0.gguf";  // one Q8_0 block of the UNet's first conv
+  {
+    GgufWriter w;
+    const int64_t ne[] = {32, 1};
+    ASSERT_TRUE(w.add_tensor("model.diffusion_model.input_blocks.0.0.weight", DType::Q8_0, ne).ok());
+    ASSERT_TRUE(w.begin(quantized).ok());
+    ASSERT_TRUE(w.write_tensor_data(std::vector<uint8_t>(34, 0)).ok());
+    ASSERT_TRUE(w.finish().ok());
+  }
+
   const struct {
     std::string args, message;
   } cases[] = {
+      {" -m " + quantized + " --taesd " + test_data::path("sd/taesd-f32.safetensors"),
+       "quantized SD files are not supported yet"},
       {clip_unet + " --taesd " + truncated, "truncated.safetensors"},
       {clip_unet + " --taesd " + lies, "67108864"},
       {clip_unet + " --taesd " + past, "past the end of the data buffer"},
