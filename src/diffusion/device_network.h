@@ -55,9 +55,6 @@ class DeviceNetwork {
   Result<std::vector<float>> run(Graph& g, std::span<const PassInput> inputs, Tensor out);
 
   const std::string& name() const { return name_; }
-  // The owner of the network's residents (0 on a device without a residency manager).
-  OwnerId owner() const { return memory_->owner(); }
-  const DeviceWeights& weights() const { return memory_->weights(); }
 
  private:
   DeviceNetwork() = default;
