@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   ThreadPool pool(threads);
   CpuBackend backend(device, pool);
   auto unet = diffusion::UnetModel::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)),
-                                           sd::kSdUnetPrefix, false, backend);
+                                           sd::kSdUnetPrefix, false, {&backend});
   if (!unet.ok()) {
     std::fprintf(stderr, "%s\n", unet.error().message.c_str());
     return 1;

@@ -6,11 +6,13 @@
 namespace kiln::diffusion {
 
 Result<std::unique_ptr<ClipTextEncoder>> ClipTextEncoder::create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                                 const std::string& prefix, Backend& backend,
-                                                                 ComputeArena* arena) {
-  KILN_ASSIGN_OR_RETURN(HostNetwork net, HostNetwork::create("sd text encoder", backend, arena));
-  std::unique_ptr<ClipTextEncoder> e(new ClipTextEncoder(std::move(net)));
+                                                                 const std::string& prefix,
+                                                                 const NetworkPlacement& placement) {
+  std::unique_ptr<ClipTextEncoder> e(new ClipTextEncoder());
   KILN_ASSIGN_OR_RETURN(e->weights_, sd::bind_clip_text(file->gguf(), prefix));
+  KILN_ASSIGN_OR_RETURN(
+      e->net_, DeviceNetwork::create("sd text encoder", file,
+                                     {prefix + "."}, placement));
   e->file_ = std::move(file);
   return e;
 }
@@ -21,8 +23,8 @@ Result<std::vector<float>> ClipTextEncoder::encode_chunk(std::span<const int32_t
     return make_error("sd text encoder: a chunk holds ", hp.n_token, " token ids, got ", ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= hp.n_vocab)
-      return make_error("sd text encoder: token id ", ids[i], " at position ", i, " is outside the vocabulary [0, ",
-                        hp.n_vocab, ")");
+      return make_error("sd text encoder: token id ", ids[i], " at position ", i,
+                        " is outside the vocabulary [0, ", hp.n_vocab, ")");
   }
   KILN_ASSIGN_OR_RETURN(const int64_t n_layers, sd::clip_text_layers(hp, clip_skip));
   Graph g;
@@ -30,8 +32,8 @@ Result<std::vector<float>> ClipTextEncoder::encode_chunk(std::span<const int32_t
   const Tensor out = sd::clip_text_graph(g, weights_, in, n_layers);
   g.mark_output(out);
   std::vector<int32_t> host_ids(ids.begin(), ids.end());
-  const HostNetwork::Input inputs[] = {{in, host_ids.data()}};
-  return net_.run(g, inputs, out);  // [n_embd, n_token]
+  const PassInput inputs[] = {{in, host_ids.data()}};
+  return net_->run(g, inputs, out);  // [n_embd, n_token]
 }
 
 Result<std::vector<float>> encode_prompt(ClipTextEncoder& encoder, const ClipTokenizer& tokenizer,

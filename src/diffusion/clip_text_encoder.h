@@ -5,11 +5,8 @@
 // weights in 77-token chunks, each chunk encoded, weighted with the mean rescale, and the chunks
 // concatenated.
 //
-// Devices: host devices only for now; the graph reads the weights in place in the model file's
-// memory (the mapping, or the GGUF image a safetensors file was packed into). Another device is
-// refused at creation.
-// Memory: the arena is the caller's (shared with the other users of the device) or, when null,
-// the encoder's own.
+// Devices and memory: a resident of its device under the owner "sd text encoder"
+// (diffusion/device_network.h: its tensors placed there, the device's arena or its own).
 // Ownership: shares the weight file; the Backend (and a shared arena) must outlive the encoder.
 // Thread-safety: none; one encode at a time (callers sharing an arena hold its turn).
 #pragma once
@@ -22,7 +19,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "diffusion/host_network.h"
+#include "diffusion/device_network.h"
 #include "diffusion/clip_tokenizer.h"
 #include "models/sd/clip_text.h"
 #include "models/sd/weight_file.h"
@@ -35,8 +32,7 @@ class ClipTextEncoder {
  public:
   // Binds the encoder under `prefix` (sd::kSd1TextPrefix for SD 1.x files) in `file`.
   static Result<std::unique_ptr<ClipTextEncoder>> create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                         const std::string& prefix, Backend& backend,
-                                                         ComputeArena* arena = nullptr);
+                                                         const std::string& prefix, const NetworkPlacement& placement);
 
   const sd::ClipTextHParams& hparams() const { return weights_.hp; }
 
@@ -45,8 +41,8 @@ class ClipTextEncoder {
   Result<std::vector<float>> encode_chunk(std::span<const int32_t> ids, int clip_skip);
 
  private:
-  explicit ClipTextEncoder(HostNetwork net) : net_(std::move(net)) {}
-  HostNetwork net_;
+  ClipTextEncoder() = default;
+  std::unique_ptr<DeviceNetwork> net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::ClipTextWeights weights_;
 };

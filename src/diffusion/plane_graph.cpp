@@ -28,7 +28,7 @@ PlanesGraph build(Graph& g, int64_t width, int64_t height, int64_t channels, con
 
 }  // namespace
 
-Result<std::vector<float>> run_on_planes(HostNetwork& net, std::span<const float> planes, int64_t width,
+Result<std::vector<float>> run_on_planes(DeviceNetwork& net, std::span<const float> planes, int64_t width,
                                          int64_t height, int64_t channels, const GridBody& body) {
   KILN_TRY(check_sides(net.name(), width, height));
   if (static_cast<int64_t>(planes.size()) != channels * width * height)
@@ -37,7 +37,7 @@ Result<std::vector<float>> run_on_planes(HostNetwork& net, std::span<const float
   Graph g;
   const PlanesGraph p = build(g, width, height, channels, body);
   std::vector<float> host(planes.begin(), planes.end());
-  const HostNetwork::Input inputs[] = {{p.in, host.data()}};
+  const PassInput inputs[] = {{p.in, host.data()}};
   return net.run(g, inputs, p.out);
 }
 

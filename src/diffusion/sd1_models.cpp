@@ -7,6 +7,7 @@
 
 #include "diffusion/taesd_decoder.h"
 #include "diffusion/vae_decoder.h"
+#include "core/dtype.h"
 #include "models/sd/clip_text.h"
 #include "models/sd/taesd.h"
 #include "models/sd/unet.h"
@@ -18,8 +19,15 @@ namespace {
 
 using File = std::shared_ptr<const sd::SdWeightFile>;
 
+// The file at `path`; an Error for a quantized tensor (one stored in blocks: the networks' graphs
+// take float weights only for now).
 Result<File> open_file(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<sd::SdWeightFile> f, sd::SdWeightFile::open(path));
+  for (const GgufTensorInfo& t : f->gguf().tensors()) {
+    if (block_size(t.type) > 1)
+      return make_error("sd model: '", path, "': tensor '", t.name, "' is ", dtype_name(t.type),
+                        "; quantized SD files are not supported yet (F32, F16 and BF16 are)");
+  }
   return File(std::move(f));
 }
 
@@ -97,7 +105,8 @@ Result<ModelVersion> detect(std::span<const File> files) {
 
 }  // namespace
 
-Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, Backend& backend) {
+Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths,
+                                                   const NetworkPlacement& placement) {
   std::vector<File> files;  // the model's: -m, --diffusion-model, --clip_l
   for (const std::string* path : {&paths.model, &paths.diffusion_model, &paths.clip_l}) {
     if (path->empty()) continue;
@@ -118,16 +127,16 @@ Result<std::unique_ptr<Sd1Models>> Sd1Models::open(const Sd1ModelPaths& paths, B
   std::unique_ptr<Sd1Models> m(new Sd1Models());
   m->version_ = version;
   const bool tiny = version.variant == UnetVariant::TinyUnet || version.variant == UnetVariant::Sdxs;
-  KILN_ASSIGN_OR_RETURN(m->text_encoder_, ClipTextEncoder::create(clip.file, clip.prefix, backend));
-  KILN_ASSIGN_OR_RETURN(m->unet_, UnetModel::create(unet.file, unet.prefix, tiny, backend));
-  m->backend_ = &backend;
+  KILN_ASSIGN_OR_RETURN(m->text_encoder_, ClipTextEncoder::create(clip.file, clip.prefix, placement));
+  KILN_ASSIGN_OR_RETURN(m->unet_, UnetModel::create(unet.file, unet.prefix, tiny, placement));
+  m->placement_ = placement;
   m->decoder_file_ = decoder.file;
   m->vae_prefix_ = decoder.prefix;
   if (!paths.taesd.empty()) {
-    KILN_ASSIGN_OR_RETURN(m->decoder_, TaesdDecoder::create(decoder.file, decoder.prefix, backend));
+    KILN_ASSIGN_OR_RETURN(m->decoder_, TaesdDecoder::create(decoder.file, decoder.prefix, placement));
     m->decoder_name_ = "TAESD";
   } else {
-    KILN_ASSIGN_OR_RETURN(m->decoder_, VaeDecoder::create(decoder.file, decoder.prefix, backend));
+    KILN_ASSIGN_OR_RETURN(m->decoder_, VaeDecoder::create(decoder.file, decoder.prefix, placement));
     m->decoder_name_ = "VAE";
   }
   return m;
@@ -140,11 +149,11 @@ Result<LatentEncoder*> Sd1Models::encoder() {
       return make_error("sd model: the TAESD file has no encoder (", sd::kTaesdEncoderPrefix,
                         ".*), which image to image needs");
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<TaesdEncoder> e,
-                          TaesdEncoder::create(decoder_file_, sd::kTaesdEncoderPrefix, *backend_));
+                          TaesdEncoder::create(decoder_file_, sd::kTaesdEncoderPrefix, placement_));
     encoder_ = std::make_unique<LatentEncoder>(std::move(e));
   } else {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<VaeEncoder> e,
-                          VaeEncoder::create(decoder_file_, vae_prefix_, *backend_));
+                          VaeEncoder::create(decoder_file_, vae_prefix_, placement_));
     encoder_ = std::make_unique<LatentEncoder>(std::move(e));
   }
   return encoder_.get();

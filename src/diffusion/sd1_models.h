@@ -8,8 +8,10 @@
 // from all the model's tensors (detect_model_version) and described for the user; SD 2.x and SDXL are refused
 // as not supported yet.
 //
-// Devices: the networks run on `backend`, a host device (see HostNetwork). Ownership: owns the
-// files and the networks; the Backend must outlive the object. Thread-safety: none.
+// Devices: the networks (and the encoder, when img2img asks for it) are placed as the
+// NetworkPlacement says, each a resident of its own owner there (diffusion/device_network.h),
+// planning in the same arena. Ownership: owns the files and the networks; the Backend (and the
+// arena) must outlive the object. Thread-safety: none.
 #pragma once
 
 #include <memory>
@@ -19,11 +21,11 @@
 #include "diffusion/clip_text_encoder.h"
 #include "diffusion/latent_decoder.h"
 #include "diffusion/latent_encoder.h"
+#include "diffusion/device_network.h"
 #include "diffusion/model_version.h"
 #include "diffusion/noise_schedule.h"
 #include "diffusion/unet_model.h"
 #include "models/sd/weight_file.h"
-#include "runtime/backend.h"
 
 namespace kiln::diffusion {
 
@@ -38,9 +40,10 @@ struct Sd1ModelPaths {
 
 class Sd1Models {
  public:
-  // Errors: a file that does not open (sd::SdWeightFile's messages), no UNet or no text encoder
-  // among the files, a version other than SD 1.x, no decoder, tensors the networks cannot bind.
-  static Result<std::unique_ptr<Sd1Models>> open(const Sd1ModelPaths& paths, Backend& backend);
+  // Errors: a file that does not open (sd::SdWeightFile's messages) or holds quantized tensors
+  // (not supported yet), no UNet or no text encoder among the files, a version other than SD 1.x,
+  // no decoder, tensors the networks cannot bind.
+  static Result<std::unique_ptr<Sd1Models>> open(const Sd1ModelPaths& paths, const NetworkPlacement& placement);
 
   ModelVersion version() const { return version_; }
   ClipTextEncoder& text_encoder() { return *text_encoder_; }
@@ -62,7 +65,7 @@ class Sd1Models {
   std::unique_ptr<UnetModel> unet_;
   std::unique_ptr<LatentDecoder> decoder_;
   const char* decoder_name_ = "";
-  Backend* backend_ = nullptr;
+  NetworkPlacement placement_;  // where encoder() places the encoder
   std::shared_ptr<const sd::SdWeightFile> decoder_file_;
   std::string vae_prefix_;  // the VAE's prefix in decoder_file_; unused for TAESD
   std::unique_ptr<LatentEncoder> encoder_;

@@ -3,17 +3,19 @@
 namespace kiln::diffusion {
 
 Result<std::unique_ptr<TaesdDecoder>> TaesdDecoder::create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                           const std::string& prefix, Backend& backend,
-                                                           ComputeArena* arena) {
-  KILN_ASSIGN_OR_RETURN(HostNetwork net, HostNetwork::create("taesd decoder", backend, arena));
-  std::unique_ptr<TaesdDecoder> d(new TaesdDecoder(std::move(net)));
+                                                           const std::string& prefix,
+                                                           const NetworkPlacement& placement) {
+  std::unique_ptr<TaesdDecoder> d(new TaesdDecoder());
   KILN_ASSIGN_OR_RETURN(d->weights_, sd::bind_taesd_decoder(file->gguf(), prefix));
+  KILN_ASSIGN_OR_RETURN(
+      d->net_, DeviceNetwork::create("taesd decoder", file,
+                                     {prefix + "."}, placement));
   d->file_ = std::move(file);
   return d;
 }
 
 Result<std::vector<float>> TaesdDecoder::decode_raw(std::span<const float> z, int64_t width, int64_t height) {
-  return run_on_planes(net_, z, width, height, 4, body());
+  return run_on_planes(*net_, z, width, height, 4, body());
 }
 
 Result<size_t> TaesdDecoder::graph_bytes(int64_t width, int64_t height) {

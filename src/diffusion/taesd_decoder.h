@@ -2,10 +2,9 @@
 // image out as stable-diffusion.cpp's TinyImageAutoEncoder::decode gives it (about [0, 1]).
 // Latents and images are in stable-diffusion.cpp's memory order ([w, h, c] planes; plane_graph.h).
 //
-// Devices: host devices only for now (the graph reads the weights in place in the file's memory).
-// Memory: the arena is the caller's or, when null, the decoder's own. Ownership: shares the weight
-// file; the Backend (and a shared arena) must outlive the decoder. Thread-safety: none; one
-// decode at a time.
+// Devices and memory: a resident of its device under the owner "taesd decoder"
+// (diffusion/device_network.h). Ownership: shares the weight file; the Backend (and a shared arena)
+// must outlive the decoder. Thread-safety: none; one decode at a time.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +14,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "diffusion/host_network.h"
+#include "diffusion/device_network.h"
 #include "diffusion/latent_decoder.h"
 #include "diffusion/plane_graph.h"
 #include "models/sd/taesd.h"
@@ -29,8 +28,7 @@ class TaesdDecoder : public LatentDecoder {
  public:
   // Binds the decoder under `prefix` (sd::kTaesdDecoderPrefix for a taesd.safetensors file).
   static Result<std::unique_ptr<TaesdDecoder>> create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                      const std::string& prefix, Backend& backend,
-                                                      ComputeArena* arena = nullptr);
+                                                      const std::string& prefix, const NetworkPlacement& placement);
 
   // LatentDecoder's: TAESD decodes the diffusion's latent unscaled, to about [0, 1].
   Result<std::vector<float>> decode_raw(std::span<const float> z, int64_t width, int64_t height) override;
@@ -42,8 +40,8 @@ class TaesdDecoder : public LatentDecoder {
 
  private:
   GridBody body() const;
-  explicit TaesdDecoder(HostNetwork net) : net_(std::move(net)) {}
-  HostNetwork net_;
+  TaesdDecoder() = default;
+  std::unique_ptr<DeviceNetwork> net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::TaesdDecoderWeights weights_;
 };

@@ -3,9 +3,9 @@
 // tiling): the image in [0, 1] in, the diffusion's latent out (TAESD's latent needs no sampling or
 // scale). Images and latents are stable-diffusion.cpp's [w, h, c] planes.
 //
-// Devices: host devices only for now (see HostNetwork). Memory: the arena is the caller's or, when
-// null, the encoder's own. Ownership: shares the weight file; the Backend (and a shared arena) must
-// outlive the encoder. Thread-safety: none; one encode at a time.
+// Devices and memory: a resident of its device under the owner "taesd encoder"
+// (diffusion/device_network.h). Ownership: shares the weight file; the Backend (and a shared arena)
+// must outlive the encoder. Thread-safety: none; one encode at a time.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "diffusion/host_network.h"
+#include "diffusion/device_network.h"
 #include "models/sd/taesd.h"
 #include "models/sd/weight_file.h"
 #include "runtime/backend.h"
@@ -27,16 +27,15 @@ class TaesdEncoder {
  public:
   // Binds the encoder under `prefix` (sd::kTaesdEncoderPrefix for a taesd.safetensors file).
   static Result<std::unique_ptr<TaesdEncoder>> create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                      const std::string& prefix, Backend& backend,
-                                                      ComputeArena* arena = nullptr);
+                                                      const std::string& prefix, const NetworkPlacement& placement);
 
   // image: 3 planes of width * height floats in [0, 1] (sides multiples of 8). Returns the latent,
   // 4 planes of (width / 8) * (height / 8) floats.
   Result<std::vector<float>> encode(std::span<const float> image, int64_t width, int64_t height);
 
  private:
-  explicit TaesdEncoder(HostNetwork net) : net_(std::move(net)) {}
-  HostNetwork net_;
+  TaesdEncoder() = default;
+  std::unique_ptr<DeviceNetwork> net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::TaesdEncoderWeights weights_;
 };

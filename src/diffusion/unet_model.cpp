@@ -3,11 +3,13 @@
 namespace kiln::diffusion {
 
 Result<std::unique_ptr<UnetModel>> UnetModel::create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                     const std::string& prefix, bool tiny, Backend& backend,
-                                                     ComputeArena* arena) {
-  KILN_ASSIGN_OR_RETURN(HostNetwork net, HostNetwork::create("sd unet", backend, arena));
-  std::unique_ptr<UnetModel> m(new UnetModel(std::move(net)));
+                                                     const std::string& prefix, bool tiny,
+                                                     const NetworkPlacement& placement) {
+  std::unique_ptr<UnetModel> m(new UnetModel());
   KILN_ASSIGN_OR_RETURN(m->weights_, sd::bind_unet(file->gguf(), prefix, tiny));
+  KILN_ASSIGN_OR_RETURN(
+      m->net_, DeviceNetwork::create("sd unet", file, {prefix + "."},
+                                     placement));
   m->file_ = std::move(file);
   return m;
 }
@@ -38,8 +40,8 @@ Result<std::vector<float>> UnetModel::eval(std::span<const float> x, int64_t wid
   g.mark_output(out);
   std::vector<float> t_emb = sd::timestep_embedding(timestep, hp.model_channels);
   std::vector<float> host_x(x.begin(), x.end()), host_c(context.begin(), context.end());
-  const HostNetwork::Input inputs[] = {{in_x, host_x.data()}, {in_t, t_emb.data()}, {in_c, host_c.data()}};
-  return net_.run(g, inputs, out);
+  const PassInput inputs[] = {{in_x, host_x.data()}, {in_t, t_emb.data()}, {in_c, host_c.data()}};
+  return net_->run(g, inputs, out);
 }
 
 }  // namespace kiln::diffusion

@@ -4,10 +4,9 @@
 // memory order ([w, h, c] planes: each channel's rows of pixels); the graph turns them into its
 // channel-innermost grids and back.
 //
-// Devices: host devices only for now (the graph reads the weights in place in the model file's
-// memory). Memory: the arena is the caller's (shared with the other users of the device) or,
-// when null, the model's own. Ownership: shares the weight file; the Backend (and a shared arena)
-// must outlive the model. Thread-safety: none; one evaluation at a time.
+// Devices and memory: a resident of its device under the owner "sd unet" (diffusion/device_network.h:
+// its tensors placed there, the device's arena or its own). Ownership: shares the weight file; the
+// Backend (and a shared arena) must outlive the model. Thread-safety: none; one evaluation at a time.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +16,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "diffusion/host_network.h"
+#include "diffusion/device_network.h"
 #include "models/sd/unet.h"
 #include "models/sd/weight_file.h"
 #include "runtime/backend.h"
@@ -30,8 +29,7 @@ class UnetModel {
   // Binds the UNet under `prefix` (sd::kSdUnetPrefix for single-file checkpoints) in `file`;
   // `tiny` for the variants without a middle block (diffusion/model_version.h).
   static Result<std::unique_ptr<UnetModel>> create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                   const std::string& prefix, bool tiny, Backend& backend,
-                                                   ComputeArena* arena = nullptr);
+                                                   const std::string& prefix, bool tiny, const NetworkPlacement& placement);
 
   const sd::UnetHParams& hparams() const { return weights_.hp; }
 
@@ -42,8 +40,8 @@ class UnetModel {
                                   std::span<const float> context);
 
  private:
-  explicit UnetModel(HostNetwork net) : net_(std::move(net)) {}
-  HostNetwork net_;
+  UnetModel() = default;
+  std::unique_ptr<DeviceNetwork> net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::UnetWeights weights_;
 };

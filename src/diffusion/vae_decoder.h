@@ -3,9 +3,9 @@
 // divided by sd::kSd1VaeScale, post_quant_conv and the decoder, whole or tiled, then (x + 1) / 2
 // clamped to [0, 1]). Latents and images are stable-diffusion.cpp's [w, h, c] planes.
 //
-// Devices: host devices only for now (see HostNetwork). Memory: the arena is the caller's or, when
-// null, the decoder's own. Ownership: shares the weight file; the Backend (and a shared arena) must
-// outlive the decoder. Thread-safety: none; one decode at a time.
+// Devices and memory: a resident of its device under the owner "sd vae decoder"
+// (diffusion/device_network.h). Ownership: shares the weight file; the Backend (and a shared arena)
+// must outlive the decoder. Thread-safety: none; one decode at a time.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "diffusion/host_network.h"
+#include "diffusion/device_network.h"
 #include "diffusion/latent_decoder.h"
 #include "diffusion/plane_graph.h"
 #include "models/sd/vae.h"
@@ -30,8 +30,7 @@ class VaeDecoder : public LatentDecoder {
   // Binds the decoder under `prefix` ("" for a standalone VAE file, sd::kSdVaePrefix in a
   // single-file checkpoint).
   static Result<std::unique_ptr<VaeDecoder>> create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                    const std::string& prefix, Backend& backend,
-                                                    ComputeArena* arena = nullptr);
+                                                    const std::string& prefix, const NetworkPlacement& placement);
 
   // LatentDecoder's: the decoder's output before (x + 1) / 2 and the clamp, about [-1, 1].
   Result<std::vector<float>> decode_raw(std::span<const float> vae_z, int64_t width, int64_t height) override;
@@ -43,8 +42,8 @@ class VaeDecoder : public LatentDecoder {
 
  private:
   GridBody body() const;
-  explicit VaeDecoder(HostNetwork net) : net_(std::move(net)) {}
-  HostNetwork net_;
+  VaeDecoder() = default;
+  std::unique_ptr<DeviceNetwork> net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::VaeDecoderWeights weights_;
 };

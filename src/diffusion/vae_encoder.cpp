@@ -9,11 +9,11 @@
 namespace kiln::diffusion {
 
 Result<std::unique_ptr<VaeEncoder>> VaeEncoder::create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                       const std::string& prefix, Backend& backend,
-                                                       ComputeArena* arena) {
-  KILN_ASSIGN_OR_RETURN(HostNetwork net, HostNetwork::create("sd vae encoder", backend, arena));
-  std::unique_ptr<VaeEncoder> e(new VaeEncoder(std::move(net)));
+                                                       const std::string& prefix, const NetworkPlacement& placement) {
+  std::unique_ptr<VaeEncoder> e(new VaeEncoder());
   KILN_ASSIGN_OR_RETURN(e->weights_, sd::bind_vae_encoder(file->gguf(), prefix));
+  const std::string top = prefix.empty() ? "" : prefix + ".";
+  KILN_ASSIGN_OR_RETURN(e->net_, DeviceNetwork::create("sd vae encoder", file, {top + "encoder.", top + "quant_conv."}, placement));
   e->file_ = std::move(file);
   return e;
 }
@@ -26,7 +26,7 @@ Result<std::vector<float>> VaeEncoder::moments(std::span<const float> image, int
   std::vector<float> x(image.begin(), image.end());
   for (float& v : x) v = v * 2.0f - 1.0f;
   const GridBody body = [this](Graph& g, Tensor grid) { return sd::vae_encoder_graph(g, weights_, grid); };
-  return run_on_planes(net_, x, width, height, 3, body);
+  return run_on_planes(*net_, x, width, height, 3, body);
 }
 
 std::vector<float> latent_from_moments(std::span<const float> moments, std::span<const float> noise) {

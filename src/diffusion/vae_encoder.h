@@ -4,9 +4,9 @@
 // them (gaussian_latent_sample, then vae_to_diffusion_latents). Images and latents are
 // stable-diffusion.cpp's [w, h, c] planes.
 //
-// Devices: host devices only for now (see HostNetwork). Memory: the arena is the caller's or, when
-// null, the encoder's own. Ownership: shares the weight file; the Backend (and a shared arena) must
-// outlive the encoder. Thread-safety: none; one encode at a time.
+// Devices and memory: a resident of its device under the owner "sd vae encoder"
+// (diffusion/device_network.h). Ownership: shares the weight file; the Backend (and a shared arena)
+// must outlive the encoder. Thread-safety: none; one encode at a time.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "diffusion/host_network.h"
+#include "diffusion/device_network.h"
 #include "models/sd/vae.h"
 #include "models/sd/weight_file.h"
 #include "runtime/backend.h"
@@ -29,16 +29,15 @@ class VaeEncoder {
   // Binds the encoder under `prefix` ("" for a standalone VAE file, sd::kSdVaePrefix in a
   // single-file checkpoint).
   static Result<std::unique_ptr<VaeEncoder>> create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                    const std::string& prefix, Backend& backend,
-                                                    ComputeArena* arena = nullptr);
+                                                    const std::string& prefix, const NetworkPlacement& placement);
 
   // image: 3 planes of width * height floats in [0, 1] (sides multiples of 8). Returns the moments,
   // 8 planes of (width / 8) * (height / 8) floats: 4 means, then 4 log-variances.
   Result<std::vector<float>> moments(std::span<const float> image, int64_t width, int64_t height);
 
  private:
-  explicit VaeEncoder(HostNetwork net) : net_(std::move(net)) {}
-  HostNetwork net_;
+  VaeEncoder() = default;
+  std::unique_ptr<DeviceNetwork> net_;
   std::shared_ptr<const sd::SdWeightFile> file_;
   sd::VaeEncoderWeights weights_;
 };

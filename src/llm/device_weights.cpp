@@ -55,15 +55,19 @@ Result<std::shared_ptr<DeviceWeights>> DeviceWeights::create(std::shared_ptr<con
   dw->name_ = std::move(name);
   dw->options_ = std::move(options);
   for (const GgufTensorInfo& t : dw->file_->tensors()) {
-    dw->tensors_.push_back({&t, dw->file_->tensor_view(t)});
+    const bool held = !dw->options_.holds || dw->options_.holds(-1, t);
+    dw->tensors_.push_back(held ? Weight{&t, dw->file_->tensor_view(t)} : Weight{});
     dw->tensor_is_matmul_.push_back(std::find(matmul.begin(), matmul.end(), t.name) != matmul.end());
   }
+  dw->options_.holds = nullptr;  // used here only, as for a text model
   return place(std::move(dw), device);
 }
 
 const Weight* DeviceWeights::tensor(std::string_view name) const {
   const GgufTensorInfo* info = tensors_.empty() ? nullptr : file_->find_tensor(name);
-  return info == nullptr ? nullptr : &tensors_[static_cast<size_t>(info - file_->tensors().data())];
+  if (info == nullptr) return nullptr;
+  const Weight& w = tensors_[static_cast<size_t>(info - file_->tensors().data())];
+  return w ? &w : nullptr;
 }
 
 DeviceWeights::Layout DeviceWeights::lay_out(std::span<const std::pair<const Weight*, WeightUse>> visits,

@@ -83,7 +83,9 @@ struct WeightOptions {
   int prepare_threads = 1;
   // Which of a text model's weight slots this placement holds (a model split over devices,
   // llm/layer_split.h): fn(layer, tensor) as for_each_weight_slot numbers layers; the others' views
-  // are null. Null: every weight.
+  // are null. For a file's tensors (the second create()), fn(-1, tensor) keeps those of one network
+  // of several in the file (a checkpoint's UNet); the others are not placed (tensor() is null).
+  // Null: every weight.
   std::function<bool(int64_t layer, const GgufTensorInfo& tensor)> holds = {};
   // Appended to the owner's name ("llama (layers 4-7)"): tells apart several shares of one model
   // on one device (segments). Empty: the model's name.
@@ -105,8 +107,8 @@ class DeviceWeights : private Evictable {
   // with the bytes needed and the budget) or a tensor cannot be prepared.
   static Result<std::shared_ptr<DeviceWeights>> create(std::shared_ptr<const Model> model, Device& device,
                                                        WeightOptions options = {});
-  // The same for the tensors of an mmproj's file, under the owner name `name` (the name in
-  // messages; the encoders use "mmproj NAME" and "mmproj NAME (audio)"). `mmproj` keeps the file
+  // The same for the tensors of a file (an mmproj's, a diffusion model's), under the owner name
+  // `name` (the name in messages; the encoders use "mmproj NAME" and "mmproj NAME (audio)"). `mmproj` keeps the file
   // alive (an aliasing pointer into the model that owns the mapping). Those named in `matmul` (read
   // only as mul_mat weights by the encoder's graphs: Graph::read_only_as_weights) take the kernels'
   // layouts; the others are placed plain.
@@ -194,8 +196,9 @@ class DeviceWeights : private Evictable {
   template <class Fn>
   void visit_weights(Fn&& fn) {
     for_each_weight(weights_, fn);
-    for (size_t i = 0; i < tensors_.size(); ++i)
-      fn(tensors_[i], tensor_is_matmul_[i] ? WeightUse::MatMul : WeightUse::Elementwise);
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      if (tensors_[i]) fn(tensors_[i], tensor_is_matmul_[i] ? WeightUse::MatMul : WeightUse::Elementwise);
+    }
   }
   // Points the views of copied tensors at the buffer (or at null when released).
   void bind_views();
@@ -219,7 +222,7 @@ class DeviceWeights : private Evictable {
   OwnerId owner_ = 0;
   Resident residency_;                  // before buffer_: outlives it
   DecoderWeights weights_;              // a text model's
-  std::vector<Weight> tensors_;         // an mmproj's, in file order
+  std::vector<Weight> tensors_;         // a file's, in file order (null: not held)
   std::vector<bool> tensor_is_matmul_;  // per tensors_ entry: read only as mul_mat weights
   std::vector<Placement> placements_;
   std::vector<size_t> placement_of_;  // per weight in for_each_weight order: its placements_ index

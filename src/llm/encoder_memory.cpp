@@ -26,12 +26,22 @@ Result<ResidencyManager::Pin> EncoderMemory::pin() const {
   return manager->pin(owner());
 }
 
+Status EncoderMemory::grow_inputs(size_t bytes) {
+  if (bytes <= inputs_.bytes) return ok_status();
+  inputs_.buffer.reset();  // the old one first: the room is the larger one's, not both
+  inputs_.bytes = bytes;
+  const Status st = inputs_.restore();
+  if (!st.ok()) inputs_.bytes = 0;  // none now: the next call tries again
+  return st;
+}
+
 Status EncoderMemory::Inputs::evict() {
   buffer.reset();
   return ok_status();
 }
 
 Status EncoderMemory::Inputs::restore() {
+  if (bytes == 0) return ok_status();
   KILN_ASSIGN_OR_RETURN(buffer, resident.allocate({bytes, MemoryKind::Compute, name}));
   return ok_status();
 }

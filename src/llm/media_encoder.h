@@ -35,6 +35,7 @@
 
 #include "llm/context.h"
 #include "llm/encoder_memory.h"
+#include "llm/graph_pass.h"
 #include "runtime/backend.h"
 #include "runtime/planner.h"
 #include "runtime/residency.h"
@@ -64,12 +65,8 @@ struct EncoderOptions {
 
 // One encoder graph as its builder made it.
 struct EncoderPass {
-  // Input tensors and the host bytes each takes (its whole view), uploaded into the input buffer.
-  // Non-owning: the bytes must outlive the pass.
-  struct Input {
-    Tensor tensor;
-    const void* host = nullptr;
-  };
+  // Input tensors and the host bytes each takes, uploaded into the input buffer (llm/graph_pass.h).
+  using Input = PassInput;
   std::vector<Input> inputs;
   Tensor embeddings;  // F32 [n_embd, n_tokens], marked as output
 };
@@ -115,8 +112,6 @@ class MediaEncoder {
   // Builds, places and runs one graph: under mutex_, the pins and the arena's turn.
   Result<std::shared_ptr<const ImageEmbeddings>> run(const std::string& id, int64_t n_tokens, bool non_causal,
                                                      const BuildPass& build);
-  // Keeps the shared arena's owner on the device (an empty pin without one or without a manager).
-  Result<ResidencyManager::Pin> pin_arena() const;
   void remember(std::shared_ptr<const ImageEmbeddings> e);  // under mutex_
 
   std::string what_;

@@ -39,7 +39,7 @@ class ClipTextEncoderTest : public ::testing::Test {
     ASSERT_TRUE(file.ok()) << file.error().message;
     engine_ = std::make_unique<Engine>();
     auto e = ClipTextEncoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), sd::kSd1TextPrefix,
-                                     engine_->backend);
+                                     {&engine_->backend});
     ASSERT_TRUE(e.ok()) << e.error().message;
     encoder_ = std::move(*e);
   }

@@ -50,7 +50,7 @@ TEST(VaeEncoder, MomentsMatchStableDiffusionCpp) {
   CpuBackend backend{device, pool};
   auto file = sd::SdWeightFile::open(test_data::path("sd/vae-sd1-f16.safetensors"));
   ASSERT_TRUE(file.ok()) << file.error().message;
-  auto enc = VaeEncoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), "", backend);
+  auto enc = VaeEncoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), "", {&backend});
   ASSERT_TRUE(enc.ok()) << enc.error().message;
   auto moments = (*enc)->moments(image(), 64, 64);
   ASSERT_TRUE(moments.ok()) << moments.error().message;
@@ -78,7 +78,7 @@ TEST(TaesdEncoder, LatentMatchesStableDiffusionCpp) {
   auto file = sd::SdWeightFile::open(test_data::path("sd/taesd-f32.safetensors"));
   ASSERT_TRUE(file.ok()) << file.error().message;
   auto enc = TaesdEncoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)),
-                                  sd::kTaesdEncoderPrefix, backend);
+                                  sd::kTaesdEncoderPrefix, {&backend});
   ASSERT_TRUE(enc.ok()) << enc.error().message;
   std::vector<float> img = image();
   for (const char* key : {"taesd/enc21/latent", "taesd/enc21_f16/latent"}) {

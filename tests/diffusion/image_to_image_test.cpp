@@ -144,17 +144,17 @@ TEST(ImageToImage, MatchesStableDiffusionCpp) {
   paths.clip_l = test_data::path("sd/clip-l-f32.safetensors");
   paths.diffusion_model = test_data::path("sd/unet-sd1-c32-f32.safetensors");
   paths.taesd = test_data::path("sd/taesd-f32.safetensors");
-  auto models = Sd1Models::open(paths, engine.backend);
+  auto models = Sd1Models::open(paths, {&engine.backend});
   ASSERT_TRUE(models.ok()) << models.error().message;
   auto taesd_encoder = (*models)->encoder();
   ASSERT_TRUE(taesd_encoder.ok()) << taesd_encoder.error().message;
   auto vae_file = sd::SdWeightFile::open(test_data::path("sd/vae-sd1-f16.safetensors"));
   ASSERT_TRUE(vae_file.ok()) << vae_file.error().message;
   const std::shared_ptr<const sd::SdWeightFile> vae(std::move(*vae_file));
-  auto vae_encoder = VaeEncoder::create(vae, "", engine.backend);
+  auto vae_encoder = VaeEncoder::create(vae, "", {&engine.backend});
   ASSERT_TRUE(vae_encoder.ok()) << vae_encoder.error().message;
   LatentEncoder vae_latent_encoder(std::move(*vae_encoder));
-  auto vae_decoder = VaeDecoder::create(vae, "", engine.backend);
+  auto vae_decoder = VaeDecoder::create(vae, "", {&engine.backend});
   ASSERT_TRUE(vae_decoder.ok()) << vae_decoder.error().message;
 
   const TextToImageParams p0 = case_params(kCases[0]);

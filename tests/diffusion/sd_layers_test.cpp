@@ -15,7 +15,8 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_device.h"
 #include "core/tensor_view.h"
-#include "diffusion/host_network.h"
+#include "llm/graph_pass.h"
+#include "runtime/planner.h"
 #include "models/sd/sd_layers.h"
 #include "ops/quant/quant.h"
 #include "runtime/thread_pool.h"
@@ -91,13 +92,19 @@ std::vector<float> run_layers(DType gain_type, DType store_type) {
   CpuDevice device;
   ThreadPool pool(2);
   CpuBackend backend(device, pool);
-  auto net = diffusion::HostNetwork::create("sd layers", backend, nullptr);
-  EXPECT_TRUE(net.ok());
+  ComputeArena arena(device, "sd layers");
   std::vector<float> in = uniform(C * W * W, 7, -1.0f, 1.0f);
-  const diffusion::HostNetwork::Input inputs[] = {{x, in.data()}};
-  auto out = net->run(g, inputs, y);
-  EXPECT_TRUE(out.ok()) << out.error().message;
-  return out.ok() ? *out : std::vector<float>{};
+  const PassInput inputs[] = {{x, in.data()}};
+  auto input_buffer = device.allocate(BufferDesc{pass_input_bytes(g, inputs), MemoryKind::Compute, "inputs"});
+  EXPECT_TRUE(input_buffer.ok());
+  if (!input_buffer.ok()) return {};
+  auto plan = run_pass(g, inputs, **input_buffer, arena, backend);
+  EXPECT_TRUE(plan.ok()) << plan.error().message;
+  if (!plan.ok()) return {};
+  const TensorView v = plan->view(y);
+  std::vector<float> out(static_cast<size_t>(v.nelements()));
+  EXPECT_TRUE(device.download(v, out.data(), v.span_bytes()).ok());
+  return out;
 }
 
 TEST(SdLayers, GainsAndBiasesInF16OrQ8_0ComputeAsTheirF32Values) {

@@ -52,7 +52,7 @@ std::unique_ptr<TaesdDecoder> open_decoder(Engine& e) {
   EXPECT_TRUE(file.ok()) << file.error().message;
   if (!file.ok()) return nullptr;
   auto d = TaesdDecoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), sd::kTaesdDecoderPrefix,
-                                e.backend);
+                                {&e.backend});
   EXPECT_TRUE(d.ok()) << d.error().message;
   return d.ok() ? std::move(*d) : nullptr;
 }

@@ -133,7 +133,7 @@ class TextToImageTest : public ::testing::Test {
     paths.clip_l = test_data::path("sd/clip-l-f32.safetensors");
     paths.diffusion_model = test_data::path("sd/unet-sd1-c32-f32.safetensors");
     paths.taesd = test_data::path("sd/taesd-f32.safetensors");
-    auto m = Sd1Models::open(paths, engine_->backend);
+    auto m = Sd1Models::open(paths, {&engine_->backend});
     ASSERT_TRUE(m.ok()) << m.error().message;
     models_ = std::move(*m);
   }

@@ -45,7 +45,7 @@ class UnetModelTest : public ::testing::Test {
     ASSERT_TRUE(file.ok()) << file.error().message;
     engine_ = std::make_unique<Engine>();
     auto m = UnetModel::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), sd::kSdUnetPrefix,
-                               false, engine_->backend);
+                               false, {&engine_->backend});
     ASSERT_TRUE(m.ok()) << m.error().message;
     unet_ = std::move(*m);
   }

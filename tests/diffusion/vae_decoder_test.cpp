@@ -49,7 +49,7 @@ std::unique_ptr<VaeDecoder> open_decoder(Engine& e) {
   auto file = sd::SdWeightFile::open(test_data::path("sd/vae-sd1-f16.safetensors"));
   EXPECT_TRUE(file.ok()) << file.error().message;
   if (!file.ok()) return nullptr;
-  auto d = VaeDecoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), "", e.backend);
+  auto d = VaeDecoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), "", {&e.backend});
   EXPECT_TRUE(d.ok()) << d.error().message;
   return d.ok() ? std::move(*d) : nullptr;
 }
@@ -145,7 +145,7 @@ TEST(VaeDecoder, WrongFilesAreErrors) {
   Engine engine;
   auto taesd = sd::SdWeightFile::open(test_data::path("sd/taesd-f32.safetensors"));
   ASSERT_TRUE(taesd.ok()) << taesd.error().message;
-  auto d = VaeDecoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*taesd)), "", engine.backend);
+  auto d = VaeDecoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*taesd)), "", {&engine.backend});
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.error().message.find("decoder.conv_in.weight"), std::string::npos) << d.error().message;
   std::unique_ptr<VaeDecoder> dec = open_decoder(engine);

@@ -4,8 +4,9 @@
 //   kiln image -m MODEL.safetensors [--vae VAE | --taesd TAESD] -p PROMPT [options]
 // An init image sets the size when -W and -H are left out, as sd-cli takes it; one of another size
 // than -W x -H is refused (sd-cli resizes it; kiln does not yet).
-// Flags for what is not built yet (other model families, other devices)
-// are refused with "not supported yet" rather than ignored.
+// The networks are placed by kiln's placement flags (--device, --max-mem, --sim-capacity, ...:
+// model_flags.h), each a resident of its own owner on that device. Flags for what is not built yet
+// (other model families) are refused with "not supported yet" rather than ignored.
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,10 +28,10 @@
 #include "image/decode.h"
 #include "image/jpeg_encode.h"
 #include "image/png_encode.h"
-#include "llm/cpu_engine.h"
 #include "messages.h"
 #include "model_flags.h"
 #include "options.h"
+#include "runtime/memory_breakdown.h"
 #include "user_files.h"
 
 namespace kiln::cli {
@@ -149,9 +150,11 @@ std::string parse_tile_size(const std::string& text, TilingParams& tiling) {
 int run_image(int argc, char** argv) {
   Sd1ModelPaths paths;
   TextToImageParams params;
-  std::string sampler_arg, scheduler_arg, rng_arg, prediction_arg, device = "cpu", out = "output.png";
+  std::string sampler_arg, scheduler_arg, rng_arg, prediction_arg, out = "output.png";
   int64_t width = kNotGiven, height = kNotGiven;
-  int32_t steps = kDefaultSteps, batch = 1, clip_skip = -1, n_threads = 0;
+  int32_t steps = kDefaultSteps, batch = 1, clip_skip = -1;
+  bool verbose = false;
+  ModelFlags placement;  // --device, --max-mem, ... and -t
   int64_t seed = 42;
   float cfg_scale = kDefaultCfgScale;
   std::string init_img;
@@ -212,11 +215,14 @@ int run_image(int argc, char** argv) {
   p.value({"--clip-skip"}, &clip_skip, "N",
           "CLIP layer to condition on, from the last (default: 1 for SD 1.x)");
   p.value({"--prediction"}, &prediction_arg, "NAME", "what the UNet predicts: eps (SD 1.x's default) or v");
-  declare_threads(p, &n_threads);
+  declare_threads(p, &placement.threads);
   p.value({"-o", "--output"}, &out, "FILE",
           "the image to write, PNG or JPEG (.jpg, .jpeg) by its name (default: output.png; a batch adds _1, "
           "_2, ...)");
-  p.value({"--device"}, &device, "NAME", "where the networks run: cpu (the only device supported yet)");
+  placement.declare_placement(p);
+  p.flag({"-v", "--verbose"}, &verbose,
+         "print each device's memory at exit (budget, counted bytes, each network's weights and evicted "
+         "residents)");
   for (const Unsupported& u : kUnsupported) {
     const auto refuse = [&unsupported, &u](const std::string&) {
       if (unsupported.empty()) unsupported = u.what;
@@ -226,12 +232,12 @@ int run_image(int argc, char** argv) {
   }
   if (auto code = p.parse(argc, argv)) return *code;
   if (!unsupported.empty()) return fail(kCommand, unsupported, 2);
+  if (auto code = placement.list_devices_if_asked(kCommand)) return *code;
 
   // Every flag checked before a file is opened or anything allocated.
   if (params.prompt.empty()) return fail(kCommand, "give the prompt with -p", 2);
-  if (device != "cpu")
-    return fail(kCommand,
-                "--device " + device + ": images run on the CPU only (other devices are not supported yet)",
+  if (placement.split.devices.size() > 1)
+    return fail(kCommand, "--device: the networks run on one device (splitting them is not supported yet)",
                 2);
   const std::optional<OutputFormat> format = output_format(out);
   if (!format)
@@ -285,11 +291,16 @@ int run_image(int argc, char** argv) {
       return fail(kCommand, s.error().message);
   }
 
-  CpuEngine engine(std::max(n_threads, 0));  // 0: every hardware thread
-  auto models = Sd1Models::open(paths, engine.backend);
+  auto devices = DeviceRegistry::create(placement.device_options());
+  if (!devices.ok()) return fail(kCommand, devices.error().message, 2);
+  auto device = (*devices)->find(placement.device);
+  if (!device.ok()) return fail(kCommand, device.error().message, 2);
+  const NetworkPlacement where{&(*devices)->backend(**device), &(*devices)->arena(**device),
+                               placement.weight_options(kCommand)};
+  auto models = Sd1Models::open(paths, where);
   if (!models.ok()) return fail(kCommand, models.error().message);
   LatentDecoder& decoder = (*models)->decoder();
-  decoder.set_compute_limit(engine.device.largest_free_block().value_or(0));
+  decoder.set_compute_limit((*device)->largest_free_block().value_or(0));
   std::fprintf(stderr, "kiln image: %s model, %s decoder, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
                describe((*models)->version()).c_str(), (*models)->decoder_name(),
                std::string(sampler_name(params.sampler)).c_str(),
@@ -340,6 +351,7 @@ int run_image(int argc, char** argv) {
     std::fprintf(stderr, "kiln image: wrote %s (seed %lld)\n", path.c_str(),
                  static_cast<long long>(params.seed + b));
   }
+  if (verbose) std::fputs(format_memory_breakdown((*devices)->memory_breakdown()).c_str(), stderr);
   return 0;
 }
 

@@ -168,11 +168,7 @@ void ModelFlags::declare(OptionParser& p) {
         [this](const std::string& v) { return parse_flash_attention(v, &context.flash_attention); },
         "on|off|auto", "fused flash-attention path (default auto: on)");
   }
-  p.custom(
-      {"-dev", "--device"}, [this](const std::string& v) { return parse_device_list(v, &device, &split.devices); },
-      "NAME[,NAME...]",
-      "device the model runs on: cpu (default), a Vulkan GPU (vulkan0, vulkan1, ...) or a sim device (sim0, sim1, "
-      "...); several split the model's layers over them (with -ts)");
+  declare_device(p);
   if (!swept) {
     p.custom(
         {"-ngl", "--gpu-layers", "--n-gpu-layers"},
@@ -192,19 +188,7 @@ void ModelFlags::declare(OptionParser& p) {
         "tensors whose name matches the regular expression go to DEVICE (cpu, CPU, sim0, vulkan0, Vulkan0), e.g. "
         "-ot 'ffn_(up|down|gate)=cpu'");
   }
-  p.custom(
-      {"--sim-capacity"}, [this](const std::string& v) { return parse_sim_capacities(v, &sim_devices); },
-      "SIM=GiB,...", "capacity of sim devices, e.g. sim0=0.5 (default 4 GiB each)");
-  p.path({"--sim-shared"}, &sim_shared_dir, "DIR",
-          "share each sim device's capacity with the processes that name the same DIR, like a real "
-          "GPU's memory (a ledger file there; give every process the same --sim-capacity)");
-  p.custom(
-      {"--max-mem"}, [this](const std::string& v) { return parse_budgets(v, &budgets); }, "DEV=GiB,...",
-      "memory budget per device, e.g. cpu=12,sim0=0.5 (negative: all but this much); the residency "
-      "manager evicts idle models to stay within it");
-  p.path({"--swap-dir"}, &swap_dir, "DIR",
-          "an evicted model's KV cache goes to a file in DIR (unnamed, mode 0600, gone at restore) instead "
-          "of host memory; on the CPU the KV cache is then evictable too");
+  declare_memory(p);
   if (!swept) {
     p.flag({"-nkvo", "--no-kv-offload"}, &split.no_kv_offload,
            "keep every layer's K and V in host memory (the layers' attention then runs on the CPU)");
@@ -231,6 +215,40 @@ void ModelFlags::declare(OptionParser& p) {
   p.custom(
       {"-fitp", "--fit-print"}, [this](const std::string& v) { return parse_on_off(v, &fit_print); }, "on|off",
       "print the memory estimate of each device (weights, KV, compute) for these flags and exit");
+  declare_holding(p);
+}
+
+void ModelFlags::declare_placement(OptionParser& p) {
+  declare_device(p);
+  declare_memory(p);
+  declare_holding(p);
+}
+
+void ModelFlags::declare_device(OptionParser& p) {
+  p.custom(
+      {"-dev", "--device"}, [this](const std::string& v) { return parse_device_list(v, &device, &split.devices); },
+      "NAME[,NAME...]",
+      "device the model runs on: cpu (default), a Vulkan GPU (vulkan0, vulkan1, ...) or a sim device (sim0, sim1, "
+      "...); several split the model's layers over them (with -ts)");
+}
+
+void ModelFlags::declare_memory(OptionParser& p) {
+  p.custom(
+      {"--sim-capacity"}, [this](const std::string& v) { return parse_sim_capacities(v, &sim_devices); },
+      "SIM=GiB,...", "capacity of sim devices, e.g. sim0=0.5 (default 4 GiB each)");
+  p.path({"--sim-shared"}, &sim_shared_dir, "DIR",
+          "share each sim device's capacity with the processes that name the same DIR, like a real "
+          "GPU's memory (a ledger file there; give every process the same --sim-capacity)");
+  p.custom(
+      {"--max-mem"}, [this](const std::string& v) { return parse_budgets(v, &budgets); }, "DEV=GiB,...",
+      "memory budget per device, e.g. cpu=12,sim0=0.5 (negative: all but this much); the residency "
+      "manager evicts idle models to stay within it");
+  p.path({"--swap-dir"}, &swap_dir, "DIR",
+          "an evicted model's KV cache goes to a file in DIR (unnamed, mode 0600, gone at restore) instead "
+          "of host memory; on the CPU the KV cache is then evictable too");
+}
+
+void ModelFlags::declare_holding(OptionParser& p) {
   p.flag({"--no-mmap"}, &no_mmap,
          "copy the weights into memory of their own instead of reading them from the mapped file: "
          "eviction frees that memory, restoring reads the file again");

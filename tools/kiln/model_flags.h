@@ -80,6 +80,9 @@ struct ModelFlags {
   // -ts, -mg, -ot, --sim-capacity, --sim-shared, --max-mem, --swap-dir, --no-mmap, --mlock,
   // --list-devices on `p`.
   void declare(OptionParser& p);
+  // Declares only the placement flags: --device, --sim-capacity, --sim-shared, --max-mem,
+  // --swap-dir, --no-mmap, --mlock, --list-devices (kiln image, whose networks are not split).
+  void declare_placement(OptionParser& p);
   // With --list-devices: prints every device (name, kind, capacity, free memory) to stdout and
   // returns the exit code; else nullopt.
   std::optional<int> list_devices_if_asked(const char* command) const;
@@ -104,6 +107,11 @@ struct ModelFlags {
   // Replaces mc.context by a new one with `options` on the same weights and devices (the old one
   // is destroyed first, so the arena's room is free); prints the error and returns false.
   bool replace_context(const char* command, ModelContext& mc, const ContextOptions& options) const;
+
+ private:
+  void declare_device(OptionParser& p);   // -dev
+  void declare_memory(OptionParser& p);   // --sim-capacity, --sim-shared, --max-mem, --swap-dir
+  void declare_holding(OptionParser& p);  // --no-mmap, --mlock, --list-devices
 };
 
 }  // namespace kiln::cli

@@ -66,7 +66,9 @@ Result<std::unique_ptr<SdWeightFile>> SdWeightFile::open(const std::string& path
 Result<std::unique_ptr<SdWeightFile>> SdWeightFile::parse(std::span<const uint8_t> bytes, const std::string& label) {
   std::unique_ptr<SdWeightFile> file(new SdWeightFile());
   if (starts_with(bytes, "GGUF")) {
-    KILN_ASSIGN_OR_RETURN(file->gguf_, GgufFile::parse(bytes));
+    auto gguf = GgufFile::parse(bytes);
+    if (!gguf.ok()) return make_error("sd: '", label, "': ", gguf.error().message);
+    file->gguf_ = std::move(*gguf);
     file->format_ = WeightFormat::Gguf;
     return file;
   }
