@@ -18,10 +18,13 @@ file, size, inputs and threads. Each process loads the UNet and evaluates it EVA
 table gives each side's median time of its first evaluation (it plans the graph and sizes the
 compute buffers; kiln's also faults the mapped weights in), of its last (a step of a generation),
 and its peak RSS (wait4's ru_maxrss: mapped file pages count while resident), and the median of
-the per-round ratios. Each side's mean |output| is printed to show they computed the same thing.
+the per-round ratios. The last column is ||kiln - sd.cpp|| / ||sd.cpp|| over the last round's
+outputs, to show that both computed the same thing.
 Standard library only (plus g++).
 """
 import argparse
+import array
+import math
 import os
 import statistics
 import subprocess
@@ -60,17 +63,22 @@ def make_models(peer, work, types):
 
 
 def parse(out):
-    """eval_ms lines in order, and mean_abs."""
-    evals, mean_abs = [], None
-    for line in out.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "eval_ms":
-            evals.append(float(value))
-        elif key == "mean_abs":
-            mean_abs = float(value)
-    if not evals or mean_abs is None:
+    """The eval_ms lines, in order."""
+    evals = [float(line.split()[1]) for line in out.splitlines() if line.startswith("eval_ms ")]
+    if not evals:
         sys.exit(f"no timings in:\n{out}")
-    return evals, mean_abs
+    return evals
+
+
+def relative_l2(path, ref_path):
+    a, b = array.array("f"), array.array("f")
+    with open(path, "rb") as f:
+        a.frombytes(f.read())
+    with open(ref_path, "rb") as f:
+        b.frombytes(f.read())
+    if len(a) != len(b):
+        sys.exit(f"{path} and {ref_path} hold {len(a)} and {len(b)} floats")
+    return math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b)) / sum(y * y for y in b))
 
 
 def main():
@@ -90,15 +98,16 @@ def main():
     files = make_models(peer, a.work, a.types.split(","))
     args = [str(a.side), str(a.threads), str(a.evals)]
     print(f"| unet {a.side}x{a.side}, {a.threads} threads | kiln first / last eval s | sd.cpp first / last eval s "
-          "| last eval kiln / sd.cpp (speed) | kiln RSS / sd.cpp RSS MiB | mean abs kiln / sd.cpp |")
+          "| last eval kiln / sd.cpp (speed) | kiln RSS / sd.cpp RSS MiB | outputs' relative L2 |")
     print("|---|---|---|---:|---|---|")
     for t, path in files.items():
         rounds = []
+        k_dump, p_dump = os.path.join(a.work, "kiln.out"), os.path.join(a.work, "sdcpp.out")
         for r in range(a.rounds):
-            k_out, k_rss = run_measured([a.kiln_bench, "unet", path] + args)
-            p_out, p_rss = run_measured([peer, "unet", path] + args)
-            (k_evals, k_abs), (p_evals, p_abs) = parse(k_out), parse(p_out)
-            rounds.append((k_evals, p_evals, k_rss, p_rss, k_abs, p_abs))
+            k_out, k_rss = run_measured([a.kiln_bench, "unet", path] + args + [k_dump])
+            p_out, p_rss = run_measured([peer, "unet", path] + args + [p_dump])
+            k_evals, p_evals = parse(k_out), parse(p_out)
+            rounds.append((k_evals, p_evals, k_rss, p_rss))
             print(f"  {t} round {r + 1}: kiln {k_evals} ms, {k_rss:.0f} MiB; sd.cpp {p_evals} ms, {p_rss:.0f} MiB",
                   file=sys.stderr)
         med = lambda f: statistics.median(f(x) for x in rounds)  # noqa: E731
@@ -106,7 +115,7 @@ def main():
               f"| {med(lambda x: x[1][0]) / 1000:.2f} / {med(lambda x: x[1][-1]) / 1000:.2f} "
               f"| {med(lambda x: x[1][-1] / x[0][-1]):.2f}x "
               f"| {med(lambda x: x[2]):.0f} / {med(lambda x: x[3]):.0f} "
-              f"| {rounds[-1][4]:.6f} / {rounds[-1][5]:.6f} |")
+              f"| {relative_l2(k_dump, p_dump):.1e} |")
 
 
 if __name__ == "__main__":

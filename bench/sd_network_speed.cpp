@@ -2,20 +2,22 @@
 // bench/compare_sd_cpp.py (its peer is bench/sdcpp_network_peer.cpp, the same inputs through
 // stable-diffusion.cpp).
 //
-//   build/release/sd_network_speed unet FILE SIDE THREADS EVALS
+//   build/release/sd_network_speed unet FILE SIDE THREADS EVALS [OUT]
 //
 // unet: the SD 1.x UNet of FILE (a single-file checkpoint's names, model.diffusion_model.*), at a
 // SIDE x SIDE image (a SIDE / 8 latent), timestep 500, under one 77-token context. Inputs are the
 // hashed values of tests/diffusion/oracle_inputs.h, so both programs evaluate the same numbers.
 // Prints the load time, then each evaluation's wall time (the first plans the graph and sizes the
-// arena; later ones are the steps of a generation), then the output's mean absolute value (the two
-// programs' outputs should agree to the conformance tests' tolerance).
+// arena; later ones are the steps of a generation), then the output's mean absolute value; OUT, when
+// given, receives the last output's floats (raw, native order) for compare_sd_cpp.py to check that
+// the two programs agree.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_device.h"
@@ -32,7 +34,7 @@ double ms_since(Clock::time_point t0) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s unet FILE SIDE THREADS EVALS\n", argv0);
+  std::fprintf(stderr, "usage: %s unet FILE SIDE THREADS EVALS [OUT]\n", argv0);
   return 2;
 }
 
@@ -40,7 +42,7 @@ int usage(const char* argv0) {
 
 int main(int argc, char** argv) {
   using namespace kiln;
-  if (argc != 6 || std::string(argv[1]) != "unet") return usage(argv[0]);
+  if ((argc != 6 && argc != 7) || std::string(argv[1]) != "unet") return usage(argv[0]);
   const int64_t side = std::atoll(argv[3]);
   const int threads = std::atoi(argv[4]);
   const int evals = std::atoi(argv[5]);
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
   const std::vector<float> x = oracle_inputs::hashed(static_cast<size_t>(hp.in_channels * w * w), 1, 1.5f);
   const std::vector<float> context = oracle_inputs::hashed(static_cast<size_t>(77 * hp.context_dim), 101, 1.0f);
   double mean_abs = 0;
+  std::vector<float> last;
   for (int e = 0; e < evals; ++e) {
     const auto t0 = Clock::now();
     auto out = (*unet)->eval(x, w, w, 500.0f, context);
@@ -80,7 +83,15 @@ int main(int argc, char** argv) {
     mean_abs = 0;
     for (float v : *out) mean_abs += std::fabs(v);
     mean_abs /= static_cast<double>(out->size());
+    last = std::move(*out);
   }
   std::printf("mean_abs %.9f\n", mean_abs);
+  if (argc == 7) {
+    FILE* f = std::fopen(argv[6], "wb");
+    if (!f || std::fwrite(last.data(), sizeof(float), last.size(), f) != last.size() || std::fclose(f) != 0) {
+      std::fprintf(stderr, "cannot write %s\n", argv[6]);
+      return 1;
+    }
+  }
   return 0;
 }

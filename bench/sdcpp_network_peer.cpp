@@ -4,7 +4,8 @@
 // a file to a GGUF of one weight type through its `convert` (so that both programs read the same
 // F16 or Q8_0 bytes). Built by compare_sd_cpp.py against a stable-diffusion.cpp build; never in CI.
 //
-//   sdcpp_network_peer unet FILE SIDE THREADS EVALS   (prints load_ms, eval_ms per evaluation, mean_abs)
+//   sdcpp_network_peer unet FILE SIDE THREADS EVALS [OUT]  (prints load_ms, eval_ms per evaluation,
+//                                                          mean_abs; OUT: the last output's floats)
 //   sdcpp_network_peer convert IN OUT TYPE            (TYPE: f16 or q8_0; stable-diffusion.cpp's
 //                                                      rules for which tensors keep a wider type)
 #include <chrono>
@@ -33,7 +34,7 @@ double ms_since(Clock::time_point t0) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s unet FILE SIDE THREADS EVALS | convert IN OUT f16|q8_0\n", argv0);
+  std::fprintf(stderr, "usage: %s unet FILE SIDE THREADS EVALS [OUT] | convert IN OUT f16|q8_0\n", argv0);
   return 2;
 }
 
@@ -43,7 +44,7 @@ int convert_file(const char* in, const char* out, const std::string& type) {
   return convert(in, "", out, t, "", false) ? 0 : 1;
 }
 
-int time_unet(const char* path, int side, int threads, int evals) {
+int time_unet(const char* path, int side, int threads, int evals, const char* out_path) {
   const auto t_load = Clock::now();
   auto manager = std::make_shared<ModelManager>();
   manager->set_n_threads(threads);
@@ -69,9 +70,10 @@ int time_unet(const char* path, int side, int threads, int evals) {
   for (size_t i = 0; i < context.values().size(); ++i) context.values()[i] = oracle_inputs::hashed_input(i, 101);
   const auto t = sd::Tensor<float>::from_vector({500.0f});
   double mean_abs = 0;
+  sd::Tensor<float> out;
   for (int e = 0; e < evals; ++e) {
     const auto t0 = Clock::now();
-    const sd::Tensor<float> out = unet->compute(threads, x, t, context);
+    out = unet->compute(threads, x, t, context);
     std::printf("eval_ms %.1f\n", ms_since(t0));
     mean_abs = 0;
     for (float v : out.values()) mean_abs += std::fabs(v);
@@ -79,6 +81,14 @@ int time_unet(const char* path, int side, int threads, int evals) {
   }
   std::printf("mean_abs %.9f\n", mean_abs);
   std::fflush(stdout);
+  if (out_path) {
+    FILE* f = std::fopen(out_path, "wb");
+    if (!f || std::fwrite(out.values().data(), sizeof(float), out.values().size(), f) != out.values().size() ||
+        std::fclose(f) != 0) {
+      std::fprintf(stderr, "cannot write %s\n", out_path);
+      return 1;
+    }
+  }
   std::_Exit(0);  // as the oracles: this version's teardown crashes after the work is done
 }
 
@@ -86,10 +96,10 @@ int time_unet(const char* path, int side, int threads, int evals) {
 
 int main(int argc, char** argv) {
   if (argc == 5 && std::strcmp(argv[1], "convert") == 0) return convert_file(argv[2], argv[3], argv[4]);
-  if (argc == 6 && std::strcmp(argv[1], "unet") == 0) {
+  if ((argc == 6 || argc == 7) && std::strcmp(argv[1], "unet") == 0) {
     const int side = std::atoi(argv[3]), threads = std::atoi(argv[4]), evals = std::atoi(argv[5]);
     if (side <= 0 || side % 64 != 0 || threads <= 0 || evals <= 0) return usage(argv[0]);
-    return time_unet(argv[2], side, threads, evals);
+    return time_unet(argv[2], side, threads, evals, argc == 7 ? argv[6] : nullptr);
   }
   return usage(argv[0]);
 }

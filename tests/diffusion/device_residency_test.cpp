@@ -62,7 +62,7 @@ Image generate(Sd1Models& m) {
   EXPECT_TRUE(latent.ok()) << latent.error().message;
   if (!latent.ok()) return img;
   img.latent = *latent;
-  auto pixels = decode_to_pixels(m.taesd(), img.latent, params);
+  auto pixels = decode_to_pixels(m.decoder(), img.latent, params);
   EXPECT_TRUE(pixels.ok()) << pixels.error().message;
   if (pixels.ok()) img.pixels = std::move(*pixels);
   return img;
