@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """kiln against stable-diffusion.cpp: one evaluation of a full-size SD 1.5 UNet (random weights,
-real shapes) at SIDE x SIDE pixels, F16 and Q8_0, on the same machine and threads.
+real shapes) at SIDE x SIDE pixels, F16 and Q8_0, and one VAE decode of a SIDE x SIDE image, on
+the same machine and threads.
 
   bench/compare_sd_cpp.py --sdcpp SRC --sdcpp-build BUILD [--work DIR] [--side 512] [--rounds 3]
                           [--threads 2] [--types f16,q8_0] [--evals 2]
@@ -11,7 +12,8 @@ is compiled against them into DIR (default build/sdcpp_peer). The test UNet is
 tools/fixtures/mksd_unet.py at 320 channels (SD 1.5's 860M parameters, F32, made once into DIR),
 converted by stable-diffusion.cpp's own `convert` into one GGUF per type, so that both programs
 read the same bytes (its rules: F16 turns every weight to F16; Q8_0 quantizes the linear weights
-and 1-D gains, and keeps conv kernels F32, which both programs then hold as F16).
+and 1-D gains, and keeps conv kernels F32, which both programs then hold as F16). The VAE is
+tools/fixtures/mksd_vae.py's (SD 1.x's AutoencoderKL at full size, F16 convs, as a --vae file).
 
 Rounds alternate kiln (build/release/sd_network_speed) and stable-diffusion.cpp with the same
 file, size, inputs and threads. Each process loads the UNet and evaluates it EVALS times; the
@@ -49,17 +51,25 @@ def build_peer(src, build, work):
 
 
 def make_models(peer, work, types):
-    """The F32 test UNet, then one GGUF per type converted by stable-diffusion.cpp."""
+    """(network, label, file) cases: the F32 test UNet converted by stable-diffusion.cpp to one GGUF
+    per type, and the test VAE."""
+    fixtures = os.path.join(ROOT, "tools", "fixtures")
     f32 = os.path.join(work, "unet-sd15-f32.safetensors")
     if not os.path.exists(f32):
-        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "fixtures", "mksd_unet.py"),
-                        "--channels", "320", "--out", f32], check=True)
-    files = {}
+        subprocess.run(["/usr/bin/python3", os.path.join(fixtures, "mksd_unet.py"), "--channels", "320",
+                        "--out", f32], check=True)
+    cases = []
     for t in types:
-        files[t] = os.path.join(work, f"unet-sd15-{t}.gguf")
-        if not os.path.exists(files[t]):
-            subprocess.run([peer, "convert", f32, files[t], t], check=True, stdout=subprocess.DEVNULL)
-    return files
+        path = os.path.join(work, f"unet-sd15-{t}.gguf")
+        if not os.path.exists(path):
+            subprocess.run([peer, "convert", f32, path, t], check=True, stdout=subprocess.DEVNULL)
+        cases.append(("unet", t, path))
+    vae = os.path.join(work, "vae-sd1-f16.safetensors")
+    if not os.path.exists(vae):
+        subprocess.run(["/usr/bin/python3", os.path.join(fixtures, "mksd_vae.py"), "--seed", "37", "--out", vae],
+                       check=True)
+    cases.append(("vae", "f16 convs", vae))
+    return cases
 
 
 def parse(out):
@@ -95,23 +105,23 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     peer = build_peer(a.sdcpp, a.sdcpp_build, a.work)
-    files = make_models(peer, a.work, a.types.split(","))
+    cases = make_models(peer, a.work, a.types.split(","))
     args = [str(a.side), str(a.threads), str(a.evals)]
-    print(f"| unet {a.side}x{a.side}, {a.threads} threads | kiln first / last eval s | sd.cpp first / last eval s "
+    print(f"| {a.side}x{a.side}, {a.threads} threads | kiln first / last eval s | sd.cpp first / last eval s "
           "| last eval kiln / sd.cpp (speed) | kiln RSS / sd.cpp RSS MiB | outputs' relative L2 |")
     print("|---|---|---|---:|---|---|")
-    for t, path in files.items():
+    for net, t, path in cases:
         rounds = []
         k_dump, p_dump = os.path.join(a.work, "kiln.out"), os.path.join(a.work, "sdcpp.out")
         for r in range(a.rounds):
-            k_out, k_rss = run_measured([a.kiln_bench, "unet", path] + args + [k_dump])
-            p_out, p_rss = run_measured([peer, "unet", path] + args + [p_dump])
+            k_out, k_rss = run_measured([a.kiln_bench, net, path] + args + [k_dump])
+            p_out, p_rss = run_measured([peer, net, path] + args + [p_dump])
             k_evals, p_evals = parse(k_out), parse(p_out)
             rounds.append((k_evals, p_evals, k_rss, p_rss))
-            print(f"  {t} round {r + 1}: kiln {k_evals} ms, {k_rss:.0f} MiB; sd.cpp {p_evals} ms, {p_rss:.0f} MiB",
+            print(f"  {net} {t} round {r + 1}: kiln {k_evals} ms, {k_rss:.0f} MiB; sd.cpp {p_evals} ms, {p_rss:.0f} MiB",
                   file=sys.stderr)
         med = lambda f: statistics.median(f(x) for x in rounds)  # noqa: E731
-        print(f"| {t} | {med(lambda x: x[0][0]) / 1000:.2f} / {med(lambda x: x[0][-1]) / 1000:.2f} "
+        print(f"| {net} {t} | {med(lambda x: x[0][0]) / 1000:.2f} / {med(lambda x: x[0][-1]) / 1000:.2f} "
               f"| {med(lambda x: x[1][0]) / 1000:.2f} / {med(lambda x: x[1][-1]) / 1000:.2f} "
               f"| {med(lambda x: x[1][-1] / x[0][-1]):.2f}x "
               f"| {med(lambda x: x[2]):.0f} / {med(lambda x: x[3]):.0f} "
