@@ -4,16 +4,15 @@
 // clip_skip 2, one-layer, empty and 2-chunk prompts, each within the tolerances below of the
 // reference in its rows' sums and in every 97th value. Also: bad token ids and clip_skip values
 // are Errors.
+#include "diffusion/clip_text_encoder.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_device.h"
-#include "diffusion/clip_text_encoder.h"
-#include "runtime/thread_pool.h"
+#include "llm/cpu_engine.h"
 #include "sdcpp_refs.h"
 #include "test_data.h"
 
@@ -37,9 +36,9 @@ class ClipTextEncoderTest : public ::testing::Test {
   static void SetUpTestSuite() {
     auto file = sd::SdWeightFile::open(test_data::path("sd/clip-l-f32.safetensors"));
     ASSERT_TRUE(file.ok()) << file.error().message;
-    engine_ = std::make_unique<Engine>();
-    auto e = ClipTextEncoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), sd::kSd1TextPrefix,
-                                     {&engine_->backend});
+    engine_ = std::make_unique<CpuEngine>(0);
+    auto e = ClipTextEncoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)),
+                                     sd::kSd1TextPrefix, {&engine_->backend});
     ASSERT_TRUE(e.ok()) << e.error().message;
     encoder_ = std::move(*e);
   }
@@ -51,12 +50,7 @@ class ClipTextEncoderTest : public ::testing::Test {
     if (!encoder_) GTEST_SKIP() << "no encoder (see the suite's set-up failure)";
   }
 
-  struct Engine {
-    CpuDevice device;
-    ThreadPool pool{0};
-    CpuBackend backend{device, pool};
-  };
-  static inline std::unique_ptr<Engine> engine_;
+  static inline std::unique_ptr<CpuEngine> engine_;
   static inline std::unique_ptr<ClipTextEncoder> encoder_;
 };
 
@@ -92,8 +86,8 @@ TEST_F(ClipTextEncoderTest, ConditioningMatchesStableDiffusionCpp) {
     EXPECT_LE(e_sums.l2, kRowSumTolerance);
     EXPECT_LE(e_samples.l2, kTolerance);
     EXPECT_LE(e_samples.max, kWorstTolerance);
-    std::printf("  %-14s %3zu rows: relative error %.2e (row sums), %.2e (values), worst value %.2e\n", c.c_str(),
-                rows, e_sums.l2, e_samples.l2, e_samples.max);
+    std::printf("  %-14s %3zu rows: relative error %.2e (row sums), %.2e (values), worst value %.2e\n",
+                c.c_str(), rows, e_sums.l2, e_samples.l2, e_samples.max);
   }
 }
 

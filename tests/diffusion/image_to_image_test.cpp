@@ -17,14 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_device.h"
 #include "diffusion/sampling_defaults.h"
 #include "diffusion/sd1_models.h"
 #include "diffusion/text_to_image.h"
 #include "diffusion/vae_decoder.h"
+#include "llm/cpu_engine.h"
 #include "models/sd/vae.h"
-#include "runtime/thread_pool.h"
 #include "sdcpp_refs.h"
 #include "test_data.h"
 
@@ -132,14 +130,8 @@ TEST(ImageToImage, OutOfRangeRequestsAreErrors) {
   EXPECT_FALSE(sample_latent_from_image(never, NoiseSchedule(), {}, p, std::vector<float>(10), 0.5f, 0).ok());
 }
 
-struct Engine {
-  CpuDevice device;
-  ThreadPool pool{0};
-  CpuBackend backend{device, pool};
-};
-
 TEST(ImageToImage, MatchesStableDiffusionCpp) {
-  Engine engine;
+  CpuEngine engine(0);
   Sd1ModelPaths paths;
   paths.clip_l = test_data::path("sd/clip-l-f32.safetensors");
   paths.diffusion_model = test_data::path("sd/unet-sd1-c32-f32.safetensors");

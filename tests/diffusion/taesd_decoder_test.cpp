@@ -4,6 +4,8 @@
 // decoded to 64x64, every 97th float of the output within kTolerance and the sampled pixels (every
 // 6th byte of the RGB image) within 1 of sd-cli's on at least 99% (the bar). Also: the
 // pixel conversion's edges and bad latents are Errors.
+#include "diffusion/taesd_decoder.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,10 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_device.h"
-#include "diffusion/taesd_decoder.h"
-#include "runtime/thread_pool.h"
+#include "llm/cpu_engine.h"
 #include "sdcpp_refs.h"
 #include "test_data.h"
 
@@ -41,24 +40,18 @@ std::vector<float> latent(uint64_t salt) {
   return z;
 }
 
-struct Engine {
-  CpuDevice device;
-  ThreadPool pool{0};
-  CpuBackend backend{device, pool};
-};
-
-std::unique_ptr<TaesdDecoder> open_decoder(Engine& e) {
+std::unique_ptr<TaesdDecoder> open_decoder(CpuEngine& e) {
   auto file = sd::SdWeightFile::open(test_data::path("sd/taesd-f32.safetensors"));
   EXPECT_TRUE(file.ok()) << file.error().message;
   if (!file.ok()) return nullptr;
-  auto d = TaesdDecoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), sd::kTaesdDecoderPrefix,
-                                {&e.backend});
+  auto d = TaesdDecoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)),
+                                sd::kTaesdDecoderPrefix, {&e.backend});
   EXPECT_TRUE(d.ok()) << d.error().message;
   return d.ok() ? std::move(*d) : nullptr;
 }
 
 TEST(TaesdDecoder, ImageMatchesStableDiffusionCpp) {
-  Engine engine;
+  CpuEngine engine(0);
   std::unique_ptr<TaesdDecoder> dec = open_decoder(engine);
   ASSERT_NE(dec, nullptr);
   for (uint64_t salt : {11, 12}) {
@@ -88,8 +81,8 @@ TEST(TaesdDecoder, ImageMatchesStableDiffusionCpp) {
     EXPECT_GE(within, n * 99 / 100);
     // The image must depend on the latent: not mostly clipped to 0 or 255.
     EXPECT_LT(saturated, n / 2);
-    std::printf("  %s relative error %.2e; pixels within 1: %zu/%zu, equal %zu, saturated %zu\n", key.c_str(), e.l2,
-                within, n, equal, saturated);
+    std::printf("  %s relative error %.2e; pixels within 1: %zu/%zu, equal %zu, saturated %zu\n", key.c_str(),
+                e.l2, within, n, equal, saturated);
   }
 }
 
@@ -101,7 +94,7 @@ TEST(TaesdDecoder, PixelsAsSdCliWritesThem) {
 }
 
 TEST(TaesdDecoder, BadLatentsAreErrors) {
-  Engine engine;
+  CpuEngine engine(0);
   std::unique_ptr<TaesdDecoder> dec = open_decoder(engine);
   ASSERT_NE(dec, nullptr);
   auto r = dec->decode(latent(1), 8, 4);

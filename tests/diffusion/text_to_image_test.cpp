@@ -21,11 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_device.h"
 #include "diffusion/sampling_defaults.h"
 #include "diffusion/sd1_models.h"
-#include "runtime/thread_pool.h"
+#include "llm/cpu_engine.h"
 #include "sdcpp_refs.h"
 #include "test_data.h"
 
@@ -119,16 +117,10 @@ TEST(TextToImage, ReplayingStableDiffusionCppsUnetGivesItsLatentsBitForBit) {
   expect_replay_is_exact("cli-defaults", cli_defaults_params());
 }
 
-struct Engine {
-  CpuDevice device;
-  ThreadPool pool{0};
-  CpuBackend backend{device, pool};
-};
-
 class TextToImageTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    engine_ = std::make_unique<Engine>();
+    engine_ = std::make_unique<CpuEngine>(0);
     Sd1ModelPaths paths;
     paths.clip_l = test_data::path("sd/clip-l-f32.safetensors");
     paths.diffusion_model = test_data::path("sd/unet-sd1-c32-f32.safetensors");
@@ -219,7 +211,7 @@ class TextToImageTest : public ::testing::Test {
     return d;
   }
 
-  static inline std::unique_ptr<Engine> engine_;
+  static inline std::unique_ptr<CpuEngine> engine_;
   static inline std::unique_ptr<Sd1Models> models_;
 };
 

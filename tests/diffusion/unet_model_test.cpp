@@ -4,6 +4,8 @@
 // 8x8 latents (64x64 images) at timesteps 999, 500 and 1, every output value. Also: the
 // conditioning changes the output (the test UNet's cross-attention gain), the timestep embedding's
 // layout, the widths read from the weights, and bad inputs are Errors.
+#include "diffusion/unet_model.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,12 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_device.h"
-#include "diffusion/unet_model.h"
-#include "runtime/thread_pool.h"
-#include "sdcpp_refs.h"
 #include "diffusion/oracle_inputs.h"
+#include "llm/cpu_engine.h"
+#include "sdcpp_refs.h"
 #include "test_data.h"
 
 namespace kiln::diffusion {
@@ -43,7 +42,7 @@ class UnetModelTest : public ::testing::Test {
   static void SetUpTestSuite() {
     auto file = sd::SdWeightFile::open(test_data::path("sd/unet-sd1-c32-f32.safetensors"));
     ASSERT_TRUE(file.ok()) << file.error().message;
-    engine_ = std::make_unique<Engine>();
+    engine_ = std::make_unique<CpuEngine>(0);
     auto m = UnetModel::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), sd::kSdUnetPrefix,
                                false, {&engine_->backend});
     ASSERT_TRUE(m.ok()) << m.error().message;
@@ -57,12 +56,7 @@ class UnetModelTest : public ::testing::Test {
     if (!unet_) GTEST_SKIP() << "no UNet (see the suite's set-up failure)";
   }
 
-  struct Engine {
-    CpuDevice device;
-    ThreadPool pool{0};
-    CpuBackend backend{device, pool};
-  };
-  static inline std::unique_ptr<Engine> engine_;
+  static inline std::unique_ptr<CpuEngine> engine_;
   static inline std::unique_ptr<UnetModel> unet_;
 };
 

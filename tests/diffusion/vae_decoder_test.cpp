@@ -15,11 +15,9 @@
 #include <memory>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_device.h"
 #include "diffusion/oracle_inputs.h"
 #include "diffusion/taesd_decoder.h"
-#include "runtime/thread_pool.h"
+#include "llm/cpu_engine.h"
 #include "sdcpp_refs.h"
 #include "test_data.h"
 
@@ -39,13 +37,7 @@ constexpr double kTolerance = 1e-3;
 // sdcpp_vae_oracle.cpp's latents.
 std::vector<float> latent(uint64_t salt) { return oracle_inputs::hashed(256, salt, 1.5f); }
 
-struct Engine {
-  CpuDevice device;
-  ThreadPool pool{0};
-  CpuBackend backend{device, pool};
-};
-
-std::unique_ptr<VaeDecoder> open_decoder(Engine& e) {
+std::unique_ptr<VaeDecoder> open_decoder(CpuEngine& e) {
   auto file = sd::SdWeightFile::open(test_data::path("sd/vae-sd1-f16.safetensors"));
   EXPECT_TRUE(file.ok()) << file.error().message;
   if (!file.ok()) return nullptr;
@@ -82,7 +74,7 @@ void expect_pixels(const std::vector<float>& planes, const std::string& key) {
 }
 
 TEST(VaeDecoder, ImageMatchesStableDiffusionCpp) {
-  Engine engine;
+  CpuEngine engine(0);
   std::unique_ptr<VaeDecoder> dec = open_decoder(engine);
   ASSERT_NE(dec, nullptr);
   for (uint64_t salt : {11, 12}) {
@@ -107,7 +99,7 @@ TEST(VaeDecoder, ImageMatchesStableDiffusionCpp) {
 
 // --vae-tiling --vae-tile-size 4 on the 8x8 latent: 3 x 3 tiles of 4 cells overlapping by 2, blended.
 TEST(VaeDecoder, TiledImageMatchesStableDiffusionCpp) {
-  Engine engine;
+  CpuEngine engine(0);
   std::unique_ptr<VaeDecoder> dec = open_decoder(engine);
   ASSERT_NE(dec, nullptr);
   const TilingParams tiling{4, 4};
@@ -123,7 +115,7 @@ TEST(VaeDecoder, TiledImageMatchesStableDiffusionCpp) {
 // A compute limit below the whole latent's graph: the decode goes tiled by itself (4-cell tiles: the
 // 256 ... 8 sizes are the whole 8x8 latent), the same image as --vae-tile-size 4.
 TEST(VaeDecoder, DecodeOverTheComputeLimitGoesTiled) {
-  Engine engine;
+  CpuEngine engine(0);
   std::unique_ptr<VaeDecoder> dec = open_decoder(engine);
   ASSERT_NE(dec, nullptr);
   auto whole = dec->graph_bytes(8, 8);
@@ -142,10 +134,11 @@ TEST(VaeDecoder, DecodeOverTheComputeLimitGoesTiled) {
 }
 
 TEST(VaeDecoder, WrongFilesAreErrors) {
-  Engine engine;
+  CpuEngine engine(0);
   auto taesd = sd::SdWeightFile::open(test_data::path("sd/taesd-f32.safetensors"));
   ASSERT_TRUE(taesd.ok()) << taesd.error().message;
-  auto d = VaeDecoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*taesd)), "", {&engine.backend});
+  auto d =
+      VaeDecoder::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*taesd)), "", {&engine.backend});
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.error().message.find("decoder.conv_in.weight"), std::string::npos) << d.error().message;
   std::unique_ptr<VaeDecoder> dec = open_decoder(engine);
