@@ -269,8 +269,9 @@ TEST(DeviceWeights, OnTheCpuTheMatricesAreCopiedPlainAndTheRestReadInPlace) {
   EXPECT_NE(wq.view.data, file_wq.view.data);
   EXPECT_EQ(std::memcmp(wq.view.data, file_wq.view.data, file_wq.view.span_bytes()), 0);
   EXPECT_EQ((*w)->weights().blocks[0].attn_norm.view.data, model->weights().blocks[0].attn_norm.view.data);
-  if (!model->weights().tied_output)
+  if (!model->weights().tied_output) {
     EXPECT_EQ((*w)->weights().tok_embd.view.data, model->weights().tok_embd.view.data);  // zero copy
+  }
   (*w)->release();
   EXPECT_FALSE((*w)->resident());
   EXPECT_EQ(wq.view.data, nullptr);
