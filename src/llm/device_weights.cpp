@@ -75,8 +75,9 @@ DeviceWeights::Layout DeviceWeights::lay_out(std::span<const std::pair<const Wei
   // Whether the device's kernels multiply tensor `info` (some visit's use is MatMul).
   auto multiplied = [&](const GgufTensorInfo* info) {
     return device.reads_host_weight_layouts() &&
-           std::any_of(visits.begin(), visits.end(),
-                       [&](const auto& visit) { return visit.first->info == info && visit.second == WeightUse::MatMul; });
+           std::any_of(visits.begin(), visits.end(), [&](const auto& visit) {
+             return visit.first->info == info && visit.second == WeightUse::MatMul;
+           });
   };
   size_t end = 0;
   for (size_t v = 0; v < visits.size(); ++v) {

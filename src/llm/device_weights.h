@@ -1,8 +1,8 @@
 // DeviceWeights: a Model's weights placed on one Device, in the layouts that device's kernels read.
 // One object per (model, device); every Context of that model on that device shares it. An mmproj's
 // encoder (llm/media_encoder.h) is placed the same way, as an owner of its own: the tensors its
-// encoder graphs only multiply as matrices as a model's matrices, the others plain (read as the file
-// holds them); tensors(): their views.
+// encoder graphs read only as mul_mat weights as a model's matrices are, the others plain (read as
+// the file holds them); tensors(): their views.
 //
 // Placement (create()): each weight tensor goes through ops/weight_prep.h. Matrices the graph
 // multiplies (attention and MLP projections, the LM head) take choose_weight_layout()'s layout;

@@ -64,7 +64,8 @@ TEST_P(SimMatchesCpu, LogitsAreBitIdentical) {
     });
     size_t copied = 0;
     for_each_weight(model->weights(), [&](const Weight& w, WeightUse use) {
-      if (use != WeightUse::MatMul || std::find(multiplied.begin(), multiplied.end(), w.info) != multiplied.end())
+      if (use != WeightUse::MatMul ||
+          std::find(multiplied.begin(), multiplied.end(), w.info) != multiplied.end())
         return;
       multiplied.push_back(w.info);
       const bool tied = std::find(read_plain.begin(), read_plain.end(), w.info) != read_plain.end();
@@ -263,7 +264,8 @@ TEST(DeviceWeights, OnTheCpuTheMatricesAreCopiedPlainAndTheRestReadInPlace) {
   ASSERT_TRUE(w.ok()) << w.error().message;
   EXPECT_GT((*w)->buffer_bytes(), 0u);
   EXPECT_GT((*w)->mapped_bytes(), 0u);
-  for (const DeviceWeights::Placement& p : (*w)->placements()) EXPECT_EQ(p.prepared.layout, TensorLayout::Plain);
+  for (const DeviceWeights::Placement& p : (*w)->placements())
+    EXPECT_EQ(p.prepared.layout, TensorLayout::Plain);
   const Weight& wq = (*w)->weights().blocks[0].attn.wq;
   const Weight& file_wq = model->weights().blocks[0].attn.wq;
   EXPECT_NE(wq.view.data, file_wq.view.data);

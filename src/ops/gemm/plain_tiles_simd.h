@@ -3,10 +3,10 @@
 // is unpacked once for the four activation rows and each activation block loaded once for the two
 // weight rows, but every output keeps its own 8-lane accumulator (and min sum), so it takes exactly
 // the operations of plain_tiles.cpp's scalar kernel. A tile of one activation row (one-token
-// products) goes four weight rows at a time instead (legacy_row), with the same operations. The products' four-byte sums are
-// int_steps_simd.h's dot_u8_i8 (vpdpbusd on VNNI; exact at both levels: the unsigned operand is at
-// most 128), so both levels give the same bits. Include only from plain_tiles_avx2.cpp and
-// plain_tiles_avx512.cpp (internal linkage).
+// products) goes four weight rows at a time instead (legacy_row), with the same operations. The
+// products' four-byte sums are int_steps_simd.h's dot_u8_i8 (vpdpbusd on VNNI; exact at both
+// levels: the unsigned operand is at most 128), so both levels give the same bits. Include only
+// from plain_tiles_avx2.cpp and plain_tiles_avx512.cpp (internal linkage).
 #pragma once
 
 #include <immintrin.h>
