@@ -6,10 +6,8 @@
 // of a super-block are kept in a few independent chains (VNNI's fused multiply-adds would otherwise wait on
 // each other) and added at the end; the lanes are exact, so the grouping does not change them. Each stays a
 // function of its own (noinline): inlined into the tiles' one-row loops, the IQ4_XS one lost 18% of its
-// decode speed. The K-quants' loops over a super-block's chunks are unrolled by pragma: GCC at -O2 kept
-// them rolled, the four chains and the chunks' levels in memory, and the Q6_K one-row kernel ran at
-// half its unrolled speed (15 against 30 GB/s on one Zen 4 core, in cache). Include only from files
-// compiled for AVX2 or wider; internal linkage (see int_steps_simd.h).
+// decode speed. Include only from files compiled for AVX2 or wider; internal linkage (see
+// int_steps_simd.h).
 #pragma once
 
 #include <immintrin.h>
@@ -211,11 +209,9 @@ inline void dot_iq4_nl_q8_0_rows8_8x4(int64_t n, float* s, size_t s_stride, cons
         _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)), _mm_set1_epi8(0xF));
     __m256i sumi[4];
     for (__m256i& c : sumi) c = _mm256_setzero_si256();
-#pragma GCC unroll 4
     for (int j = 0; j < kQK_K / 128; ++j) {
       const __m256i q2bits = load256(q2);
       q2 += 32;
-#pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
         const __m256i q2k = _mm256_and_si256(_mm256_srli_epi16(q2bits, 2 * k), m3);
         const __m256i p16 = _mm256_maddubs_epi16(q2k, load256(q8));
@@ -241,11 +237,9 @@ inline void dot_iq4_nl_q8_0_rows8_8x4(int64_t n, float* s, size_t s_stride, cons
     const int8_t* q8 = y[i].qs;
     __m256i sumi[4];
     for (__m256i& c : sumi) c = _mm256_setzero_si256();
-#pragma GCC unroll 4
     for (int j = 0; j < kQK_K / 128; ++j) {
       const __m256i q3bits = load256(q3);
       q3 += 32;
-#pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
         const int bit = 4 * j + k;  // the chunk: its hmask bit and its pair of scales
         const __m256i q3l = _mm256_and_si256(_mm256_srli_epi16(q3bits, 2 * k), m3);
@@ -286,7 +280,6 @@ inline void dot_iq4_nl_q8_0_rows8_8x4(int64_t n, float* s, size_t s_stride, cons
     const uint8_t* q4 = x[i].qs;
     const int8_t* q8 = y[i].qs;
     __m256i sum_l = _mm256_setzero_si256(), sum_h = _mm256_setzero_si256();
-#pragma GCC unroll 4
     for (int j = 0; j < kQK_K / 64; ++j) {
       const __m256i scale_l = _mm256_set1_epi16(sm[2 * j + 0]);
       const __m256i scale_h = _mm256_set1_epi16(sm[2 * j + 1]);
@@ -325,7 +318,6 @@ inline void dot_iq4_nl_q8_0_rows8_8x4(int64_t n, float* s, size_t s_stride, cons
     const int8_t* q8 = y[i].qs;
     const __m256i hbits = load256(x[i].qh);
     __m256i sum_l = _mm256_setzero_si256(), sum_h = _mm256_setzero_si256();
-#pragma GCC unroll 4
     for (int j = 0; j < kQK_K / 64; ++j) {
       const __m256i q5bits = load256(q5);
       q5 += 32;
@@ -354,13 +346,11 @@ inline void dot_iq4_nl_q8_0_rows8_8x4(int64_t n, float* s, size_t s_stride, cons
     const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     __m256i chunk_sums[4];
     for (__m256i& c : chunk_sums) c = _mm256_setzero_si256();
-#pragma GCC unroll 4
     for (int j = 0; j < kQK_K / 128; ++j) {
       __m256i lv[4];
       q6_K_levels(q4, qh, lv);
       q4 += 64;
       qh += 32;
-#pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
         const __m256i p16 = _mm256_maddubs_epi16(lv[k], load256(q8 + 32 * k));
         chunk_sums[k] = madd_add(chunk_sums[k], scales_pair_of(scales, 4 * j + k), p16);
