@@ -76,6 +76,13 @@ DeviceWeights::Layout DeviceWeights::lay_out(std::span<const std::pair<const Wei
   Layout l;
   const size_t align = std::max(kWeightAlign, device.alignment());
   const bool host = device.is_host();
+  // Whether the device's kernels multiply tensor `info` (some visit's use is MatMul).
+  auto multiplied = [&](const GgufTensorInfo* info) {
+    return device.reads_host_weight_layouts() &&
+           std::any_of(visits.begin(), visits.end(), [&](const auto& visit) {
+             return visit.first->info == info && visit.second == WeightUse::MatMul;
+           });
+  };
   size_t end = 0;
   for (size_t v = 0; v < visits.size(); ++v) {
     const GgufTensorInfo* info = visits[v].first->info;
@@ -85,7 +92,7 @@ DeviceWeights::Layout DeviceWeights::lay_out(std::span<const std::pair<const Wei
     });
     if (same == l.placements.end()) {
       Placement q{info, p, kMapped};
-      if (host && p.layout == TensorLayout::Plain && !options.copy_all) {
+      if (host && p.layout == TensorLayout::Plain && !options.copy_all && !multiplied(info)) {
         l.mapped_bytes += p.bytes;
       } else {
         q.offset = (end + align - 1) / align * align;

@@ -1,8 +1,8 @@
 // DeviceWeights: a Model's weights placed on one Device, in the layouts that device's kernels read.
 // One object per (model, device); every Context of that model on that device shares it. An mmproj's
-// encoder (llm/media_encoder.h) is placed the same way, as an owner of its own: every tensor of its file
-// plain (its encoder graphs read them as the file holds them), so on a host device nothing is
-// copied and on another every tensor is (tensors(): their views there).
+// encoder (llm/media_encoder.h) is placed the same way, as an owner of its own: the tensors its
+// encoder graphs read only as mul_mat weights as a model's matrices are, the others plain (read as
+// the file holds them); tensors(): their views.
 //
 // Placement (create()): each weight tensor goes through ops/weight_prep.h. Matrices the graph
 // multiplies (attention and MLP projections, the LM head) take choose_weight_layout()'s layout;
@@ -16,10 +16,13 @@
 //             and its kernels, buffer_bytes() in all; weights() views point into it.
 //             - On a device that is not host-visible every tensor is copied: prepared in host
 //               staging (one tensor at a time: the largest prepared tensor's bytes), then uploaded.
-//             - On a host device a tensor whose layout is plain is not copied: its view stays in
-//               the model's mapped file (mapped_bytes() in all); the others are prepared in place in
-//               the buffer. When every layout is plain there is no buffer (buffer_bytes() == 0):
-//               loading copies nothing, as before devices.
+//             - On a host device a tensor that the kernels do not multiply (the token embedding,
+//               norms, biases) is not copied: its view stays in the model's mapped file
+//               (mapped_bytes() in all). Every matrix they multiply is copied, prepared or plain:
+//               the buffer's 2 MiB pages (cpu_device.cpp) stream faster through the one-token
+//               kernels than the file's 4 KiB pages (Q6_K decode 1.09x on the Zen 4 machine of
+//               docs/performance.md, issue 38). When nothing is copied there is no buffer
+//               (buffer_bytes() == 0).
 //             - After preparing, the mapped pages of tensors that are only copied (no placement
 //               reads them in place) leave the process (madvise(MADV_DONTNEED), page-aligned
 //               inward): the resident memory is the buffer plus the pages read in place, not the

@@ -2,10 +2,11 @@
 // AVX2 and AVX-512 VNNI, two weight rows by up to four activation rows at a time: each weight block
 // is unpacked once for the four activation rows and each activation block loaded once for the two
 // weight rows, but every output keeps its own 8-lane accumulator (and min sum), so it takes exactly
-// the operations of plain_tiles.cpp's scalar kernel. The products' four-byte sums are
-// int_steps_simd.h's dot_u8_i8 (vpdpbusd on VNNI; exact at both levels: the unsigned operand is at
-// most 128), so both levels give the same bits. Include only from plain_tiles_avx2.cpp and
-// plain_tiles_avx512.cpp (internal linkage).
+// the operations of plain_tiles.cpp's scalar kernel. A tile of one activation row (one-token
+// products) goes four weight rows at a time instead (legacy_row), with the same operations. The
+// products' four-byte sums are int_steps_simd.h's dot_u8_i8 (vpdpbusd on VNNI; exact at both
+// levels: the unsigned operand is at most 128), so both levels give the same bits. Include only
+// from plain_tiles_avx2.cpp and plain_tiles_avx512.cpp (internal linkage).
 #pragma once
 
 #include <immintrin.h>
@@ -16,6 +17,7 @@
 #include "ops/gemm/layouts.h"
 #include "ops/quant/int_steps_simd.h"
 #include "ops/quant/legacy_avx2.h"
+#include "ops/quant/prefetch.h"
 
 namespace kiln::gemm {
 namespace {  // NOLINT: internal linkage on purpose (see above)
@@ -112,8 +114,52 @@ void legacy_tile(const Tile& t, int64_t i0, int64_t r0) {
   }
 }
 
+// An F16 value in every lane (exact).
+inline __m256 broadcast_f16(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
+
+// One activation row r against weight rows i0 .. i0+NI-1 (one-token products): per output the
+// operations of legacy_tile, so its bits; NI outputs at a time keep NI independent FMA chains in
+// flight, and the min terms are scalar sums. The NI rows lie one after another, and read side by
+// side they are NI short streams, which the AVX-512 machine of docs/performance.md follows poorly:
+// each block step also prefetches the next NI rows' bytes in order, so memory sees one stream.
+template <class T, int NI>
+void legacy_row(const Tile& t, int64_t i0, int64_t r) {
+  using Block = typename T::Block;
+  const int64_t nb = t.k / 32;
+  const Block* w[NI];
+  for (int i = 0; i < NI; ++i) w[i] = reinterpret_cast<const Block*>(row_of(t, i0 + i));
+  const auto* a = reinterpret_cast<const typename T::Act*>(act_of(t, r));
+  const char* next = row_of(t, i0 + NI);
+  constexpr size_t kNextStep = NI * sizeof(Block);  // of the next rows' bytes per block step
+  __m256 acc[NI];
+  float mins[NI];
+  for (int i = 0; i < NI; ++i) {
+    acc[i] = _mm256_setzero_ps();
+    mins[i] = 0.0f;
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    quant::prefetch_block<kNextStep>(next + static_cast<size_t>(b) * kNextStep);
+    const __m256i y = load32(a[b].qs);
+    const __m256 da = _mm256_set1_ps(T::act_d(a[b]));
+    for (int i = 0; i < NI; ++i) {
+      const __m256i wx = T::levels(w[i][b]);
+      const __m256i wu = T::kSigned ? _mm256_sign_epi8(wx, wx) : wx;
+      const __m256i sum = quant::dot_u8_i8(wu, T::kSigned ? _mm256_sign_epi8(y, wx) : y);
+      acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(broadcast_f16(w[i][b].d), da), _mm256_cvtepi32_ps(sum), acc[i]);
+      if constexpr (T::kMin) mins[i] += _cvtsh_ss(w[i][b].m) * _cvtsh_ss(a[b].s);
+    }
+  }
+  for (int i = 0; i < NI; ++i) store1(t, r, i0 + i, T::kMin ? hsum8(acc[i]) + mins[i] : hsum8(acc[i]));
+}
+
 template <class T>
 void legacy_tiles(const Tile& t) {
+  if (t.n_act == 1) {
+    int64_t i = 0;
+    for (; i + 4 <= t.n_rows; i += 4) legacy_row<T, 4>(t, i, 0);
+    for (; i < t.n_rows; ++i) legacy_row<T, 1>(t, i, 0);
+    return;
+  }
   for_tiles<2>(t.n_rows, t.n_act,
                [&]<int NI, int NR>(int64_t i0, int64_t r0) { legacy_tile<T, NI, NR>(t, i0, r0); });
 }
