@@ -36,7 +36,11 @@ namespace kiln {
 namespace {
 
 const std::string kKiln = std::string(KILN_BINARY_DIR) + "/kiln";
-const std::string kOut = std::string(KILN_BINARY_DIR) + "/diffusion_cli_test.png";
+// The running test's output image, a file of its own: ctest runs these tests in parallel.
+std::string out_png() {
+  return std::string(KILN_BINARY_DIR) + "/diffusion_cli_" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".png";
+}
 
 std::string unet_and_clip() {
   return " --diffusion-model " + test_data::path("sd/unet-sd1-c32-f32.safetensors") + " --clip_l " +
@@ -99,14 +103,14 @@ std::string safetensors(const std::string& header, const std::string& data) {
 }
 
 TEST(DiffusionCli, ACatMatchesStableDiffusionCpp) {
-  std::remove(kOut.c_str());
-  const test::CliResult r = image(model_flags() + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + kOut);
+  std::remove(out_png().c_str());
+  const test::CliResult r = image(model_flags() + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + out_png());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("SD 1.x model, TAESD decoder, euler_a sampler, discrete scheduler, 2 steps, 64x64"),
             std::string::npos)
       << r.out;
-  expect_pixels(kOut, "loop/cli-defaults/pixels");
-  const std::vector<uint8_t> png = read_file(kOut);
+  expect_pixels(out_png(), "loop/cli-defaults/pixels");
+  const std::vector<uint8_t> png = read_file(out_png());
 
   // The tEXt chunk: keyword, NUL, A1111's text.
   const std::string bytes(png.begin(), png.end());
@@ -116,22 +120,22 @@ TEST(DiffusionCli, ACatMatchesStableDiffusionCpp) {
       "Seed: 42, Size: 64x64, Model: , RNG: cuda, Sampler: euler_a discrete, TE: clip-l-f32.safetensors, "
       "Unet: unet-sd1-c32-f32.safetensors, Version: kiln";
   EXPECT_NE(bytes.find(text), std::string::npos);
-  std::remove(kOut.c_str());
+  std::remove(out_png().c_str());
 }
 
 TEST(DiffusionCli, VaeDecodeMatchesStableDiffusionCpp) {
   const std::string vae = " --vae " + test_data::path("sd/vae-sd1-f16.safetensors");
-  const std::string run = unet_and_clip() + vae + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + kOut;
-  std::remove(kOut.c_str());
+  const std::string run = unet_and_clip() + vae + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + out_png();
+  std::remove(out_png().c_str());
   test::CliResult r = image(run);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("SD 1.x model, VAE decoder"), std::string::npos) << r.out;
-  expect_pixels(kOut, "vae/cli-defaults/pixels");
-  std::remove(kOut.c_str());
+  expect_pixels(out_png(), "vae/cli-defaults/pixels");
+  std::remove(out_png().c_str());
   r = image(run + " --vae-tiling --vae-tile-size 4");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  expect_pixels(kOut, "vae/cli-defaults-tiled4/pixels");
-  std::remove(kOut.c_str());
+  expect_pixels(out_png(), "vae/cli-defaults-tiled4/pixels");
+  std::remove(out_png().c_str());
 }
 
 // A copy of the --vae file (at `name` in the build folder) with every `from` in its safetensors header
@@ -163,13 +167,13 @@ TEST(DiffusionCli, TheCheckpointsOwnVaeDecodes) {
   const std::string ckpt = write_vae_copy("diffusion_cli_test_ckpt_vae.safetensors",
                                           {{"\"decoder.", "\"first_stage_model.decoder."},
                                            {"\"post_quant_conv.", "\"first_stage_model.post_quant_conv."}});
-  std::remove(kOut.c_str());
+  std::remove(out_png().c_str());
   const test::CliResult r =
-      image(" -m " + ckpt + unet_and_clip() + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + kOut);
+      image(" -m " + ckpt + unet_and_clip() + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + out_png());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("VAE decoder"), std::string::npos) << r.out;
-  expect_pixels(kOut, "vae/cli-defaults/pixels");
-  std::remove(kOut.c_str());
+  expect_pixels(out_png(), "vae/cli-defaults/pixels");
+  std::remove(out_png().c_str());
   std::remove(ckpt.c_str());
 }
 
@@ -215,17 +219,17 @@ void write_init_png(const std::string& path) {
 TEST(DiffusionCli, ImageToImageMatchesStableDiffusionCpp) {
   const std::string init = std::string(KILN_BINARY_DIR) + "/diffusion_cli_init.png";
   write_init_png(init);
-  std::remove(kOut.c_str());
+  std::remove(out_png().c_str());
   test::CliResult r = image(model_flags() + " -p 'a (cat:1.2) on a [red] sofa' -n 'blurry, low quality'" +
-                            " --steps 4 -t 2 -i " + init + " -o " + kOut);
+                            " --steps 4 -t 2 -i " + init + " -o " + out_png());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("euler_a sampler, discrete scheduler, 4 steps, 64x64"), std::string::npos) << r.out;
-  expect_pixels(kOut, "img2img/taesd-euler_a-0.75/pixels");
+  expect_pixels(out_png(), "img2img/taesd-euler_a-0.75/pixels");
   r = image(model_flags() + " -p x -W 128 -H 128 -i " + init);
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("the image is 64x64, not the 128x128 asked"), std::string::npos) << r.out;
   std::remove(init.c_str());
-  std::remove(kOut.c_str());
+  std::remove(out_png().c_str());
 }
 
 TEST(DiffusionCli, BadFlagsAreRefusedBeforeAnyWork) {
@@ -306,10 +310,10 @@ TEST(DiffusionCli, CheckpointGgufAndDevicesGiveTheSamePixels) {
   const std::string runs[] = {st, gguf, st + " --device sim0", gguf + tight};
   std::vector<uint8_t> first;
   for (const std::string& run : runs) {
-    std::remove(kOut.c_str());
-    const test::CliResult r = image(run + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + kOut);
+    std::remove(out_png().c_str());
+    const test::CliResult r = image(run + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + out_png());
     ASSERT_EQ(r.exit_code, 0) << run << "\n" << r.out;
-    const std::vector<uint8_t> pixels = read_pixels(kOut);
+    const std::vector<uint8_t> pixels = read_pixels(out_png());
     ASSERT_EQ(pixels.size(), size_t{64 * 64 * 3}) << run;
     if (first.empty()) {
       first = pixels;
@@ -323,7 +327,7 @@ TEST(DiffusionCli, CheckpointGgufAndDevicesGiveTheSamePixels) {
       EXPECT_NE(r.out.find("sd text encoder"), std::string::npos) << r.out;
     }
   }
-  std::remove(kOut.c_str());
+  std::remove(out_png().c_str());
 }
 
 // Files that are not what they say: a one-line error naming the problem, exit code 1, before any
@@ -382,7 +386,7 @@ TEST(DiffusionCli, HostileFilesAreOneLineErrors) {
        "do not fit"},
   };
   for (const auto& c : cases) {
-    const test::CliResult r = image(c.args + " -p x -W 64 -H 64 --steps 1 -o " + kOut);
+    const test::CliResult r = image(c.args + " -p x -W 64 -H 64 --steps 1 -o " + out_png());
     EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << ": not one line\n" << r.out;
