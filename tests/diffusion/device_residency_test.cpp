@@ -153,7 +153,8 @@ TEST(DiffusionResidency, BudgetSmallerThanTheNetworksGivesTheSameImage) {
   EXPECT_EQ(tight.latent, cpu.latent);
   EXPECT_EQ(tight.pixels, cpu.pixels);
   size_t evicted = 0;
-  for (const OwnerMemory& o : sim0(devices->memory_breakdown()).owners) evicted += o.evicted_residents;
+  const auto breakdown = devices->memory_breakdown();  // sim0() returns a reference into it
+  for (const OwnerMemory& o : sim0(breakdown).owners) evicted += o.evicted_residents;
   EXPECT_GT(evicted, 0u) << "nothing was evicted: the budget did not bind";
   // Again: the text encoder and the UNet come back from eviction with the same bytes.
   const Image again = generate(*m);
