@@ -1,4 +1,4 @@
-// `kiln image`: text to image, or image to image from -i/--init-img, with an SD 1.x model, as
+// `kiln image`: text to image, or image to image from -i/--init-img, with an SD 1.x or 2.x model, as
 // stable-diffusion.cpp's sd-cli makes it (its flags and, for a flag left out, its defaults), written as PNG
 // with A1111's `parameters` text or, by the output's name, as JPEG with them in its EXIF UserComment.
 //   kiln image -m MODEL.safetensors [--vae VAE | --taesd TAESD] -p PROMPT [options]
@@ -23,7 +23,7 @@
 #include "diffusion/a1111_parameters.h"
 #include "diffusion/plane_graph.h"
 #include "diffusion/sampling_defaults.h"
-#include "diffusion/sd1_models.h"
+#include "diffusion/sd_models.h"
 #include "diffusion/text_to_image.h"
 #include "image/decode.h"
 #include "image/jpeg_encode.h"
@@ -148,7 +148,7 @@ std::string parse_tile_size(const std::string& text, TilingParams& tiling) {
 }
 
 int run_image(int argc, char** argv) {
-  Sd1ModelPaths paths;
+  SdModelPaths paths;
   TextToImageParams params;
   std::string sampler_arg, scheduler_arg, rng_arg, prediction_arg, out = "output.png";
   int64_t width = kNotGiven, height = kNotGiven;
@@ -168,14 +168,14 @@ int run_image(int argc, char** argv) {
       "kiln image (-m MODEL | --diffusion-model UNET --clip_l CLIP) [--vae VAE | --taesd TAESD] -p PROMPT "
       "[options]");
   p.description(
-      "Text to image, or image to image from -i, with a Stable Diffusion 1.x model, as "
+      "Text to image, or image to image from -i, with a Stable Diffusion 1.x or 2.x model, as "
       "stable-diffusion.cpp's sd-cli makes it (the same "
       "flags "
       "and defaults, the same pixels for the same seed), decoded by the VAE or TAESD and written as PNG or "
       "JPEG with A1111's parameters.");
   p.path({"-m", "--model"}, &paths.model, "FILE", "single-file checkpoint (.safetensors or GGUF)");
   p.path({"--diffusion-model"}, &paths.diffusion_model, "FILE", "the UNet alone");
-  p.path({"--clip_l"}, &paths.clip_l, "FILE", "the CLIP-L text encoder alone");
+  p.path({"--clip_l"}, &paths.clip_l, "FILE", "the text encoder alone (CLIP-L; SD 2.x: OpenCLIP-H)");
   p.path({"--taesd"}, &paths.taesd, "FILE", "TAESD, the tiny autoencoder that decodes the latent");
   p.path({"--vae"}, &paths.vae, "FILE",
          "the VAE (AutoencoderKL) that decodes the latent (default: the checkpoint's; --taesd wins)");
@@ -213,8 +213,10 @@ int run_image(int argc, char** argv) {
   p.value({"-b", "--batch-count"}, &batch, "N", "images to make, seeds SEED, SEED + 1, ... (default: 1)",
           IntRange::between(1, 64));
   p.value({"--clip-skip"}, &clip_skip, "N",
-          "CLIP layer to condition on, from the last (default: 1 for SD 1.x)");
-  p.value({"--prediction"}, &prediction_arg, "NAME", "what the UNet predicts: eps (SD 1.x's default) or v");
+          "CLIP layer to condition on, from the last (default: 1 for SD 1.x, 2 for SD 2.x)");
+  p.value({"--prediction"}, &prediction_arg, "NAME",
+          "what the UNet predicts: eps or v (default: eps for SD 1.x; for SD 2.x the UNet is asked, as "
+          "sd-cli does)");
   declare_threads(p, &placement.threads);
   p.value({"-o", "--output"}, &out, "FILE",
           "the image to write, PNG or JPEG (.jpg, .jpeg) by its name (default: output.png; a batch adds _1, "
@@ -276,14 +278,14 @@ int run_image(int argc, char** argv) {
     if (!r) return fail(kCommand, "--rng: unknown generator '" + rng_arg + "' (cuda or cpu)", 2);
     params.rng = *r;
   }
-  params.prediction = *default_prediction(ModelFamily::Sd1, false);
+  std::optional<Prediction> prediction;  // left out: the model's (SdModels::default_prediction)
   if (!prediction_arg.empty()) {
-    auto pr = parse_prediction(prediction_arg);
-    if (!pr) return fail(kCommand, "--prediction '" + prediction_arg + "' is not supported (eps or v)", 2);
-    params.prediction = *pr;
+    prediction = parse_prediction(prediction_arg);
+    if (!prediction)
+      return fail(kCommand, "--prediction '" + prediction_arg + "' is not supported (eps or v)", 2);
   }
   const bool clip_skip_given = clip_skip > 0;
-  params.clip_skip = clip_skip_given ? clip_skip : default_clip_skip(ModelFamily::Sd1);
+  params.clip_skip = clip_skip_given ? clip_skip : 1;  // left out: the model's, once it is open
   params.seed = seed >= 0 ? seed : static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
   if (Status s = validate(params); !s.ok()) return fail(kCommand, s.error().message, 2);
   for (int b = 0; b < batch; ++b) {
@@ -297,15 +299,26 @@ int run_image(int argc, char** argv) {
   if (!device.ok()) return fail(kCommand, device.error().message, 2);
   const NetworkPlacement where{&(*devices)->backend(**device), &(*devices)->arena(**device),
                                placement.weight_options(kCommand)};
-  auto models = Sd1Models::open(paths, where);
+  auto models = SdModels::open(paths, where);
   if (!models.ok()) return fail(kCommand, models.error().message);
+  params.family = (*models)->version().family;
+  if (!clip_skip_given) params.clip_skip = default_clip_skip(params.family);
+  if (prediction) {
+    params.prediction = *prediction;
+  } else {
+    auto detected = (*models)->default_prediction();
+    if (!detected.ok()) return fail(kCommand, detected.error().message);
+    params.prediction = *detected;
+  }
   LatentDecoder& decoder = (*models)->decoder();
   decoder.set_compute_limit((*device)->largest_free_block().value_or(0));
-  std::fprintf(stderr, "kiln image: %s model, %s decoder, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
-               describe((*models)->version()).c_str(), (*models)->decoder_name(),
-               std::string(sampler_name(params.sampler)).c_str(),
-               std::string(scheduler_name(params.scheduler)).c_str(), params.steps,
-               static_cast<long long>(params.width), static_cast<long long>(params.height));
+  std::fprintf(
+      stderr,
+      "kiln image: %s model (%s prediction), %s decoder, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
+      describe((*models)->version()).c_str(), params.prediction == Prediction::V ? "v" : "eps",
+      (*models)->decoder_name(), std::string(sampler_name(params.sampler)).c_str(),
+      std::string(scheduler_name(params.scheduler)).c_str(), params.steps,
+      static_cast<long long>(params.width), static_cast<long long>(params.height));
   auto conditioning = encode_conditioning((*models)->text_encoder(), params);
   if (!conditioning.ok()) return fail(kCommand, conditioning.error().message);
 
@@ -358,5 +371,5 @@ int run_image(int argc, char** argv) {
 }  // namespace
 }  // namespace kiln::cli
 
-KILN_COMMAND(image, "text or image to image with a Stable Diffusion 1.x model (sd-cli's flags)",
+KILN_COMMAND(image, "text or image to image with a Stable Diffusion 1.x or 2.x model (sd-cli's flags)",
              kiln::cli::run_image);
