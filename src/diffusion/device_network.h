@@ -85,7 +85,8 @@ Result<BoundNetwork<Weights>> bind_network(std::string name, std::shared_ptr<con
                                            const NetworkPlacement& placement) {
   BoundNetwork<Weights> b;
   KILN_ASSIGN_OR_RETURN(b.weights, bind(file->gguf(), prefix));
-  KILN_ASSIGN_OR_RETURN(b.net, DeviceNetwork::create(std::move(name), std::move(file), std::move(name_prefixes), placement));
+  KILN_ASSIGN_OR_RETURN(
+      b.net, DeviceNetwork::create(std::move(name), std::move(file), std::move(name_prefixes), placement));
   return b;
 }
 

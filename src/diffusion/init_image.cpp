@@ -57,7 +57,8 @@ RgbImage crop(const RgbImage& src, int32_t x0, int32_t y0, int32_t w, int32_t h)
   out.height = h;
   out.pixels.resize(static_cast<size_t>(w) * static_cast<size_t>(h) * 3);
   for (int32_t y = 0; y < h; ++y)
-    std::copy_n(src.pixel(x0, y0 + y), static_cast<size_t>(w) * 3, out.pixels.data() + static_cast<size_t>(y) * w * 3);
+    std::copy_n(src.pixel(x0, y0 + y), static_cast<size_t>(w) * 3,
+                out.pixels.data() + static_cast<size_t>(y) * w * 3);
   return out;
 }
 

@@ -10,7 +10,8 @@ bool contains(std::string_view s, std::string_view part) { return s.find(part) !
 bool equal_ignoring_case(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
   }
   return true;
 }
@@ -20,9 +21,9 @@ bool equal_ignoring_case(std::string_view a, std::string_view b) {
 bool sd_converts_tensor(std::string_view name, const std::array<int64_t, kMaxDims>& ne, DType type) {
   if (block_size(type) > 1 && ne[0] % block_size(type) != 0) return false;
   if (name.ends_with(".bias") || name.ends_with(".scale") || name.ends_with(".weight_scale")) return false;
-  for (std::string_view kept : {"img_in.", "txt_in.", "time_in.", "vector_in.", "guidance_in.", "final_layer.",
-                                "x_embedder.", "t_embedder.", "y_embedder.", "pos_embed", "context_embedder.",
-                                "time_embed.", "label_emb.", "embedding"}) {
+  for (std::string_view kept : {"img_in.", "txt_in.", "time_in.", "vector_in.", "guidance_in.",
+                                "final_layer.", "x_embedder.", "t_embedder.", "y_embedder.", "pos_embed",
+                                "context_embedder.", "time_embed.", "label_emb.", "embedding"}) {
     if (contains(name, kept)) return false;
   }
   return true;

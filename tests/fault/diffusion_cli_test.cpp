@@ -76,8 +76,8 @@ void expect_pixels(const std::string& path, const std::string& key) {
   ASSERT_EQ(pixels.size(), size_t{64 * 64 * 3});
   const diffusion::test::PixelMatch m = diffusion::test::match_pixels(pixels, key);
   EXPECT_TRUE(m.within_one_on_99_percent()) << m.within_one << " of " << m.n << " within 1";
-  std::printf("  kiln image (%s): pixels within 1 of stable-diffusion.cpp's: %zu/%zu\n", key.c_str(), m.within_one,
-              m.n);
+  std::printf("  kiln image (%s): pixels within 1 of stable-diffusion.cpp's: %zu/%zu\n", key.c_str(),
+              m.within_one, m.n);
 }
 
 void write_file(const std::string& path, const std::string& bytes) {
@@ -215,7 +215,8 @@ TEST(DiffusionCli, ImageToImageMatchesStableDiffusionCpp) {
   const std::string wide = std::string(KILN_BINARY_DIR) + "/diffusion_cli_init_wide.png";
   write_init_png(init);
   write_init_png(wide, 128);
-  const std::string args = model_flags() + " -p 'a (cat:1.2) on a [red] sofa' -n 'blurry, low quality' --steps 4 -t 2";
+  const std::string args =
+      model_flags() + " -p 'a (cat:1.2) on a [red] sofa' -n 'blurry, low quality' --steps 4 -t 2";
   std::remove(out_png().c_str());
   test::CliResult r = image(args + " -i " + init + " -o " + out_png());
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -320,7 +321,9 @@ TEST(DiffusionCli, CheckpointGgufAndDevicesGiveTheSamePixels) {
     ASSERT_EQ(pixels.size(), size_t{64 * 64 * 3}) << run;
     if (first.empty()) {
       first = pixels;
-      EXPECT_TRUE(diffusion::test::match_pixels(pixels, "loop/cli-defaults/pixels").within_one_on_99_percent()) << run;
+      EXPECT_TRUE(
+          diffusion::test::match_pixels(pixels, "loop/cli-defaults/pixels").within_one_on_99_percent())
+          << run;
     } else {
       EXPECT_EQ(pixels, first) << run;
     }
@@ -351,20 +354,24 @@ TEST(DiffusionCli, QuantizedCheckpointsFollowStableDiffusionCpp) {
   } cases[] = {{"Q8_0", 93}, {"Q4_0", 86}};
   for (const auto& [type, min_percent] : cases) {
     std::string label = "quant-" + type;
-    std::transform(label.begin(), label.end(), label.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(label.begin(), label.end(), label.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     std::remove(out_png().c_str());
     const test::CliResult r = image(" -m " + test_data::path("sd/tiny-sd1-" + type + ".gguf") + taesd +
                                     " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + out_png());
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const std::vector<uint8_t> pixels = read_pixels(out_png());
-    const diffusion::test::PixelMatch same = diffusion::test::match_pixels(pixels, label + "/cli-defaults/pixels");
+    const diffusion::test::PixelMatch same =
+        diffusion::test::match_pixels(pixels, label + "/cli-defaults/pixels");
     const diffusion::test::PixelMatch f32 = diffusion::test::match_pixels(pixels, "loop/cli-defaults/pixels");
-    EXPECT_GE(same.within_one * 100, same.n * min_percent) << type << ": " << same.within_one << " of " << same.n;
+    EXPECT_GE(same.within_one * 100, same.n * min_percent)
+        << type << ": " << same.within_one << " of " << same.n;
     EXPECT_LE(same.max_difference, 8) << type;
     EXPECT_LT(same.n - same.within_one, (f32.n - f32.within_one) / 2) << type;
-    std::printf("  %s: pixels within 1 of stable-diffusion.cpp's of the same file: %zu/%zu (largest difference %d); "
-                "of its F32 image: %zu/%zu\n",
-                type.c_str(), same.within_one, same.n, same.max_difference, f32.within_one, f32.n);
+    std::printf(
+        "  %s: pixels within 1 of stable-diffusion.cpp's of the same file: %zu/%zu (largest difference %d); "
+        "of its F32 image: %zu/%zu\n",
+        type.c_str(), same.within_one, same.n, same.max_difference, f32.within_one, f32.n);
   }
   std::remove(out_png().c_str());
 }

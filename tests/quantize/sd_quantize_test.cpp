@@ -30,11 +30,11 @@ TEST(SdPolicy, ConvertsLinearWeightsAndGainsNotConvsBiasesOrEmbeddings) {
     bool converted;
   } cases[] = {
       {u + "input_blocks.1.1.transformer_blocks.0.attn1.to_q.weight", {320, 320, 1, 1}, DType::Q8_0, true},
-      {u + "input_blocks.1.0.in_layers.0.weight", {320, 1, 1, 1}, DType::Q8_0, true},  // a GroupNorm's gain
+      {u + "input_blocks.1.0.in_layers.0.weight", {320, 1, 1, 1}, DType::Q8_0, true},   // a GroupNorm's gain
       {u + "input_blocks.1.0.in_layers.0.weight", {320, 1, 1, 1}, DType::Q4_K, false},  // 320 % 256
-      {u + "input_blocks.0.0.weight", {3, 3, 4, 320}, DType::Q8_0, false},               // a conv kernel
-      {u + "input_blocks.0.0.weight", {3, 3, 4, 320}, DType::F16, true},                 // F16 takes any row
-      {u + "input_blocks.1.1.proj_in.weight", {1, 1, 320, 320}, DType::Q4_0, false},     // a 1x1 conv
+      {u + "input_blocks.0.0.weight", {3, 3, 4, 320}, DType::Q8_0, false},              // a conv kernel
+      {u + "input_blocks.0.0.weight", {3, 3, 4, 320}, DType::F16, true},                // F16 takes any row
+      {u + "input_blocks.1.1.proj_in.weight", {1, 1, 320, 320}, DType::Q4_0, false},    // a 1x1 conv
       {u + "input_blocks.1.1.transformer_blocks.0.attn1.to_out.0.bias", {320, 1, 1, 1}, DType::Q8_0, false},
       {u + "time_embed.0.weight", {320, 1280, 1, 1}, DType::Q8_0, false},
       {c + "embeddings.token_embedding.weight", {768, 49408, 1, 1}, DType::Q8_0, false},
@@ -43,7 +43,8 @@ TEST(SdPolicy, ConvertsLinearWeightsAndGainsNotConvsBiasesOrEmbeddings) {
       {c + "encoder.layers.0.layer_norm1.weight", {768, 1, 1, 1}, DType::Q5_K, true},
   };
   for (const auto& k : cases)
-    EXPECT_EQ(sd_converts_tensor(k.name, k.ne, k.type), k.converted) << k.name << " to " << dtype_name(k.type);
+    EXPECT_EQ(sd_converts_tensor(k.name, k.ne, k.type), k.converted)
+        << k.name << " to " << dtype_name(k.type);
 }
 
 TEST(SdPolicy, TypeNamesAreSdCliTypes) {
@@ -70,7 +71,8 @@ std::vector<uint8_t> tiny_sd_file() {
     int64_t n = 1;
     for (int64_t d : t.ne) n *= d;
     std::vector<float> v(static_cast<size_t>(n));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37 + data.size() * 11) % 101) / 50.0f - 1.0f;
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<float>((i * 37 + data.size() * 11) % 101) / 50.0f - 1.0f;
     data.push_back(std::move(v));
   }
   std::vector<uint8_t> bytes;
@@ -88,7 +90,8 @@ TEST(SdQuantize, WritesStableDiffusionCppsTypesInTheSourceOrder) {
   auto src = GgufFile::parse(bytes);
   ASSERT_TRUE(src.ok()) << src.error().message;
   for (DType type : {DType::Q8_0, DType::Q4_0}) {
-    const std::string out_path = (testing::scratch_dir() / ("sd-" + std::string(dtype_name(type)) + ".gguf")).string();
+    const std::string out_path =
+        (testing::scratch_dir() / ("sd-" + std::string(dtype_name(type)) + ".gguf")).string();
     auto summary = quantize_sd(**src, out_path, type, {.preset = {}, .n_threads = 1});
     ASSERT_TRUE(summary.ok()) << summary.error().message;
     EXPECT_EQ(summary->n_converted, 2u);

@@ -191,7 +191,8 @@ int run_image(int argc, char** argv) {
   p.value({"-H", "--height"}, &height, "N",
           "image height in pixels, a multiple of 64 (default: the init image's, else 512)");
   p.path({"-i", "--init-img"}, &init_img, "FILE",
-         "image to image: start from this PNG or JPEG (cropped and resized to -W x -H when both are given, as sd-cli does)");
+         "image to image: start from this PNG or JPEG (cropped and resized to -W x -H when both are given, "
+         "as sd-cli does)");
   p.value({"--strength"}, &strength, "X",
           "image to image: how much of the init image is re-noised, 0 to 1 (default: 0.75)",
           FloatRange::between(0.0, 1.0));
@@ -284,7 +285,8 @@ int run_image(int argc, char** argv) {
   params.seed = seed >= 0 ? seed : static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
   if (Status s = validate(params); !s.ok()) return fail(kCommand, s.error().message, 2);
   if (init_image)  // cropped and resized as sd-cli does when -W x -H differs from its size
-    *init_image = fit_init_image(*init_image, static_cast<int32_t>(params.width), static_cast<int32_t>(params.height));
+    *init_image =
+        fit_init_image(*init_image, static_cast<int32_t>(params.width), static_cast<int32_t>(params.height));
   for (int b = 0; b < batch; ++b) {
     if (Status s = check_output_path(output_path(out, b, batch)); !s.ok())
       return fail(kCommand, s.error().message);
@@ -342,7 +344,7 @@ int run_image(int argc, char** argv) {
     image.pixels = std::move(*pixels);
     // A1111's parameters: a PNG's `parameters` text, a JPEG's EXIF UserComment.
     const std::string text = a1111_parameters(params, params.seed + b, files, clip_skip_given,
-                                               init_image ? std::optional<float>(strength) : std::nullopt);
+                                              init_image ? std::optional<float>(strength) : std::nullopt);
     auto bytes = *format == OutputFormat::Png ? encode_png(image, {{"parameters", text}})
                                               : encode_jpeg(image, kJpegQuality, text);
     if (!bytes.ok()) return fail(kCommand, bytes.error().message);

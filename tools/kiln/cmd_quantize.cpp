@@ -17,8 +17,8 @@
 #include "core/gguf.h"
 #include "messages.h"
 #include "model_flags.h"
-#include "options.h"
 #include "models/sd/weight_file.h"
+#include "options.h"
 #include "quantize/quantize.h"
 #include "quantize/sd_policy.h"
 #include "user_files.h"
@@ -75,7 +75,8 @@ int run_quantize(int argc, char** argv) {
              "the model to quantize: F32, F16 or BF16 weights (tensors already of the "
              "target type are copied)");
   p.argument(&out_path, "OUT.gguf", "the GGUF file to write");
-  p.argument(&type_name, "TYPE", "a language model's preset, e.g. Q4_K_M (list below); for Stable Diffusion a type");
+  p.argument(&type_name, "TYPE",
+             "a language model's preset, e.g. Q4_K_M (list below); for Stable Diffusion a type");
   declare_threads(p, &n_threads);
   p.notes(
       "Importance matrices (llama-quantize --imatrix) are not read yet: every type is quantized\n"
@@ -93,13 +94,14 @@ int run_quantize(int argc, char** argv) {
 
   auto src = sd::SdWeightFile::open(in_path);  // a GGUF as it is, or a safetensors file packed as one
   if (!src) return fail("quantize", src.error().message);
-  const bool stable_diffusion =
-      (*src)->format() == sd::WeightFormat::Safetensors || (*src)->gguf().find("general.architecture") == nullptr;
+  const bool stable_diffusion = (*src)->format() == sd::WeightFormat::Safetensors ||
+                                (*src)->gguf().find("general.architecture") == nullptr;
   const auto preset = stable_diffusion ? std::nullopt : quantize::find_preset(type_name);
   const auto sd_type = stable_diffusion ? quantize::sd_type_from_name(type_name) : std::nullopt;
   if (!preset && !sd_type)
     return fail("quantize",
-                "unknown type '" + type_name + "' for " + (stable_diffusion ? "a Stable Diffusion" : "a language") +
+                "unknown type '" + type_name + "' for " +
+                    (stable_diffusion ? "a Stable Diffusion" : "a language") +
                     " model (see kiln quantize --help for the list)",
                 2);
   const bool tty = isatty(STDERR_FILENO) == 1;
@@ -137,5 +139,6 @@ int run_quantize(int argc, char** argv) {
 }  // namespace
 }  // namespace kiln::cli
 
-KILN_COMMAND(quantize, "quantize a GGUF model to a llama.cpp preset (Q4_K_M, Q8_0, ...) or an SD model to a type",
+KILN_COMMAND(quantize,
+             "quantize a GGUF model to a llama.cpp preset (Q4_K_M, Q8_0, ...) or an SD model to a type",
              kiln::cli::run_quantize);
