@@ -7,7 +7,7 @@
 //
 //   sdcpp_network_peer unet|vae FILE SIDE THREADS EVALS [OUT]  (prints load_ms, eval_ms per
 //       evaluation and mean_abs; OUT: the last output's floats)
-//   sdcpp_network_peer convert IN OUT TYPE  (TYPE: f16 or q8_0; stable-diffusion.cpp's rules for
+//   sdcpp_network_peer convert IN OUT TYPE  (TYPE: f16, q8_0 or q4_0; stable-diffusion.cpp's rules for
 //       which tensors keep a wider type)
 #include <chrono>
 #include <cmath>
@@ -36,12 +36,15 @@ double ms_since(Clock::time_point t0) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s unet|vae FILE SIDE THREADS EVALS [OUT] | convert IN OUT f16|q8_0\n", argv0);
+  std::fprintf(stderr, "usage: %s unet|vae FILE SIDE THREADS EVALS [OUT] | convert IN OUT f16|q8_0|q4_0\n", argv0);
   return 2;
 }
 
 int convert_file(const char* in, const char* out, const std::string& type) {
-  const sd_type_t t = type == "f16" ? SD_TYPE_F16 : type == "q8_0" ? SD_TYPE_Q8_0 : SD_TYPE_COUNT;
+  const sd_type_t t = type == "f16"    ? SD_TYPE_F16
+                      : type == "q8_0" ? SD_TYPE_Q8_0
+                      : type == "q4_0" ? SD_TYPE_Q4_0
+                                       : SD_TYPE_COUNT;
   if (t == SD_TYPE_COUNT) return 2;
   return convert(in, "", out, t, "", false) ? 0 : 1;
 }

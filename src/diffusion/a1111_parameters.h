@@ -3,13 +3,16 @@
 //   PROMPT
 //   Negative prompt: NEGATIVE            (only when there is one)
 //   Steps: 20, CFG scale: 7.000000, Eta: 1.000000, Seed: 42, Size: 512x512, Model: FILE, RNG: cuda,
-//   Sampler: euler_a discrete, TE: FILE, Unet: FILE, Clip skip: N, Version: kiln
+//   Sampler: euler_a discrete, Denoising strength: 0.75, TE: FILE, Unet: FILE, Clip skip: N, Version: kiln
 // with sd-cli's field order and number formats (std::to_string); files by their base names, TE and
-// Unet only when given apart, Clip skip only when the user set it.
+// Unet only when given apart, Clip skip only when the user set it. Denoising strength (image to
+// image only; sd-cli leaves it out) as A1111 writes it: the strength as Python prints a float, the
+// shortest text that reads back as the same number ("0.75", "1.0").
 // Thread-safety: pure function.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "diffusion/text_to_image.h"
@@ -23,7 +26,8 @@ struct ParameterFiles {
 };
 
 // seed: this image's (params.seed + its index in the batch). clip_skip_given: --clip-skip was set.
+// denoising_strength: image to image's --strength, nullopt for text to image.
 std::string a1111_parameters(const TextToImageParams& params, int64_t seed, const ParameterFiles& files,
-                             bool clip_skip_given);
+                             bool clip_skip_given, std::optional<float> denoising_strength = std::nullopt);
 
 }  // namespace kiln::diffusion

@@ -13,7 +13,6 @@ Result<std::unique_ptr<ClipTextEncoder>> ClipTextEncoder::create(std::shared_ptr
   KILN_ASSIGN_OR_RETURN(
       e->net_, DeviceNetwork::create("sd text encoder", file,
                                      {prefix + "."}, placement));
-  e->file_ = std::move(file);
   return e;
 }
 

@@ -45,7 +45,6 @@ class ClipTextEncoder {
  private:
   ClipTextEncoder() = default;
   std::unique_ptr<DeviceNetwork> net_;
-  std::shared_ptr<const sd::SdWeightFile> file_;
   sd::ClipTextWeights weights_;
 };
 

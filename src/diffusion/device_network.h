@@ -68,4 +68,26 @@ class DeviceNetwork {
   std::unique_ptr<EncoderMemory> memory_;  // weights and input buffer
 };
 
+// A network's bound weights (views into its file, which `net` keeps alive) and its placement.
+template <class Weights>
+struct BoundNetwork {
+  Weights weights;
+  std::unique_ptr<DeviceNetwork> net;
+};
+
+// Binds a network with `bind` (its tensors under `prefix` in `file`) and places the tensors whose
+// names start with one of `name_prefixes` on the placement's device under the owner `name`.
+// Errors: bind's, then DeviceNetwork::create's.
+template <class Weights>
+Result<BoundNetwork<Weights>> bind_network(std::string name, std::shared_ptr<const sd::SdWeightFile> file,
+                                           Result<Weights> (*bind)(const GgufFile&, const std::string&),
+                                           const std::string& prefix, std::vector<std::string> name_prefixes,
+                                           const NetworkPlacement& placement) {
+  BoundNetwork<Weights> b;
+  KILN_ASSIGN_OR_RETURN(b.weights, bind(file->gguf(), prefix));
+  KILN_ASSIGN_OR_RETURN(
+      b.net, DeviceNetwork::create(std::move(name), std::move(file), std::move(name_prefixes), placement));
+  return b;
+}
+
 }  // namespace kiln::diffusion

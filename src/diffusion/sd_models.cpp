@@ -19,15 +19,9 @@ namespace {
 
 using File = std::shared_ptr<const sd::SdWeightFile>;
 
-// The file at `path`; an Error for a quantized tensor (one stored in blocks: the networks' graphs
-// take float weights only for now).
+// The file at `path`, shared by the networks that read it.
 Result<File> open_file(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<sd::SdWeightFile> f, sd::SdWeightFile::open(path));
-  for (const GgufTensorInfo& t : f->gguf().tensors()) {
-    if (block_size(t.type) > 1)
-      return make_error("sd model: '", path, "': tensor '", t.name, "' is ", dtype_name(t.type),
-                        "; quantized SD files are not supported yet (F32, F16 and BF16 are)");
-  }
   return File(std::move(f));
 }
 

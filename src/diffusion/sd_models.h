@@ -46,9 +46,11 @@ sd::UnetArch unet_arch_for(ModelVersion version);
 
 class SdModels {
  public:
-  // Errors: a file that does not open (sd::SdWeightFile's messages) or holds quantized tensors
-  // (not supported yet), no UNet or no text encoder among the files, a version not supported yet,
-  // no decoder, tensors the networks cannot bind.
+  // Weights of any type kiln's kernels run (F32, F16, BF16 and the quantized types of GGUF files,
+  // as stable-diffusion.cpp's `convert` writes them); each network reads them as
+  // stable-diffusion.cpp does (models/sd/sd_layers.h). Errors: a file that does not open
+  // (sd::SdWeightFile's messages), no UNet or no text encoder among the files, a version not
+  // supported yet, no decoder, tensors the networks cannot bind.
   static Result<std::unique_ptr<SdModels>> open(const SdModelPaths& paths, const NetworkPlacement& placement);
 
   ModelVersion version() const { return version_; }

@@ -41,9 +41,7 @@ class TaesdDecoder : public LatentDecoder {
  private:
   GridBody body() const;
   TaesdDecoder() = default;
-  std::unique_ptr<DeviceNetwork> net_;
-  std::shared_ptr<const sd::SdWeightFile> file_;
-  sd::TaesdDecoderWeights weights_;
+  BoundNetwork<sd::TaesdDecoderWeights> net_;
 };
 
 }  // namespace kiln::diffusion

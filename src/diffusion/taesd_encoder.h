@@ -35,9 +35,7 @@ class TaesdEncoder {
 
  private:
   TaesdEncoder() = default;
-  std::unique_ptr<DeviceNetwork> net_;
-  std::shared_ptr<const sd::SdWeightFile> file_;
-  sd::TaesdEncoderWeights weights_;
+  BoundNetwork<sd::TaesdEncoderWeights> net_;
 };
 
 }  // namespace kiln::diffusion

@@ -10,7 +10,6 @@ Result<std::unique_ptr<UnetModel>> UnetModel::create(std::shared_ptr<const sd::S
   KILN_ASSIGN_OR_RETURN(
       m->net_, DeviceNetwork::create("sd unet", file, {prefix + "."},
                                      placement));
-  m->file_ = std::move(file);
   return m;
 }
 

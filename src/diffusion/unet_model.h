@@ -43,7 +43,6 @@ class UnetModel {
  private:
   UnetModel() = default;
   std::unique_ptr<DeviceNetwork> net_;
-  std::shared_ptr<const sd::SdWeightFile> file_;
   sd::UnetWeights weights_;
 };
 

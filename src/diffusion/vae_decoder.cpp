@@ -7,16 +7,14 @@ namespace kiln::diffusion {
 Result<std::unique_ptr<VaeDecoder>> VaeDecoder::create(std::shared_ptr<const sd::SdWeightFile> file,
                                                        const std::string& prefix, const NetworkPlacement& placement) {
   std::unique_ptr<VaeDecoder> d(new VaeDecoder());
-  KILN_ASSIGN_OR_RETURN(d->weights_, sd::bind_vae_decoder(file->gguf(), prefix));
   const std::string top = prefix.empty() ? "" : prefix + ".";
-  KILN_ASSIGN_OR_RETURN(d->net_, DeviceNetwork::create("sd vae decoder", file, {top + "decoder.", top + "post_quant_conv."}, placement));
-  d->file_ = std::move(file);
+  KILN_ASSIGN_OR_RETURN(d->net_, bind_network("sd vae decoder", std::move(file), sd::bind_vae_decoder, prefix, {top + "decoder.", top + "post_quant_conv."}, placement));
   return d;
 }
 
 Result<std::vector<float>> VaeDecoder::decode_raw(std::span<const float> vae_z, int64_t width,
                                                   int64_t height) {
-  return run_on_planes(*net_, vae_z, width, height, 4, body());
+  return run_on_planes(*net_.net, vae_z, width, height, 4, body());
 }
 
 Result<size_t> VaeDecoder::graph_bytes(int64_t width, int64_t height) {
@@ -24,7 +22,7 @@ Result<size_t> VaeDecoder::graph_bytes(int64_t width, int64_t height) {
 }
 
 GridBody VaeDecoder::body() const {
-  return [this](Graph& g, Tensor grid) { return sd::vae_decoder_graph(g, weights_, grid); };
+  return [this](Graph& g, Tensor grid) { return sd::vae_decoder_graph(g, net_.weights, grid); };
 }
 
 }  // namespace kiln::diffusion

@@ -43,9 +43,7 @@ class VaeDecoder : public LatentDecoder {
  private:
   GridBody body() const;
   VaeDecoder() = default;
-  std::unique_ptr<DeviceNetwork> net_;
-  std::shared_ptr<const sd::SdWeightFile> file_;
-  sd::VaeDecoderWeights weights_;
+  BoundNetwork<sd::VaeDecoderWeights> net_;
 };
 
 }  // namespace kiln::diffusion

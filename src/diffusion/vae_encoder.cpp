@@ -11,10 +11,8 @@ namespace kiln::diffusion {
 Result<std::unique_ptr<VaeEncoder>> VaeEncoder::create(std::shared_ptr<const sd::SdWeightFile> file,
                                                        const std::string& prefix, const NetworkPlacement& placement) {
   std::unique_ptr<VaeEncoder> e(new VaeEncoder());
-  KILN_ASSIGN_OR_RETURN(e->weights_, sd::bind_vae_encoder(file->gguf(), prefix));
   const std::string top = prefix.empty() ? "" : prefix + ".";
-  KILN_ASSIGN_OR_RETURN(e->net_, DeviceNetwork::create("sd vae encoder", file, {top + "encoder.", top + "quant_conv."}, placement));
-  e->file_ = std::move(file);
+  KILN_ASSIGN_OR_RETURN(e->net_, bind_network("sd vae encoder", std::move(file), sd::bind_vae_encoder, prefix, {top + "encoder.", top + "quant_conv."}, placement));
   return e;
 }
 
@@ -25,8 +23,8 @@ Result<std::vector<float>> VaeEncoder::moments(std::span<const float> image, int
   // ref: VAE::encode's scale_tensor_to_minus1_1.
   std::vector<float> x(image.begin(), image.end());
   for (float& v : x) v = v * 2.0f - 1.0f;
-  const GridBody body = [this](Graph& g, Tensor grid) { return sd::vae_encoder_graph(g, weights_, grid); };
-  return run_on_planes(*net_, x, width, height, 3, body);
+  const GridBody body = [this](Graph& g, Tensor grid) { return sd::vae_encoder_graph(g, net_.weights, grid); };
+  return run_on_planes(*net_.net, x, width, height, 3, body);
 }
 
 std::vector<float> latent_from_moments(std::span<const float> moments, std::span<const float> noise) {

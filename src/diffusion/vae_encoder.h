@@ -37,9 +37,7 @@ class VaeEncoder {
 
  private:
   VaeEncoder() = default;
-  std::unique_ptr<DeviceNetwork> net_;
-  std::shared_ptr<const sd::SdWeightFile> file_;
-  sd::VaeEncoderWeights weights_;
+  BoundNetwork<sd::VaeEncoderWeights> net_;
 };
 
 // The diffusion's latent of `moments` (8 planes of n floats) and `noise` (4 planes of n standard

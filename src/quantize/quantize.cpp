@@ -4,12 +4,15 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <system_error>
 
+#include "core/gguf_format.h"
 #include "core/half.h"
 #include "core/index_threads.h"
 #include "ops/quant/quant.h"
 #include "quantize/policy.h"
+#include "quantize/sd_policy.h"
 
 namespace kiln::quantize {
 namespace {
@@ -159,21 +162,11 @@ Result<QuantizeSummary> write_tensors(const GgufFile& src, const std::vector<Ten
   return summary;
 }
 
-}  // namespace
-
-Result<QuantizeSummary> quantize_gguf(const GgufFile& src, const std::string& out_path,
-                                      const QuantizeOptions& options) {
-  KILN_ASSIGN_OR_RETURN(const ModelHparams hp, read_hparams(src));
+// Writes `src`'s tensors as `choices` say, after `metadata` (set on the writer), into out_path.
+Result<QuantizeSummary> write_file(const GgufFile& src, const std::vector<TensorChoice>& choices,
+                                   const QuantizeOptions& options, const std::string& out_path,
+                                   const std::function<void(GgufWriter&)>& metadata) {
   const std::vector<GgufTensorInfo>& infos = src.tensors();
-  std::vector<TensorDesc> descs;
-  descs.reserve(infos.size());
-  for (const GgufTensorInfo& t : infos)
-    descs.push_back(TensorDesc{.name = t.name, .type = t.type, .ne = t.ne});
-  KILN_ASSIGN_OR_RETURN(
-      const std::vector<TensorChoice> choices,
-      choose_types(hp, descs,
-                   PolicyOptions{.preset = options.preset, .has_imatrix = options.imatrix != nullptr}));
-
   // Refuse conversions we cannot do before writing anything.
   for (const TensorChoice& c : choices) {
     const GgufTensorInfo& t = infos[c.source_index];
@@ -188,7 +181,7 @@ Result<QuantizeSummary> quantize_gguf(const GgufFile& src, const std::string& ou
   }
 
   GgufWriter writer;
-  copy_metadata(src, options.preset.file_type, writer);
+  metadata(writer);
   for (const TensorChoice& c : choices) {
     const GgufTensorInfo& t = infos[c.source_index];
     const std::span<const int64_t> ne(t.ne.data(), static_cast<size_t>(effective_dims(t.ne)));
@@ -201,6 +194,47 @@ Result<QuantizeSummary> quantize_gguf(const GgufFile& src, const std::string& ou
     std::filesystem::remove(out_path, ignored);  // no partial file is left behind
   }
   return summary;
+}
+
+}  // namespace
+
+Result<QuantizeSummary> quantize_gguf(const GgufFile& src, const std::string& out_path,
+                                      const QuantizeOptions& options) {
+  KILN_ASSIGN_OR_RETURN(const ModelHparams hp, read_hparams(src));
+  const std::vector<GgufTensorInfo>& infos = src.tensors();
+  std::vector<TensorDesc> descs;
+  descs.reserve(infos.size());
+  for (const GgufTensorInfo& t : infos)
+    descs.push_back(TensorDesc{.name = t.name, .type = t.type, .ne = t.ne});
+  KILN_ASSIGN_OR_RETURN(
+      const std::vector<TensorChoice> choices,
+      choose_types(hp, descs,
+                   PolicyOptions{.preset = options.preset, .has_imatrix = options.imatrix != nullptr}));
+  return write_file(src, choices, options, out_path,
+                    [&](GgufWriter& w) { copy_metadata(src, options.preset.file_type, w); });
+}
+
+Result<QuantizeSummary> quantize_sd(const GgufFile& src, const std::string& out_path, DType type,
+                                    const QuantizeOptions& options) {
+  if (!quantize_supported(type))
+    return make_error("quantize: ", dtype_name(type), " is not a type kiln writes");
+  std::vector<TensorChoice> choices;
+  choices.reserve(src.tensors().size());
+  // ref: convert_tensor (model_loader.cpp): stable-diffusion.cpp always hands ggml_quantize_chunk
+  // importance weights, all 1 when none were collected, which takes the weighted search of Q4_0,
+  // Q4_1, Q5_0, Q5_1 and the K-quants (Q8_0 and F16 ignore them).
+  ImportanceMap ones;
+  for (size_t i = 0; i < src.tensors().size(); ++i) {
+    const GgufTensorInfo& t = src.tensors()[i];
+    const bool converted = sd_converts_tensor(t.name, t.ne, type) && t.type != type;
+    choices.push_back(TensorChoice{.source_index = i, .type = converted ? type : t.type});
+    if (converted) ones[t.name].assign(static_cast<size_t>(t.ne[0] * t.ne[2]), 1.0f);
+  }
+  QuantizeOptions with_ones = options;
+  with_ones.imatrix = &ones;
+  // No metadata, as stable-diffusion.cpp's convert writes none; its names are longer than llama.cpp's.
+  return write_file(src, choices, with_ones, out_path,
+                    [](GgufWriter& w) { w.set_max_tensor_name(gguf_format::kSdMaxTensorNameLength); });
 }
 
 }  // namespace kiln::quantize

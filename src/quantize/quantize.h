@@ -61,4 +61,14 @@ struct QuantizeSummary {
 Result<QuantizeSummary> quantize_gguf(const GgufFile& src, const std::string& out_path,
                                       const QuantizeOptions& options);
 
+// Converts a Stable Diffusion model file (its tensors as one GgufFile with stable-diffusion.cpp's
+// names: a GGUF, or a safetensors file as models/sd/weight_file.h packs it) into a GGUF at
+// `out_path` as stable-diffusion.cpp's `convert` does for `type` (quantize/sd_policy.h: which
+// tensors take `type`, the others keep theirs): the tensors in the source's order, no metadata,
+// each quantized with importance weights of 1 as stable-diffusion.cpp quantizes it, so the file is
+// byte for byte its `convert`'s. options.preset and options.imatrix are not read. Errors: a type kiln cannot
+// write, a tensor already quantized that would change type, non-finite values, I/O.
+Result<QuantizeSummary> quantize_sd(const GgufFile& src, const std::string& out_path, DType type,
+                                    const QuantizeOptions& options);
+
 }  // namespace kiln::quantize

@@ -179,17 +179,11 @@ TEST(ImageToImage, MatchesStableDiffusionCpp) {
     LatentDecoder& decoder = c.vae ? static_cast<LatentDecoder&>(**vae_decoder) : (*models)->decoder();
     auto image = decode_to_pixels(decoder, *latent, p);
     ASSERT_TRUE(image.ok()) << image.error().message;
-    const std::vector<uint32_t> packed = test::ref_words(key(c, "pixels"));
     const size_t stride = c.name == "taesd-euler_a-0.75" ? 1 : kPixelStride;
-    size_t n = 0, within = 0;
-    for (size_t i = 0; i < image->size(); i += stride, ++n) {
-      ASSERT_LT(n / 4, packed.size());
-      within += std::abs((*image)[i] - static_cast<int>((packed[n / 4] >> (8 * (n % 4))) & 0xff)) <= 1;
-    }
-    EXPECT_EQ((n + 3) / 4, packed.size());
-    EXPECT_GE(within * 100, n * 99) << within << " of " << n << " pixels within 1";
+    const test::PixelMatch m = test::match_pixels(*image, key(c, "pixels"), stride);
+    EXPECT_TRUE(m.within_one_on_99_percent()) << m.within_one << " of " << m.n << " pixels within 1";
     std::printf("  %-18s steps' UNet inputs %.2e, final latent %.2e; pixels within 1: %zu/%zu\n",
-                c.name.c_str(), worst_step, e.l2, within, n);
+                c.name.c_str(), worst_step, e.l2, m.within_one, m.n);
   }
 }
 

@@ -118,5 +118,18 @@ TEST(SdLayers, GainsAndBiasesInF16OrQ8_0ComputeAsTheirF32Values) {
   }
 }
 
+// An input the im2col cannot take (here: already an error) leaves the error in the graph and
+// gives an invalid tensor, as the graph's own ops do; nothing aborts.
+TEST(SdLayers, ConvOverABadInputIsAGraphError) {
+  auto w = stored("conv.weight", DType::F16, DType::F16, {3, 3, 4, 4}, uniform(3 * 3 * 4 * 4, 1, -0.1f, 0.1f));
+  Graph g;
+  const Tensor x = g.input("x", DType::F32, {4, 8, 8, 1});
+  const Tensor bad = g.upscale(x, 0, "bad");  // a factor below 1: the graph's error
+  const Tensor y = conv2d(g, Conv2d{w->weight(), Weight{}, 3, 1, 1}, bad, "conv");
+  EXPECT_FALSE(y.valid());
+  ASSERT_FALSE(g.status().ok());
+  EXPECT_NE(g.status().error().message.find("upscale factor 0"), std::string::npos) << g.status().error().message;
+}
+
 }  // namespace
 }  // namespace kiln::sd

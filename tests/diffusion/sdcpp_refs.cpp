@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -16,7 +17,8 @@ const std::map<std::string, std::vector<uint32_t>>& sdcpp_refs() {
     for (const char* file :
          {"diffusion/sdcpp-refs.txt", "diffusion/sdcpp-clip-refs.txt", "diffusion/sdcpp-unet-refs.txt",
           "diffusion/sdcpp-taesd-refs.txt", "diffusion/sdcpp-loop-refs.txt", "diffusion/sdcpp-vae-refs.txt",
-          "diffusion/sdcpp-img2img-refs.txt", "diffusion/sdcpp-sd2-refs.txt"}) {
+          "diffusion/sdcpp-img2img-refs.txt", "diffusion/sdcpp-sd2-refs.txt",
+          "diffusion/sdcpp-quant-refs.txt"}) {
       std::ifstream in(test_data::path(file));
       std::string line;
       while (std::getline(in, line)) {
@@ -89,6 +91,26 @@ RelativeErrors relative_errors(std::span<const float> actual, std::span<const fl
     emax = std::max(emax, std::fabs(static_cast<double>(expected[i])));
   }
   return {std::sqrt(d2 / e2), dmax / emax};
+}
+
+PixelMatch match_pixels(std::span<const uint8_t> pixels, const std::string& key, size_t stride) {
+  const std::vector<uint32_t> packed = ref_words(key);
+  const size_t n = (pixels.size() + stride - 1) / stride;
+  if ((n + 3) / 4 != packed.size()) {
+    ADD_FAILURE() << key << ": " << n << " pixels sampled, the record holds " << packed.size() << " words";
+    return {};
+  }
+  PixelMatch m;
+  m.n = n;
+  for (size_t k = 0; k < n; ++k) {
+    const int ref = static_cast<int>((packed[k / 4] >> (8 * (k % 4))) & 0xff);
+    const int got = pixels[k * stride];
+    m.within_one += std::abs(got - ref) <= 1;
+    m.equal += got == ref;
+    m.saturated += ref == 0 || ref == 255;
+    m.max_difference = std::max(m.max_difference, std::abs(got - ref));
+  }
+  return m;
 }
 
 }  // namespace kiln::diffusion::test

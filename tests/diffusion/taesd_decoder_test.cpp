@@ -69,20 +69,13 @@ TEST(TaesdDecoder, ImageMatchesStableDiffusionCpp) {
     EXPECT_LE(e.l2, kTolerance);
 
     const std::vector<uint8_t> pixels = rgb_planes_to_pixels(*out, 64, 64);
-    const std::vector<uint32_t> packed = test::ref_words(key + "pixels");
-    size_t n = 0, within = 0, equal = 0, saturated = 0;
-    for (size_t i = 0; i < pixels.size(); i += kPixelStride, ++n) {
-      const int r = static_cast<int>((packed.at(n / 4) >> (8 * (n % 4))) & 0xff);
-      within += std::abs(pixels[i] - r) <= 1;
-      equal += pixels[i] == r;
-      saturated += r == 0 || r == 255;
-    }
-    ASSERT_EQ(n, 2048u);
-    EXPECT_GE(within, n * 99 / 100);
+    const test::PixelMatch m = test::match_pixels(pixels, key + "pixels", kPixelStride);
+    ASSERT_EQ(m.n, 2048u);
+    EXPECT_TRUE(m.within_one_on_99_percent()) << m.within_one << " of " << m.n;
     // The image must depend on the latent: not mostly clipped to 0 or 255.
-    EXPECT_LT(saturated, n / 2);
+    EXPECT_LT(m.saturated, m.n / 2);
     std::printf("  %s relative error %.2e; pixels within 1: %zu/%zu, equal %zu, saturated %zu\n", key.c_str(),
-                e.l2, within, n, equal, saturated);
+                e.l2, m.within_one, m.n, m.equal, m.saturated);
   }
 }
 

@@ -59,18 +59,12 @@ test::RelativeErrors sampled_errors(const std::vector<float>& out, const std::st
 // The sampled pixels of a 64x64 image against the record `key`: the count within 1 (asserted >= 99%).
 void expect_pixels(const std::vector<float>& planes, const std::string& key) {
   const std::vector<uint8_t> pixels = rgb_planes_to_pixels(planes, 64, 64);
-  const std::vector<uint32_t> packed = test::ref_words(key);
-  size_t n = 0, within = 0, equal = 0, saturated = 0;
-  for (size_t i = 0; i < pixels.size(); i += kPixelStride, ++n) {
-    const int r = static_cast<int>((packed.at(n / 4) >> (8 * (n % 4))) & 0xff);
-    within += std::abs(pixels[i] - r) <= 1;
-    equal += pixels[i] == r;
-    saturated += r == 0 || r == 255;
-  }
-  ASSERT_EQ(n, 2048u);
-  EXPECT_GE(within, n * 99 / 100);
-  EXPECT_LT(saturated, n / 10);  // the image depends on the latent, not clipped
-  std::printf("  %s within 1: %zu/%zu, equal %zu, saturated %zu\n", key.c_str(), within, n, equal, saturated);
+  const test::PixelMatch m = test::match_pixels(pixels, key, kPixelStride);
+  ASSERT_EQ(m.n, 2048u);
+  EXPECT_TRUE(m.within_one_on_99_percent()) << m.within_one << " of " << m.n;
+  EXPECT_LT(m.saturated, m.n / 10);  // the image depends on the latent, not clipped
+  std::printf("  %s within 1: %zu/%zu, equal %zu, saturated %zu\n", key.c_str(), m.within_one, m.n, m.equal,
+              m.saturated);
 }
 
 TEST(VaeDecoder, ImageMatchesStableDiffusionCpp) {

@@ -2,8 +2,8 @@
 // stable-diffusion.cpp's sd-cli makes it (its flags and, for a flag left out, its defaults), written as PNG
 // with A1111's `parameters` text or, by the output's name, as JPEG with them in its EXIF UserComment.
 //   kiln image -m MODEL.safetensors [--vae VAE | --taesd TAESD] -p PROMPT [options]
-// An init image sets the size when -W and -H are left out, as sd-cli takes it; one of another size
-// than -W x -H is refused (sd-cli resizes it; kiln does not yet).
+// An init image sets the size unless both -W and -H are given, as sd-cli takes it; one of another
+// size than -W x -H is cropped and resized to it, as sd-cli does.
 // The networks are placed by kiln's placement flags (--device, --max-mem, --sim-capacity, ...:
 // model_flags.h), each a resident of its own owner on that device. Flags for what is not built yet
 // (other model families) are refused with "not supported yet" rather than ignored.
@@ -21,6 +21,7 @@
 
 #include "command.h"
 #include "diffusion/a1111_parameters.h"
+#include "diffusion/init_image.h"
 #include "diffusion/plane_graph.h"
 #include "diffusion/sampling_defaults.h"
 #include "diffusion/sd_models.h"
@@ -119,17 +120,11 @@ constexpr float kStrengthNotGiven = -1.0f;
 // -W / -H left out.
 constexpr int64_t kNotGiven = -1;
 
-// The init image of -i at `path`, decoded (PNG or JPEG); `width` and `height` the sizes given
-// (kNotGiven: not given), which it must have. Errors: a file that cannot be read or decoded, another size.
-Result<RgbImage> load_init_image(const std::string& path, int64_t width, int64_t height) {
+// The init image of -i at `path`, decoded (PNG or JPEG). Errors: a file that cannot be read or decoded.
+Result<RgbImage> load_init_image(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(const std::string bytes, read_text_file(path));
   auto image = decode_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   if (!image.ok()) return make_error("-i ", path, ": ", image.error().message);
-  const int64_t w = width != kNotGiven ? width : image->width;
-  const int64_t h = height != kNotGiven ? height : image->height;
-  if (image->width != w || image->height != h)
-    return make_error("-i ", path, ": the image is ", image->width, "x", image->height, ", not the ", w, "x",
-                      h, " asked (resizing it is not supported yet; leave out -W and -H to take its size)");
   return image;
 }
 
@@ -196,7 +191,8 @@ int run_image(int argc, char** argv) {
   p.value({"-H", "--height"}, &height, "N",
           "image height in pixels, a multiple of 64 (default: the init image's, else 512)");
   p.path({"-i", "--init-img"}, &init_img, "FILE",
-         "image to image: start from this PNG or JPEG (of -W x -H when they are given)");
+         "image to image: start from this PNG or JPEG (cropped and resized to -W x -H when both are given, "
+         "as sd-cli does)");
   p.value({"--strength"}, &strength, "X",
           "image to image: how much of the init image is re-noised, 0 to 1 (default: 0.75)",
           FloatRange::between(0.0, 1.0));
@@ -248,12 +244,14 @@ int run_image(int argc, char** argv) {
     return fail(kCommand, "--strength is for image to image: give the init image with -i", 2);
   std::optional<RgbImage> init_image;
   if (!init_img.empty()) {
-    auto loaded = load_init_image(init_img, width, height);
+    auto loaded = load_init_image(init_img);
     if (!loaded.ok()) return fail(kCommand, loaded.error().message, 2);
     init_image = std::move(*loaded);
     if (strength == kStrengthNotGiven) strength = kDefaultStrength;
-    width = init_image->width;
-    height = init_image->height;
+    if (width == kNotGiven || height == kNotGiven) {  // sd-cli takes the image's size unless both are given
+      width = init_image->width;
+      height = init_image->height;
+    }
   }
   params.width = width != kNotGiven ? width : 512;
   params.height = height != kNotGiven ? height : 512;
@@ -288,6 +286,9 @@ int run_image(int argc, char** argv) {
   params.clip_skip = clip_skip_given ? clip_skip : 1;  // left out: the model's, once it is open
   params.seed = seed >= 0 ? seed : static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
   if (Status s = validate(params); !s.ok()) return fail(kCommand, s.error().message, 2);
+  if (init_image)  // cropped and resized as sd-cli does when -W x -H differs from its size
+    *init_image =
+        fit_init_image(*init_image, static_cast<int32_t>(params.width), static_cast<int32_t>(params.height));
   for (int b = 0; b < batch; ++b) {
     if (Status s = check_output_path(output_path(out, b, batch)); !s.ok())
       return fail(kCommand, s.error().message);
@@ -355,7 +356,8 @@ int run_image(int argc, char** argv) {
     image.height = static_cast<int32_t>(params.height);
     image.pixels = std::move(*pixels);
     // A1111's parameters: a PNG's `parameters` text, a JPEG's EXIF UserComment.
-    const std::string text = a1111_parameters(params, params.seed + b, files, clip_skip_given);
+    const std::string text = a1111_parameters(params, params.seed + b, files, clip_skip_given,
+                                              init_image ? std::optional<float>(strength) : std::nullopt);
     auto bytes = *format == OutputFormat::Png ? encode_png(image, {{"parameters", text}})
                                               : encode_jpeg(image, kJpegQuality, text);
     if (!bytes.ok()) return fail(kCommand, bytes.error().message);

@@ -38,7 +38,8 @@ Tensor conv2d(Graph& g, const Conv2d& c, Tensor x, const std::string& name) {
   const Shape wn = c.w.view.ne;  // [k, k, c_in, c_out]
   const int64_t K = wn[0] * wn[1] * wn[2], c_out = wn[3];
   // ref: Conv2d::init_params: stable-diffusion.cpp holds every conv weight in F16, whatever the
-  // file's type (it converts at load), so its im2col rounds the columns to F16 too.
+  // file's type (it converts at load), so its im2col rounds the columns to F16 too. (A file never
+  // holds a quantized kernel: its rows, the kernel's width, are not whole blocks.)
   Tensor kernel = g.reshape(weight_tensor(g, c.w), {K, c_out, 1, 1});
   if (c.w.view.type != DType::F16) kernel = g.cast(kernel, DType::F16, name + ".w_f16");
   Tensor y;
@@ -50,6 +51,7 @@ Tensor conv2d(Graph& g, const Conv2d& c, Tensor x, const std::string& name) {
     p.stride[0] = p.stride[1] = c.stride;
     p.padding[0] = p.padding[1] = c.padding;
     const Tensor cols = g.im2col_2d(x, p, name + ".im2col");  // [K, w', h', b]
+    if (!cols.valid()) return Tensor{};  // the graph holds the error (an x that is no grid, ...)
     const Shape cn = g.tensor(cols).view.ne;
     y = g.reshape(g.mul_mat(kernel, g.reshape(cols, {K, cn[1] * cn[2] * cn[3], 1, 1}), name),
                   {c_out, cn[1], cn[2], cn[3]});

@@ -41,9 +41,10 @@ Result<Linear> bind_linear(const WeightBinder& b, const std::string& name, int64
                            bool bias = true);
 
 // x [c_in, w, h, b] -> [c_out, w', h', b]. ref: ggml_conv_2d: im2col then the matrix product; the
-// weight in F16 as stable-diffusion.cpp holds every conv weight (a weight of another type is cast
-// in the graph), so the columns are rounded to F16 as its F16 im2col rounds them; a 1x1 kernel at
-// stride 1 without padding multiplies x directly (its columns are x). Then the bias.
+// weight in F16 as stable-diffusion.cpp holds every conv weight (an F32 or BF16 weight is cast in
+// the graph), so the columns are rounded to F16 as its F16 im2col rounds them; a 1x1 kernel at stride 1
+// without padding multiplies x directly (its columns are x). Then the bias. An x the im2col cannot take
+// leaves its error in the graph (Graph::status) and returns an invalid Tensor, as the graph's own ops do.
 Tensor conv2d(Graph& g, const Conv2d& c, Tensor x, const std::string& name);
 // GroupNorm32 (stable-diffusion.cpp's: 32 groups, eps 1e-6) times w plus b, x [c, w, h, b].
 Tensor group_norm32(Graph& g, const Norm& n, Tensor x, const std::string& name);
