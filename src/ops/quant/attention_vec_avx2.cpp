@@ -239,10 +239,14 @@ void dot_cols_nq(int64_t n, int64_t dk, const float* kt, int64_t ld, const float
 // s[48 + l]), u[l] = t[8 + l] + t[l], v[l] = u[4 + l] + u[l], (v0 + v2) + (v1 + v3).
 __m256 main_steps_cols(int64_t np, const float* kt, int64_t ld, const float* q) {
   __m256 s[64];
-  for (__m256& x : s) x = _mm256_setzero_ps();
-  for (int64_t i = 0; i < np; i += 64)
-    for (int m = 0; m < 64; ++m)
-      s[m] = _mm256_fmadd_ps(_mm256_loadu_ps(kt + (i + m) * ld), _mm256_set1_ps(q[i + m]), s[m]);
+  for (int m0 = 0; m0 < 64; m0 += 8) {  // eight partial sums at a time, in registers over the steps
+    __m256 acc[8];
+    for (__m256& x : acc) x = _mm256_setzero_ps();
+    for (int64_t i = 0; i < np; i += 64)
+      for (int m = 0; m < 8; ++m)
+        acc[m] = _mm256_fmadd_ps(_mm256_loadu_ps(kt + (i + m0 + m) * ld), _mm256_set1_ps(q[i + m0 + m]), acc[m]);
+    for (int m = 0; m < 8; ++m) s[m0 + m] = acc[m];
+  }
   for (int l = 0; l < 16; ++l)
     s[l] = _mm256_add_ps(_mm256_add_ps(s[l], s[32 + l]), _mm256_add_ps(s[16 + l], s[48 + l]));
   for (int l = 0; l < 8; ++l) s[l] = _mm256_add_ps(s[8 + l], s[l]);
