@@ -180,7 +180,7 @@ int64_t n_tiled_blocks(const TensorView& q) { return (q.ne[1] + kFaTileQ - 1) / 
 // quant::kMaxQueries at a time, reusing one group's scratch: an F32 K's plane transposed to F32
 // once per unit (the scores of 8 keys at a time in vector lanes), and per row its scores, their
 // regrouping by summing lane and its 16 lanes of dv sums (each V row is read once per group).
-// Each row's arithmetic is the one-row-per-unit path's.
+// Each row's arithmetic is its own, whatever rows share its unit or group.
 constexpr int64_t kPlainUnitsPerHead = 8;
 
 bool takes_plain_block_path(const OpCall& call) {
@@ -334,7 +334,7 @@ void probs_times_v(int nq, int64_t n_vis, int64_t n_acc, int64_t dv, const float
 }
 
 // The plain path with an F32 V for query rows [r0, r1) of head (iq2, iq3), kMaxQueries at a
-// time (see takes_plain_block_path); each row's bits are those of run_attention's one-row unit.
+// time (see takes_plain_block_path); each row's bits are those of its arithmetic alone.
 // The scores: an F32 K's plane is transposed once and computed 8 keys at a time in lanes
 // (quant::dot_cols_vec_dot_f32: F32's vec_dot's bits), other K types key by key by their vec_dot.
 void run_plain_block(const OpCall& call, char* scratch, int64_t r0, int64_t r1, int64_t iq2, int64_t iq3,

@@ -1,7 +1,7 @@
-// Vector kernels of flash attention (ops/attention.cpp), each giving exactly the bits of its
-// element-by-element form below (AVX2 + F16C variants where the CPU has them, else that form):
-// they only batch independent per-element operations, never reorder a sum. y and x must not
-// overlap.
+// Vector kernels of attention (ops/attention.cpp: the flash path, and the plain path in blocks of
+// queries), each giving exactly the bits of its element-by-element form below (AVX2 + F16C
+// variants where the CPU has them, else that form): they only batch independent per-element
+// operations, never reorder a sum. y and x must not overlap.
 #pragma once
 
 #include <cstddef>
