@@ -4,7 +4,7 @@ real shapes) at SIDE x SIDE pixels, F16 and Q8_0, and one VAE decode of a SIDE x
 the same machine and threads.
 
   bench/compare_sd_cpp.py --sdcpp SRC --sdcpp-build BUILD [--work DIR] [--side 512] [--rounds 3]
-                          [--threads 2] [--types f16,q8_0] [--evals 2]
+                          [--threads 2] [--types f16,q8_0] [--evals 2] [--nets unet,vae]
 
 SRC is a stable-diffusion.cpp source tree with its ggml submodule, BUILD its CMake build folder
 with the library built (as tools/fixtures/mksdcpp_clip_refs.sh says); bench/sdcpp_network_peer.cpp
@@ -50,20 +50,22 @@ def build_peer(src, build, work):
     return exe
 
 
-def make_models(peer, work, types):
+def make_models(peer, work, types, nets):
     """(network, label, file) cases: the F32 test UNet converted by stable-diffusion.cpp to one GGUF
-    per type, and the test VAE."""
+    per type, and the test VAE (those of `nets`)."""
     fixtures = os.path.join(ROOT, "tools", "fixtures")
     f32 = os.path.join(work, "unet-sd15-f32.safetensors")
     if not os.path.exists(f32):
         subprocess.run(["/usr/bin/python3", os.path.join(fixtures, "mksd_unet.py"), "--channels", "320",
                         "--out", f32], check=True)
     cases = []
-    for t in types:
+    for t in types if "unet" in nets else []:
         path = os.path.join(work, f"unet-sd15-{t}.gguf")
         if not os.path.exists(path):
             subprocess.run([peer, "convert", f32, path, t], check=True, stdout=subprocess.DEVNULL)
         cases.append(("unet", t, path))
+    if "vae" not in nets:
+        return cases
     vae = os.path.join(work, "vae-sd1-f16.safetensors")
     if not os.path.exists(vae):
         subprocess.run(["/usr/bin/python3", os.path.join(fixtures, "mksd_vae.py"), "--seed", "37", "--out", vae],
@@ -102,10 +104,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--evals", type=int, default=2)
     ap.add_argument("--types", default="f16,q8_0")
+    ap.add_argument("--nets", default="unet,vae", help="which networks: unet, vae or both")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     peer = build_peer(a.sdcpp, a.sdcpp_build, a.work)
-    cases = make_models(peer, a.work, a.types.split(","))
+    cases = make_models(peer, a.work, a.types.split(","), a.nets.split(","))
     args = [str(a.side), str(a.threads), str(a.evals)]
     print(f"| {a.side}x{a.side}, {a.threads} threads | kiln first / last eval s | sd.cpp first / last eval s "
           "| last eval kiln / sd.cpp (speed) | kiln RSS / sd.cpp RSS MiB | outputs' relative L2 |")

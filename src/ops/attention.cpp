@@ -25,8 +25,10 @@
 //  rows quant::kMaxQueries at a time; each row's arithmetic is unchanged.
 // K may be any type with a vec_dot (F32, F16, Q8_0...); V is F32 or F16 on the plain path and any
 // type with a to_float on the flash path. q rows and K/V rows must be contiguous.
-// One work unit is one query row of one head (the tiled path: a block of them); its scratch
-// (converted q, scores, accumulators) is private to the unit.
+// One work unit is one query row of one head (the tiled path: a block of them; the plain path with
+// an F32 V over several rows: a run of them, at most kPlainUnitsPerHead per head, taken
+// quant::kMaxQueries rows at a time); its scratch (converted q, scores, accumulators) is private
+// to the unit.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -172,12 +174,58 @@ TiledLayout tiled_layout_of(const OpCall& call) {
 
 int64_t n_tiled_blocks(const TensorView& q) { return (q.ne[1] + kFaTileQ - 1) / kFaTileQ; }
 
+// The plain path with an F32 V over a batch of query rows (not params.single_row_order) takes
+// them in blocks: a unit is a run of query rows of one head, at most kPlainUnitsPerHead units per
+// head, so the scratch is bounded by that many units' and not by the rows. A unit takes its rows
+// quant::kMaxQueries at a time, reusing one group's scratch: an F32 K's plane transposed to F32
+// once per unit (the scores of 8 keys at a time in vector lanes), and per row its scores, their
+// regrouping by summing lane and its 16 lanes of dv sums (each V row is read once per group).
+// Each row's arithmetic is its own, whatever rows share its unit or group.
+constexpr int64_t kPlainUnitsPerHead = 8;
+
+bool takes_plain_block_path(const OpCall& call) {
+  const bool one_row = call.params.single_row_order || call.src[0].ne[1] == 1;
+  return call.params.attn_path == AttentionPath::Plain && !one_row && call.src[2].type == DType::F32;
+}
+
+struct PlainBlockLayout {
+  int64_t ld = 0;  // keys rounded up to 8: the transposed plane's row and a row's scores
+  int64_t rows_per_unit = 0, units_per_head = 0;
+  // rows: where the rows' scratch begins (after the transposed plane); per row, from its start:
+  // the converted q at 0, then w (scores), slot_w, lanes ([kLanes][dv]) and acc (dv).
+  size_t rows = 0, per_row = 0, w = 0, slot_w = 0, lanes = 0, acc = 0, per_unit = 0;
+};
+
+PlainBlockLayout plain_block_layout_of(const OpCall& call) {
+  const TensorView& q = call.src[0];
+  const TensorView& k = call.src[1];
+  const int64_t dk = k.ne[0], dv = call.src[2].ne[0];
+  PlainBlockLayout l;
+  l.ld = (k.ne[1] + 7) / 8 * 8;
+  const int64_t n_groups = (q.ne[1] + quant::kMaxQueries - 1) / quant::kMaxQueries;
+  const int64_t groups_per_unit = (n_groups + kPlainUnitsPerHead - 1) / kPlainUnitsPerHead;
+  l.rows_per_unit = groups_per_unit * quant::kMaxQueries;
+  l.units_per_head = (q.ne[1] + l.rows_per_unit - 1) / l.rows_per_unit;
+  l.rows = k.type == DType::F32 ? align_up(static_cast<size_t>(dk * l.ld) * sizeof(float)) : 0;
+  l.w = align_up(row_size(quant_traits(k.type)->vec_dot_type, dk));  // the row's q, as K's vec_dot takes it
+  l.slot_w = l.w + align_up(static_cast<size_t>(l.ld) * sizeof(float));
+  l.lanes = l.slot_w + align_up(static_cast<size_t>(l.ld) * sizeof(float));
+  l.acc = l.lanes + align_up(static_cast<size_t>(kLanes * dv) * sizeof(float));
+  l.per_row = l.acc + align_up(static_cast<size_t>(dv) * sizeof(float));
+  l.per_unit = l.rows + static_cast<size_t>(quant::kMaxQueries) * l.per_row;
+  return l;
+}
+
 KernelPlan plan_attention(const OpCall& call) {
   const TensorView& q = call.src[0];
   KernelPlan p;
   if (takes_tiled_path(call)) {
     p.units[0] = n_tiled_blocks(q) * q.ne[2] * q.ne[3];
     p.scratch_bytes = static_cast<size_t>(p.units[0]) * tiled_layout_of(call).per_unit;
+  } else if (takes_plain_block_path(call)) {
+    const PlainBlockLayout l = plain_block_layout_of(call);
+    p.units[0] = l.units_per_head * q.ne[2] * q.ne[3];
+    p.scratch_bytes = static_cast<size_t>(p.units[0]) * l.per_unit;
   } else {
     p.units[0] = q.ne[1] * q.ne[2] * q.ne[3];
     p.scratch_bytes = static_cast<size_t>(p.units[0]) * layout_of(call).per_unit;
@@ -232,6 +280,124 @@ MaskRow mask_row(const OpCall& call, int64_t iq1, int64_t iq2, int64_t iq3) {
     mask.last_visible = call.params.q_pos0 + iq1;
   }
   return mask;
+}
+
+// w[0..n) <- softmax(w). ref: ggml_compute_forward_soft_max_f32: max, ggml_vec_soft_max_f32,
+// then times (float)(1 / sum).
+void softmax_plain(int64_t n, float* w) {
+  float max = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) max = fmax_of(max, w[j]);
+  if (max == -INFINITY) {
+    std::fill(w, w + n, 0.0f);
+    return;
+  }
+  const float inv = static_cast<float>(1.0 / exp_sum_ggml(n, w, max));
+  for (int64_t j = 0; j < n; ++j) w[j] *= inv;
+}
+
+// kqv = mul_mat(v^T, kq) for nq <= quant::kMaxQueries query rows with the same n_vis visible keys:
+// out[qi][i] = sum over keys j < n_vis of w[qi][j] * v_j[i] (V F32, row j at v_plane + j * vb1).
+// Per output i, key j goes to lane j % 16 of accumulator (j / 16) % n_acc by FMA. ref:
+// llamafile_sgemm's tinyBLAS<16> (n_acc 1; ggml uses it for >= 2 queries) or ggml_vec_dot_f32
+// (n_acc 4, GGML_F32_STEP 64; one query). Keys past n_vis are ggml's padding or masked:
+// probability 0, no effect. So key j goes to slot j % n_slots, and each slot's row of dv
+// accumulators takes its keys' FMAs in key order (quant::f32_mad_rows over the slot's keys, for
+// all nq rows at once, their weights gathered into slot_w); zero weights are applied, as mul_mat
+// applies them. Scratch per row: slot_w[qi] (n_vis floats), lanes[qi] (n_acc * 16 * dv floats).
+void probs_times_v(int nq, int64_t n_vis, int64_t n_acc, int64_t dv, const float* const* w, const char* v_plane,
+                   int64_t vb1, float* const* slot_w, float* const* lanes, float* const* out) {
+  const int64_t n_slots = n_acc * kLanes;
+  for (int qi = 0; qi < nq; ++qi) std::fill(lanes[qi], lanes[qi] + dv * n_slots, 0.0f);
+  for (int64_t s = 0, at = 0; s < std::min(n_slots, n_vis); ++s) {
+    const int64_t n_s = (n_vis - s + n_slots - 1) / n_slots;  // keys s, s + n_slots, ...
+    float* ys[quant::kMaxQueries];
+    const float* ws[quant::kMaxQueries];
+    for (int qi = 0; qi < nq; ++qi) {
+      for (int64_t m = 0; m < n_s; ++m) slot_w[qi][at + m] = w[qi][s + m * n_slots];
+      ys[qi] = lanes[qi] + s * dv;
+      ws[qi] = slot_w[qi] + at;
+    }
+    quant::f32_mad_rows(nq, n_s, dv, ys, v_plane + s * vb1, static_cast<size_t>(n_slots * vb1), DType::F32, ws,
+                        /*skip_zero_weights=*/false);
+    at += n_s;
+  }
+  for (int qi = 0; qi < nq; ++qi) {
+    float* l = lanes[qi];
+    if (n_acc == 4) {  // GGML_F32x16_REDUCE: (0 + 2) + (1 + 3), lane-wise, into the first 16 rows
+      for (int64_t t = 0; t < kLanes; ++t)
+        for (int64_t i = 0; i < dv; ++i)
+          l[t * dv + i] = (l[t * dv + i] + l[(2 * kLanes + t) * dv + i]) +
+                          (l[(kLanes + t) * dv + i] + l[(3 * kLanes + t) * dv + i]);
+    }
+    quant::reduce_add_16_rows(dv, l, dv, out[qi]);
+  }
+}
+
+// The plain path with an F32 V for query rows [r0, r1) of head (iq2, iq3), kMaxQueries at a
+// time (see takes_plain_block_path); each row's bits are those of its arithmetic alone.
+// The scores: an F32 K's plane is transposed once and computed 8 keys at a time in lanes
+// (quant::dot_cols_vec_dot_f32: F32's vec_dot's bits), other K types key by key by their vec_dot.
+void run_plain_block(const OpCall& call, char* scratch, int64_t r0, int64_t r1, int64_t iq2, int64_t iq3,
+                     float slope) {
+  const TensorView& q = call.src[0];
+  const TensorView& k = call.src[1];
+  const TensorView& v = call.src[2];
+  const int64_t dk = k.ne[0], dv = v.ne[0], n_kv = k.ne[1];
+  const PlainBlockLayout l = plain_block_layout_of(call);
+  const QuantTraits* kt = quant_traits(k.type);
+  const char* k_plane = row_ptr(k, 0, iq2 / (q.ne[2] / k.ne[2]), iq3 / (q.ne[3] / k.ne[3]));
+  const char* v_plane = row_ptr(v, 0, iq2 / (q.ne[2] / v.ne[2]), iq3 / (q.ne[3] / v.ne[3]));
+  const int64_t kb1 = static_cast<int64_t>(k.nb[1]), vb1 = static_cast<int64_t>(v.nb[1]);
+  const bool lanes_scores = k.type == DType::F32;
+  float* k_t = reinterpret_cast<float*>(scratch);  // [dk][l.ld], lanes_scores only
+  if (lanes_scores) {
+    quant::transpose_rows_f32(n_kv, dk, k_plane, static_cast<size_t>(kb1), DType::F32, k_t, l.ld);
+    for (int64_t e = 0; e < dk; ++e) std::fill(k_t + e * l.ld + n_kv, k_t + (e + 1) * l.ld, 0.0f);
+  }
+  void* q_conv[quant::kMaxQueries];
+  float *w[quant::kMaxQueries], *slot_w[quant::kMaxQueries], *lanes[quant::kMaxQueries], *acc[quant::kMaxQueries];
+  for (int r = 0; r < quant::kMaxQueries; ++r) {
+    char* base = scratch + l.rows + static_cast<size_t>(r) * l.per_row;
+    q_conv[r] = base;
+    w[r] = reinterpret_cast<float*>(base + l.w);
+    slot_w[r] = reinterpret_cast<float*>(base + l.slot_w);
+    lanes[r] = reinterpret_cast<float*>(base + l.lanes);
+    acc[r] = reinterpret_cast<float*>(base + l.acc);
+  }
+  for (int64_t g0 = r0; g0 < r1; g0 += quant::kMaxQueries) {
+    const int nq = static_cast<int>(std::min<int64_t>(quant::kMaxQueries, r1 - g0));
+    // Keys past a row's last visible one have probability 0 and change no sum (a padded KV
+    // cache's cells, a causal row's future): they take no part in its softmax and sums.
+    int64_t n_vis[quant::kMaxQueries], n_cols = 0;
+    MaskRow mask[quant::kMaxQueries];
+    for (int r = 0; r < nq; ++r) {
+      kt->act_from_float(reinterpret_cast<const float*>(row_ptr(q, g0 + r, iq2, iq3)), q_conv[r], dk);
+      mask[r] = mask_row(call, g0 + r, iq2, iq3);
+      n_vis[r] = visible_end(mask[r], slope, n_kv);
+      n_cols = std::max(n_cols, n_vis[r]);
+    }
+    if (lanes_scores) {
+      quant::dot_cols_vec_dot_f32(nq, n_cols, dk, k_t, l.ld, reinterpret_cast<const float* const*>(q_conv), w);
+    } else {
+      for (int r = 0; r < nq; ++r)
+        for (int64_t j = 0; j < n_vis[r]; ++j) kt->vec_dot(dk, &w[r][j], k_plane + j * kb1, q_conv[r]);
+    }
+    for (int r = 0; r < nq; ++r) {
+      float* mv = slot_w[r];  // slope * mask of the row's keys, until probs_times_v fills slot_w
+      mask[r].values(0, n_vis[r], slope, mv);
+      for (int64_t j = 0; j < n_vis[r]; ++j) w[r][j] = w[r][j] * call.params.scale + mv[j];
+      softmax_plain(n_vis[r], w[r]);
+    }
+    // Rows with the same visible keys (all of them, without a mask) pass over V together.
+    for (int r = 0, e = 0; r < nq; r = e) {
+      for (e = r + 1; e < nq && n_vis[e] == n_vis[r];) ++e;
+      probs_times_v(e - r, n_vis[r], 1, dv, w + r, v_plane, vb1, slot_w + r, lanes + r, acc + r);
+    }
+    for (int r = 0; r < nq; ++r) {
+      char* drow = row_ptr(call.dst, g0 + r, iq2, iq3);
+      for (int64_t i = 0; i < dv; ++i) elem<float>(call.dst, drow, i) = acc[r][i];
+    }
+  }
 }
 
 // ref: ggml_compute_forward_flash_attn_ext_tiled, for query rows [r0, r0 + n_rows) of head (iq2,
@@ -349,10 +515,19 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
     }
     return;
   }
+  if (takes_plain_block_path(call)) {  // unit: a run of query rows of one head
+    const PlainBlockLayout l = plain_block_layout_of(call);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t r0 = (u % l.units_per_head) * l.rows_per_unit;
+      const int64_t iq2 = (u / l.units_per_head) % q.ne[2], iq3 = u / (l.units_per_head * q.ne[2]);
+      run_plain_block(call, static_cast<char*>(scratch) + static_cast<size_t>(u) * l.per_unit, r0,
+                      std::min(q.ne[1], r0 + l.rows_per_unit), iq2, iq3, slopes(static_cast<uint32_t>(iq2)));
+    }
+    return;
+  }
   const Layout l = layout_of(call);
   const float scale = call.params.scale;
   const bool flash = call.params.attn_path == AttentionPath::Flash;
-  const bool one_row = call.params.single_row_order || q.ne[1] == 1;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t iq1 = u % q.ne[1];
     const int64_t iq2 = (u / q.ne[1]) % q.ne[2];
@@ -384,45 +559,11 @@ void run_attention(const OpCall& call, int, int64_t begin, int64_t end, void* sc
           const float p = f16_to_f32(f32_to_f16(w[j]));
           for (int64_t i = 0; i < dv; ++i) acc[i] += p * load_f32(DType::F16, vr + 2 * i);
         }
-      } else {
-        // ref: ggml_compute_forward_soft_max_f32: max, ggml_vec_soft_max_f32, then times (float)(1/sum).
-        float max = -INFINITY;
-        for (int64_t j = 0; j < n_vis; ++j) max = fmax_of(max, w[j]);
-        if (max == -INFINITY) {
-          std::fill(w, w + n_vis, 0.0f);
-        } else {
-          const float inv = static_cast<float>(1.0 / exp_sum_ggml(n_vis, w, max));
-          for (int64_t j = 0; j < n_vis; ++j) w[j] *= inv;
-        }
-        // kqv = mul_mat(v^T, kq): per output i, key j goes to lane j % 16 of accumulator (j / 16) % n_acc
-        // by FMA. ref: llamafile_sgemm's tinyBLAS<16> (one accumulator; ggml uses it for >= 2 queries)
-        // or ggml_vec_dot_f32 (four accumulators, GGML_F32_STEP 64; one query). Keys past n_kv are
-        // ggml's padding: probability 0, no effect. So key j goes to slot j % n_slots, and each
-        // slot's row of dv accumulators takes its keys' FMAs in key order (quant::f32_mad_rows over
-        // the slot's keys, their weights gathered into slot_w); zero weights are applied, as mul_mat
-        // applies them.
-        const int64_t n_acc = one_row ? 4 : 1, n_slots = n_acc * kLanes;
-        float* lanes = reinterpret_cast<float*>(base + l.lanes);  // [n_slots][dv]
+      } else {  // one query row: ggml_vec_dot_f32's four accumulators
         float* slot_w = reinterpret_cast<float*>(base + l.slot_w);
-        std::fill(lanes, lanes + dv * n_slots, 0.0f);
-        for (int64_t s = 0, at = 0; s < std::min(n_slots, n_vis); ++s) {
-          const int64_t n_s = (n_vis - s + n_slots - 1) / n_slots;  // keys s, s + n_slots, ...
-          for (int64_t m = 0; m < n_s; ++m) slot_w[at + m] = w[s + m * n_slots];
-          float* y = lanes + s * dv;
-          const float* ws = slot_w + at;
-          quant::f32_mad_rows(1, n_s, dv, &y, v_plane + s * vb1, static_cast<size_t>(n_slots * vb1), DType::F32,
-                              &ws, /*skip_zero_weights=*/false);
-          at += n_s;
-        }
-        float li[4 * kLanes];
-        for (int64_t i = 0; i < dv; ++i) {
-          for (int64_t s = 0; s < n_slots; ++s) li[s] = lanes[s * dv + i];
-          if (n_acc == 4) {  // GGML_F32x16_REDUCE: (0 + 2) + (1 + 3), lane-wise
-            for (int t = 0; t < kLanes; ++t)
-              li[t] = (li[t] + li[2 * kLanes + t]) + (li[kLanes + t] + li[3 * kLanes + t]);
-          }
-          acc[i] = quant::reduce_add_16(li);
-        }
+        float* lanes = reinterpret_cast<float*>(base + l.lanes);
+        softmax_plain(n_vis, w);
+        probs_times_v(1, n_vis, 4, dv, &w, v_plane, vb1, &slot_w, &lanes, &acc);
       }
     } else {
       uint16_t* acc16 = reinterpret_cast<uint16_t*>(base + l.acc16);

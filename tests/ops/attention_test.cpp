@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "op_harness.h"
+#include "ops/quant/attention_vec.h"
 #include "ops/quant/quant.h"
+#include "ops/softmax_row.h"
 
 namespace kiln::test {
 namespace {
@@ -212,6 +214,97 @@ TEST(OpsAttention, MaskedPaddingCellsChangeNoBits) {
         EXPECT_EQ(differing, 0) << "outputs that differ once the cache is padded";
       }
     }
+  }
+}
+
+// The plain path over a batch of query rows, bit for bit as ggml computes it, the row's
+// arithmetic written out here key by key: the scores by K's vec_dot (q converted to K's
+// vec_dot_type), times scale plus slope * mask; ggml_vec_soft_max_f32; and mul_mat(v, kq) as
+// tinyBLAS<16> sums it (key j into lane j % 16 by FMA, in key order, the lanes reduced as
+// _mm512_reduce_add_ps). Odd key counts, rows in groups that do not fill, 40- to 160-value heads,
+// masks that hide different keys per row and whole rows, ALiBi and grouped heads.
+TEST(OpsAttention, PlainPathBatchFollowsGgmlKeyByKey) {
+  struct Case {
+    int64_t dk, dv, n_q, n_kv;
+    DType k_type;
+    int mask;  // 0: none, 1: F32 tensor, 2: causal
+    float max_bias;
+  };
+  const Case cases[] = {
+      {40, 40, 13, 77, DType::F32, 0, 0.0f},   {40, 40, 100, 37, DType::F32, 1, 0.0f},
+      {64, 64, 7, 130, DType::F32, 2, 0.0f},   {80, 80, 20, 53, DType::F32, 0, 0.0f},
+      {160, 160, 9, 130, DType::F32, 1, 8.0f}, {24, 40, 11, 19, DType::F32, 0, 0.0f},
+      {64, 48, 9, 45, DType::F16, 1, 0.0f},    {64, 64, 8, 33, DType::Q8_0, 0, 0.0f},
+  };
+  std::mt19937 rng(33);
+  for (const Case& c : cases) {
+    SCOPED_TRACE("dk " + std::to_string(c.dk) + " n_q " + std::to_string(c.n_q) + " n_kv " +
+                 std::to_string(c.n_kv) + " k " + std::string(dtype_name(c.k_type)) + " mask " +
+                 std::to_string(c.mask));
+    const int64_t h = 2;
+    HostTensor q(DType::F32, {c.dk, c.n_q, h, 1}), k(c.k_type, {c.dk, c.n_kv, 1, 1});
+    HostTensor v(DType::F32, {c.dv, c.n_kv, 1, 1}), m(DType::F32, {c.n_kv, c.n_q, 1, 1});
+    HostTensor d(DType::F32, {c.dv, c.n_q, h, 1});
+    q.fill_uniform(rng, -1, 1);
+    v.fill_uniform(rng, -1, 1);
+    std::vector<float> kv(static_cast<size_t>(c.dk * c.n_kv));
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& x : kv) x = dist(rng);
+    if (c.k_type == DType::F32 || c.k_type == DType::F16) {
+      for (int64_t j = 0; j < c.n_kv; ++j)
+        for (int64_t e = 0; e < c.dk; ++e) k.set(e, j, 0, 0, kv[static_cast<size_t>(j * c.dk + e)]);
+    } else {
+      k.set_quantized(kv);
+    }
+    m.fill_uniform(rng, -2, 0.5);
+    for (int64_t i = 0; i < c.n_q; ++i)
+      for (int64_t j = 0; j < c.n_kv; ++j)
+        if ((j * 5 + i * 3) % 4 == 0 || j > c.n_kv - 1 - i % 7 || i == 2) m.set(j, i, 0, 0, -INFINITY);
+    OpParams p;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(c.dk));
+    p.max_bias = c.max_bias;
+    p.causal = c.mask == 2;
+    p.q_pos0 = 3;
+    std::vector<const HostTensor*> srcs{&q, &k, &v};
+    if (c.mask == 1) srcs.push_back(&m);
+    const OpCall call = make_call(OpKind::Attention, d, srcs, p);
+    run_checked(call, d);
+
+    const QuantTraits* kt = quant_traits(c.k_type);
+    std::vector<char> q_conv(row_size(kt->vec_dot_type, c.dk));
+    int differing = 0;
+    for (int64_t hi = 0; hi < h; ++hi) {
+      const float slope = ops::AlibiSlopes(c.max_bias, static_cast<uint32_t>(h))(static_cast<uint32_t>(hi));
+      for (int64_t i = 0; i < c.n_q; ++i) {
+        kt->act_from_float(reinterpret_cast<const float*>(q.row(i, hi)), q_conv.data(), c.dk);
+        std::vector<float> w;
+        for (int64_t j = 0; j < c.n_kv; ++j) {
+          const float mv = c.mask == 1 ? static_cast<float>(m.get(j, i)) : c.mask == 2 && j > 3 + i ? -INFINITY : 0.0f;
+          float s;
+          kt->vec_dot(c.dk, &s, k.row(j), q_conv.data());
+          w.push_back(s * p.scale + slope * mv);
+        }
+        while (!w.empty() && w.back() == -INFINITY) w.pop_back();  // ggml's padding: no effect
+        float max = -INFINITY;
+        for (float x : w) max = std::fmax(max, x);
+        if (max != -INFINITY) {
+          quant::exp_shifted_ggml(static_cast<int64_t>(w.size()), w.data(), max);
+          const float inv = static_cast<float>(1.0 / quant::sum_chunks16(static_cast<int64_t>(w.size()), w.data()));
+          for (float& x : w) x *= inv;
+        } else {
+          w.assign(w.size(), 0.0f);
+        }
+        for (int64_t e = 0; e < c.dv; ++e) {
+          float lanes[16] = {};
+          for (size_t j = 0; j < w.size(); ++j)
+            lanes[j % 16] = std::fma(static_cast<float>(v.get(e, static_cast<int64_t>(j))), w[j], lanes[j % 16]);
+          const float want = quant::reduce_add_16(lanes);
+          const float got = static_cast<float>(d.get(e, i, hi));
+          differing += std::memcmp(&want, &got, sizeof want) != 0;
+        }
+      }
+    }
+    EXPECT_EQ(differing, 0) << "outputs that differ from ggml's order";
   }
 }
 

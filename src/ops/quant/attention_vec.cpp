@@ -20,6 +20,9 @@ void transpose_rows8_f32_avx2(int64_t dk, const char* rows, size_t row_bytes, DT
                               int64_t ld);
 void dot_cols_sequential_avx2(int nq, int64_t n, int64_t dk, const float* kt, int64_t ld,
                               const float* const* q, float* const* out);
+void dot_cols_vec_dot_f32_avx2(int nq, int64_t n, int64_t dk, const float* kt, int64_t ld,
+                               const float* const* q, float* const* out);
+void reduce_add_16_rows_avx2(int64_t n, const float* rows, int64_t ld, float* out);
 float scale_add_mask_max_avx2(int64_t n, float* w, float scale, const float* mv);
 uint64_t visible_bits_avx2(int64_t n, const float* mv);
 float reduce_add_16_avx2(const float* v);
@@ -94,6 +97,31 @@ void dot_cols_sequential(int nq, int64_t n_cols, int64_t dk, const float* kt, in
       for (int64_t e = 0; e < dk; ++e) dot = std::fma(kt[e * ld + j], q[qi][e], dot);
       out[qi][j] = dot;
     }
+  }
+}
+
+void dot_cols_vec_dot_f32(int nq, int64_t n_cols, int64_t dk, const float* kt, int64_t ld,
+                          const float* const* q, float* const* out) {
+  if (cpu_has_avx2()) return dot_cols_vec_dot_f32_avx2(nq, (n_cols + 7) / 8 * 8, dk, kt, ld, q, out);
+  for (int qi = 0; qi < nq; ++qi) {  // vec_dot_f32: products added in double in order
+    for (int64_t j = 0; j < n_cols; ++j) {
+      double dot = 0.0;
+      for (int64_t e = 0; e < dk; ++e) dot += static_cast<double>(kt[e * ld + j] * q[qi][e]);
+      out[qi][j] = static_cast<float>(dot);
+    }
+  }
+}
+
+void reduce_add_16_rows(int64_t n, const float* rows, int64_t ld, float* out) {
+  int64_t i = 0;
+  if (cpu_has_avx2()) {
+    i = n / 8 * 8;
+    reduce_add_16_rows_avx2(i, rows, ld, out);
+  }
+  for (; i < n; ++i) {
+    float v[16];
+    for (int s = 0; s < 16; ++s) v[s] = rows[s * ld + i];
+    out[i] = reduce_add_16(v);
   }
 }
 

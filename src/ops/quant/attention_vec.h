@@ -1,7 +1,7 @@
-// Vector kernels of flash attention (ops/attention.cpp), each giving exactly the bits of its
-// element-by-element form below (AVX2 + F16C variants where the CPU has them, else that form):
-// they only batch independent per-element operations, never reorder a sum. y and x must not
-// overlap.
+// Vector kernels of attention (ops/attention.cpp: the flash path, and the plain path in blocks of
+// queries), each giving exactly the bits of its element-by-element form below (AVX2 + F16C
+// variants where the CPU has them, else that form): they only batch independent per-element
+// operations, never reorder a sum. y and x must not overlap.
 #pragma once
 
 #include <cstddef>
@@ -51,6 +51,17 @@ void transpose_rows_f32(int64_t n_rows, int64_t dk, const char* rows, size_t row
 // q[qi][0], 0)) for j in [0, n_cols), qi in [0, nq).
 void dot_cols_sequential(int nq, int64_t n_cols, int64_t dk, const float* kt, int64_t ld,
                          const float* const* q, float* const* out);
+
+// The plain path's scores of an F32 K from a transposed tile (transpose_rows_f32's `out`):
+// out[qi][j] = the bits of F32's vec_dot (quant_traits(DType::F32)->vec_dot) of column j (kt[e * ld
+// + j], e in [0, dk)) and q[qi], for j in [0, n_cols), qi in [0, nq). kt and each out[qi] must
+// hold n_cols rounded up to 8 columns (the extra ones are computed from whatever kt holds there).
+void dot_cols_vec_dot_f32(int nq, int64_t n_cols, int64_t dk, const float* kt, int64_t ld,
+                          const float* const* q, float* const* out);
+
+// The sums over 16 rows, each as reduce_add_16 adds 16 values: out[i] = reduce_add_16 of
+// rows[s * ld + i] for s in [0, 16), i in [0, n).
+void reduce_add_16_rows(int64_t n, const float* rows, int64_t ld, float* out);
 
 // The tiled path's masked scores: w[i] = mv[i] == -inf ? -inf : w[i] * scale + mv[i] for i in
 // [0, n) (a product rounded, then a sum: no FMA); returns the largest of the new values, NaNs

@@ -187,14 +187,21 @@ void transpose_rows8_f32_avx2(int64_t dk, const char* rows, size_t row_bytes, DT
 
 namespace {
 
-// Columns at .. at + 8 NC of NQ queries: lane j of dot[qi][c] is column 8c + j's chain.
+// Columns at .. at + 8 NC of NQ queries: lane j of dot[qi][c] is column 8c + j's chain, from
+// dot's value on entry over e in [e0, dk): the first n_unfused steps add a rounded product, the
+// rest are FMAs.
 template <int NQ, int NC>
-void dot_cols_queries(int64_t dk, const float* kt, int64_t ld, const float* const* q, float* const* out,
-                      int64_t at) {
-  __m256 dot[NQ][NC];
-  for (int qi = 0; qi < NQ; ++qi)
-    for (int c = 0; c < NC; ++c) dot[qi][c] = _mm256_setzero_ps();
-  for (int64_t e = 0; e < dk; ++e) {
+void dot_cols_queries(int64_t e0, int64_t n_unfused, int64_t dk, const float* kt, int64_t ld,
+                      const float* const* q, __m256 (&dot)[NQ][NC]) {
+  for (int64_t e = e0; e < e0 + n_unfused; ++e) {
+    __m256 k[NC];
+    for (int c = 0; c < NC; ++c) k[c] = _mm256_loadu_ps(kt + e * ld + 8 * c);
+    for (int qi = 0; qi < NQ; ++qi) {
+      const __m256 qv = _mm256_broadcast_ss(q[qi] + e);
+      for (int c = 0; c < NC; ++c) dot[qi][c] = _mm256_add_ps(dot[qi][c], _mm256_mul_ps(k[c], qv));
+    }
+  }
+  for (int64_t e = e0 + n_unfused; e < dk; ++e) {
     __m256 k[NC];
     for (int c = 0; c < NC; ++c) k[c] = _mm256_loadu_ps(kt + e * ld + 8 * c);
     for (int qi = 0; qi < NQ; ++qi) {
@@ -202,20 +209,73 @@ void dot_cols_queries(int64_t dk, const float* kt, int64_t ld, const float* cons
       for (int c = 0; c < NC; ++c) dot[qi][c] = _mm256_fmadd_ps(k[c], qv, dot[qi][c]);
     }
   }
+}
+
+template <int NQ, int NC>
+void store_cols(const __m256 (&dot)[NQ][NC], float* const* out, int64_t at) {
   for (int qi = 0; qi < NQ; ++qi)
     for (int c = 0; c < NC; ++c) _mm256_storeu_ps(out[qi] + at + 8 * c, dot[qi][c]);
 }
-
-}  // namespace
-
-namespace {
 
 template <int NQ>
 void dot_cols_nq(int64_t n, int64_t dk, const float* kt, int64_t ld, const float* const* q,
                  float* const* out) {
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16) dot_cols_queries<NQ, 2>(dk, kt + j, ld, q, out, j);
-  for (; j < n; j += 8) dot_cols_queries<NQ, 1>(dk, kt + j, ld, q, out, j);
+  for (; j + 16 <= n; j += 16) {
+    __m256 dot[NQ][2] = {};
+    dot_cols_queries<NQ, 2>(0, 0, dk, kt + j, ld, q, dot);
+    store_cols(dot, out, j);
+  }
+  for (; j < n; j += 8) {
+    __m256 dot[NQ][1] = {};
+    dot_cols_queries<NQ, 1>(0, 0, dk, kt + j, ld, q, dot);
+    store_cols(dot, out, j);
+  }
+}
+
+// vec_dot_f32_avx2's main loop (vec_dot_avx2.cpp dot_f32, PlainPos) for eight columns at once:
+// over e < np (a multiple of 64), value e of a step goes to partial sum e % 64 by FMA; the 64
+// partial sums are then reduced as its reduce_16_lanes: t[l] = (s[l] + s[32 + l]) + (s[16 + l] +
+// s[48 + l]), u[l] = t[8 + l] + t[l], v[l] = u[4 + l] + u[l], (v0 + v2) + (v1 + v3).
+__m256 main_steps_cols(int64_t np, const float* kt, int64_t ld, const float* q) {
+  __m256 s[64];
+  for (int m0 = 0; m0 < 64; m0 += 8) {  // eight partial sums at a time, in registers over the steps
+    __m256 acc[8];
+    for (__m256& x : acc) x = _mm256_setzero_ps();
+    for (int64_t i = 0; i < np; i += 64)
+      for (int m = 0; m < 8; ++m)
+        acc[m] = _mm256_fmadd_ps(_mm256_loadu_ps(kt + (i + m0 + m) * ld), _mm256_set1_ps(q[i + m0 + m]), acc[m]);
+    for (int m = 0; m < 8; ++m) s[m0 + m] = acc[m];
+  }
+  for (int l = 0; l < 16; ++l)
+    s[l] = _mm256_add_ps(_mm256_add_ps(s[l], s[32 + l]), _mm256_add_ps(s[16 + l], s[48 + l]));
+  for (int l = 0; l < 8; ++l) s[l] = _mm256_add_ps(s[8 + l], s[l]);
+  for (int l = 0; l < 4; ++l) s[l] = _mm256_add_ps(s[4 + l], s[l]);
+  return _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[1], s[3]));
+}
+
+// Columns in the order of vec_dot_f32_avx2 (its finish_f32): the main steps' sum, then the
+// values past np, rounded products added in order for the whole chunks of 16 and one chunk of 8,
+// FMAs for the last < 8.
+template <int NQ, int NC>
+void dot_cols_f32_order(int64_t dk, const float* kt, int64_t ld, const float* const* q, float* const* out,
+                        int64_t at) {
+  const int64_t np = dk & ~int64_t{63}, rest = dk - np;
+  const int64_t n_unfused = (rest & ~int64_t{15}) + ((rest & 15) >= 8 ? 8 : 0);
+  __m256 dot[NQ][NC];
+  for (int qi = 0; qi < NQ; ++qi)
+    for (int c = 0; c < NC; ++c)
+      dot[qi][c] = np == 0 ? _mm256_setzero_ps() : main_steps_cols(np, kt + at + 8 * c, ld, q[qi]);
+  dot_cols_queries<NQ, NC>(np, n_unfused, dk, kt + at, ld, q, dot);
+  store_cols(dot, out, at);
+}
+
+template <int NQ>
+void dot_cols_f32_order_nq(int64_t n, int64_t dk, const float* kt, int64_t ld, const float* const* q,
+                           float* const* out) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) dot_cols_f32_order<NQ, 2>(dk, kt, ld, q, out, j);
+  for (; j < n; j += 8) dot_cols_f32_order<NQ, 1>(dk, kt, ld, q, out, j);
 }
 
 }  // namespace
@@ -223,6 +283,11 @@ void dot_cols_nq(int64_t n, int64_t dk, const float* kt, int64_t ld, const float
 void dot_cols_sequential_avx2(int nq, int64_t n, int64_t dk, const float* kt, int64_t ld,
                               const float* const* q, float* const* out) {
   with_nq(nq, [&]<int NQ>() { dot_cols_nq<NQ>(n, dk, kt, ld, q, out); });
+}
+
+void dot_cols_vec_dot_f32_avx2(int nq, int64_t n, int64_t dk, const float* kt, int64_t ld,
+                               const float* const* q, float* const* out) {
+  with_nq(nq, [&]<int NQ>() { dot_cols_f32_order_nq<NQ>(n, dk, kt, ld, q, out); });
 }
 
 float scale_add_mask_max_avx2(int64_t n, float* w, float scale, const float* mv) {
@@ -255,6 +320,16 @@ float reduce_add_16_avx2(const float* v) {
   const __m128 q = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));  // h[4 + i] + h[i]
   const __m128 t = _mm_add_ps(q, _mm_movehl_ps(q, q));                                  // q0 + q2, q1 + q3
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));  // (q0 + q2) + (q1 + q3)
+}
+
+void reduce_add_16_rows_avx2(int64_t n, const float* rows, int64_t ld, float* out) {
+  for (int64_t i = 0; i < n; i += 8) {
+    __m256 v[16];
+    for (int s = 0; s < 16; ++s) v[s] = _mm256_loadu_ps(rows + s * ld + i);
+    for (int s = 0; s < 8; ++s) v[s] = _mm256_add_ps(v[8 + s], v[s]);  // as reduce_add_16_avx2, lane-wise
+    for (int s = 0; s < 4; ++s) v[s] = _mm256_add_ps(v[4 + s], v[s]);
+    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3])));
+  }
 }
 
 void exp_shifted_ggml_avx2(int64_t n, float* w, float max) {
