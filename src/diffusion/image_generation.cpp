@@ -35,6 +35,7 @@ Status generate_images(Sd1Models& models, const ImageJob& job, const ImageHooks&
   const UnetFn unet_fn = [&](std::span<const float> x, float t,
                              std::span<const float> context) -> Result<std::vector<float>> {
     if (hooks.cancelled && hooks.cancelled()) return make_error(kImagesCancelled);
+    if (hooks.between_passes) hooks.between_passes();
     return unet.eval(x, w, h, t, context);
   };
   if (hooks.cancelled && hooks.cancelled()) return make_error(kImagesCancelled);

@@ -39,6 +39,9 @@ struct ImageHooks {
   std::function<void(int image, int step, int steps)> step;
   // True: stop the job at the next UNet evaluation.
   std::function<bool()> cancelled;
+  // Called before every UNet evaluation (after `cancelled`), outside any pass: a server lets other
+  // work waiting for the device's compute arena take its turn here.
+  std::function<void()> between_passes;
   // Each finished image, in batch order: its index and params.width * params.height RGB bytes.
   // An Error ends the job with it.
   std::function<Status(int image, std::vector<uint8_t> pixels)> image;

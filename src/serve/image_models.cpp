@@ -1,6 +1,7 @@
 #include "serve/image_models.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace kiln::serve {
 
@@ -88,6 +89,10 @@ std::optional<HttpError> ImageModels::run(const std::string& name, const diffusi
     if (hooks.step) hooks.step(image, step, steps);
   };
   own.cancelled = [this, &hooks] { return interrupted_.load() || (hooks.cancelled && hooks.cancelled()); };
+  // The arena's turn is a plain mutex: a job that asked for it again at once would win it back
+  // before a text engine woken by its release. A pause between passes hands the turn over, so a
+  // chat stream gets a token in per UNet evaluation rather than waiting out the whole image.
+  own.between_passes = [] { std::this_thread::sleep_for(kTurnHandover); };
 
   if (e->models == nullptr) {
     auto device = devices_->find(device_);

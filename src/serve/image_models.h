@@ -32,6 +32,9 @@
 
 namespace kiln::serve {
 
+// How long a job pauses between its passes for a text engine waiting for the arena to take it.
+inline constexpr std::chrono::milliseconds kTurnHandover{2};
+
 class ImageModels {
  public:
   // `specs`: the image models (kind Image); `device`: the DeviceRegistry name their networks run
