@@ -102,6 +102,7 @@ std::optional<HttpError> ImageModels::run(const std::string& name, const diffusi
                                          e->spec.vae};
     auto opened = diffusion::Sd1Models::open(paths, where);
     if (!opened.ok()) return HttpError{500, "image model '" + name + "': " + opened.error().message};
+    std::lock_guard lock(mu_);  // list() reads it
     e->models = std::move(*opened);
   }
   diffusion::ImageJob sized = job;

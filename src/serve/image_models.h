@@ -80,7 +80,8 @@ class ImageModels {
   using Clock = std::chrono::steady_clock;
   struct Entry {
     ModelSpec spec;
-    std::unique_ptr<diffusion::Sd1Models> models;  // opened on the first job; used by the running job only
+    // Opened by the first job (set under mu_); used by the running job only.
+    std::unique_ptr<diffusion::Sd1Models> models;
   };
   Entry* find(const std::string& name);
   const Entry* find(const std::string& name) const;

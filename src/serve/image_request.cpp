@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <random>
+#include <set>
 
 #include "image/data_uri.h"
 #include "image/decode.h"
@@ -165,10 +166,12 @@ std::variant<ImageRequest, HttpError> parse_image_edit(const std::vector<http::F
       if (image == nullptr) image = &part;
       continue;
     }
+    // The numeric fields as numbers when their text is one (else the field's 400 names it).
+    static const std::set<std::string> kNumeric = {"n", "steps", "seed", "cfg_scale", "clip_skip",
+                                                   "output_compression", "strength"};
     const std::string text(part.data);
-    json value = json::parse(text, nullptr, false);
-    const bool numeric = !value.is_discarded() && value.is_number();
-    body[part.name] = numeric ? value : json(text);
+    const json value = kNumeric.contains(part.name) ? json::parse(text, nullptr, false) : json();
+    body[part.name] = value.is_number() ? value : json(text);
   }
   if (auto e = read_number_in(body, "strength", 0.0f, 1.0f, strength)) return *e;
   body.erase("strength");

@@ -62,14 +62,19 @@ void answer(const RouteContext& rc, ImageRequest& request, http::Exchange& ex) {
 }
 
 void generations(const RouteContext& rc, const http::Request& req, http::Exchange& ex) {
+  auto admitted = rc.admit(req, ex);  // held while the body is parsed
+  if (!admitted) return;
   auto body = parse_body(req, ex);
   if (!body) return;
   auto parsed = parse_image_generation(*body);
   if (auto* e = std::get_if<HttpError>(&parsed)) return send_error(ex, *e);
+  admitted.reset();
   answer(rc, std::get<ImageRequest>(parsed), ex);
 }
 
 void edits(const RouteContext& rc, const http::Request& req, http::Exchange& ex) {
+  auto admitted = rc.admit(req, ex);  // held while the form and its image are decoded
+  if (!admitted) return;
   const std::string_view content_type = req.header("Content-Type");
   if (!http::is_multipart_form(content_type))
     return send_error(ex, {400, "an image edit is a multipart/form-data form (got Content-Type '" +
@@ -78,6 +83,7 @@ void edits(const RouteContext& rc, const http::Request& req, http::Exchange& ex)
   if (!form.ok()) return send_error(ex, {400, form.error().message});
   auto parsed = parse_image_edit(*form);
   if (auto* e = std::get_if<HttpError>(&parsed)) return send_error(ex, *e);
+  admitted.reset();
   answer(rc, std::get<ImageRequest>(parsed), ex);
 }
 

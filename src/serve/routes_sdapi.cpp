@@ -53,10 +53,13 @@ json info_json(const ImageRequest& r, const diffusion::ParameterFiles& files, bo
 }
 
 void any2img(const RouteContext& rc, const http::Request& req, http::Exchange& ex, bool img2img) {
+  auto admitted = rc.admit(req, ex);  // held while the body and its init image are decoded
+  if (!admitted) return;
   auto body = parse_body(req, ex);
   if (!body) return;
   auto parsed = parse_a1111_request(*body, img2img);
   if (auto* e = std::get_if<HttpError>(&parsed)) return send_error(ex, *e);
+  admitted.reset();
   ImageRequest& request = std::get<ImageRequest>(parsed);
   auto got = run_image_request(rc, request, ex);
   if (auto* e = std::get_if<HttpError>(&got)) return send_error(ex, *e);
