@@ -255,7 +255,7 @@ TEST(ImageServer, ChatAndImagesTakeTurnsOnABudgetForOne) {
     ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "");
     want_image = b64_text(json::parse(r->body)["data"][0]["b64_json"]);
     for (const auto& [name, bytes] : sim0_owners(roomy)) {
-      if (name.starts_with("sd ")) image_bytes += bytes;
+      if (name.starts_with("sd ") || name.starts_with("taesd ")) image_bytes += bytes;  // "sd unet", "taesd decoder"
       else if (name.starts_with("compute")) arena_bytes = bytes;
       else text_bytes += bytes;
     }
