@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   std::vector<float> x, context;
   Evaluation eval;
   if (net == "unet") {
-    auto m = diffusion::UnetModel::create(file, sd::kSdUnetPrefix, false, {&backend});
+    auto m = diffusion::UnetModel::create(file, sd::kSdUnetPrefix, {}, {&backend});
     if (!m.ok()) {
       std::fprintf(stderr, "%s\n", m.error().message.c_str());
       return 1;

@@ -37,9 +37,9 @@ Result<std::vector<float>> ClipTextEncoder::encode_chunk(std::span<const int32_t
 }
 
 Result<std::vector<float>> encode_prompt(ClipTextEncoder& encoder, const ClipTokenizer& tokenizer,
-                                         std::string_view prompt, int clip_skip) {
+                                         std::string_view prompt, int clip_skip, ModelFamily family) {
   KILN_ASSIGN_OR_RETURN(const ClipPromptTokens tokens,
-                        tokenize_prompt(tokenizer, prompt, clip_pad_id(ModelFamily::Sd1)));
+                        tokenize_prompt(tokenizer, prompt, clip_pad_id(family)));
   const size_t n = kClipChunkTokens;
   std::vector<float> cond;
   for (size_t c = 0; c < tokens.ids.size(); c += n) {

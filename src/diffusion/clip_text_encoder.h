@@ -1,7 +1,7 @@
 // ClipTextEncoder: runs a CLIP text model (models/sd/clip_text.h) over kiln's runtime: a graph per
 // call planned in a ComputeArena and executed by a Backend; 77 token ids in, one row of n_embd
 // floats per token out. encode_prompt turns a prompt into stable-diffusion.cpp's conditioning
-// for SD 1.x (FrozenCLIPEmbedderWithCustomWords::get_learned_condition): tokens and emphasis
+// for SD 1.x and 2.x (FrozenCLIPEmbedderWithCustomWords::get_learned_condition): tokens and emphasis
 // weights in 77-token chunks, each chunk encoded, weighted with the mean rescale, and the chunks
 // concatenated.
 //
@@ -19,8 +19,9 @@
 #include <vector>
 
 #include "core/result.h"
-#include "diffusion/device_network.h"
 #include "diffusion/clip_tokenizer.h"
+#include "diffusion/device_network.h"
+#include "diffusion/model_family.h"
 #include "models/sd/clip_text.h"
 #include "models/sd/weight_file.h"
 #include "runtime/backend.h"
@@ -30,7 +31,8 @@ namespace kiln::diffusion {
 
 class ClipTextEncoder {
  public:
-  // Binds the encoder under `prefix` (sd::kSd1TextPrefix for SD 1.x files) in `file`.
+  // Binds the encoder under `prefix` (sd::kSd1TextPrefix for SD 1.x files, sd::kOpenClipTextPrefix
+  // for SD 2.x's) in `file`.
   static Result<std::unique_ptr<ClipTextEncoder>> create(std::shared_ptr<const sd::SdWeightFile> file,
                                                          const std::string& prefix, const NetworkPlacement& placement);
 
@@ -47,8 +49,9 @@ class ClipTextEncoder {
   sd::ClipTextWeights weights_;
 };
 
-// SD 1.x conditioning: chunks * 77 rows of n_embd floats (c_crossattn), weights applied.
+// SD 1.x / 2.x conditioning: chunks * 77 rows of n_embd floats (c_crossattn), weights applied;
+// chunks padded as `family`'s tokenizer pads them (clip_pad_id).
 Result<std::vector<float>> encode_prompt(ClipTextEncoder& encoder, const ClipTokenizer& tokenizer,
-                                         std::string_view prompt, int clip_skip);
+                                         std::string_view prompt, int clip_skip, ModelFamily family);
 
 }  // namespace kiln::diffusion

@@ -9,8 +9,7 @@ namespace {
 constexpr int64_t kLatentScale = 8;  // image pixels per latent cell, each way (text_to_image.h)
 }  // namespace
 
-TextToImageParams sd1_settings(std::optional<Sampler> sampler, std::optional<Scheduler> scheduler,
-                               int clip_skip) {
+TextToImageParams sd_settings(std::optional<Sampler> sampler, std::optional<Scheduler> scheduler) {
   TextToImageParams p;
   p.steps = kDefaultSteps;
   p.cfg_scale = kDefaultCfgScale;
@@ -18,12 +17,22 @@ TextToImageParams sd1_settings(std::optional<Sampler> sampler, std::optional<Sch
   p.scheduler = scheduler.value_or(default_scheduler(p.sampler));
   p.eta = default_eta(p.sampler);
   p.rng = kDefaultRng;
-  p.prediction = *default_prediction(ModelFamily::Sd1, false);
-  p.clip_skip = clip_skip > 0 ? clip_skip : default_clip_skip(ModelFamily::Sd1);
   return p;
 }
 
-Status generate_images(Sd1Models& models, const ImageJob& job, const ImageHooks& hooks) {
+Status resolve_for_model(SdModels& models, TextToImageParams& params, int clip_skip,
+                         std::optional<Prediction> prediction) {
+  params.family = models.version().family;
+  params.clip_skip = clip_skip > 0 ? clip_skip : default_clip_skip(params.family);
+  if (prediction) {
+    params.prediction = *prediction;
+  } else {
+    KILN_ASSIGN_OR_RETURN(params.prediction, models.default_prediction());
+  }
+  return ok_status();
+}
+
+Status generate_images(SdModels& models, const ImageJob& job, const ImageHooks& hooks) {
   const TextToImageParams& params = job.params;
   KILN_TRY(validate(params));
   if (job.batch < 1) return make_error("image generation: batch ", job.batch, " must be at least 1");

@@ -8,7 +8,7 @@
 // asked before every UNet evaluation and, when it says true, the job ends with an Error whose
 // message is kImagesCancelled (the memory the job allocated is freed on return).
 //
-// Ownership: borrows the models for the call. Thread-safety: none (one job per Sd1Models at a time).
+// Ownership: borrows the models for the call. Thread-safety: none (one job per SdModels at a time).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "diffusion/sd1_models.h"
+#include "diffusion/sd_models.h"
 #include "diffusion/text_to_image.h"
 #include "diffusion/tiling.h"
 
@@ -47,18 +47,23 @@ struct ImageHooks {
   std::function<Status(int image, std::vector<uint8_t> pixels)> image;
 };
 
-// sd-cli's settings for an SD 1.x request (sampling_defaults.h): `sampler` and `scheduler` when
-// given, else the defaults (the scheduler and eta follow the sampler), the default RNG, eps
-// prediction, `clip_skip` when positive else the family's, kDefaultSteps, kDefaultCfgScale and
-// 512 x 512; the caller then sets what its request gives (prompt, size, steps, seed, ...).
-TextToImageParams sd1_settings(std::optional<Sampler> sampler, std::optional<Scheduler> scheduler,
-                               int clip_skip);
+// sd-cli's settings that do not depend on the model (sampling_defaults.h): `sampler` and
+// `scheduler` when given, else the defaults (the scheduler and eta follow the sampler), the default
+// RNG, kDefaultSteps, kDefaultCfgScale and 512 x 512; the caller then sets what its request gives
+// (prompt, size, steps, seed, ...) and, once the model is open, resolve_for_model.
+TextToImageParams sd_settings(std::optional<Sampler> sampler, std::optional<Scheduler> scheduler);
+
+// The settings that depend on the model, as sd-cli resolves them once it is open: its family, the
+// CLIP layer (`clip_skip` when positive, else the family's), the prediction (`prediction` when
+// given, else the model's: SdModels::default_prediction, which may run the UNet once for SD 2.x).
+Status resolve_for_model(SdModels& models, TextToImageParams& params, int clip_skip,
+                         std::optional<Prediction> prediction);
 
 // The message of the Error a cancelled job ends with.
 inline constexpr const char* kImagesCancelled = "image generation cancelled";
 
 // Errors: params out of range (validate), a batch below 1, init pixels of another size, a model
 // without the encoder image to image needs, the networks' errors, a cancel.
-Status generate_images(Sd1Models& models, const ImageJob& job, const ImageHooks& hooks);
+Status generate_images(SdModels& models, const ImageJob& job, const ImageHooks& hooks);
 
 }  // namespace kiln::diffusion

@@ -43,10 +43,11 @@ Status validate(const TextToImageParams& params) {
 Result<Conditioning> encode_conditioning(ClipTextEncoder& encoder, const TextToImageParams& params) {
   const ClipTokenizer& tokenizer = ClipTokenizer::instance();
   Conditioning c;
-  KILN_ASSIGN_OR_RETURN(c.cond, encode_prompt(encoder, tokenizer, params.prompt, params.clip_skip));
+  KILN_ASSIGN_OR_RETURN(c.cond,
+                        encode_prompt(encoder, tokenizer, params.prompt, params.clip_skip, params.family));
   if (params.cfg_scale != 1.0f) {
-    KILN_ASSIGN_OR_RETURN(c.uncond,
-                          encode_prompt(encoder, tokenizer, params.negative_prompt, params.clip_skip));
+    KILN_ASSIGN_OR_RETURN(
+        c.uncond, encode_prompt(encoder, tokenizer, params.negative_prompt, params.clip_skip, params.family));
   }
   return c;
 }
@@ -105,7 +106,7 @@ Result<std::vector<float>> sample_latent(const UnetFn& unet, const NoiseSchedule
                                          int batch_index, const StepObserver& observer) {
   KILN_TRY(validate(params));
   KILN_ASSIGN_OR_RETURN(const std::vector<float> sigmas,
-                        make_sigmas(params.scheduler, params.steps, schedule, ModelFamily::Sd1));
+                        make_sigmas(params.scheduler, params.steps, schedule, params.family));
   const std::vector<float> zeros(latent_size(params), 0.0f);
   return sample_from(unet, schedule, conditioning, params, sigmas, zeros, batch_index, observer);
 }
@@ -126,7 +127,7 @@ Result<std::vector<float>> sample_latent_from_image(const UnetFn& unet, const No
     return make_error("image to image: an init latent of ", init_latent.size(), " floats for a ",
                       params.width, " x ", params.height, " image (", latent_size(params), " expected)");
   KILN_ASSIGN_OR_RETURN(const std::vector<float> full,
-                        make_sigmas(params.scheduler, params.steps, schedule, ModelFamily::Sd1));
+                        make_sigmas(params.scheduler, params.steps, schedule, params.family));
   KILN_ASSIGN_OR_RETURN(const std::vector<float> sigmas, img2img_sigmas(full, strength));
   return sample_from(unet, schedule, conditioning, params, sigmas, init_latent, batch_index, observer);
 }

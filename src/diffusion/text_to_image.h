@@ -1,4 +1,4 @@
-// The text-to-image and img2img loop for SD 1.x as stable-diffusion.cpp's generate_image runs it, in
+// The text-to-image and img2img loop for SD 1.x and 2.x as stable-diffusion.cpp's generate_image runs it, in
 // its order:
 //   1. the conditioning: the prompt's (encode_prompt) and, when cfg_scale != 1, the negative
 //      prompt's, computed once for a batch (encode_conditioning);
@@ -28,6 +28,7 @@
 #include "diffusion/clip_text_encoder.h"
 #include "diffusion/latent_decoder.h"
 #include "diffusion/latent_encoder.h"
+#include "diffusion/model_family.h"
 #include "diffusion/noise_rng.h"
 #include "diffusion/noise_schedule.h"
 #include "diffusion/prediction.h"
@@ -57,6 +58,7 @@ struct TextToImageParams {
   RngKind rng = RngKind::Cuda;
   int clip_skip = 1;  // counted from the last layer (1: the last)
   Prediction prediction = Prediction::Eps;
+  ModelFamily family = ModelFamily::Sd1;  // the model's: its prompt padding and its ays sigmas
 };
 
 // An Error naming the first field out of range (sizes, steps, a cfg_scale or eta that is not

@@ -3,10 +3,10 @@
 namespace kiln::diffusion {
 
 Result<std::unique_ptr<UnetModel>> UnetModel::create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                     const std::string& prefix, bool tiny,
+                                                     const std::string& prefix, const sd::UnetArch& arch,
                                                      const NetworkPlacement& placement) {
   std::unique_ptr<UnetModel> m(new UnetModel());
-  KILN_ASSIGN_OR_RETURN(m->weights_, sd::bind_unet(file->gguf(), prefix, tiny));
+  KILN_ASSIGN_OR_RETURN(m->weights_, sd::bind_unet(file->gguf(), prefix, arch));
   KILN_ASSIGN_OR_RETURN(
       m->net_, DeviceNetwork::create("sd unet", file, {prefix + "."},
                                      placement));

@@ -1,4 +1,4 @@
-// UnetModel: the SD 1.x UNet (models/sd/unet.h) run over kiln's runtime: one evaluation, the
+// UnetModel: the SD 1.x / 2.x UNet (models/sd/unet.h) run over kiln's runtime: one evaluation, the
 // noise (or v) prediction for a latent, a timestep and the text conditioning, as
 // stable-diffusion.cpp's UNetModelRunner::compute gives it. Latents are in stable-diffusion.cpp's
 // memory order ([w, h, c] planes: each channel's rows of pixels); the graph turns them into its
@@ -26,10 +26,11 @@ namespace kiln::diffusion {
 
 class UnetModel {
  public:
-  // Binds the UNet under `prefix` (sd::kSdUnetPrefix for single-file checkpoints) in `file`;
-  // `tiny` for the variants without a middle block (diffusion/model_version.h).
+  // Binds the UNet under `prefix` (sd::kSdUnetPrefix for single-file checkpoints) in `file`, of the
+  // architecture `arch` (unet_arch_for gives the detected version's).
   static Result<std::unique_ptr<UnetModel>> create(std::shared_ptr<const sd::SdWeightFile> file,
-                                                   const std::string& prefix, bool tiny, const NetworkPlacement& placement);
+                                                   const std::string& prefix, const sd::UnetArch& arch,
+                                                   const NetworkPlacement& placement);
 
   const sd::UnetHParams& hparams() const { return weights_.hp; }
 

@@ -45,7 +45,7 @@ const ImageModels::Entry* ImageModels::find(const std::string& name) const {
   return const_cast<ImageModels*>(this)->find(name);
 }
 
-std::optional<HttpError> ImageModels::run(const std::string& name, const diffusion::ImageJob& job,
+std::optional<HttpError> ImageModels::run(const std::string& name, diffusion::ImageJob& job, int clip_skip,
                                           const diffusion::ImageHooks& hooks) {
   Entry* e = find(name);
   if (e == nullptr) return HttpError{404, "model '" + name + "' is not one of the server's image models"};
@@ -98,19 +98,24 @@ std::optional<HttpError> ImageModels::run(const std::string& name, const diffusi
     auto device = devices_->find(device_);
     if (!device.ok()) return HttpError{500, device.error().message};
     const diffusion::NetworkPlacement where{&devices_->backend(**device), &devices_->arena(**device), weights_};
-    const diffusion::Sd1ModelPaths paths{e->spec.path, e->spec.diffusion_model, e->spec.clip_l, e->spec.taesd,
-                                         e->spec.vae};
-    auto opened = diffusion::Sd1Models::open(paths, where);
+    diffusion::SdModelPaths paths;
+    paths.model = e->spec.path;
+    paths.diffusion_model = e->spec.diffusion_model;
+    paths.clip_l = e->spec.clip_l;
+    paths.taesd = e->spec.taesd;
+    paths.vae = e->spec.vae;
+    auto opened = diffusion::SdModels::open(paths, where);
     if (!opened.ok()) return HttpError{500, "image model '" + name + "': " + opened.error().message};
     std::lock_guard lock(mu_);  // list() reads it
     e->models = std::move(*opened);
   }
-  diffusion::ImageJob sized = job;
-  if (sized.decode_compute_limit == 0) {
+  if (Status st = diffusion::resolve_for_model(*e->models, job.params, clip_skip, std::nullopt); !st.ok())
+    return HttpError{500, "image model '" + name + "': " + st.error().message};
+  if (job.decode_compute_limit == 0) {
     if (auto device = devices_->find(device_); device.ok())
-      sized.decode_compute_limit = (*device)->largest_free_block().value_or(0);
+      job.decode_compute_limit = (*device)->largest_free_block().value_or(0);
   }
-  const Status s = diffusion::generate_images(*e->models, sized, own);
+  const Status s = diffusion::generate_images(*e->models, job, own);
   if (s.ok()) return std::nullopt;
   if (s.error().message == diffusion::kImagesCancelled)
     return HttpError{503, std::string(diffusion::kImagesCancelled) +

@@ -1,4 +1,4 @@
-// ImageModels: the image models of a server of many models (ModelSpec::kind Image), beside the
+// ImageModels: the image models of a server of many models (ModelSpec::kind Image: SD 1.x and 2.x), beside the
 // text models of the ModelRouter and on the same DeviceRegistry: each model's networks (CLIP, UNet,
 // decoder, the encoder for image to image) are residents of owners of their own on the server's
 // device (diffusion/device_network.h) and compute in the device's shared arena, so on a --max-mem
@@ -26,7 +26,7 @@
 #include "backends/device_registry.h"
 #include "diffusion/a1111_parameters.h"
 #include "diffusion/image_generation.h"
-#include "diffusion/sd1_models.h"
+#include "diffusion/sd_models.h"
 #include "serve/api_json.h"
 #include "serve/server.h"
 
@@ -54,12 +54,13 @@ class ImageModels {
   diffusion::ParameterFiles parameter_files(const std::string& name) const;
 
   // Runs `job` with the model `name` (opened first when it is not) once the jobs before it are
-  // done; `hooks` as generate_images takes them (their `cancelled` asked beside interrupt() and
+  // done, its params first resolved for the model (diffusion::resolve_for_model with `clip_skip`,
+  // <= 0: the model's; the prediction the model's), in place; `hooks` as generate_images takes them (their `cancelled` asked beside interrupt() and
   // stop()). nullopt when it succeeded; else 404 (unknown model), 503 (queue full, stopping, a
   // cancelled job: its message starts with diffusion::kImagesCancelled), 500 for a model that does
   // not open or a network's error.
   // The model's networks stay open on the device (residents the manager may evict) after the job.
-  std::optional<HttpError> run(const std::string& name, const diffusion::ImageJob& job,
+  std::optional<HttpError> run(const std::string& name, diffusion::ImageJob& job, int clip_skip,
                                const diffusion::ImageHooks& hooks);
 
   // What /sdapi/v1/progress reports of the running job.
@@ -81,7 +82,7 @@ class ImageModels {
   struct Entry {
     ModelSpec spec;
     // Opened by the first job (set under mu_); used by the running job only.
-    std::unique_ptr<diffusion::Sd1Models> models;
+    std::unique_ptr<diffusion::SdModels> models;
   };
   Entry* find(const std::string& name);
   const Entry* find(const std::string& name) const;

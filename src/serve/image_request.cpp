@@ -65,7 +65,7 @@ std::optional<Sampler> sampler_by_name(std::string name) {
   return diffusion::parse_sampler(name);
 }
 
-// The fields both APIs share (the sampler under `sampler_key`): `r.job.params` from sd1_settings
+// The fields both APIs share (the sampler under `sampler_key`): `r.job.params` from sd_settings
 // and what the body sets; a seed left out (or below 0) is a random one.
 std::optional<HttpError> read_sampling(const json& body, const char* sampler_key, ImageRequest& r) {
   std::string sampler_text, scheduler_text;
@@ -82,11 +82,10 @@ std::optional<HttpError> read_sampling(const json& body, const char* sampler_key
     if (!scheduler)
       return bad("scheduler", "names no scheduler kiln has ('" + scheduler_text + "'; GET /sdapi/v1/schedulers)");
   }
-  int32_t clip_skip = -1;
-  if (auto e = read_number_in<int32_t>(body, "clip_skip", -1, 12, clip_skip)) return e;
-  r.clip_skip_given = clip_skip > 0;
+  if (auto e = read_number_in<int>(body, "clip_skip", -1, 12, r.clip_skip)) return e;
+  r.clip_skip_given = r.clip_skip > 0;
   diffusion::TextToImageParams& p = r.job.params;
-  p = diffusion::sd1_settings(sampler, scheduler, clip_skip);
+  p = diffusion::sd_settings(sampler, scheduler);
   if (auto e = read_string(body, "prompt", p.prompt)) return e;
   if (auto e = read_string(body, "negative_prompt", p.negative_prompt)) return e;
   if (auto e = read_number_in<int>(body, "steps", 1, kMaxImageSteps, p.steps)) return e;

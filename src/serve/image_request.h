@@ -1,7 +1,8 @@
 // The image routes' requests, checked into what ImageModels::run takes: OpenAI's
 // /v1/images/generations (JSON) and /v1/images/edits (a multipart form), and A1111's
 // /sdapi/v1/txt2img and /sdapi/v1/img2img (JSON, as stable-diffusion.cpp's server reads them).
-// Every field left out takes `kiln image`'s default (diffusion::sd1_settings), so the same settings
+// Every field left out takes `kiln image`'s default (diffusion::sd_settings; the model's own once
+// it is open: resolve_for_model), so the same settings
 // give the same pixels from the CLI and the server. Untrusted input: a field of the wrong type or
 // out of range is a 400 naming the field (an unknown sampler, a size that is not a multiple of 64,
 // n over kMaxImagesPerRequest, an init image over kMaxInitImageBytes), never a crash.
@@ -36,6 +37,7 @@ struct ImageRequest {
   RgbImage init;                 // image to image: the decoded init image; else empty
   ImageFormat format = ImageFormat::Png;
   int jpeg_quality = 90;         // sd-cli's; OpenAI's output_compression sets it
+  int clip_skip = -1;            // the request's clip_skip; <= 0: the model's (resolve_for_model)
   bool clip_skip_given = false;  // for A1111's parameters text
   bool seed_given = false;
 };

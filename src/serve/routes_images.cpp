@@ -43,7 +43,7 @@ std::variant<std::vector<std::vector<uint8_t>>, HttpError> run_image_request(con
     return ok_status();
   };
   request.job.init_pixels = request.init.pixels;
-  if (auto e = images->run(request.model, request.job, hooks)) return *e;
+  if (auto e = images->run(request.model, request.job, request.clip_skip, hooks)) return *e;
   return encoded;
 }
 

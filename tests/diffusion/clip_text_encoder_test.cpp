@@ -66,7 +66,7 @@ TEST_F(ClipTextEncoderTest, ConditioningMatchesStableDiffusionCpp) {
     const std::string prompt = test::ref_text(c + "/prompt");
     const int clip_skip = static_cast<int>(test::ref_words(c + "/clip_skip").at(0));
     const std::vector<uint32_t> shape = test::ref_words(c + "/shape");
-    auto cond = encode_prompt(*encoder_, ClipTokenizer::instance(), prompt, clip_skip);
+    auto cond = encode_prompt(*encoder_, ClipTokenizer::instance(), prompt, clip_skip, ModelFamily::Sd1);
     ASSERT_TRUE(cond.ok()) << cond.error().message;
     const size_t rows = shape.at(0), cols = shape.at(1);
     ASSERT_EQ(cond->size(), rows * cols);

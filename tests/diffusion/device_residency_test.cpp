@@ -17,7 +17,7 @@
 #include "backends/device_registry.h"
 #include "backends/sim/sim_device.h"
 #include "diffusion/sampling_defaults.h"
-#include "diffusion/sd1_models.h"
+#include "diffusion/sd_models.h"
 #include "diffusion/text_to_image.h"
 #include "runtime/memory_breakdown.h"
 #include "test_data.h"
@@ -27,8 +27,8 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-Sd1ModelPaths test_paths() {
-  Sd1ModelPaths paths;
+SdModelPaths test_paths() {
+  SdModelPaths paths;
   paths.clip_l = test_data::path("sd/clip-l-f32.safetensors");
   paths.diffusion_model = test_data::path("sd/unet-sd1-c32-f32.safetensors");
   paths.taesd = test_data::path("sd/taesd-f32.safetensors");
@@ -52,7 +52,7 @@ struct Image {
 };
 
 // The image of test_params() through the whole loop.
-Image generate(Sd1Models& m) {
+Image generate(SdModels& m) {
   const TextToImageParams params = test_params();
   Image img;
   auto cond = encode_conditioning(m.text_encoder(), params);
@@ -69,11 +69,11 @@ Image generate(Sd1Models& m) {
 }
 
 // The networks on `device` of `devices`, in that device's shared arena.
-std::unique_ptr<Sd1Models> open_on(DeviceRegistry& devices, const std::string& device) {
+std::unique_ptr<SdModels> open_on(DeviceRegistry& devices, const std::string& device) {
   auto dev = devices.find(device);
   EXPECT_TRUE(dev.ok()) << dev.error().message;
   if (!dev.ok()) return nullptr;
-  auto m = Sd1Models::open(test_paths(), {&devices.backend(**dev), &devices.arena(**dev), {}});
+  auto m = SdModels::open(test_paths(), {&devices.backend(**dev), &devices.arena(**dev), {}});
   EXPECT_TRUE(m.ok()) << m.error().message;
   return m.ok() ? std::move(*m) : nullptr;
 }

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "diffusion/sampling_defaults.h"
-#include "diffusion/sd1_models.h"
+#include "diffusion/sd_models.h"
 #include "diffusion/text_to_image.h"
 #include "diffusion/vae_decoder.h"
 #include "llm/cpu_engine.h"
@@ -132,11 +132,11 @@ TEST(ImageToImage, OutOfRangeRequestsAreErrors) {
 
 TEST(ImageToImage, MatchesStableDiffusionCpp) {
   CpuEngine engine(0);
-  Sd1ModelPaths paths;
+  SdModelPaths paths;
   paths.clip_l = test_data::path("sd/clip-l-f32.safetensors");
   paths.diffusion_model = test_data::path("sd/unet-sd1-c32-f32.safetensors");
   paths.taesd = test_data::path("sd/taesd-f32.safetensors");
-  auto models = Sd1Models::open(paths, {&engine.backend});
+  auto models = SdModels::open(paths, {&engine.backend});
   ASSERT_TRUE(models.ok()) << models.error().message;
   auto taesd_encoder = (*models)->encoder();
   ASSERT_TRUE(taesd_encoder.ok()) << taesd_encoder.error().message;

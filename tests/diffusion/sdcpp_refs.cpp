@@ -16,7 +16,7 @@ const std::map<std::string, std::vector<uint32_t>>& sdcpp_refs() {
     for (const char* file :
          {"diffusion/sdcpp-refs.txt", "diffusion/sdcpp-clip-refs.txt", "diffusion/sdcpp-unet-refs.txt",
           "diffusion/sdcpp-taesd-refs.txt", "diffusion/sdcpp-loop-refs.txt", "diffusion/sdcpp-vae-refs.txt",
-          "diffusion/sdcpp-img2img-refs.txt"}) {
+          "diffusion/sdcpp-img2img-refs.txt", "diffusion/sdcpp-sd2-refs.txt"}) {
       std::ifstream in(test_data::path(file));
       std::string line;
       while (std::getline(in, line)) {

@@ -1,8 +1,8 @@
 // stable-diffusion.cpp's reference numbers (tests/data/diffusion/sdcpp-refs.txt, recorded by
 // tools/fixtures/mksdcpp_refs.sh, sdcpp-clip-refs.txt, by mksdcpp_clip_refs.sh, and
-// sdcpp-unet-refs.txt, sdcpp-taesd-refs.txt and sdcpp-vae-refs.txt, by mksdcpp_net_refs.sh, and sdcpp-loop-refs.txt, by
-// mksdcpp_loop_refs.sh): records
-// `key count hex...`, floats as IEEE-754 bit patterns.
+// sdcpp-unet-refs.txt, sdcpp-taesd-refs.txt and sdcpp-vae-refs.txt, by mksdcpp_net_refs.sh, and
+// sdcpp-loop-refs.txt, by mksdcpp_loop_refs.sh, and sdcpp-sd2-refs.txt, by mksdcpp_sd2_refs.sh):
+// records `key count hex...`, floats as IEEE-754 bit patterns.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -19,10 +19,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "diffusion/sampling_defaults.h"
-#include "diffusion/sd1_models.h"
+#include "diffusion/sd_models.h"
 #include "llm/cpu_engine.h"
 #include "sdcpp_refs.h"
 #include "test_data.h"
@@ -88,10 +89,11 @@ TextToImageParams cli_defaults_params() {
 
 std::vector<float> from_step(std::span<const float> in) { return {in.begin(), in.end()}; }
 
-// Replays a case: the UNet's outputs are stable-diffusion.cpp's, in the order it ran them.
-void expect_replay_is_exact(const std::string& name, const TextToImageParams& p) {
-  SCOPED_TRACE(name);
-  const std::string key = "loop/" + name + "/";
+// Replays the case recorded under `record` ("loop/euler-2"): the UNet's outputs are
+// stable-diffusion.cpp's, in the order it ran them.
+void expect_replay_is_exact(const std::string& record, const TextToImageParams& p) {
+  SCOPED_TRACE(record);
+  const std::string key = record + "/";
   size_t call = 0;
   const UnetFn recorded = [&](std::span<const float>, float,
                               std::span<const float>) -> Result<std::vector<float>> {
@@ -113,19 +115,31 @@ void expect_replay_is_exact(const std::string& name, const TextToImageParams& p)
 }
 
 TEST(TextToImage, ReplayingStableDiffusionCppsUnetGivesItsLatentsBitForBit) {
-  for (const OracleCase& c : oracle_cases()) expect_replay_is_exact(c.name, oracle_params(c));
-  expect_replay_is_exact("cli-defaults", cli_defaults_params());
+  for (const OracleCase& c : oracle_cases()) expect_replay_is_exact("loop/" + c.name, oracle_params(c));
+  expect_replay_is_exact("loop/cli-defaults", cli_defaults_params());
+}
+
+TEST(TextToImage, ReplayingSd2RunsGivesTheirLatentsBitForBit) {
+  // tests/diffusion/sd2_test.cpp's records of an SD 2.x model: eps (stable-diffusion.cpp's choice for
+  // the test UNet) and --prediction v, whose scalings only this loop applies.
+  for (const auto& [name, prediction] :
+       {std::pair{"euler-2", Prediction::Eps}, std::pair{"v-euler-2", Prediction::V}}) {
+    TextToImageParams p = oracle_params({name, Sampler::Euler, 2, 7.0f});
+    p.family = ModelFamily::Sd2;
+    p.prediction = prediction;
+    expect_replay_is_exact(std::string("sd2/loop/") + name, p);
+  }
 }
 
 class TextToImageTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     engine_ = std::make_unique<CpuEngine>(0);
-    Sd1ModelPaths paths;
+    SdModelPaths paths;
     paths.clip_l = test_data::path("sd/clip-l-f32.safetensors");
     paths.diffusion_model = test_data::path("sd/unet-sd1-c32-f32.safetensors");
     paths.taesd = test_data::path("sd/taesd-f32.safetensors");
-    auto m = Sd1Models::open(paths, {&engine_->backend});
+    auto m = SdModels::open(paths, {&engine_->backend});
     ASSERT_TRUE(m.ok()) << m.error().message;
     models_ = std::move(*m);
   }
@@ -212,7 +226,7 @@ class TextToImageTest : public ::testing::Test {
   }
 
   static inline std::unique_ptr<CpuEngine> engine_;
-  static inline std::unique_ptr<Sd1Models> models_;
+  static inline std::unique_ptr<SdModels> models_;
 };
 
 TEST_F(TextToImageTest, DetectsTheTestModelAsSd1) { EXPECT_EQ(describe(models_->version()), "SD 1.x"); }

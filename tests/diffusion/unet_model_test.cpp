@@ -44,7 +44,7 @@ class UnetModelTest : public ::testing::Test {
     ASSERT_TRUE(file.ok()) << file.error().message;
     engine_ = std::make_unique<CpuEngine>(0);
     auto m = UnetModel::create(std::shared_ptr<const sd::SdWeightFile>(std::move(*file)), sd::kSdUnetPrefix,
-                               false, {&engine_->backend});
+                               {}, {&engine_->backend});
     ASSERT_TRUE(m.ok()) << m.error().message;
     unet_ = std::move(*m);
   }
@@ -169,7 +169,7 @@ TEST(UnetBind, MissingOrMisshapenTensorsAreErrors) {
     const char* message;
   };
   const Case cases[] = {
-      {{{p + "time_embed.0.weight", {128, 32}}}, "no SD 1.x UNet"},
+      {{{p + "time_embed.0.weight", {128, 32}}}, "no UNet under"},
       {{{p + "input_blocks.0.0.weight", {40, 4, 3, 3}},
         {p + "time_embed.0.weight", {160, 40}},
         {p + "out.2.weight", {4, 40, 3, 3}},
@@ -192,7 +192,7 @@ TEST(UnetBind, MissingOrMisshapenTensorsAreErrors) {
     const std::vector<uint8_t> bytes = safetensors_of(c.tensors);
     auto file = sd::SdWeightFile::parse(bytes, "unet test file");
     ASSERT_TRUE(file.ok()) << file.error().message;
-    auto w = sd::bind_unet((*file)->gguf(), sd::kSdUnetPrefix, false);
+    auto w = sd::bind_unet((*file)->gguf(), sd::kSdUnetPrefix, {});
     ASSERT_FALSE(w.ok()) << c.message;
     EXPECT_NE(w.error().message.find(c.message), std::string::npos) << w.error().message;
   }

@@ -106,7 +106,8 @@ TEST(DiffusionCli, ACatMatchesStableDiffusionCpp) {
   std::remove(out_png().c_str());
   const test::CliResult r = image(model_flags() + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + out_png());
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("SD 1.x model, TAESD decoder, euler_a sampler, discrete scheduler, 2 steps, 64x64"),
+  EXPECT_NE(r.out.find("SD 1.x model (eps prediction), TAESD decoder, euler_a sampler, discrete scheduler, 2 "
+                       "steps, 64x64"),
             std::string::npos)
       << r.out;
   expect_pixels(out_png(), "loop/cli-defaults/pixels");
@@ -123,13 +124,29 @@ TEST(DiffusionCli, ACatMatchesStableDiffusionCpp) {
   std::remove(out_png().c_str());
 }
 
+TEST(DiffusionCli, Sd2ACatMatchesStableDiffusionCpp) {
+  // OpenCLIP-H in an SD 2.x checkpoint's names and the SD 2.x UNet: the version, clip_skip 2 and
+  // the prediction (the UNet asked, as sd-cli does) are the model's.
+  const std::string run = " --diffusion-model " + test_data::path("sd/unet-sd2-c64-f32.safetensors") +
+                          " --clip_l " + test_data::path("sd/clip-h-sd2.safetensors") + " --taesd " +
+                          test_data::path("sd/taesd-f32.safetensors") +
+                          " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + out_png();
+  std::remove(out_png().c_str());
+  const test::CliResult r = image(run);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("SD 2.x model (eps prediction), TAESD decoder, euler_a sampler"), std::string::npos)
+      << r.out;
+  expect_pixels(out_png(), "sd2/loop/cli-defaults/pixels");
+  std::remove(out_png().c_str());
+}
+
 TEST(DiffusionCli, VaeDecodeMatchesStableDiffusionCpp) {
   const std::string vae = " --vae " + test_data::path("sd/vae-sd1-f16.safetensors");
   const std::string run = unet_and_clip() + vae + " -p 'a cat' -W 64 -H 64 --steps 2 -t 2 -o " + out_png();
   std::remove(out_png().c_str());
   test::CliResult r = image(run);
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("SD 1.x model, VAE decoder"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SD 1.x model (eps prediction), VAE decoder"), std::string::npos) << r.out;
   expect_pixels(out_png(), "vae/cli-defaults/pixels");
   std::remove(out_png().c_str());
   r = image(run + " --vae-tiling --vae-tile-size 4");

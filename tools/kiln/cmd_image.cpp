@@ -1,4 +1,4 @@
-// `kiln image`: text to image, or image to image from -i/--init-img, with an SD 1.x model, as
+// `kiln image`: text to image, or image to image from -i/--init-img, with an SD 1.x or 2.x model, as
 // stable-diffusion.cpp's sd-cli makes it (its flags and, for a flag left out, its defaults), written as PNG
 // with A1111's `parameters` text or, by the output's name, as JPEG with them in its EXIF UserComment.
 //   kiln image -m MODEL.safetensors [--vae VAE | --taesd TAESD] -p PROMPT [options]
@@ -24,7 +24,7 @@
 #include "diffusion/image_generation.h"
 #include "diffusion/plane_graph.h"
 #include "diffusion/sampling_defaults.h"
-#include "diffusion/sd1_models.h"
+#include "diffusion/sd_models.h"
 #include "diffusion/text_to_image.h"
 #include "image/decode.h"
 #include "image/jpeg_encode.h"
@@ -144,7 +144,7 @@ std::string parse_tile_size(const std::string& text, TilingParams& tiling) {
 }
 
 int run_image(int argc, char** argv) {
-  Sd1ModelPaths paths;
+  SdModelPaths paths;
   TextToImageParams params;
   std::string sampler_arg, scheduler_arg, rng_arg, prediction_arg, out = "output.png";
   int64_t width = kNotGiven, height = kNotGiven;
@@ -164,14 +164,14 @@ int run_image(int argc, char** argv) {
       "kiln image (-m MODEL | --diffusion-model UNET --clip_l CLIP) [--vae VAE | --taesd TAESD] -p PROMPT "
       "[options]");
   p.description(
-      "Text to image, or image to image from -i, with a Stable Diffusion 1.x model, as "
+      "Text to image, or image to image from -i, with a Stable Diffusion 1.x or 2.x model, as "
       "stable-diffusion.cpp's sd-cli makes it (the same "
       "flags "
       "and defaults, the same pixels for the same seed), decoded by the VAE or TAESD and written as PNG or "
       "JPEG with A1111's parameters.");
   p.path({"-m", "--model"}, &paths.model, "FILE", "single-file checkpoint (.safetensors or GGUF)");
   p.path({"--diffusion-model"}, &paths.diffusion_model, "FILE", "the UNet alone");
-  p.path({"--clip_l"}, &paths.clip_l, "FILE", "the CLIP-L text encoder alone");
+  p.path({"--clip_l"}, &paths.clip_l, "FILE", "the text encoder alone (CLIP-L; SD 2.x: OpenCLIP-H)");
   p.path({"--taesd"}, &paths.taesd, "FILE", "TAESD, the tiny autoencoder that decodes the latent");
   p.path({"--vae"}, &paths.vae, "FILE",
          "the VAE (AutoencoderKL) that decodes the latent (default: the checkpoint's; --taesd wins)");
@@ -209,8 +209,10 @@ int run_image(int argc, char** argv) {
   p.value({"-b", "--batch-count"}, &batch, "N", "images to make, seeds SEED, SEED + 1, ... (default: 1)",
           IntRange::between(1, 64));
   p.value({"--clip-skip"}, &clip_skip, "N",
-          "CLIP layer to condition on, from the last (default: 1 for SD 1.x)");
-  p.value({"--prediction"}, &prediction_arg, "NAME", "what the UNet predicts: eps (SD 1.x's default) or v");
+          "CLIP layer to condition on, from the last (default: 1 for SD 1.x, 2 for SD 2.x)");
+  p.value({"--prediction"}, &prediction_arg, "NAME",
+          "what the UNet predicts: eps or v (default: eps for SD 1.x; for SD 2.x the UNet is asked, as "
+          "sd-cli does)");
   declare_threads(p, &placement.threads);
   p.value({"-o", "--output"}, &out, "FILE",
           "the image to write, PNG or JPEG (.jpg, .jpeg) by its name (default: output.png; a batch adds _1, "
@@ -261,7 +263,7 @@ int run_image(int argc, char** argv) {
   }
   const bool clip_skip_given = clip_skip > 0;
   {
-    TextToImageParams settings = sd1_settings(sampler, scheduler, clip_skip);
+    TextToImageParams settings = sd_settings(sampler, scheduler);
     settings.prompt = std::move(params.prompt);
     settings.negative_prompt = std::move(params.negative_prompt);
     params = std::move(settings);
@@ -275,10 +277,11 @@ int run_image(int argc, char** argv) {
     if (!r) return fail(kCommand, "--rng: unknown generator '" + rng_arg + "' (cuda or cpu)", 2);
     params.rng = *r;
   }
+  std::optional<Prediction> prediction;  // left out: the model's (resolve_for_model)
   if (!prediction_arg.empty()) {
-    auto pr = parse_prediction(prediction_arg);
-    if (!pr) return fail(kCommand, "--prediction '" + prediction_arg + "' is not supported (eps or v)", 2);
-    params.prediction = *pr;
+    prediction = parse_prediction(prediction_arg);
+    if (!prediction)
+      return fail(kCommand, "--prediction '" + prediction_arg + "' is not supported (eps or v)", 2);
   }
   params.seed = seed >= 0 ? seed : static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
   if (Status s = validate(params); !s.ok()) return fail(kCommand, s.error().message, 2);
@@ -293,13 +296,17 @@ int run_image(int argc, char** argv) {
   if (!device.ok()) return fail(kCommand, device.error().message, 2);
   const NetworkPlacement where{&(*devices)->backend(**device), &(*devices)->arena(**device),
                                placement.weight_options(kCommand)};
-  auto models = Sd1Models::open(paths, where);
+  auto models = SdModels::open(paths, where);
   if (!models.ok()) return fail(kCommand, models.error().message);
-  std::fprintf(stderr, "kiln image: %s model, %s decoder, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
-               describe((*models)->version()).c_str(), (*models)->decoder_name(),
-               std::string(sampler_name(params.sampler)).c_str(),
-               std::string(scheduler_name(params.scheduler)).c_str(), params.steps,
-               static_cast<long long>(params.width), static_cast<long long>(params.height));
+  if (Status st = resolve_for_model(**models, params, clip_skip, prediction); !st.ok())
+    return fail(kCommand, st.error().message);
+  std::fprintf(
+      stderr,
+      "kiln image: %s model (%s prediction), %s decoder, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
+      describe((*models)->version()).c_str(), params.prediction == Prediction::V ? "v" : "eps",
+      (*models)->decoder_name(), std::string(sampler_name(params.sampler)).c_str(),
+      std::string(scheduler_name(params.scheduler)).c_str(), params.steps,
+      static_cast<long long>(params.width), static_cast<long long>(params.height));
 
   ImageJob job;
   job.params = params;
@@ -346,5 +353,5 @@ int run_image(int argc, char** argv) {
 }  // namespace
 }  // namespace kiln::cli
 
-KILN_COMMAND(image, "text or image to image with a Stable Diffusion 1.x model (sd-cli's flags)",
+KILN_COMMAND(image, "text or image to image with a Stable Diffusion 1.x or 2.x model (sd-cli's flags)",
              kiln::cli::run_image);

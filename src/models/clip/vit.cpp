@@ -154,9 +154,25 @@ Tensor vit_blocks(Graph& g, const VitDims& hp, std::span<const VitLayer> layers,
     const VitLayer& l = layers[static_cast<size_t>(il)];
     const std::string p = "v" + std::to_string(il) + ".";
     Tensor cur = vit_norm(g, x, l.ln1_w, l.ln1_b, hp.eps, p + "ln1");
-    Tensor q = g.reshape(vit_linear(g, l.q_w, l.q_b, cur, p + "q"), {hd, H, T, 1});
-    Tensor k = g.reshape(vit_linear(g, l.k_w, l.k_b, cur, p + "k"), {hd, Hkv, T, 1});
-    Tensor v = g.reshape(vit_linear(g, l.v_w, l.v_b, cur, p + "v"), {hd, Hkv, T, 1});
+    Tensor q, k, v;
+    if (l.qkv_w) {
+      // One product for the three, then each a view of its rows. ref: MultiheadAttention's
+      // in_proj and split_qkv (stable-diffusion.cpp).
+      const Tensor qkv = vit_linear(g, l.qkv_w, l.qkv_b, cur, p + "qkv");  // [(H + 2 Hkv) hd, T]
+      const TensorView& qv = g.tensor(qkv).view;
+      const auto part = [&](int64_t heads, int64_t first_head, const char* what) {
+        const Tensor rows = g.view(qkv, {hd, heads, T, 1}, {qv.nb[0], hd * qv.nb[0], qv.nb[1], qv.nb[1] * T},
+                                   static_cast<size_t>(first_head * hd) * qv.nb[0], p + what);
+        return g.cast(rows, DType::F32, p + what + "_cont");  // contiguous, as the separate products
+      };
+      q = part(H, 0, "q");
+      k = part(Hkv, H, "k");
+      v = part(Hkv, H + Hkv, "v");
+    } else {
+      q = g.reshape(vit_linear(g, l.q_w, l.q_b, cur, p + "q"), {hd, H, T, 1});
+      k = g.reshape(vit_linear(g, l.k_w, l.k_b, cur, p + "k"), {hd, Hkv, T, 1});
+      v = g.reshape(vit_linear(g, l.v_w, l.v_b, cur, p + "v"), {hd, Hkv, T, 1});
+    }
     // Heads outermost: [hd, T, heads]. ref: build_attn: with flash attention K and V are cast to
     // F16; without, kq = k.q, softmax, then v times the probabilities, all F32.
     q = g.permute(q, {0, 2, 1, 3});

@@ -25,6 +25,9 @@ struct VitLayer {
   Weight ln1_w, ln1_b;            // [n_embd]
   Weight q_w, k_w, v_w, o_w;      // [n_embd, n_head * head_dim] (k, v: n_head_kv heads); o [n_head * head_dim, n_embd]
   Weight q_b, k_b, v_b, o_b;      // optional biases
+  // Or q, k and v fused, with q_w, k_w, v_w empty: [n_embd, q + 2 kv widths] (q's rows first, then
+  // k's, then v's; OpenCLIP's in_proj) and its optional bias.
+  Weight qkv_w, qkv_b;
   Weight ln2_w, ln2_b;            // [n_embd]
   Weight up_w, up_b, down_w, down_b;  // [n_embd, n_ff], [n_ff, n_embd]; biases optional
 };

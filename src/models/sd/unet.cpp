@@ -35,12 +35,31 @@ Result<CrossAttention> bind_attention(const WeightBinder& b, const std::string& 
   return a;
 }
 
+// ref: SpatialTransformer::init_params: a 2-D proj_out weight makes both projections linears.
+Result<Projection> bind_projection(const WeightBinder& b, const std::string& name, int64_t c, bool linear) {
+  Projection pr;
+  if (linear) {
+    KILN_ASSIGN_OR_RETURN(pr.linear, bind_linear(b, name, c, c));
+  } else {
+    KILN_ASSIGN_OR_RETURN(pr.conv, bind_conv2d(b, name, c, c, 1));
+  }
+  return pr;
+}
+
 Result<SpatialTransformer> bind_transformer(const WeightBinder& b, const std::string& p,
                                             const UnetHParams& hp, int64_t c) {
   SpatialTransformer t;
-  t.n_head = hp.num_heads;
+  // ref: UnetModelBlock's constructor: d_head = num_head_channels when given, n_head = c / d_head.
+  const int64_t head_channels = hp.arch.head_channels;
+  t.n_head = head_channels > 0 ? c / head_channels : hp.num_heads;
+  if (t.n_head < 1 || c % t.n_head != 0 || (head_channels > 0 && t.n_head * head_channels != c))
+    return make_error("sd unet: the transformer '", p, "' has ", c, " channels, which do not split into ",
+                      head_channels > 0 ? "heads of " + std::to_string(head_channels) + " channels"
+                                        : std::to_string(hp.num_heads) + " heads");
+  const GgufTensorInfo* proj_out = b.file().find_tensor(p + "proj_out.weight");
+  const bool linear = proj_out != nullptr && proj_out->n_dims == 2;
   KILN_ASSIGN_OR_RETURN(t.norm, bind_norm(b, p + "norm", c));
-  KILN_ASSIGN_OR_RETURN(t.proj_in, bind_conv2d(b, p + "proj_in", c, c, 1));
+  KILN_ASSIGN_OR_RETURN(t.proj_in, bind_projection(b, p + "proj_in", c, linear));
   const std::string tb = p + "transformer_blocks.0.";
   KILN_ASSIGN_OR_RETURN(t.norm1, bind_norm(b, tb + "norm1", c));
   KILN_ASSIGN_OR_RETURN(t.norm2, bind_norm(b, tb + "norm2", c));
@@ -49,13 +68,14 @@ Result<SpatialTransformer> bind_transformer(const WeightBinder& b, const std::st
   KILN_ASSIGN_OR_RETURN(t.attn2, bind_attention(b, tb + "attn2.", c, hp.context_dim));
   KILN_ASSIGN_OR_RETURN(t.ff_in, bind_linear(b, tb + "ff.net.0.proj", c, 8 * c));
   KILN_ASSIGN_OR_RETURN(t.ff_out, bind_linear(b, tb + "ff.net.2", 4 * c, c));
-  KILN_ASSIGN_OR_RETURN(t.proj_out, bind_conv2d(b, p + "proj_out", c, c, 1));
+  KILN_ASSIGN_OR_RETURN(t.proj_out, bind_projection(b, p + "proj_out", c, linear));
   return t;
 }
 
 // The widths stable-diffusion.cpp's detect_from_weights reads from the file.
-Result<UnetHParams> detect_hparams(const GgufFile& file, const std::string& p, bool tiny) {
+Result<UnetHParams> detect_hparams(const GgufFile& file, const std::string& p, const UnetArch& arch) {
   UnetHParams hp;
+  hp.arch = arch;
   const GgufTensorInfo* in = file.find_tensor(p + "input_blocks.0.0.weight");
   const GgufTensorInfo* te = file.find_tensor(p + "time_embed.0.weight");
   const GgufTensorInfo* out = file.find_tensor(p + "out.2.weight");
@@ -63,7 +83,7 @@ Result<UnetHParams> detect_hparams(const GgufFile& file, const std::string& p, b
   if (in == nullptr || in->n_dims != 4 || te == nullptr || te->n_dims != 2 || out == nullptr ||
       out->n_dims != 4 || ctx == nullptr || ctx->n_dims != 2)
     return make_error(
-        "sd unet: no SD 1.x UNet under '", p,
+        "sd unet: no UNet under '", p,
         "' (input_blocks.0.0, time_embed.0, out.2 and input_blocks.1.1's attn2.to_k are needed)");
   hp.in_channels = in->ne[2];
   hp.model_channels = te->ne[0];
@@ -72,13 +92,9 @@ Result<UnetHParams> detect_hparams(const GgufFile& file, const std::string& p, b
   hp.context_dim = ctx->ne[0];
   if (hp.model_channels < 32 || hp.model_channels % 32 != 0)
     return make_error("sd unet: ", hp.model_channels, " base channels: GroupNorm32 needs a multiple of 32");
-  if (hp.model_channels % hp.num_heads != 0)
-    return make_error("sd unet: ", hp.model_channels, " base channels do not split into ", hp.num_heads,
-                      " heads");
-  if (tiny) {
+  if (arch.tiny) {
     hp.num_res_blocks = 1;
     hp.channel_mult = {1, 2, 4};
-    hp.tiny = true;
   }
   return hp;
 }
@@ -103,13 +119,18 @@ Tensor attention(Graph& g, const CrossAttention& a, int64_t n_head, Tensor x, Te
   return linear(g, a.out, o, n + ".out");
 }
 
+// x [c, w, h, b] (or [c, w * h, b]) -> the same shape.
+Tensor project(Graph& g, const Projection& pr, Tensor x, const std::string& n) {
+  return pr.conv ? conv2d(g, *pr.conv, x, n) : linear(g, pr.linear, x, n);
+}
+
 // x [c, w, h, b], context [c_ctx, n_ctx, b] -> [c, w, h, b].
 Tensor spatial_transformer(Graph& g, const SpatialTransformer& t, Tensor x, Tensor context,
                            const std::string& n) {
-  // ref: SpatialTransformer::forward (conv proj_in/proj_out, SD 1.x) and BasicTransformerBlock:
+  // ref: SpatialTransformer::forward (either projection: the same layout here) and BasicTransformerBlock:
   // the grid's cells are the tokens, [c, w * h, b] in this layout.
   const Shape xn = g.tensor(x).view.ne;
-  Tensor h = conv2d(g, t.proj_in, group_norm32(g, t.norm, x, n + ".norm"), n + ".proj_in");
+  Tensor h = project(g, t.proj_in, group_norm32(g, t.norm, x, n + ".norm"), n + ".proj_in");
   h = g.reshape(h, {xn[0], xn[1] * xn[2], xn[3], 1});
   const Tensor h1 = layer_norm(g, t.norm1, h, n + ".norm1");
   h = g.add(attention(g, t.attn1, t.n_head, h1, h1, n + ".attn1"), h, n + "+attn1");
@@ -127,7 +148,7 @@ Tensor spatial_transformer(Graph& g, const SpatialTransformer& t, Tensor x, Tens
   const Tensor ff = g.mul(half(0, ".ff_value"), g.gelu(half(1, ".ff_gate"), n + ".ff_gelu"), n + ".geglu");
   h = g.add(linear(g, t.ff_out, ff, n + ".ff_out"), h, n + "+ff");
   h = g.reshape(h, xn);
-  return g.add(conv2d(g, t.proj_out, h, n + ".proj_out"), x, n + "+x");
+  return g.add(project(g, t.proj_out, h, n + ".proj_out"), x, n + "+x");
 }
 
 Tensor run_block(Graph& g, const UnetBlock& blk, Tensor h, Tensor emb_act, Tensor context,
@@ -142,10 +163,10 @@ Tensor run_block(Graph& g, const UnetBlock& blk, Tensor h, Tensor emb_act, Tenso
 
 }  // namespace
 
-Result<UnetWeights> bind_unet(const GgufFile& file, const std::string& prefix, bool tiny) {
+Result<UnetWeights> bind_unet(const GgufFile& file, const std::string& prefix, const UnetArch& arch) {
   const std::string p = prefix + ".";
   UnetWeights w;
-  KILN_ASSIGN_OR_RETURN(w.hp, detect_hparams(file, p, tiny));
+  KILN_ASSIGN_OR_RETURN(w.hp, detect_hparams(file, p, arch));
   const UnetHParams& hp = w.hp;
   const WeightBinder b(file, "sd unet");
   const int64_t mc = hp.model_channels, emb = hp.time_embed_dim;
@@ -167,7 +188,7 @@ Result<UnetWeights> bind_unet(const GgufFile& file, const std::string& prefix, b
       }
       w.input.push_back(std::move(blk));
       skip_chans.push_back(ch);
-      if (hp.tiny) ++idx;
+      if (hp.arch.tiny) ++idx;
     }
     if (i + 1 != levels) {
       UnetBlock blk;
@@ -178,7 +199,7 @@ Result<UnetWeights> bind_unet(const GgufFile& file, const std::string& prefix, b
       ds *= 2;
     }
   }
-  if (!hp.tiny) {
+  if (!hp.arch.tiny) {
     UnetBlock mid;
     KILN_ASSIGN_OR_RETURN(mid.res, bind_res(b, p + "middle_block.0.", ch, ch, emb));
     KILN_ASSIGN_OR_RETURN(mid.attn, bind_transformer(b, p + "middle_block.1.", hp, ch));
@@ -202,7 +223,7 @@ Result<UnetWeights> bind_unet(const GgufFile& file, const std::string& prefix, b
       std::string up_block = n;
       if (ii > 0 && j == hp.num_res_blocks) {
         // ref: the tiny UNet's upsampler sits in the next numbered block (at index 1 in block 2).
-        if (hp.tiny) {
+        if (hp.arch.tiny) {
           ++idx;
           if (idx == 2) up_idx = 1;
           up_block = p + "output_blocks." + std::to_string(idx) + ".";

@@ -1,12 +1,13 @@
-// Sd1Models: the networks of an SD 1.x text-to-image run, opened from the files sd-cli takes: a
-// single-file checkpoint (-m: the UNet under model.diffusion_model, CLIP-L under
-// cond_stage_model.transformer.text_model) or its parts (--diffusion-model for the UNet, --clip_l
-// for the text encoder, whose tensors may also be a Hugging Face text_model.*), and the decoder of
-// the latent, as stable-diffusion.cpp picks it: TAESD's (--taesd, decoder.layers.*) when given, else
-// the VAE of --vae (decoder.*, or first_stage_model.decoder.*), else the checkpoint's VAE
-// (first_stage_model.*); for img2img, the encoder beside that decoder (encoder()). The version is detected
-// from all the model's tensors (detect_model_version) and described for the user; SD 2.x and SDXL are refused
-// as not supported yet.
+// SdModels: the networks of an SD 1.x or SD 2.x text-to-image run, opened from the files sd-cli
+// takes: a single-file checkpoint (-m: the UNet under model.diffusion_model; the text encoder, CLIP-L
+// under cond_stage_model.transformer.text_model or, for SD 2.x, OpenCLIP-H under
+// cond_stage_model.model in OpenCLIP's spelling) or its parts (--diffusion-model for the UNet,
+// --clip_l for the text encoder, whose tensors may also be a Hugging Face text_model.*), and the
+// decoder of the latent, as stable-diffusion.cpp picks it: TAESD's (--taesd, decoder.layers.*) when
+// given, else the VAE of --vae (decoder.*, or first_stage_model.decoder.*), else the checkpoint's VAE
+// (first_stage_model.*); for img2img, the encoder beside that decoder (encoder()). The version is
+// detected from all the model's tensors (detect_model_version) and described for the user; SDXL,
+// inpainting and instruct-pix2pix models are refused as not supported yet.
 //
 // Devices: the networks (and the encoder, when img2img asks for it) are placed as the
 // NetworkPlacement says, each a resident of its own owner there (diffusion/device_network.h),
@@ -19,31 +20,36 @@
 
 #include "core/result.h"
 #include "diffusion/clip_text_encoder.h"
+#include "diffusion/device_network.h"
 #include "diffusion/latent_decoder.h"
 #include "diffusion/latent_encoder.h"
-#include "diffusion/device_network.h"
 #include "diffusion/model_version.h"
 #include "diffusion/noise_schedule.h"
+#include "diffusion/prediction.h"
 #include "diffusion/unet_model.h"
 #include "models/sd/weight_file.h"
 
 namespace kiln::diffusion {
 
 // Paths as sd-cli's flags name them; empty when not given.
-struct Sd1ModelPaths {
+struct SdModelPaths {
   std::string model;            // -m
   std::string diffusion_model;  // --diffusion-model
-  std::string clip_l;           // --clip_l
+  std::string clip_l;           // --clip_l (SD 2.x: its OpenCLIP-H)
   std::string taesd;            // --taesd
   std::string vae;              // --vae
 };
 
-class Sd1Models {
+// The UNet architecture stable-diffusion.cpp builds for `version` (UNetConfig::detect_from_weights'
+// per-version part).
+sd::UnetArch unet_arch_for(ModelVersion version);
+
+class SdModels {
  public:
   // Errors: a file that does not open (sd::SdWeightFile's messages) or holds quantized tensors
-  // (not supported yet), no UNet or no text encoder among the files, a version other than SD 1.x,
+  // (not supported yet), no UNet or no text encoder among the files, a version not supported yet,
   // no decoder, tensors the networks cannot bind.
-  static Result<std::unique_ptr<Sd1Models>> open(const Sd1ModelPaths& paths, const NetworkPlacement& placement);
+  static Result<std::unique_ptr<SdModels>> open(const SdModelPaths& paths, const NetworkPlacement& placement);
 
   ModelVersion version() const { return version_; }
   ClipTextEncoder& text_encoder() { return *text_encoder_; }
@@ -54,12 +60,18 @@ class Sd1Models {
   // The encoder in the decoder's file, loaded on first use (text to image needs none): TAESD's
   // (encoder.layers.*) or the VAE's. Errors: the file has no encoder, tensors it cannot bind.
   Result<LatentEncoder*> encoder();
-  // SD 1.x's scaled-linear schedule (stable-diffusion.cpp's default for these models).
+  // The scaled-linear schedule (stable-diffusion.cpp's for SD 1.x and 2.x).
   const NoiseSchedule& schedule() const { return schedule_; }
+  // What the UNet predicts when --prediction is left out, as stable-diffusion.cpp decides it
+  // (sampling_defaults.h's default_prediction); for SD 2.x the UNet runs once on a fixed input
+  // (is_using_v_parameterization_for_sd2: an 8 x 8 latent and a 2-row context of 0.5 at timestep
+  // 999; v when the output's mean minus the input's is below -1). Errors: the UNet's.
+  Result<Prediction> default_prediction();
 
  private:
-  Sd1Models() = default;
+  SdModels() = default;
   ModelVersion version_{};
+  bool has_v_pred_tensor_ = false;  // a `v_pred` tensor in the model's files (SDXL's v marker)
   NoiseSchedule schedule_;
   std::unique_ptr<ClipTextEncoder> text_encoder_;
   std::unique_ptr<UnetModel> unet_;
