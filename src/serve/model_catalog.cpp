@@ -7,6 +7,9 @@
 #include <set>
 #include <sstream>
 
+#include "models/sd/unet.h"
+#include "models/sd/weight_file.h"
+
 namespace kiln::serve {
 namespace {
 
@@ -26,7 +29,7 @@ using Section = std::vector<std::pair<std::string, PresetValue>>;  // key, value
 const char* const kHonoured =
     "model (m), ctx-size (c), parallel (np), kv-unified (kvu), kv-unified-per-slot, load-on-startup, "
     "sleep-idle-seconds, pin, n-gpu-layers (ngl), split-mode (sm), tensor-split (ts), main-gpu (mg), "
-    "override-tensor (ot), fit, segmented, mmproj";
+    "override-tensor (ot), fit, segmented, mmproj; for an image model diffusion-model, clip_l, vae, taesd";
 
 // The preset key's canonical name; empty for a key kiln does not honour.
 std::string canonical_key(const std::string& key) {
@@ -68,7 +71,11 @@ std::string canonical_key(const std::string& key) {
       {"LLAMA_ARG_OVERRIDE_TENSOR", "override-tensor"},
       {"fit", "fit"},
       {"LLAMA_ARG_FIT", "fit"},
-      {"segmented", "segmented"}};
+      {"segmented", "segmented"},
+      {"diffusion-model", "diffusion-model"},
+      {"clip_l", "clip_l"},
+      {"vae", "vae"},
+      {"taesd", "taesd"}};
   auto it = names.find(key);
   return it == names.end() ? std::string() : it->second;
 }
@@ -93,6 +100,13 @@ Status apply_key(const std::string& key, const std::string& value, ModelSpec& sp
     spec.path = value;
   } else if (key == "mmproj") {
     spec.mmproj = value;
+  } else if (key == "diffusion-model" || key == "clip_l" || key == "vae" || key == "taesd") {
+    std::string& part = key == "diffusion-model" ? spec.diffusion_model
+                        : key == "clip_l"        ? spec.clip_l
+                        : key == "vae"           ? spec.vae
+                                                 : spec.taesd;
+    part = value;
+    spec.kind = ModelKind::Image;
   } else if (key == "ctx-size") {
     KILN_ASSIGN_OR_RETURN(int64_t n, to_integer(value, 0, int64_t{1} << 31));
     spec.n_ctx = n == 0 ? ContextOptions::kTrainingContext : n;  // llama.cpp's -c 0
@@ -233,10 +247,22 @@ Status apply_models_preset(const std::string& text, const std::string& file, std
       it = models.end() - 1;
     }
     KILN_TRY(apply_section(section, file, *it));
-    if (it->path.empty())
-      return make_error(file, ": section [", name, "] names no model of -m or --models-dir and sets no 'model' path");
+    if (it->path.empty() && it->diffusion_model.empty())
+      return make_error(file, ": section [", name,
+                        "] names no model of -m or --models-dir and sets no 'model' (or 'diffusion-model') path");
   }
   return {};
+}
+
+const char* model_kind_name(ModelKind kind) { return kind == ModelKind::Image ? "image" : "text"; }
+
+void classify_models(std::vector<ModelSpec>& models) {
+  const std::string probe = std::string(sd::kSdUnetPrefix) + ".input_blocks.0.0.weight";
+  for (ModelSpec& m : models) {
+    if (m.kind == ModelKind::Image || m.path.empty()) continue;
+    auto file = sd::SdWeightFile::open(m.path);
+    if (file.ok() && (*file)->gguf().find_tensor(probe) != nullptr) m.kind = ModelKind::Image;
+  }
 }
 
 Status check_models(const std::vector<ModelSpec>& models) {

@@ -3,8 +3,10 @@
 // /models/load and /models/unload ({"model": NAME} -> {"success": true}; llama-server's router
 // routes). Listing only looks: it never wakes or loads a model. Each model also says what its
 // requests may carry, as /props does: "modalities": {"vision", "audio"} (with many models, from its
-// mmproj file's header, loaded or not).
+// mmproj file's header, loaded or not), and its "kind": "text" or "image" (image models listed after
+// the text models).
 #include "serve/api_json.h"
+#include "serve/image_models.h"
 #include "serve/model_router.h"
 #include "serve/server_state.h"
 
@@ -24,11 +26,23 @@ json list_json(const RouteContext& rc) {
       m["path"] = l.path;
       m["status"] = {{"value", model_status_name(l.status)}, {"pinned", l.pinned}};
       m["modalities"] = {{"vision", l.vision}, {"audio", l.audio}};
+      m["kind"] = model_kind_name(ModelKind::Text);
       data.push_back(std::move(m));
     }
-  } else if (auto info = rc.server.info()) {
+  }
+  if (ImageModels* images = rc.server.images()) {
+    for (const ImageModels::Listing& l : images->list()) {
+      json m = model_json(l.name, created);
+      m["path"] = l.path;
+      m["status"] = {{"value", l.loaded ? "loaded" : "unloaded"}, {"pinned", false}};
+      m["kind"] = model_kind_name(ModelKind::Image);
+      data.push_back(std::move(m));
+    }
+  }
+  if (auto info = rc.server.router() == nullptr ? rc.server.info() : nullptr) {
     json m = model_json(info->name, created);
     m["modalities"] = {{"vision", info->vision}, {"audio", info->audio}};
+    m["kind"] = model_kind_name(ModelKind::Text);
     data.push_back(std::move(m));
   }
   return {{"object", "list"}, {"data", std::move(data)}};

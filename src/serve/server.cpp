@@ -11,8 +11,11 @@
 #include "serve/api_json.h"
 #include "serve/embedder.h"
 #include "serve/http/http_server.h"
+#include "serve/image_models.h"
+#include "serve/model_catalog.h"
 #include "serve/model_router.h"
 #include "serve/routes_audio.h"
+#include "serve/routes_images.h"
 #include "serve/server_state.h"
 
 namespace kiln::serve {
@@ -151,7 +154,13 @@ std::shared_ptr<ServerState> RouteContext::ready(http::Exchange& ex, const json&
     send_error(ex, {400, "field 'model' must name one of the server's models (GET /v1/models)"});
     return nullptr;
   }
-  auto got = router->acquire(it->get<std::string>(), options.models_autoload);
+  const std::string name = it->get<std::string>();
+  if (ImageModels* images = server.images(); images != nullptr && images->has(name)) {
+    send_error(ex, {400, "model '" + name + "' is an image model: it answers POST /v1/images/generations, "
+                         "/v1/images/edits and /sdapi/v1/txt2img, /sdapi/v1/img2img"});
+    return nullptr;
+  }
+  auto got = router->acquire(name, options.models_autoload);
   if (auto* e = std::get_if<HttpError>(&got)) {
     send_error(ex, *e);
     return nullptr;
@@ -252,7 +261,25 @@ Status Server::attach_models() {
   KILN_ASSERT(!opt_.models.empty() && router_ == nullptr, "Server::attach_models: no models, or attached twice");
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<DeviceRegistry> devices, DeviceRegistry::create(registry_options(opt_)));
   if (auto device = devices->find(opt_.device); !device.ok()) return device.error();
-  auto router = std::make_unique<ModelRouter>(opt_, std::move(devices));
+  // The text models go to the router, the image models to ImageModels, on the same registry.
+  classify_models(opt_.models);
+  ServerOptions text = opt_;
+  std::vector<ModelSpec> image_specs;
+  std::erase_if(text.models, [&image_specs](const ModelSpec& m) {
+    if (m.kind != ModelKind::Image) return false;
+    image_specs.push_back(m);
+    return true;
+  });
+  if (!image_specs.empty()) {
+    if (!opt_.arbiter_dir.empty())
+      return make_error("serve: --arbiter does not cover image models yet (model '", image_specs[0].name, "')");
+    const WeightOptions weights{.copy_all = opt_.no_mmap, .lock = opt_.mlock, .on_lock_failure = {},
+                                .prepare_threads = opt_.n_threads};
+    images_ = std::make_unique<ImageModels>(std::move(image_specs), devices, opt_.device, weights,
+                                            opt_.queue_limit);
+    images_view_.store(images_.get(), std::memory_order_release);
+  }
+  auto router = std::make_unique<ModelRouter>(text, std::move(devices));
   if (!opt_.arbiter_dir.empty()) {
     // A pinned model never leaves the device, so this process could never yield it.
     for (const ModelSpec& spec : opt_.models)
@@ -421,6 +448,7 @@ void Server::stop() {
   if (st) st->engine->stop();        // ends every generation: their handlers answer and return
   st.reset();
   if (router_) router_->stop();
+  if (images_) images_->stop();
   if (sleeper_.joinable()) sleeper_.join();
   // Their last bytes get a moment to go out; then every connection closes.
   if (http_) http_->stop(std::chrono::milliseconds(1000));
@@ -457,6 +485,7 @@ void Server::routes(http::Router& router) {
   add_completion_routes(router, rc);
   add_embedding_routes(router, rc);
   add_audio_routes(router, rc);
+  add_image_routes(router, rc);
 }
 
 }  // namespace kiln::serve

@@ -76,12 +76,24 @@ class Router;
 struct ServerState;
 struct ModelInfo;
 class ModelRouter;
+class ImageModels;
+
+// What a model of a server of many models makes: text (a GGUF language model, served by the
+// ModelRouter) or images (a Stable Diffusion 1.x model, served by ImageModels).
+enum class ModelKind { Text, Image };
+const char* model_kind_name(ModelKind kind);  // "text", "image"
 
 // One model of a server of many models (serve/model_router.h): -m NAME=PATH, a .gguf of
 // --models-dir, or a section of --models-preset.
 struct ModelSpec {
   std::string name;                 // what a request's "model" field names
-  std::string path;                 // its GGUF file
+  std::string path;                 // its GGUF file; an image model's single-file checkpoint
+  // Text, or Image for a checkpoint holding a UNet (classify_models) or a preset section naming
+  // an image model's parts.
+  ModelKind kind = ModelKind::Text;
+  // An image model's parts (preset keys diffusion-model, clip_l, vae, taesd; sd-cli's flags of
+  // the same names); empty when not given.
+  std::string diffusion_model, clip_l, vae, taesd;
   std::optional<int64_t> n_ctx;     // KV cells (ContextOptions::n_ctx); none: the server's
   std::optional<int32_t> n_parallel;  // slots; none: the server's (--parallel)
   std::optional<bool> kv_unified;     // none: the server's (-kvu / -no-kvu)
@@ -222,10 +234,13 @@ class Server {
   // Makes a server of many models (options.models) ready: one device registry for all of them
   // (so they share the --max-mem budgets), each model loaded on its first request (or now, with
   // load_on_startup; the first such error is returned). Routes pick the model by the request's
-  // "model" (model_router.h).
+  // "model": text models through the ModelRouter (model_router.h), image models (classify_models
+  // tells them apart) through ImageModels (image_models.h).
   Status attach_models();
-  // The models of a server of many models; null for one model.
+  // The text models of a server of many models; null for one model.
   ModelRouter* router() const { return router_view_.load(std::memory_order_acquire); }
+  // The image models of a server of many models (ModelKind::Image); null when it has none.
+  ImageModels* images() const { return images_view_.load(std::memory_order_acquire); }
   // Cancels in-flight generations, stops accepting, joins the HTTP thread. A sleeping server has
   // nothing to cancel; a reload in progress finishes first (its state is then dropped).
   // Idempotent.
@@ -271,6 +286,8 @@ class Server {
   // router_ as handler threads see it: published once attach_models() made it (the handlers run
   // from listen() on, before it).
   std::atomic<ModelRouter*> router_view_{nullptr};
+  std::unique_ptr<ImageModels> images_;  // from attach_models() when it has image models
+  std::atomic<ImageModels*> images_view_{nullptr};  // images_ as handler threads see it
   std::unique_ptr<http::HttpServer> http_;  // from listen()
   mutable std::mutex mutex_;
   std::condition_variable cv_;             // state_, active_, asleep_, stopping_ changed

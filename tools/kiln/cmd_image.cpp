@@ -22,6 +22,7 @@
 #include "command.h"
 #include "diffusion/a1111_parameters.h"
 #include "diffusion/init_image.h"
+#include "diffusion/image_generation.h"
 #include "diffusion/plane_graph.h"
 #include "diffusion/sampling_defaults.h"
 #include "diffusion/sd_models.h"
@@ -55,19 +56,14 @@ const Unsupported kUnsupported[] = {
 // The progress of the denoising steps: a line redrawn in place on a terminal, nothing otherwise.
 class StepProgress {
  public:
-  explicit StepProgress(bool tty) : tty_(tty) {}
-  void begin(int image, int images) {
-    image_ = image;
-    images_ = images;
-    last_ = std::chrono::steady_clock::now();
-  }
-  void step(int step, int steps) {
+  StepProgress(bool tty, int images) : tty_(tty), images_(images) {}
+  void step(int image, int step, int steps) {
     if (!tty_) return;
     const auto now = std::chrono::steady_clock::now();
-    const double seconds = std::chrono::duration<double>(now - last_).count();
+    const double seconds = step > 1 ? std::chrono::duration<double>(now - last_).count() : 0.0;
     last_ = now;
-    std::fprintf(stderr, "\rkiln image: image %d/%d, step %d/%d (%.2f s)   ", image_ + 1, images_, step,
-                 steps, step > 1 ? seconds : 0.0);
+    std::fprintf(stderr, "\rkiln image: image %d/%d, step %d/%d (%.2f s)   ", image + 1, images_, step, steps,
+                 seconds);
     std::fflush(stderr);
   }
   void end() {
@@ -76,7 +72,7 @@ class StepProgress {
 
  private:
   bool tty_;
-  int image_ = 0, images_ = 1;
+  int images_;
   std::chrono::steady_clock::time_point last_;
 };
 
@@ -253,37 +249,38 @@ int run_image(int argc, char** argv) {
       height = init_image->height;
     }
   }
-  params.width = width != kNotGiven ? width : 512;
-  params.height = height != kNotGiven ? height : 512;
+  std::optional<Sampler> sampler;
+  if (!sampler_arg.empty()) {
+    sampler = parse_sampler(sampler_arg);
+    if (!sampler) return fail(kCommand, "--sampling-method: unknown sampler '" + sampler_arg + "'", 2);
+  }
+  std::optional<Scheduler> scheduler;
+  if (!scheduler_arg.empty()) {
+    scheduler = parse_scheduler(scheduler_arg);
+    if (!scheduler) return fail(kCommand, "--scheduler: unknown scheduler '" + scheduler_arg + "'", 2);
+  }
+  const bool clip_skip_given = clip_skip > 0;
+  {
+    TextToImageParams settings = sd_settings(sampler, scheduler);
+    settings.prompt = std::move(params.prompt);
+    settings.negative_prompt = std::move(params.negative_prompt);
+    params = std::move(settings);
+  }
+  if (width != kNotGiven) params.width = width;
+  if (height != kNotGiven) params.height = height;
   params.steps = steps;
   params.cfg_scale = cfg_scale;
-  params.sampler = default_sampler(ModelFamily::Sd1);
-  if (!sampler_arg.empty()) {
-    auto s = parse_sampler(sampler_arg);
-    if (!s) return fail(kCommand, "--sampling-method: unknown sampler '" + sampler_arg + "'", 2);
-    params.sampler = *s;
-  }
-  params.scheduler = default_scheduler(params.sampler);
-  if (!scheduler_arg.empty()) {
-    auto s = parse_scheduler(scheduler_arg);
-    if (!s) return fail(kCommand, "--scheduler: unknown scheduler '" + scheduler_arg + "'", 2);
-    params.scheduler = *s;
-  }
-  params.eta = default_eta(params.sampler);
-  params.rng = kDefaultRng;
   if (!rng_arg.empty()) {
     auto r = parse_rng_kind(rng_arg);
     if (!r) return fail(kCommand, "--rng: unknown generator '" + rng_arg + "' (cuda or cpu)", 2);
     params.rng = *r;
   }
-  std::optional<Prediction> prediction;  // left out: the model's (SdModels::default_prediction)
+  std::optional<Prediction> prediction;  // left out: the model's (resolve_for_model)
   if (!prediction_arg.empty()) {
     prediction = parse_prediction(prediction_arg);
     if (!prediction)
       return fail(kCommand, "--prediction '" + prediction_arg + "' is not supported (eps or v)", 2);
   }
-  const bool clip_skip_given = clip_skip > 0;
-  params.clip_skip = clip_skip_given ? clip_skip : 1;  // left out: the model's, once it is open
   params.seed = seed >= 0 ? seed : static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
   if (Status s = validate(params); !s.ok()) return fail(kCommand, s.error().message, 2);
   if (init_image)  // cropped and resized as sd-cli does when -W x -H differs from its size
@@ -302,17 +299,8 @@ int run_image(int argc, char** argv) {
                                placement.weight_options(kCommand)};
   auto models = SdModels::open(paths, where);
   if (!models.ok()) return fail(kCommand, models.error().message);
-  params.family = (*models)->version().family;
-  if (!clip_skip_given) params.clip_skip = default_clip_skip(params.family);
-  if (prediction) {
-    params.prediction = *prediction;
-  } else {
-    auto detected = (*models)->default_prediction();
-    if (!detected.ok()) return fail(kCommand, detected.error().message);
-    params.prediction = *detected;
-  }
-  LatentDecoder& decoder = (*models)->decoder();
-  decoder.set_compute_limit((*device)->largest_free_block().value_or(0));
+  if (Status st = resolve_for_model(**models, params, clip_skip, prediction); !st.ok())
+    return fail(kCommand, st.error().message);
   std::fprintf(
       stderr,
       "kiln image: %s model (%s prediction), %s decoder, %s sampler, %s scheduler, %d steps, %lldx%lld\n",
@@ -320,33 +308,23 @@ int run_image(int argc, char** argv) {
       (*models)->decoder_name(), std::string(sampler_name(params.sampler)).c_str(),
       std::string(scheduler_name(params.scheduler)).c_str(), params.steps,
       static_cast<long long>(params.width), static_cast<long long>(params.height));
-  auto conditioning = encode_conditioning((*models)->text_encoder(), params);
-  if (!conditioning.ok()) return fail(kCommand, conditioning.error().message);
 
-  StepProgress progress(isatty(STDERR_FILENO) == 1);
-  const StepObserver observe = [&progress](int step, int n, std::span<const float>) {
-    progress.step(step, n);
-  };
-  std::vector<float> init_latent;
+  ImageJob job;
+  job.params = params;
+  job.batch = batch;
   if (init_image) {
-    auto encoder = (*models)->encoder();
-    if (!encoder.ok()) return fail(kCommand, encoder.error().message);
-    auto latent = encode_init_image(**encoder, init_image->pixels, params);
-    if (!latent.ok()) return fail(kCommand, latent.error().message);
-    init_latent = std::move(*latent);
+    job.init_pixels = init_image->pixels;
+    job.strength = strength;
   }
+  job.tiling = vae_tiling ? &tiling : nullptr;
+  job.decode_compute_limit = (*device)->largest_free_block().value_or(0);
+  StepProgress progress(isatty(STDERR_FILENO) == 1, batch);
   const ParameterFiles files{paths.model, paths.clip_l, paths.diffusion_model};
-  for (int b = 0; b < batch; ++b) {
-    progress.begin(b, batch);
-    auto latent =
-        init_image
-            ? sample_latent_from_image((*models)->unet(), (*models)->schedule(), *conditioning, params,
-                                       init_latent, strength, b, observe)
-            : sample_latent((*models)->unet(), (*models)->schedule(), *conditioning, params, b, observe);
+  const LatentDecoder& decoder = (*models)->decoder();
+  ImageHooks hooks;
+  hooks.step = [&progress](int image, int step, int steps) { progress.step(image, step, steps); };
+  hooks.image = [&](int b, std::vector<uint8_t> pixels) -> Status {
     progress.end();
-    if (!latent.ok()) return fail(kCommand, latent.error().message);
-    auto pixels = decode_to_pixels(decoder, *latent, params, vae_tiling ? &tiling : nullptr);
-    if (!pixels.ok()) return fail(kCommand, pixels.error().message);
     if (decoder.auto_tile_size() > 0)
       std::fprintf(stderr,
                    "kiln image: the whole-image decode does not fit the memory; decoded in %d-cell tiles\n",
@@ -354,17 +332,21 @@ int run_image(int argc, char** argv) {
     RgbImage image;
     image.width = static_cast<int32_t>(params.width);
     image.height = static_cast<int32_t>(params.height);
-    image.pixels = std::move(*pixels);
+    image.pixels = std::move(pixels);
     // A1111's parameters: a PNG's `parameters` text, a JPEG's EXIF UserComment.
     const std::string text = a1111_parameters(params, params.seed + b, files, clip_skip_given,
                                               init_image ? std::optional<float>(strength) : std::nullopt);
-    auto bytes = *format == OutputFormat::Png ? encode_png(image, {{"parameters", text}})
-                                              : encode_jpeg(image, kJpegQuality, text);
-    if (!bytes.ok()) return fail(kCommand, bytes.error().message);
+    KILN_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,
+                          *format == OutputFormat::Png ? encode_png(image, {{"parameters", text}})
+                                                       : encode_jpeg(image, kJpegQuality, text));
     const std::string path = output_path(out, b, batch);
-    if (Status s = write_bytes(path, *bytes); !s.ok()) return fail(kCommand, s.error().message);
-    std::fprintf(stderr, "kiln image: wrote %s (seed %lld)\n", path.c_str(),
-                 static_cast<long long>(params.seed + b));
+    KILN_TRY(write_bytes(path, bytes));
+    std::fprintf(stderr, "kiln image: wrote %s (seed %lld)\n", path.c_str(), static_cast<long long>(params.seed + b));
+    return ok_status();
+  };
+  if (Status s = generate_images(**models, job, hooks); !s.ok()) {
+    progress.end();
+    return fail(kCommand, s.error().message);
   }
   if (verbose) std::fputs(format_memory_breakdown((*devices)->memory_breakdown()).c_str(), stderr);
   return 0;

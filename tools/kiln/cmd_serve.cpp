@@ -13,7 +13,9 @@
 // Many models (-m NAME=PATH repeated, --models-dir, --models-preset; serve/model_router.h): each
 // request's "model" picks one; models load on first use and share the --max-mem budgets, evicting
 // each other (LRU) and coming back with their slots' prompt caches. --sleep-idle-seconds is then
-// every model's idle eviction (a preset's sleep-idle-seconds replaces it per model).
+// every model's idle eviction (a preset's sleep-idle-seconds replaces it per model). A Stable
+// Diffusion checkpoint among them (-m NAME=CKPT.safetensors, or a preset's diffusion-model, clip_l,
+// vae, taesd keys) is an image model (serve/image_models.h), served by the image routes.
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -133,7 +135,7 @@ int run_serve(int argc, char** argv) {
   p.value({"--kv-unified-per-slot"}, &kv_unified_per_slot, "N",
           "a slot's context is at most N tokens; without -c the pool is sized to slots x N",
           IntRange::at_least(1));
-  p.value({"--queue"}, &queue, "N", "requests that may wait for a slot before 503 (default 64)",
+  p.value({"--queue"}, &queue, "N", "requests that may wait for a slot (image jobs: for their turn) before 503 (default 64)",
           IntRange::at_least(0));
   p.value({"--api-key"}, &api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
   p.value({"--chat-template-file"}, &template_file, "FILE",

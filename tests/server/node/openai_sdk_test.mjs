@@ -1,7 +1,8 @@
 // The official OpenAI Node SDK (package.json pins the version) against a real `kiln serve`:
 // chat completions (plain and streamed), completions, embeddings, tool calls (a round trip),
 // response_format json_schema (validated with ajv), errors, an image and audio transcriptions,
-// checked field by field.
+// checked field by field; images.generate and images.edit against a server of a text and an image
+// model, equal to `kiln image`'s files.
 //
 // Usage: node openai_sdk_test.mjs KILN_BINARY [MODEL]
 //   KILN_BINARY  the `kiln` executable (or env KILN_BIN)
@@ -10,9 +11,10 @@
 // Registered with ctest (label server) by CMakeLists.txt; its packages come from `npm ci` in this
 // folder (scripts/test.sh runs it). The script starts the server itself on a free port and kills it
 // when it ends, on failure too.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -493,4 +495,49 @@ test('audio.transcriptions.create answers what the chat route answers for the sa
     assert.match(err.message, /audio 0: /);
     return true;
   });
+});
+
+test('images.generate and images.edit return the images kiln image writes', async () => {
+  // The tiny SD 1.x checkpoint with TAESD (a preset names its decoder) beside the qwen2 fixture.
+  const sd = path.resolve(here, '../../../build/test-data/sd');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kiln-sdk-images-'));
+  try {
+    const preset = path.join(dir, 'models.ini');
+    writeFileSync(preset, `[sd]\nmodel = ${path.join(sd, 'tiny-sd1-f32.safetensors')}\n` +
+                          `taesd = ${path.join(sd, 'taesd-f32.safetensors')}\n`);
+    const origin = await startServer(['-m', `chat=${kModel}`, '--models-preset', preset, '-t', '2']);
+    const images = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
+    const kilnImage = (args, out) => {
+      const r = spawnSync(kilnBin, ['image', '-m', path.join(sd, 'tiny-sd1-f32.safetensors'), '--taesd',
+                                    path.join(sd, 'taesd-f32.safetensors'), '-W', '64', '-H', '64', '--steps', '2',
+                                    ...args, '-o', out], { encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      return readFileSync(out);
+    };
+    const want = kilnImage(['-p', 'a red cat', '-s', '11'], path.join(dir, 'want.png'));
+    // steps and seed are kiln's extensions: the SDK sends them as they are.
+    const r = await images.images.generate({ model: 'sd', prompt: 'a red cat', size: '64x64', n: 1,
+                                             response_format: 'b64_json', steps: 2, seed: 11 });
+    assert.ok(Number.isInteger(r.created));
+    assert.equal(r.data.length, 1);
+    assert.ok(Buffer.from(r.data[0].b64_json, 'base64').equals(want), 'the image equals kiln image\'s');
+    const init = path.join(dir, 'init.png');
+    writeFileSync(init, want);
+    const edited = kilnImage(['-p', 'a blue cat', '-s', '5', '-i', init, '--strength', '0.5'],
+                             path.join(dir, 'edited.png'));
+    const e = await images.images.edit({ model: 'sd', prompt: 'a blue cat', image: await toFile(want, 'cat.png',
+                                         { type: 'image/png' }), steps: 2, seed: 5, strength: 0.5 });
+    assert.ok(Buffer.from(e.data[0].b64_json, 'base64').equals(edited), 'the edit equals kiln image -i\'s');
+    // A url answer is refused with the reason; a chat model named for an image is a 400 too.
+    for (const [body, message] of [[{ model: 'sd', prompt: 'x', response_format: 'url' }, /stores no images/],
+                                   [{ model: 'chat', prompt: 'x' }, /is a text model/]]) {
+      await assert.rejects(images.images.generate(body), (err) => {
+        assert.ok(err instanceof OpenAI.BadRequestError, `${err?.constructor?.name}: ${err?.message}`);
+        assert.match(err.message, message);
+        return true;
+      });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
