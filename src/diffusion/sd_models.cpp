@@ -161,6 +161,7 @@ Result<LatentEncoder*> SdModels::encoder() {
 
 Result<Prediction> SdModels::default_prediction() {
   if (const std::optional<Prediction> p = diffusion::default_prediction(version_.family, has_v_pred_tensor_)) return *p;
+  if (detected_prediction_) return *detected_prediction_;
   // ref: is_using_v_parameterization_for_sd2.
   constexpr int64_t kSide = 8, kContextRows = 2;
   const sd::UnetHParams& hp = unet_->hparams();
@@ -172,7 +173,8 @@ Result<Prediction> SdModels::default_prediction() {
                       x.size(), ")");
   double sum = 0.0;
   for (size_t i = 0; i < out.size(); ++i) sum += static_cast<double>(out[i]) - static_cast<double>(x[i]);
-  return sum / static_cast<double>(out.size()) < -1.0 ? Prediction::V : Prediction::Eps;
+  detected_prediction_ = sum / static_cast<double>(out.size()) < -1.0 ? Prediction::V : Prediction::Eps;
+  return *detected_prediction_;
 }
 
 }  // namespace kiln::diffusion

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/result.h"
@@ -67,13 +68,15 @@ class SdModels {
   // What the UNet predicts when --prediction is left out, as stable-diffusion.cpp decides it
   // (sampling_defaults.h's default_prediction); for SD 2.x the UNet runs once on a fixed input
   // (is_using_v_parameterization_for_sd2: an 8 x 8 latent and a 2-row context of 0.5 at timestep
-  // 999; v when the output's mean minus the input's is below -1). Errors: the UNet's.
+  // 999; v when the output's mean minus the input's is below -1), once: the answer is kept for the
+  // model's later jobs. Errors: the UNet's.
   Result<Prediction> default_prediction();
 
  private:
   SdModels() = default;
   ModelVersion version_{};
   bool has_v_pred_tensor_ = false;  // a `v_pred` tensor in the model's files (SDXL's v marker)
+  std::optional<Prediction> detected_prediction_;  // SD 2.x: the UNet run's answer, once made
   NoiseSchedule schedule_;
   std::unique_ptr<ClipTextEncoder> text_encoder_;
   std::unique_ptr<UnetModel> unet_;
