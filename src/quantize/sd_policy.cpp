@@ -1,20 +1,10 @@
 #include "quantize/sd_policy.h"
 
-#include <cctype>
 
 namespace kiln::quantize {
 namespace {
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-
-bool equal_ignoring_case(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -30,9 +20,11 @@ bool sd_converts_tensor(std::string_view name, const std::array<int64_t, kMaxDim
 }
 
 std::optional<DType> sd_type_from_name(std::string_view name) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q5_1, DType::Q5_0, DType::Q4_1,
-                  DType::Q4_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q3_K, DType::Q2_K}) {
-    if (equal_ignoring_case(name, dtype_name(t))) return t;
+  const std::optional<DType> t = dtype_from_name(name);  // case-insensitive
+  if (!t) return std::nullopt;
+  for (DType sd : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q5_1, DType::Q5_0, DType::Q4_1,
+                   DType::Q4_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q3_K, DType::Q2_K}) {
+    if (*t == sd) return t;
   }
   return std::nullopt;
 }
