@@ -1,6 +1,5 @@
 #include "quantize/sd_policy.h"
 
-
 namespace kiln::quantize {
 namespace {
 
