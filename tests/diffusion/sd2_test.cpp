@@ -23,6 +23,7 @@
 #include "diffusion/sd_models.h"
 #include "diffusion/text_to_image.h"
 #include "llm/cpu_engine.h"
+#include "sd_models_suite.h"
 #include "sdcpp_refs.h"
 #include "test_data.h"
 
@@ -45,28 +46,9 @@ constexpr double kRowSumTolerance = 3e-3;  // sums cancel: larger relative error
 constexpr double kUnetTolerance = 1e-3;
 constexpr double kGuidedLatentTolerance = 6e-3;
 
-class Sd2Test : public ::testing::Test {
+class Sd2Test : public test::SdModelsSuite {
  protected:
-  static void SetUpTestSuite() {
-    engine_ = std::make_unique<CpuEngine>(0);
-    SdModelPaths paths;
-    paths.clip_l = test_data::path("sd/clip-h-sd2.safetensors");
-    paths.diffusion_model = test_data::path("sd/unet-sd2-c64-f32.safetensors");
-    paths.taesd = test_data::path("sd/taesd-f32.safetensors");
-    auto m = SdModels::open(paths, {&engine_->backend});
-    ASSERT_TRUE(m.ok()) << m.error().message;
-    models_ = std::move(*m);
-  }
-  static void TearDownTestSuite() {
-    models_.reset();
-    engine_.reset();
-  }
-  void SetUp() override {
-    if (!models_) GTEST_SKIP() << "no models (see the suite's set-up failure)";
-  }
-
-  static inline std::unique_ptr<CpuEngine> engine_;
-  static inline std::unique_ptr<SdModels> models_;
+  static void SetUpTestSuite() { open_models("sd/clip-h-sd2.safetensors", "sd/unet-sd2-c64-f32.safetensors"); }
 };
 
 TEST_F(Sd2Test, DetectsSd2AndItsNetworks) {
@@ -169,48 +151,12 @@ TextToImageParams loop_params(const std::string& name) {
 TEST_F(Sd2Test, ImagesMatchStableDiffusionCpp) {
   auto detected = models_->default_prediction();
   ASSERT_TRUE(detected.ok()) << detected.error().message;
-  std::map<std::string, Conditioning> conditionings;  // by prompt: the encoder is the slow part
   for (const std::string name : {"euler-2", "euler_a-2", "dpm++2m-2", "cli-defaults", "v-euler-2"}) {
     SCOPED_TRACE(name);
     TextToImageParams p = loop_params(name);
     p.prediction = name.starts_with("v-") ? Prediction::V : *detected;
-    if (!conditionings.contains(p.prompt)) {
-      auto c = encode_conditioning(models_->text_encoder(), p);
-      ASSERT_TRUE(c.ok()) << c.error().message;
-      conditionings.emplace(p.prompt, std::move(*c));
-    }
-    const Conditioning* c = &conditionings.at(p.prompt);
-    std::vector<std::vector<float>> inputs;
-    const StepObserver observe = [&](int, int, std::span<const float> in) {
-      inputs.emplace_back(in.begin(), in.end());
-    };
-    auto latent = sample_latent(models_->unet(), models_->schedule(), *c, p, 0, observe);
-    ASSERT_TRUE(latent.ok()) << latent.error().message;
-    auto pixels = decode_to_pixels(models_->decoder(), *latent, p);
-    ASSERT_TRUE(pixels.ok()) << pixels.error().message;
-
-    const std::string key = "sd2/loop/" + name + "/";
-    ASSERT_EQ(inputs.size(), 2u);
-    double worst_step = 0;
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      const test::RelativeErrors e =
-          test::relative_errors(inputs[k], test::ref_floats(key + "unet_in" + std::to_string(k)));
-      EXPECT_LE(e.l2, kGuidedLatentTolerance) << "the UNet's input at step " << k;
-      worst_step = std::max(worst_step, e.l2);
-    }
-    const test::RelativeErrors e = test::relative_errors(*latent, test::ref_floats(key + "latent"));
-    EXPECT_LE(e.l2, kGuidedLatentTolerance);
-    const size_t stride = name == "cli-defaults" ? 1 : kPixelStride;
-    const std::vector<uint32_t> packed = test::ref_words(key + "pixels");
-    size_t n = 0, within = 0;
-    for (size_t i = 0; i < pixels->size(); i += stride, ++n) {
-      ASSERT_LT(n / 4, packed.size());
-      const int ref_px = static_cast<int>((packed[n / 4] >> (8 * (n % 4))) & 0xff);
-      within += std::abs((*pixels)[i] - ref_px) <= 1;
-    }
-    EXPECT_GE(within * 100, n * 99) << "pixels within 1: " << within << " of " << n;
-    std::printf("  %-13s steps' UNet inputs %.2e, latent %.2e; pixels within 1: %zu/%zu\n", name.c_str(),
-                worst_step, e.l2, within, n);
+    expect_matches_sdcpp("sd2/loop/" + name + "/", run(p), 2, kGuidedLatentTolerance,
+                         name == "cli-defaults" ? 1 : kPixelStride);
   }
 }
 

@@ -25,6 +25,7 @@
 #include "diffusion/sampling_defaults.h"
 #include "diffusion/sd_models.h"
 #include "llm/cpu_engine.h"
+#include "sd_models_suite.h"
 #include "sdcpp_refs.h"
 #include "test_data.h"
 
@@ -131,83 +132,10 @@ TEST(TextToImage, ReplayingSd2RunsGivesTheirLatentsBitForBit) {
   }
 }
 
-class TextToImageTest : public ::testing::Test {
+class TextToImageTest : public test::SdModelsSuite {
  protected:
   static void SetUpTestSuite() {
-    engine_ = std::make_unique<CpuEngine>(0);
-    SdModelPaths paths;
-    paths.clip_l = test_data::path("sd/clip-l-f32.safetensors");
-    paths.diffusion_model = test_data::path("sd/unet-sd1-c32-f32.safetensors");
-    paths.taesd = test_data::path("sd/taesd-f32.safetensors");
-    auto m = SdModels::open(paths, {&engine_->backend});
-    ASSERT_TRUE(m.ok()) << m.error().message;
-    models_ = std::move(*m);
-  }
-  static void TearDownTestSuite() {
-    models_.reset();
-    engine_.reset();
-  }
-  void SetUp() override {
-    if (!models_) GTEST_SKIP() << "no models (see the suite's set-up failure)";
-  }
-
-  // The conditioning of params' prompts, encoded once per prompt pair and CFG use.
-  static const Conditioning& conditioning(const TextToImageParams& p) {
-    static std::map<std::string, Conditioning> cache;
-    const std::string key = p.prompt + '\n' + p.negative_prompt + (p.cfg_scale == 1.0f ? "\n1" : "\n");
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-      auto c = encode_conditioning(models_->text_encoder(), p);
-      EXPECT_TRUE(c.ok()) << c.error().message;
-      it = cache.emplace(key, c.ok() ? std::move(*c) : Conditioning{}).first;
-    }
-    return it->second;
-  }
-
-  struct Run {
-    std::vector<std::vector<float>> unet_inputs;  // one per step
-    std::vector<float> latent;
-    std::vector<uint8_t> pixels;
-  };
-  static Run run(const TextToImageParams& p) {
-    Run r;
-    const StepObserver observe = [&](int, int, std::span<const float> in) {
-      r.unet_inputs.push_back(from_step(in));
-    };
-    auto latent = sample_latent(models_->unet(), models_->schedule(), conditioning(p), p, 0, observe);
-    EXPECT_TRUE(latent.ok()) << latent.error().message;
-    if (!latent.ok()) return r;
-    r.latent = std::move(*latent);
-    auto pixels = decode_to_pixels(models_->decoder(), r.latent, p);
-    EXPECT_TRUE(pixels.ok()) << pixels.error().message;
-    if (pixels.ok()) r.pixels = std::move(*pixels);
-    return r;
-  }
-
-  // Checks a run against the records of `name`; prints the measured errors.
-  static void expect_matches_sdcpp(const std::string& name, const Run& r, int steps, double tolerance,
-                                   size_t pixel_stride) {
-    const std::string key = "loop/" + name + "/";
-    ASSERT_EQ(r.unet_inputs.size(), static_cast<size_t>(steps));
-    double worst_step = 0;
-    for (int k = 0; k < steps; ++k) {
-      const std::vector<float> ref = test::ref_floats(key + "unet_in" + std::to_string(k));
-      ASSERT_EQ(r.unet_inputs[k].size(), ref.size()) << key << "unet_in" << k;
-      const test::RelativeErrors e = test::relative_errors(r.unet_inputs[k], ref);
-      EXPECT_LE(e.l2, tolerance) << key << " the UNet's input at step " << k;
-      worst_step = std::max(worst_step, e.l2);
-    }
-    const std::vector<float> ref = test::ref_floats(key + "latent");
-    ASSERT_EQ(r.latent.size(), ref.size());
-    const test::RelativeErrors e = test::relative_errors(r.latent, ref);
-    EXPECT_LE(e.l2, tolerance) << key << "latent";
-
-    const test::PixelMatch m = test::match_pixels(r.pixels, key + "pixels", pixel_stride);
-    EXPECT_TRUE(m.within_one_on_99_percent()) << key << " pixels within 1: " << m.within_one << " of " << m.n;
-    std::printf(
-        "  %-14s steps' UNet inputs %.2e, latent %.2e (worst value %.2e); pixels within 1: %zu/%zu, equal "
-        "%zu\n",
-        name.c_str(), worst_step, e.l2, e.max, m.within_one, m.n, m.equal);
+    open_models("sd/clip-l-f32.safetensors", "sd/unet-sd1-c32-f32.safetensors");
   }
 
   static size_t differing_pixels(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
@@ -216,9 +144,6 @@ class TextToImageTest : public ::testing::Test {
     for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d += a[i] != b[i];
     return d;
   }
-
-  static inline std::unique_ptr<CpuEngine> engine_;
-  static inline std::unique_ptr<SdModels> models_;
 };
 
 TEST_F(TextToImageTest, DetectsTheTestModelAsSd1) { EXPECT_EQ(describe(models_->version()), "SD 1.x"); }
@@ -226,13 +151,13 @@ TEST_F(TextToImageTest, DetectsTheTestModelAsSd1) { EXPECT_EQ(describe(models_->
 TEST_F(TextToImageTest, SamplersMatchStableDiffusionCpp) {
   for (const OracleCase& c : oracle_cases()) {
     SCOPED_TRACE(c.name);
-    expect_matches_sdcpp(c.name, run(oracle_params(c)), c.steps,
+    expect_matches_sdcpp("loop/" + c.name + "/", run(oracle_params(c)), c.steps,
                          c.cfg_scale == 1.0f ? kLatentTolerance : kGuidedLatentTolerance, kPixelStride);
   }
 }
 
 TEST_F(TextToImageTest, SdCliDefaultsMatchStableDiffusionCpp) {
-  expect_matches_sdcpp("cli-defaults", run(cli_defaults_params()), 2, kGuidedLatentTolerance, 1);
+  expect_matches_sdcpp("loop/cli-defaults/", run(cli_defaults_params()), 2, kGuidedLatentTolerance, 1);
 }
 
 TEST_F(TextToImageTest, SettingsChangeThePicture) {
