@@ -7,8 +7,9 @@
 #include <set>
 #include <sstream>
 
+#include "core/gguf.h"
+#include "core/safetensors.h"
 #include "models/sd/unet.h"
-#include "models/sd/weight_file.h"
 
 namespace kiln::serve {
 namespace {
@@ -256,12 +257,24 @@ Status apply_models_preset(const std::string& text, const std::string& file, std
 
 const char* model_kind_name(ModelKind kind) { return kind == ModelKind::Image ? "image" : "text"; }
 
-void classify_models(std::vector<ModelSpec>& models) {
+namespace {
+
+// Whether the file at `path` holds a Stable Diffusion UNet under stable-diffusion.cpp's names (a
+// single-file checkpoint, .safetensors or GGUF). Reads the headers only: the file is mapped, its
+// tensors are neither read nor packed (sd::SdWeightFile would copy a .safetensors whole).
+bool holds_sd_unet(const std::string& path) {
   const std::string probe = std::string(sd::kSdUnetPrefix) + ".input_blocks.0.0.weight";
+  if (auto gguf = GgufFile::open(path); gguf.ok()) return (*gguf)->find_tensor(probe) != nullptr;
+  if (auto st = SafetensorsFile::open(path); st.ok()) return (*st)->find(probe) != nullptr;
+  return false;
+}
+
+}  // namespace
+
+void classify_models(std::vector<ModelSpec>& models) {
   for (ModelSpec& m : models) {
     if (m.kind == ModelKind::Image || m.path.empty()) continue;
-    auto file = sd::SdWeightFile::open(m.path);
-    if (file.ok() && (*file)->gguf().find_tensor(probe) != nullptr) m.kind = ModelKind::Image;
+    if (holds_sd_unet(m.path)) m.kind = ModelKind::Image;
   }
 }
 
