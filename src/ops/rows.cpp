@@ -1,6 +1,7 @@
 // Row-shaped small kernels: ArgMax (per row) and Concat (along any axis).
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "ops/kernel.h"
 
@@ -72,23 +73,37 @@ Status check_concat(const OpCall& call) {
   return ok_status();
 }
 
+// The source of dst element idx (idx rewritten to the element's index in it).
+const TensorView& concat_source(const OpCall& call, int64_t idx[kMaxDims]) {
+  const TensorView& a = call.src[0];
+  const int axis = call.params.axis;
+  if (idx[axis] < a.ne[axis]) return a;
+  idx[axis] -= a.ne[axis];
+  return call.src[1];
+}
+
 void run_concat(const OpCall& call, int, int64_t begin, int64_t end, void*) {
   const TensorView& a = call.src[0];
   const TensorView& b = call.src[1];
   const TensorView& d = call.dst;
-  const int axis = call.params.axis;
+  // Along an outer axis each dst row is one source row: copied whole where the types agree and
+  // rows are contiguous (the strips of a large SD convolution, models/sd/sd_layers.h).
+  const bool whole_rows = call.params.axis != 0 && a.type == d.type && b.type == d.type &&
+                          d.nb[0] == type_size(d.type) && a.nb[0] == d.nb[0] && b.nb[0] == d.nb[0];
   for (int64_t r = begin; r < end; ++r) {
     const RowIdx ri = row_idx(d, r);
     char* drow = row_ptr(d, ri);
+    if (whole_rows) {
+      int64_t idx[kMaxDims] = {0, ri.i1, ri.i2, ri.i3};
+      const TensorView& src = concat_source(call, idx);
+      std::memcpy(drow, row_ptr(src, idx[1], idx[2], idx[3]), static_cast<size_t>(d.ne[0]) * d.nb[0]);
+      continue;
+    }
     for (int64_t i0 = 0; i0 < d.ne[0]; ++i0) {
       int64_t idx[kMaxDims] = {i0, ri.i1, ri.i2, ri.i3};
-      const TensorView* src = &a;
-      if (idx[axis] >= a.ne[axis]) {
-        idx[axis] -= a.ne[axis];
-        src = &b;
-      }
-      const char* p = row_ptr(*src, idx[1], idx[2], idx[3]) + idx[0] * static_cast<int64_t>(src->nb[0]);
-      store_f32(d.type, drow + i0 * static_cast<int64_t>(d.nb[0]), load_f32(src->type, p));
+      const TensorView& src = concat_source(call, idx);
+      const char* p = row_ptr(src, idx[1], idx[2], idx[3]) + idx[0] * static_cast<int64_t>(src.nb[0]);
+      store_f32(d.type, drow + i0 * static_cast<int64_t>(d.nb[0]), load_f32(src.type, p));
     }
   }
 }

@@ -68,6 +68,28 @@ std::vector<float> uniform(size_t n, uint32_t seed, float lo, float hi) {
   return v;
 }
 
+// Marks y as the output of g, runs g on the CPU (two threads) with `in` as x, returns y's floats.
+std::vector<float> run_graph(Graph& g, Tensor x, std::vector<float> in, Tensor y) {
+  g.mark_output(y);
+  EXPECT_TRUE(g.status().ok()) << g.status().error().message;
+  if (!g.status().ok()) return {};
+  CpuDevice device;
+  ThreadPool pool(2);
+  CpuBackend backend(device, pool);
+  ComputeArena arena(device, "sd layers");
+  const PassInput inputs[] = {{x, in.data()}};
+  auto input_buffer = device.allocate(BufferDesc{pass_input_bytes(g, inputs), MemoryKind::Compute, "inputs"});
+  EXPECT_TRUE(input_buffer.ok());
+  if (!input_buffer.ok()) return {};
+  auto plan = run_pass(g, inputs, **input_buffer, arena, backend);
+  EXPECT_TRUE(plan.ok()) << plan.error().message;
+  if (!plan.ok()) return {};
+  const TensorView v = plan->view(y);
+  std::vector<float> out(static_cast<size_t>(v.nelements()));
+  EXPECT_TRUE(device.download(v, out.data(), v.span_bytes()).ok());
+  return out;
+}
+
 // group_norm32, a 3x3 conv2d with a bias and a linear with a bias, in a row, over an input of
 // [64 channels, 4, 4]. The norm's gain and offset and the two biases hold values rounded through
 // `gain_type`, stored in `store_type` (gain_type, or F32 for the reference).
@@ -86,25 +108,7 @@ std::vector<float> run_layers(DType gain_type, DType store_type) {
   Tensor y = group_norm32(g, Norm{nw->weight(), nb->weight()}, x, "gn");
   y = conv2d(g, Conv2d{cw->weight(), cb->weight(), 3, 1, 1}, y, "conv");
   y = linear(g, Linear{lw->weight(), lb->weight()}, y, "lin");
-  g.mark_output(y);
-  EXPECT_TRUE(g.status().ok()) << g.status().error().message;
-
-  CpuDevice device;
-  ThreadPool pool(2);
-  CpuBackend backend(device, pool);
-  ComputeArena arena(device, "sd layers");
-  std::vector<float> in = uniform(C * W * W, 7, -1.0f, 1.0f);
-  const PassInput inputs[] = {{x, in.data()}};
-  auto input_buffer = device.allocate(BufferDesc{pass_input_bytes(g, inputs), MemoryKind::Compute, "inputs"});
-  EXPECT_TRUE(input_buffer.ok());
-  if (!input_buffer.ok()) return {};
-  auto plan = run_pass(g, inputs, **input_buffer, arena, backend);
-  EXPECT_TRUE(plan.ok()) << plan.error().message;
-  if (!plan.ok()) return {};
-  const TensorView v = plan->view(y);
-  std::vector<float> out(static_cast<size_t>(v.nelements()));
-  EXPECT_TRUE(device.download(v, out.data(), v.span_bytes()).ok());
-  return out;
+  return run_graph(g, x, uniform(C * W * W, 7, -1.0f, 1.0f), y);
 }
 
 TEST(SdLayers, GainsAndBiasesInF16OrQ8_0ComputeAsTheirF32Values) {
@@ -115,6 +119,40 @@ TEST(SdLayers, GainsAndBiasesInF16OrQ8_0ComputeAsTheirF32Values) {
     ASSERT_EQ(stored_as_t.size(), 64u * 4 * 4);
     EXPECT_EQ(stored_as_t, stored_as_f32);
     EXPECT_NE(stored_as_t, run_layers(DType::F32, DType::F32)) << "the rounding should show in the output";
+  }
+}
+
+// A convolution whose columns exceed the budget runs in strips of output rows (here one row each,
+// the budget being one byte): its output is the whole product's, bit for bit, for each kernel,
+// stride and padding the SD networks use (the strips' top and bottom rows meet x's padding or the
+// rows of the strips beside them).
+TEST(SdLayers, ConvInStripsGivesTheWholeProductsBits) {
+  constexpr int64_t C = 16, W = 13, H = 11;
+  struct Case {
+    int32_t k, stride, padding;
+  };
+  for (const Case c : {Case{3, 1, 1}, Case{3, 2, 1}, Case{3, 1, 0}, Case{1, 1, 0}}) {
+    SCOPED_TRACE("kernel " + std::to_string(c.k) + " stride " + std::to_string(c.stride) + " padding " +
+                 std::to_string(c.padding));
+    auto w = stored("conv.weight", DType::F16, DType::F16, {c.k, c.k, C, 8}, uniform(c.k * c.k * C * 8, 1, -0.2f, 0.2f));
+    auto b = stored("conv.bias", DType::F32, DType::F32, {8, 1, 1, 1}, uniform(8, 2, -0.1f, 0.1f));
+    auto conv = [&](int64_t max_column_bytes, size_t* n_products) {
+      Graph g;
+      const Tensor x = g.input("x", DType::F32, {C, W, H, 1});
+      const Tensor y = conv2d(g, Conv2d{w->weight(), b->weight(), c.k, c.stride, c.padding}, x, "conv",
+                              max_column_bytes);
+      *n_products = 0;
+      for (int32_t id : g.op_nodes()) *n_products += g.tensors()[static_cast<size_t>(id)].op == OpKind::MulMat;
+      return run_graph(g, x, uniform(C * W * H, 3, -1.0f, 1.0f), y);
+    };
+    size_t whole_products = 0, strip_products = 0;
+    const std::vector<float> whole = conv(kConvColumnBytes, &whole_products);
+    const std::vector<float> strips = conv(1, &strip_products);
+    EXPECT_EQ(whole_products, 1u);
+    EXPECT_EQ(strip_products, static_cast<size_t>((H + 2 * c.padding - c.k) / c.stride + 1));
+    ASSERT_EQ(whole.size(), static_cast<size_t>(8 * ((W + 2 * c.padding - c.k) / c.stride + 1) *
+                                                ((H + 2 * c.padding - c.k) / c.stride + 1)));
+    EXPECT_EQ(strips, whole);
   }
 }
 

@@ -297,28 +297,33 @@ TEST(OpsAvgPool2d, MeanOfEachWindowInGgmlOrder) {
   EXPECT_NE(st.error().message.find("6 x 6"), std::string::npos) << st.error().message;
 }
 
+// Mixed types and layouts take the kernel's per-value path; F32 throughout with contiguous rows
+// its whole-row copies (every axis but 0).
 TEST(OpsConcat, EveryAxisAndMixedFloatTypes) {
   std::mt19937 rng(4);
-  for (int axis = 0; axis < 4; ++axis) {
-    Shape4 na{5, 3, 2, 2}, nb{5, 3, 2, 2}, nd{5, 3, 2, 2};
-    nb[axis] = 3;
-    nd[axis] = na[axis] + nb[axis];
-    HostTensor a(DType::F32, na, Layout::Permuted), b(DType::F16, nb, Layout::Padded),
-        d(DType::F32, nd, Layout::Strided0);
-    a.fill_uniform(rng, -1, 1);
-    b.fill_uniform(rng, -1, 1);
-    OpParams p;
-    p.axis = axis;
-    run_checked(make_call(OpKind::Concat, d, {&a, &b}, p), d);
-    expect_near(
-        d,
-        [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-          int64_t idx[4] = {i0, i1, i2, i3};
-          if (idx[axis] < na[axis]) return a.get(idx[0], idx[1], idx[2], idx[3]);
-          idx[axis] -= na[axis];
-          return b.get(idx[0], idx[1], idx[2], idx[3]);
-        },
-        0, 0, "concat axis " + std::to_string(axis));
+  for (const bool all_f32 : {false, true}) {
+    for (int axis = 0; axis < 4; ++axis) {
+      Shape4 na{5, 3, 2, 2}, nb{5, 3, 2, 2}, nd{5, 3, 2, 2};
+      nb[axis] = 3;
+      nd[axis] = na[axis] + nb[axis];
+      HostTensor a(DType::F32, na, all_f32 ? Layout::Padded : Layout::Permuted),
+          b(all_f32 ? DType::F32 : DType::F16, nb, Layout::Padded),
+          d(DType::F32, nd, all_f32 ? Layout::Padded : Layout::Strided0);
+      a.fill_uniform(rng, -1, 1);
+      b.fill_uniform(rng, -1, 1);
+      OpParams p;
+      p.axis = axis;
+      run_checked(make_call(OpKind::Concat, d, {&a, &b}, p), d);
+      expect_near(
+          d,
+          [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+            int64_t idx[4] = {i0, i1, i2, i3};
+            if (idx[axis] < na[axis]) return a.get(idx[0], idx[1], idx[2], idx[3]);
+            idx[axis] -= na[axis];
+            return b.get(idx[0], idx[1], idx[2], idx[3]);
+          },
+          0, 0, std::string(all_f32 ? "f32 " : "mixed ") + "concat axis " + std::to_string(axis));
+    }
   }
 }
 

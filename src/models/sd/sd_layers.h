@@ -45,7 +45,13 @@ Result<Linear> bind_linear(const WeightBinder& b, const std::string& name, int64
 // the graph), so the columns are rounded to F16 as its F16 im2col rounds them; a 1x1 kernel at stride 1
 // without padding multiplies x directly (its columns are x). Then the bias. An x the im2col cannot take
 // leaves its error in the graph (Graph::status) and returns an invalid Tensor, as the graph's own ops do.
-Tensor conv2d(Graph& g, const Conv2d& c, Tensor x, const std::string& name);
+// Memory: a product whose F32 columns would exceed max_column_bytes (x one item) is computed in
+// strips of output rows, each with its own columns, joined by concat: the columns (and mul_mat's
+// converted copy of them, 1.5 times their bytes for F16) exist one strip at a time. The bits are the
+// whole product's (every strip has at least two columns, so tinyBLAS's order for each, as for all).
+inline constexpr int64_t kConvColumnBytes = int64_t{64} << 20;
+Tensor conv2d(Graph& g, const Conv2d& c, Tensor x, const std::string& name,
+              int64_t max_column_bytes = kConvColumnBytes);
 // GroupNorm32 (stable-diffusion.cpp's: 32 groups, eps 1e-6) times w plus b, x [c, w, h, b].
 Tensor group_norm32(Graph& g, const Norm& n, Tensor x, const std::string& name);
 // LayerNorm (eps 1e-5) over dim 0 times w plus b.
