@@ -159,7 +159,7 @@ Tensor vit_blocks(Graph& g, const VitDims& hp, std::span<const VitLayer> layers,
       // One product for the three, then each a view of its rows. ref: MultiheadAttention's
       // in_proj and split_qkv (stable-diffusion.cpp).
       const Tensor qkv = vit_linear(g, l.qkv_w, l.qkv_b, cur, p + "qkv");  // [(H + 2 Hkv) hd, T]
-      const TensorView& qv = g.tensor(qkv).view;
+      const TensorView qv = g.tensor(qkv).view;  // a copy: adding the views below moves the graph's tensors
       const auto part = [&](int64_t heads, int64_t first_head, const char* what) {
         const Tensor rows = g.view(qkv, {hd, heads, T, 1}, {qv.nb[0], hd * qv.nb[0], qv.nb[1], qv.nb[1] * T},
                                    static_cast<size_t>(first_head * hd) * qv.nb[0], p + what);

@@ -48,7 +48,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // is zeros only below x's last row, else it enters rows after r1 (dropped too).
 Tensor conv_rows(Graph& g, Tensor kernel, Tensor x, const Conv2dParams& p, int64_t r0, int64_t r1,
                  const std::string& name) {
-  const TensorView& xv = g.tensor(x).view;
+  const TensorView xv = g.tensor(x).view;  // a copy: adding tensors moves the graph's
   const int64_t K = g.tensor(kernel).view.ne[0], c_out = g.tensor(kernel).view.ne[1];
   const int64_t ow = p.out_size(0, xv.ne[1]), oh = p.out_size(1, xv.ne[2]), n = r1 - r0;
   const bool whole = r0 == 0 && r1 == oh;
